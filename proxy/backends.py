@@ -1,0 +1,92 @@
+"""A configured backend as the faces see it: address, probed profile, session pool, task follower.
+
+The profile is probed at start, refreshed every `probe_interval_ms`, and re-probed (throttled)
+when a request finds it missing or stale, e.g. a tool name the cached `tools/list` lacks
+(TRANSLATION.md §2 "Upstream").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import aiohttp
+
+from translators.errors import McpError
+from translators.protocol import TaskSupport
+
+from .config import Settings, Upstream
+from .follow import V1Follower
+from .upstream.pool import SessionPool
+from .upstream.probe import BackendProfile, probe
+from .upstream.session_wire import Backend
+
+log = logging.getLogger(__name__)
+
+REPROBE_MIN_INTERVAL_S = 1.0
+"""On-demand re-probes of one backend are at least this far apart."""
+
+
+class UnsupportedBackend(Exception):
+    """The backend speaks a dialect this version of the proxy cannot serve."""
+
+
+class BackendHandle:
+    """One backend: its connector, its profile (None until a probe succeeded), pool and follower."""
+
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings):
+        self.config = config
+        self.name = config.name
+        self.connector = Backend(config.name, config.url, http, extra_headers=config.headers,
+                                 request_timeout_ms=settings.upstream_timeout_ms)
+        self.pool = SessionPool(self.connector)
+        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
+        self.profile: BackendProfile | None = None
+        self._probe_lock = asyncio.Lock()
+        self._last_probe = 0.0
+        self._probe_interval_s = settings.probe_interval_ms / 1000
+
+    def check_supported(self, profile: BackendProfile) -> None:
+        """Raise `UnsupportedBackend` unless `profile` is a session-wire v1 backend (issue scope:
+        the v2-modern face in front of v1 backends)."""
+        if profile.dialect != "v1":
+            raise UnsupportedBackend(
+                f"backend {profile.summary()}; this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) backends only"
+            )
+
+    async def refresh(self, *, force: bool = False) -> BackendProfile:
+        """Probe now unless a probe ran less than a second ago (or the profile is fresh and not
+        `force`). Raises `McpError` (502) when unreachable and `UnsupportedBackend`."""
+        async with self._probe_lock:
+            now = time.monotonic()
+            fresh = self.profile is not None and now - self._last_probe < self._probe_interval_s
+            if self.profile is not None and (now - self._last_probe < REPROBE_MIN_INTERVAL_S or (fresh and not force)):
+                return self.profile
+            self._last_probe = now
+            profile = await probe(self.connector)
+            self.check_supported(profile)
+            if self.profile is None or self.profile.dialect != profile.dialect:
+                log.info("backend probed: %s", profile.summary())
+            self.profile = profile
+            return profile
+
+    async def current(self) -> BackendProfile:
+        """The profile, probing first when there is none yet or it is older than the interval."""
+        if self.profile is not None and time.monotonic() - self._last_probe < self._probe_interval_s:
+            return self.profile
+        return await self.refresh()
+
+    async def tool_support(self, name: str) -> TaskSupport | None:
+        """A tool's task support; a name the cached list lacks triggers one throttled re-probe.
+        None when the backend has no such tool."""
+        profile = await self.current()
+        if name not in profile.tools:
+            try:
+                profile = await self.refresh(force=True)
+            except McpError:
+                pass
+        return profile.tools.get(name)
+
+    async def close(self) -> None:
+        await self.pool.close()

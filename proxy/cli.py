@@ -1,0 +1,72 @@
+"""Command line: `mcp-tasks-proxy serve | demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .config import ConfigError, load
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .app import start
+    from .backends import UnsupportedBackend
+
+    overrides = {"listen": args.listen}
+    if args.upstream:
+        overrides["upstream"] = [{"name": "main", "url": args.upstream}]
+    try:
+        settings = load(args.config, overrides)
+    except ConfigError as exc:
+        print(f"mcp-tasks-proxy: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def run() -> int:
+        try:
+            running = await start(settings)
+        except (UnsupportedBackend, ConfigError) as exc:
+            print(f"mcp-tasks-proxy: refusing to start: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
+            return 2
+        print(f"mcp-tasks-proxy listening on {running.url} (backend {settings.upstream[0].url})", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await running.stop()
+        return 0
+
+    return asyncio.run(run())
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo.walkthrough import main as demo_main
+
+    return demo_main(verbose=not args.quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `mcp-tasks-proxy` console script; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="mcp-tasks-proxy", description="MCP Tasks v1 <-> v2 translating reverse proxy")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the proxy in front of a backend")
+    serve.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint, e.g. http://127.0.0.1:3000/mcp")
+    serve.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:8080)")
+    serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
+    serve.set_defaults(run=_serve)
+    demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
+    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary")
+    demo.set_defaults(run=_demo)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Configuration: one validated model, read from TOML (`tomllib`) and overridden by CLI flags.
+
+Every setting is documented in `config.example.toml` and `docs/configuration.md`. Errors name the
+key and what was expected (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
+
+
+class ConfigError(Exception):
+    """A configuration file or flag that cannot be used; the message names the key."""
+
+
+class Upstream(BaseModel):
+    """One backend: `name` (used in logs, errors and sealed ids), `url` of its MCP endpoint,
+    `dialect` ("auto" = probe), extra `headers` sent on every upstream request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="main", min_length=1, max_length=64)
+    url: str
+    dialect: DialectSetting = "auto"
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class Settings(BaseModel):
+    """All settings. Durations are milliseconds, sizes bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    listen: str = "127.0.0.1:8080"
+    path: str = "/mcp"
+    upstream: list[Upstream] = Field(default_factory=list)
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    state_dir: str = "~/.local/state/mcp-tasks-proxy"
+    key_file: str | None = None
+    identity_header: str | None = None
+    forward_headers: list[str] = Field(default_factory=list)
+    task_ttl_ms: int = Field(default=3_600_000, ge=0)
+    optional_tools: Literal["task", "sync"] = "task"
+    required_without_extension: Literal["reject", "wait"] = "reject"
+    v1_session_scope: Literal["principal", "task"] = "principal"
+    input_capture_wait_ms: int = Field(default=250, ge=0)
+    cache_ttl_ms: int = Field(default=0, ge=0)
+    max_task_state_ms: int = Field(default=3_600_000, gt=0)
+    max_tasks: int = Field(default=10_000, gt=0)
+    probe_interval_ms: int = Field(default=60_000, gt=0)
+    upstream_timeout_ms: int = Field(default=300_000, gt=0)
+    wait_poll_ms: int = Field(default=500, gt=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:8080")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with /")
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        given = err.get("input")
+        lines.append(f"{key}: {err['msg']} (got {given!r})" if err["type"] != "missing" else f"{key}: required")
+    return "; ".join(lines)
+
+
+def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from a TOML file (optional) with `overrides` (CLI flags) applied on top.
+
+    Raises `ConfigError` naming the file and key for unreadable TOML, unknown keys and bad values.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path or 'configuration'}: {_describe(exc)}") from None

@@ -1,0 +1,227 @@
+"""Start and stop server subprocesses that announce their address on stdout.
+
+Protocol with the child: once it accepts connections it prints one line ``LISTENING <url>``
+(flushed) on stdout. :meth:`ServerProcess.start` waits for that line; afterwards a daemon thread
+keeps draining the child's merged stdout/stderr so the child never blocks on a full pipe, and
+keeps the last lines for error messages.
+
+Stdlib only: this module runs inside the proxy's own environment.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+__all__ = [
+    "LISTENING_PREFIX",
+    "ServerProcess",
+    "ServerStartError",
+    "V1_SERVER_SCRIPT",
+    "start_reference_v1_server",
+]
+
+#: Prefix of the readiness line a child prints, followed by its URL.
+LISTENING_PREFIX = "LISTENING "
+#: The reference v1 server script (run with the ``mcp-v1`` peer environment's python).
+V1_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_server.py")
+
+_TAIL_LINES = 200
+_STOP_GRACE_S = 5.0
+
+
+class ServerStartError(RuntimeError):
+    """The child exited or stayed silent before printing ``LISTENING <url>``.
+
+    The message carries the command and the child's output collected so far.
+    """
+
+
+class ServerProcess:
+    """A running server subprocess that has announced its URL.
+
+    Create it with :meth:`start`. Attributes: ``url`` (what followed ``LISTENING``), ``pid``,
+    ``argv``. :meth:`stop` is idempotent; the object is also a context manager that stops the
+    child on exit.
+    """
+
+    def __init__(self, popen: subprocess.Popen[str], argv: list[str]) -> None:
+        """Wrap an already started child; use :meth:`start` rather than calling this directly."""
+        self._popen = popen
+        self.argv = list(argv)
+        self.pid: int = popen.pid
+        self.url: str = ""
+        self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._lines_lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        self._reader = threading.Thread(
+            target=self._drain, args=(popen.stdout,), name=f"server-output-{popen.pid}", daemon=True
+        )
+        self._reader.start()
+
+    @classmethod
+    def start(
+        cls,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        ready_timeout_s: float = 60,
+    ) -> ServerProcess:
+        """Launch ``argv`` and wait until it prints ``LISTENING <url>``.
+
+        Args:
+            argv: the command line.
+            env: variables added to (and overriding) the current environment for the child.
+            ready_timeout_s: how long to wait for the readiness line.
+
+        Returns:
+            The running :class:`ServerProcess`, with ``url`` set.
+
+        Raises:
+            ServerStartError: the child exited before the line, or the timeout passed (the child
+                is then stopped); the message includes the output collected.
+            OSError: the command could not be launched at all.
+        """
+        child_env = dict(os.environ)
+        child_env["PYTHONUNBUFFERED"] = "1"
+        if env:
+            child_env.update(env)
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+            env=child_env,
+        )
+        proc = cls(popen, argv)
+        try:
+            proc._wait_ready(ready_timeout_s)
+        except BaseException:
+            proc.stop()
+            raise
+        return proc
+
+    def _drain(self, stream: IO[str] | None) -> None:
+        if stream is None:
+            return
+        try:
+            for raw in stream:
+                line = raw.rstrip("\r\n")
+                with self._lines_lock:
+                    self._lines.append(line)
+                if not self._ready.is_set() and line.startswith(LISTENING_PREFIX):
+                    self.url = line[len(LISTENING_PREFIX) :].strip()
+                    self._ready.set()
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us during stop()
+        finally:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if self._popen.poll() is not None:
+                self._reader.join(timeout=2.0)  # collect what the child printed before dying
+                if self._ready.is_set():
+                    break
+                raise ServerStartError(
+                    f"server exited with status {self._popen.returncode} before announcing its URL\n"
+                    f"command: {self.argv}\noutput:\n{self.output_tail()}"
+                )
+            if time.monotonic() >= deadline:
+                raise ServerStartError(
+                    f"server did not print '{LISTENING_PREFIX}<url>' within {timeout_s:g} s\n"
+                    f"command: {self.argv}\noutput:\n{self.output_tail()}"
+                )
+        if self._popen.poll() is not None:
+            raise ServerStartError(
+                f"server announced {self.url} but exited with status {self._popen.returncode}\n"
+                f"command: {self.argv}\noutput:\n{self.output_tail()}"
+            )
+
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit status, or ``None`` while it runs."""
+        return self._popen.poll()
+
+    def is_running(self) -> bool:
+        """Whether the child is still alive."""
+        return self._popen.poll() is None
+
+    def output_tail(self, lines: int = _TAIL_LINES) -> str:
+        """Return the last ``lines`` lines (at most 200 are kept) of the child's stdout+stderr."""
+        with self._lines_lock:
+            kept = list(self._lines)[-lines:] if lines > 0 else []
+        return "\n".join(kept)
+
+    def stop(self) -> int | None:
+        """Stop the child by its own PID: SIGTERM, up to 5 s grace, then SIGKILL.
+
+        Idempotent and safe to call from several threads. Returns the exit status (``None`` only
+        if the child could not be reaped, which should not happen).
+        """
+        with self._stop_lock:
+            if not self._stopped:
+                self._stopped = True
+                if self._popen.poll() is None:
+                    try:
+                        self._popen.send_signal(signal.SIGTERM)
+                        self._popen.wait(timeout=_STOP_GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        self._popen.kill()
+                        self._popen.wait(timeout=_STOP_GRACE_S)
+                    except ProcessLookupError:
+                        pass
+                self._reader.join(timeout=2.0)
+        return self._popen.poll()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running() else f"exited({self._popen.poll()})"
+        return f"<ServerProcess pid={self.pid} url={self.url!r} {state}>"
+
+
+def start_reference_v1_server(**kw: Any) -> ServerProcess:
+    """Start the reference v1 server (``v1_server.py`` on ``mcp==1.30.0``) on an ephemeral port.
+
+    Builds the ``mcp-v1`` peer environment first if needed (see :func:`proxy.demo.peers.ensure_peer_env`).
+    Keyword arguments go to :meth:`ServerProcess.start` (``env``, ``ready_timeout_s``).
+
+    Returns:
+        The running server; its ``url`` is ``http://127.0.0.1:<port>/mcp``.
+
+    Raises:
+        RuntimeError: the peer environment could not be built.
+        ServerStartError: the server did not come up.
+    """
+    from proxy.demo.peers import ensure_peer_env
+
+    python = ensure_peer_env("mcp-v1")
+    argv = [str(python), str(V1_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    return ServerProcess.start(argv, **kw)

@@ -1,0 +1,320 @@
+"""The v2-modern face: `POST /mcp` on the stateless 2026-07-28 wire, in front of a v1 backend.
+
+Data flow: HTTP request → transport checks (size, Content-Type) → JSON-RPC parse → dialect of the
+request (TRANSLATION.md §2) → envelope and header checks → method dispatch → upstream session
+(`translators` reshape every message) → JSON answer with the HTTP status of §6.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Mapping
+
+from aiohttp import web
+
+from translators import jsonrpc
+from translators.differences import (
+    cancel_answer_v2,
+    created_task_result_v2,
+    created_task_to_v2,
+    drop_task_param,
+    get_task_result_v2,
+    server_capabilities_to_v2,
+    task_param_v1,
+    tool_to_v2,
+    update_ack_v2,
+)
+from translators.envelope import (
+    ModernMeta,
+    check_headers,
+    complete_result,
+    is_modern,
+    read_meta,
+    strip_envelope,
+    upstream_client_capabilities,
+    with_server_info,
+)
+from translators.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    McpError,
+    missing_tasks_extension,
+    modern_http_status,
+)
+from translators.policy import creation_decision
+from translators.protocol import (
+    H_NAME,
+    H_PROTOCOL_VERSION,
+    H_SESSION_ID,
+    MODERN_VERSION,
+    REMOVED_MODERN_METHODS,
+    REMOVED_TASK_METHODS_V2,
+    TASK_METHODS_V2,
+)
+from translators.sealing import Keyring, TaskRef
+
+from ..backends import BackendHandle, UnsupportedBackend
+from ..config import Settings
+from ..upstream.session_wire import SessionLost, UpstreamSession
+
+log = logging.getLogger(__name__)
+
+SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
+JSON = "application/json"
+
+
+class Reply:
+    """A successful answer: the `result` object and extra HTTP headers."""
+
+    __slots__ = ("result", "headers")
+
+    def __init__(self, result: dict[str, Any], headers: Mapping[str, str] | None = None):
+        self.result = result
+        self.headers = dict(headers or {})
+
+
+class Call:
+    """One modern request in flight: who asks, with which envelope, forwarding which headers."""
+
+    __slots__ = ("method", "params", "meta", "principal", "upstream_headers")
+
+    def __init__(self, method: str, params: dict[str, Any], meta: ModernMeta, principal: str, upstream_headers: dict[str, str]):
+        self.method = method
+        self.params = params
+        self.meta = meta
+        self.principal = principal
+        self.upstream_headers = upstream_headers
+
+
+def _json_response(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers=headers)
+
+
+def _accepts_json(accept: str | None) -> bool:
+    if not accept:
+        return True
+    for part in accept.split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in (JSON, "application/*", "*/*"):
+            return True
+    return False
+
+
+class ModernFace:
+    """Handles `POST <path>` for modern clients; everything it answers is JSON."""
+
+    def __init__(self, settings: Settings, keyring: Keyring, backend: BackendHandle):
+        self.settings = settings
+        self.keyring = keyring
+        self.backend = backend
+        self._identity_header = settings.identity_header or "Authorization"
+        self._forward = ["Authorization", *settings.forward_headers]
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    async def handle_post(self, request: web.Request) -> web.StreamResponse:
+        principal = self.keyring.principal(request.headers.get(self._identity_header))
+        request_id: Any = None
+        try:
+            body = await self._read_body(request)
+            message = jsonrpc.parse(body)
+            request_id = message.id if message.kind == "request" else None
+            params = message.params
+            if not is_modern(message.method, params):
+                raise self._not_modern(message, request)
+            if not _accepts_json(request.headers.get("Accept")):
+                raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
+            meta = read_meta(params)
+            check_headers(message.method, params, meta, request.headers)
+            if message.kind == "notification":
+                return web.Response(status=202)
+            if message.kind == "response":
+                raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
+            forward = {h: request.headers[h] for h in self._forward if h in request.headers}
+            reply = await self.dispatch(Call(message.method, params, meta, principal, forward))
+        except McpError as exc:
+            self._log_refusal(exc, principal, request)
+            return _json_response(jsonrpc.error_response(request_id, exc), modern_http_status(exc))
+        except UnsupportedBackend as exc:
+            error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
+            return _json_response(jsonrpc.error_response(request_id, error), 502)
+        except Exception:  # a proxy bug must not take the connection down without an answer
+            log.exception("internal error answering a request from principal=%s", principal)
+            error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
+            return _json_response(jsonrpc.error_response(request_id, error), 500)
+        return _json_response(jsonrpc.result_response(request_id, reply.result), 200, reply.headers)
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != JSON:
+            raise McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > limit:
+                raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _not_modern(self, message: jsonrpc.Message, request: web.Request) -> McpError:
+        """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""
+        if request.headers.get(H_PROTOCOL_VERSION) == MODERN_VERSION:
+            return McpError(INVALID_PARAMS, "Missing required _meta key 'io.modelcontextprotocol/protocolVersion'")
+        if message.method == "initialize" or H_SESSION_ID in request.headers:
+            return McpError(
+                INVALID_REQUEST,
+                "Session-wire clients (initialize, Mcp-Session-Id) are not served by this version of mcp-tasks-proxy; "
+                f"use the {MODERN_VERSION} wire (supported versions: {MODERN_VERSION})",
+            )
+        return McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
+
+    def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> None:
+        if exc.http_status == 502:
+            log.warning("backend failure for principal=%s: %s", principal, exc.message)
+        else:
+            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, exc.message)
+
+    # -- dispatch ----------------------------------------------------------------------------------
+
+    async def dispatch(self, call: Call) -> Reply:
+        """Answer one validated modern request. Raises `McpError` for every refusal."""
+        method = call.method
+        if method == "server/discover":
+            return Reply(await self.discover())
+        if method == "tools/call":
+            return await self.call_tool(call)
+        if method in TASK_METHODS_V2:
+            if not call.meta.declares_tasks:
+                raise missing_tasks_extension(f"{method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
+            ref = self._unseal(call)
+            if method == "tasks/get":
+                return await self.get_task(call, ref)
+            if method == "tasks/update":
+                return self.update_task(call, ref)
+            return await self.cancel_task(call, ref)
+        if method in REMOVED_TASK_METHODS_V2:
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {method} does not exist on the {MODERN_VERSION} wire; tasks/get inlines results", method)
+        if method == "subscriptions/listen" or method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}", method)
+        return await self.forward(call)
+
+    def _unseal(self, call: Call) -> TaskRef:
+        ref = self.keyring.unseal_task_id(call.params.get("taskId"), call.principal)
+        if ref.backend != self.backend.name:
+            raise McpError(INVALID_PARAMS, "Unknown task")
+        return ref
+
+    async def _session(self, call: Call) -> UpstreamSession:
+        caps = upstream_client_capabilities(call.meta.client_capabilities)
+        return await self.backend.pool.shared(call.principal, caps, call.upstream_headers)
+
+    async def _upstream(self, call: Call, method: str, params: dict[str, Any], *, session: UpstreamSession | None = None) -> dict[str, Any]:
+        """A request on the caller's pooled session; a session the backend forgot (404 before it
+        processed anything) is re-created and the request sent once more."""
+        session = session or await self._session(call)
+        try:
+            return await session.request(method, params, headers=call.upstream_headers)
+        except SessionLost:
+            session = await self._session(call)
+            return await session.request(method, params, headers=call.upstream_headers)
+
+    async def discover(self) -> dict[str, Any]:
+        """`server/discover` answered by the proxy (TRANSLATION.md §4.9)."""
+        profile = await self.backend.current()
+        result: dict[str, Any] = {
+            "supportedVersions": [MODERN_VERSION],
+            "capabilities": server_capabilities_to_v2(profile.capabilities),
+        }
+        if profile.instructions:
+            result["instructions"] = profile.instructions
+        return with_server_info(complete_result("server/discover", result, cache_ttl_ms=self.settings.cache_ttl_ms), SERVER_INFO)
+
+    async def forward(self, call: Call) -> Reply:
+        """Any other method, forwarded with the modern envelope removed (TRANSLATION.md §4.8)."""
+        result = await self._upstream(call, call.method, strip_envelope(call.params))
+        if call.method == "tools/list" and isinstance(result.get("tools"), list):
+            result = {**result, "tools": [tool_to_v2(t) if isinstance(t, dict) else t for t in result["tools"]]}
+        return Reply(complete_result(call.method, result, cache_ttl_ms=self.settings.cache_ttl_ms))
+
+    async def call_tool(self, call: Call) -> Reply:
+        """`tools/call`: the proxy decides task or not (TRANSLATION.md §4.2)."""
+        name = call.params.get("name")
+        if not isinstance(name, str) or not name:
+            raise McpError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+        support = await self.backend.tool_support(name) or "forbidden"
+        profile = await self.backend.current()
+        decision = creation_decision(
+            declared=call.meta.declares_tasks,
+            support=support,
+            backend_offers_tasks=profile.offers_tool_tasks,
+            optional_tools=self.settings.optional_tools,
+            required_without_extension=self.settings.required_without_extension,
+        )
+        params = drop_task_param(strip_envelope(call.params))
+        if decision == "sync":
+            return Reply(complete_result("tools/call", await self._upstream(call, "tools/call", params)))
+        if decision == "reject":
+            raise missing_tasks_extension(
+                f"Tool {name!r} requires the tasks extension (io.modelcontextprotocol/tasks); the client did not declare it for this request."
+            )
+        if self.settings.v1_session_scope == "task":
+            session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers)
+        else:
+            session = await self._session(call)
+        params["task"] = task_param_v1(self.settings.task_ttl_ms)
+        answer = await self._upstream(call, "tools/call", params, session=session)
+        if "task" not in answer:
+            # The backend ran it inline after all (its tool list changed): that is the result.
+            return Reply(complete_result("tools/call", answer))
+        created = created_task_to_v2(answer)
+        ref = TaskRef(self.backend.name, session.session_id or "", created.task_id)
+        if decision == "wait":
+            return Reply(await self._wait(call, ref, session))
+        task_id = self.keyring.seal_task_id(ref, call.principal)
+        return Reply(created_task_result_v2(created.evolve(task_id=task_id)), {H_NAME: task_id})
+
+    async def _wait(self, call: Call, ref: TaskRef, session: UpstreamSession) -> dict[str, Any]:
+        """`required_without_extension = "wait"`: follow the upstream task to its end and answer
+        the final result, or its error as a JSON-RPC error."""
+        while True:
+            task = await self.backend.follower.status(ref, session, call.upstream_headers)
+            if task.status == "completed" and task.result is not None:
+                return complete_result("tools/call", task.result)
+            if task.status == "failed" and task.error is not None:
+                raise McpError(task.error.code, task.error.message, task.error.data)
+            if task.status == "cancelled":
+                raise McpError(INTERNAL_ERROR, "Task was cancelled")
+            await asyncio.sleep((task.poll_interval_ms or self.settings.wait_poll_ms) / 1000)
+
+    async def get_task(self, call: Call, ref: TaskRef) -> Reply:
+        """`tasks/get` (TRANSLATION.md §4.4)."""
+        task = await self.backend.follower.status(ref, self.backend.pool.by_id(ref.session), call.upstream_headers)
+        return Reply(get_task_result_v2(task.evolve(task_id=call.params["taskId"])))
+
+    def update_task(self, call: Call, ref: TaskRef) -> Reply:
+        """`tasks/update` (TRANSLATION.md §4.5). Nothing is captured from v1 backends yet, so every
+        key is unknown and ignored; the id has unsealed, so the answer is the ack."""
+        responses = call.params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise McpError(INVALID_PARAMS, "tasks/update: inputResponses must be an object")
+        return Reply(update_ack_v2())
+
+    async def cancel_task(self, call: Call, ref: TaskRef) -> Reply:
+        """`tasks/cancel` (TRANSLATION.md §4.6): whatever the v1 backend answers becomes the ack."""
+        session = self.backend.pool.by_id(ref.session)
+        try:
+            await session.request("tasks/cancel", {"taskId": ref.task}, headers=call.upstream_headers)
+        except SessionLost:
+            pass
+        except McpError as exc:
+            if exc.http_status is not None:
+                raise
+        self.backend.follower.forget(ref)
+        return Reply(cancel_answer_v2())

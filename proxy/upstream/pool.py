@@ -1,0 +1,73 @@
+"""Upstream session pools (TRANSLATION.md §4.1).
+
+v1 servers bind tasks to the session that created them, so the proxy keeps one upstream session
+per (backend, principal, client capabilities that matter upstream), re-creates it when the
+backend forgets it, and can adopt a session named inside a sealed task id after a restart
+(a v1 session outlives the proxy). With `v1_session_scope = "task"` each task gets a session
+of its own, so a fault that ends a session costs one task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Mapping
+
+from cachetools import LRUCache
+
+from .session_wire import Backend, UpstreamSession
+
+
+def _capability_key(capabilities: Mapping[str, Any]) -> str:
+    return json.dumps(capabilities, sort_keys=True, separators=(",", ":"))
+
+
+class SessionPool:
+    """Sessions of one session-wire backend.
+
+    `max_sessions` bounds the sessions remembered by id (least recently used forgotten first; a
+    forgotten session is adopted again by id when a sealed task id names it).
+    """
+
+    def __init__(self, backend: Backend, *, max_sessions: int = 10_000):
+        self.backend = backend
+        self._shared: dict[tuple[str, str], UpstreamSession] = {}
+        self._by_id: LRUCache[str, UpstreamSession] = LRUCache(maxsize=max_sessions)
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def shared(self, principal: str, capabilities: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamSession:
+        """The principal's pooled session for these capabilities, initialised on first use and
+        re-initialised when the backend lost it. Raises `McpError` when `initialize` fails."""
+        key = (principal, _capability_key(capabilities))
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            session = self._shared.get(key)
+            if session is None or session.lost or not session.session_id:
+                session = await self.fresh(capabilities, headers)
+                self._shared[key] = session
+            return session
+
+    async def fresh(self, capabilities: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamSession:
+        """A new initialised session, not shared (v1_session_scope = "task")."""
+        session = UpstreamSession(self.backend, capabilities)
+        await session.initialize(headers)
+        if session.session_id:
+            self._by_id[session.session_id] = session
+        return session
+
+    def by_id(self, session_id: str) -> UpstreamSession:
+        """The session with this id; adopted without `initialize` when the pool does not hold it
+        (after a proxy restart or eviction). An empty id means a backend without session ids."""
+        session = self._by_id.get(session_id) if session_id else None
+        if session is None:
+            session = UpstreamSession(self.backend, {}, session_id=session_id or None)
+            if session_id:
+                self._by_id[session_id] = session
+        return session
+
+    async def close(self) -> None:
+        """End every pooled session (DELETE), best effort."""
+        sessions = {id(s): s for s in [*self._shared.values(), *self._by_id.values()]}
+        await asyncio.gather(*(s.close() for s in sessions.values()), return_exceptions=True)
+        self._shared.clear()
+        self._by_id.clear()

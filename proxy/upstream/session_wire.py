@@ -1,0 +1,253 @@
+"""Upstream connector for the session wire (Streamable HTTP, 2025-11-25): v1 and v2-session backends.
+
+One `UpstreamSession` is one MCP session on one backend: `initialize` + `notifications/initialized`,
+the `Mcp-Session-Id` it was given, requests answered as JSON or SSE, server→client requests
+answered on the backend's behalf, and detection of a session the backend forgot (404).
+Source: MCP core 2025-11-25 §Transports (Streamable HTTP); WIRE.md §5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from typing import Any, Awaitable, Callable, Mapping
+
+import aiohttp
+from yarl import URL
+
+from translators import jsonrpc
+from translators.errors import METHOD_NOT_FOUND, McpError, backend_unavailable, from_backend
+from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
+
+from ..sse import iter_events
+
+log = logging.getLogger(__name__)
+
+ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Given a server→client JSON-RPC request, return the JSON-RPC response message to send back."""
+NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+_background: set[asyncio.Future[Any]] = set()
+
+
+class SessionLost(Exception):
+    """The backend no longer knows this session (HTTP 404 on a request carrying its id)."""
+
+
+class Backend:
+    """One backend's address on the session wire and the HTTP client used to reach it.
+
+    `url` may change once: a 307/308 redirect (Starlette's `/mcp` → `/mcp/`) is followed with
+    method and body kept, and remembered.
+    """
+
+    def __init__(self, name: str, url: str, http: aiohttp.ClientSession, *, extra_headers: Mapping[str, str] | None = None,
+                 request_timeout_ms: int = 300_000):
+        self.name = name
+        self.url = url
+        self.http = http
+        self.extra_headers = dict(extra_headers or {})
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
+
+    async def post(self, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
+        """POST `body` to the backend, following up to 3 method-preserving redirects.
+
+        Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
+        The caller must release the returned response.
+        """
+        all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
+        for _ in range(4):
+            try:
+                response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                raise backend_unavailable(self.name, f"{exc.__class__.__name__}: {exc}".rstrip(": ")) from None
+            if response.status in (307, 308) and "Location" in response.headers:
+                location = response.headers["Location"]
+                response.release()
+                self.url = str(response.url.join(URL(location)))
+                continue
+            return response
+        raise backend_unavailable(self.name, "too many redirects")
+
+
+class UpstreamSession:
+    """One MCP session with a session-wire backend.
+
+    `client_capabilities` are declared in `initialize` exactly as given (TRANSLATION.md §4.1).
+    After `initialize()`, `server_capabilities`, `server_info`, `instructions` and
+    `protocol_version` hold the backend's answer; `session_id` the id it issued (or None).
+    """
+
+    def __init__(self, backend: Backend, client_capabilities: Mapping[str, Any], *, session_id: str | None = None,
+                 protocol_version: str = LEGACY_VERSION, client_info: Mapping[str, Any] | None = None):
+        self.backend = backend
+        self.client_capabilities = dict(client_capabilities)
+        self.session_id = session_id
+        self.protocol_version = protocol_version
+        self.client_info = dict(client_info or {"name": "mcp-tasks-proxy", "version": "0.1.0"})
+        self.server_capabilities: dict[str, Any] = {}
+        self.server_info: dict[str, Any] = {}
+        self.instructions: str | None = None
+        self.lost = False
+        self._ids = itertools.count(1)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def initialize(self, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Run `initialize` and `notifications/initialized`; return the `InitializeResult`.
+
+        Raises `McpError` for a backend error or an unreachable/non-MCP backend (HTTP 502).
+        """
+        self.session_id = None
+        params = {"protocolVersion": LEGACY_VERSION, "capabilities": self.client_capabilities, "clientInfo": self.client_info}
+        result = await self.request("initialize", params, headers=headers)
+        version = result.get("protocolVersion")
+        if not isinstance(version, str) or not isinstance(result.get("capabilities"), dict):
+            raise backend_unavailable(self.backend.name, "initialize answered without protocolVersion/capabilities")
+        self.protocol_version = version
+        self.server_capabilities = result["capabilities"]
+        self.server_info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
+        self.instructions = result.get("instructions") if isinstance(result.get("instructions"), str) else None
+        self.lost = False
+        await self.notify("notifications/initialized", headers=headers)
+        return result
+
+    async def close(self) -> None:
+        """End the session with DELETE (best effort; errors are ignored)."""
+        if not self.session_id:
+            return
+        try:
+            async with self.backend.http.delete(self.backend.url, headers=self._headers(None), timeout=aiohttp.ClientTimeout(total=5)):
+                pass
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+            pass
+        self.session_id = None
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        headers = {"Accept": ACCEPT_BOTH, H_PROTOCOL_VERSION: self.protocol_version, **(extra or {})}
+        if self.session_id:
+            headers[H_SESSION_ID] = self.session_id
+        return headers
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None, *, headers: Mapping[str, str] | None = None) -> None:
+        """POST a notification; the backend answers 202. Errors are logged, not raised."""
+        await self._post_no_answer(jsonrpc.notification(method, params), headers)
+
+    async def respond(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+        """POST a JSON-RPC response to a server→client request (the backend answers 202)."""
+        await self._post_no_answer(message, headers)
+
+    async def _post_no_answer(self, message: dict[str, Any], headers: Mapping[str, str] | None) -> None:
+        try:
+            response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
+        except McpError as exc:
+            log.warning("backend %s: could not deliver %s: %s", self.backend.name, message.get("method", "response"), exc.message)
+            return
+        async with response:
+            if response.status == 404 and self.session_id:
+                self.lost = True
+            elif response.status >= 300:
+                log.warning("backend %s answered HTTP %d to a %s", self.backend.name, response.status, message.get("method", "response"))
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_server_request: ServerRequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return its `result`.
+
+        Server→client requests arriving on the response stream go to `on_server_request` (default:
+        `ping` → `{}`, anything else → -32601), whose answer is POSTed back at once, so the backend
+        never waits. Notifications go to `on_notification`.
+
+        Raises `McpError` for a JSON-RPC error answer (legacy codes renumbered), `SessionLost` when
+        the backend forgot the session (404), and `McpError` with HTTP 502 when the backend is
+        unreachable or answers something that is not MCP.
+        """
+        request_id = next(self._ids)
+        message = jsonrpc.request(request_id, method, params)
+        try:
+            return await self._exchange(method, message, headers, on_server_request, on_notification)
+        except asyncio.CancelledError:
+            # The downstream client went away: tell the backend, as the session wire requires
+            # (a disconnect is not a cancellation there). A task already created is unaffected.
+            if method != "initialize":
+                cancel = self.notify("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers)
+                task = asyncio.ensure_future(cancel)
+                _background.add(task)
+                task.add_done_callback(_background.discard)
+            raise
+
+    async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
+                        on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
+        request_id = message["id"]
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
+        async with response:
+            if response.status == 404 and self.session_id:
+                self.lost = True
+                raise SessionLost(self.session_id)
+            if method == "initialize" and H_SESSION_ID in response.headers:
+                self.session_id = response.headers[H_SESSION_ID]
+            content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if content_type == "text/event-stream" and response.status == 200:
+                return await self._read_stream(response, request_id, on_server_request, on_notification, headers)
+            if content_type == "application/json":
+                answer = await self._read_json(response)
+                return self._result_of(answer, request_id, response.status)
+            raise backend_unavailable(
+                self.backend.name, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}"
+            )
+
+    async def _read_json(self, response: aiohttp.ClientResponse) -> Any:
+        try:
+            return json.loads(await response.read())
+        except (ValueError, UnicodeDecodeError):
+            raise backend_unavailable(self.backend.name, f"answered HTTP {response.status} with a body that is not JSON") from None
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise backend_unavailable(self.backend.name, f"connection failed while reading: {exc.__class__.__name__}") from None
+
+    def _result_of(self, answer: Any, request_id: int, status: int) -> dict[str, Any]:
+        if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0":
+            if "error" in answer and answer.get("id") in (request_id, None, "server-error"):
+                raise from_backend(answer["error"])
+            if "result" in answer and answer.get("id") == request_id and isinstance(answer["result"], dict) and status == 200:
+                return answer["result"]
+        raise backend_unavailable(self.backend.name, f"answered HTTP {status} with something that is not a JSON-RPC response")
+
+    async def _read_stream(self, response: aiohttp.ClientResponse, request_id: int, on_server_request: ServerRequestHandler | None,
+                           on_notification: NotificationHandler | None, headers: Mapping[str, str] | None) -> dict[str, Any]:
+        try:
+            async for event in iter_events(response.content.iter_any()):
+                try:
+                    message = jsonrpc.parse(event.data)
+                except McpError:
+                    raise backend_unavailable(self.backend.name, "sent an SSE event that is not a JSON-RPC message") from None
+                if message.kind == "response":
+                    if message.id == request_id:
+                        return self._result_of(message.raw, request_id, 200)
+                elif message.kind == "request":
+                    handler = on_server_request or refuse_server_request
+                    await self.respond(await handler(message.raw), headers=headers)
+                elif on_notification is not None:
+                    await on_notification(message.raw)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise backend_unavailable(self.backend.name, f"stream broke: {exc.__class__.__name__}") from None
+        raise backend_unavailable(self.backend.name, "closed the response stream without answering")
+
+
+async def refuse_server_request(message: dict[str, Any]) -> dict[str, Any]:
+    """Default answer to a server→client request: `ping` → `{}`; anything else → -32601, so the
+    backend is never left waiting (TRANSLATION.md §4.8, until the MRTR bridge)."""
+    if message.get("method") == "ping":
+        return jsonrpc.result_response(message.get("id"), {})
+    error = McpError(METHOD_NOT_FOUND, f"{message.get('method')} is not available through this proxy for this request")
+    return jsonrpc.error_response(message.get("id"), error)

@@ -1,0 +1,49 @@
+"""Pytest configuration shared by the whole test suite.
+
+Sections:
+
+* Session hooks: run-wide behaviour of pytest itself.
+* Shared fixtures: servers and helpers used by several test modules. Add new shared fixtures
+  to that section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from proxy.demo.processes import ServerProcess, start_reference_v1_server
+
+# ============================================================================================
+# Session hooks
+# ============================================================================================
+
+#: pytest's exit status when no test was collected (``pytest.ExitCode.NO_TESTS_COLLECTED``).
+_NO_TESTS_COLLECTED = 5
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Turn "no tests collected" (exit status 5) into a failure (1): an empty run proves nothing."""
+    if exitstatus == _NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ============================================================================================
+# Shared fixtures
+# ============================================================================================
+
+
+@pytest.fixture(scope="session")
+def reference_v1_server() -> Iterator[ServerProcess]:
+    """The reference v1 server (``proxy/demo/v1_server.py`` on ``mcp==1.30.0``), one per run.
+
+    Yields the running :class:`ServerProcess`; its ``url`` is ``http://127.0.0.1:<port>/mcp``.
+    The first use builds the ``mcp-v1`` peer environment (network access to PyPI needed once).
+    The server is stopped by its own handle when the run ends.
+    """
+    server = start_reference_v1_server()
+    try:
+        yield server
+    finally:
+        server.stop()

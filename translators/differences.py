@@ -1,0 +1,413 @@
+"""Every behavioural difference between v1 and v2 tasks, each with both directions side by side.
+
+Field renames (`ttl`↔`ttlMs`, `pollInterval`↔`pollIntervalMs`) live in `translators.fields`.
+What lives here are the differences of shape and meaning listed in WIRE.md §6. Each unit is a
+pair of pure functions registered in `DIFFERENCES`, from which `docs/translation.md` is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from .errors import INTERNAL_ERROR, McpError, for_v1_client, from_backend
+from .fields import task_from_wire, task_to_wire
+from .model import CanonicalTask, TaskError
+from .protocol import META_RELATED_TASK, TASKS_EXTENSION, TaskSupport
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One v1↔v2 difference: what each side says, where the rule comes from, and its converters."""
+
+    name: str
+    v1: str
+    v2: str
+    source: str
+    to_v2: Callable[..., Any]
+    to_v1: Callable[..., Any]
+
+
+DIFFERENCES: list[Difference] = []
+
+
+def _difference(name: str, *, v1: str, v2: str, source: str, to_v2: Callable[..., Any], to_v1: Callable[..., Any]) -> None:
+    DIFFERENCES.append(Difference(name, v1, v2, source, to_v2, to_v1))
+
+
+# --- related-task _meta ----------------------------------------------------------------------
+
+
+def strip_related_task(result: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `result` without `_meta["io.modelcontextprotocol/related-task"]` (and without an
+    emptied `_meta`). v2 inlined results must not carry it (SEP-2663, tasks/get)."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or META_RELATED_TASK not in meta:
+        return dict(result)
+    stripped = {k: v for k, v in result.items() if k != "_meta"}
+    rest = {k: v for k, v in meta.items() if k != META_RELATED_TASK}
+    if rest:
+        stripped["_meta"] = rest
+    return stripped
+
+
+def add_related_task(result: dict[str, Any], task_id: str) -> dict[str, Any]:
+    """A copy of `result` with `_meta["io.modelcontextprotocol/related-task"] = {"taskId": task_id}`,
+    as v1 requires on a `tasks/result` result (core 2025-11-25, tasks §Related-task metadata)."""
+    meta = dict(result.get("_meta") or {})
+    meta[META_RELATED_TASK] = {"taskId": task_id}
+    return {**result, "_meta": meta}
+
+
+_difference(
+    "related-task-meta",
+    v1="`tasks/result` results and task-related requests carry `_meta[io.modelcontextprotocol/related-task]`",
+    v2="not used; must be absent from an inlined `result` and from `inputRequests` params",
+    source="core 2025-11-25 tasks §Related-task metadata; SEP-2663 tasks/get",
+    to_v2=strip_related_task,
+    to_v1=add_related_task,
+)
+
+
+# --- resultType ---------------------------------------------------------------------------------
+
+
+def add_result_type(result: dict[str, Any], result_type: Literal["complete", "task", "input_required"] = "complete") -> dict[str, Any]:
+    """A copy of `result` with `resultType` set (core 2026-07-28: required on every result)."""
+    return {**result, "resultType": result_type}
+
+
+def strip_result_type(result: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `result` without `resultType`, which 2025-11-25 results do not have."""
+    return {k: v for k, v in result.items() if k != "resultType"}
+
+
+_difference(
+    "result-type",
+    v1="absent",
+    v2='required on every result: `"complete"`, `"task"` (created task only) or `"input_required"`',
+    source="core 2026-07-28 Result; SEP-2663 CreateTaskResult",
+    to_v2=add_result_type,
+    to_v1=strip_result_type,
+)
+
+
+# --- creation shape -------------------------------------------------------------------------------
+
+
+def created_task_to_v2(v1_create_result: dict[str, Any]) -> CanonicalTask:
+    """Read a v1 `CreateTaskResult` (`{"task": {...}, "_meta"?: {...}}`) into the hub.
+
+    Raises `McpError(-32603)` when `task` is missing or malformed.
+    """
+    task = v1_create_result.get("task")
+    if not isinstance(task, dict):
+        raise McpError(INTERNAL_ERROR, "Backend answered a task-augmented call without a task")
+    return task_from_wire(task, "v1")
+
+
+def created_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
+    """The flat v2 `CreateTaskResult`: task fields plus `resultType: "task"`, and never `task`,
+    `ttl`, `pollInterval`, `result`, `error`, `inputRequests` or `requestState` (SEP-2663)."""
+    return add_result_type(task_to_wire(task, "v2"), "task")
+
+
+def created_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
+    """The nested v1 `CreateTaskResult` `{"task": {...}}`. A v1 task always begins `working`
+    (core 2025-11-25: tasks MUST start in `working`), whatever the hub's status."""
+    return {"task": task_to_wire(task.evolve(status="working", status_message=None), "v1")}
+
+
+def created_task_from_v2(v2_create_result: dict[str, Any]) -> CanonicalTask:
+    """Read a flat v2 `CreateTaskResult` into the hub (`resultType` ignored)."""
+    return task_from_wire(v2_create_result, "v2")
+
+
+_difference(
+    "creation-shape",
+    v1='nested `{"task": {...}}`, no discriminator, always `working`',
+    v2='flat `Result & Task` with `resultType: "task"`; may start in any status',
+    source="core 2025-11-25 CreateTaskResult; SEP-2663 CreateTaskResult",
+    to_v2=lambda v1_result: created_task_result_v2(created_task_to_v2(v1_result)),
+    to_v1=lambda v2_result: created_task_result_v1(created_task_from_v2(v2_result)),
+)
+
+
+# --- outcome: result folding, tool errors, protocol errors ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class V1Payload:
+    """What a v1 `tasks/result` gave for a terminal task.
+
+    `kind` is "result" (a success response; `body` is the result object), "error" (a JSON-RPC
+    error response; `body` is the error object) or "unobtainable" (the backend no longer has it).
+    """
+
+    kind: Literal["result", "error", "unobtainable"]
+    body: dict[str, Any] | None = None
+
+
+def _is_tool_result(body: dict[str, Any]) -> bool:
+    return isinstance(body.get("content"), list)
+
+
+def _failure(task: CanonicalTask, message: str | None) -> CanonicalTask:
+    return task.evolve(status="failed", error=TaskError(code=INTERNAL_ERROR, message=message or "Task failed"))
+
+
+def outcome_to_v2(task: CanonicalTask, payload: V1Payload) -> CanonicalTask:
+    """Fold a terminal v1 task and its `tasks/result` payload into a v2 outcome (TRANSLATION.md §4.4).
+
+    * completed + result → completed, `result` without related-task `_meta`
+    * completed + unobtainable → failed, `{-32603, "result no longer available"}`
+    * failed + JSON-RPC error → failed, that error unchanged (a completed task whose payload is
+      an error is treated the same way)
+    * failed + tool result with `content` → completed, `result` with `isError: true`
+    * failed + empty, `_meta`-only or unobtainable → failed, `{-32603, statusMessage or "Task failed"}`
+    * working, input_required, cancelled → unchanged
+    """
+    if task.status not in ("completed", "failed"):
+        return task
+    if payload.kind == "error" and payload.body is not None:
+        return task.evolve(status="failed", error=TaskError.model_validate(_error_object(payload.body)))
+    if task.status == "completed":
+        if payload.kind == "result" and payload.body is not None:
+            return task.evolve(result=strip_related_task(payload.body))
+        return _failure(task, "result no longer available")
+    if payload.kind == "result" and payload.body is not None and _is_tool_result(payload.body):
+        return task.evolve(status="completed", result={**strip_related_task(payload.body), "isError": True})
+    return _failure(task, task.status_message)
+
+
+def _error_object(body: dict[str, Any]) -> dict[str, Any]:
+    err = McpError(body.get("code", INTERNAL_ERROR), body.get("message", ""), body.get("data"))
+    if not isinstance(err.code, int) or isinstance(err.code, bool) or not isinstance(err.message, str):
+        return {"code": INTERNAL_ERROR, "message": "Task failed with a malformed error"}
+    return err.to_dict()
+
+
+def outcome_to_v1(task: CanonicalTask) -> tuple[CanonicalTask, V1Payload | None]:
+    """Split a terminal hub task into the v1 status and its `tasks/result` payload (§5.3, §5.4).
+
+    * completed with `result.isError` → `failed`, statusMessage = the task's or the first text
+    * completed → `completed`, payload the result
+    * failed → `failed`, statusMessage = the task's or `error.message`, payload the error
+    * cancelled → `cancelled`, payload an `isError` tool result "Task was cancelled"
+    Non-terminal tasks come back unchanged with no payload.
+    """
+    bare = task.evolve(result=None, error=None, input_requests={})
+    if task.status == "completed" and task.result is not None:
+        if task.result.get("isError") is True:
+            message = task.status_message or _first_text(task.result)
+            return bare.evolve(status="failed", status_message=message), V1Payload("result", task.result)
+        return bare, V1Payload("result", task.result)
+    if task.status == "failed":
+        error = task.error or TaskError(code=INTERNAL_ERROR, message=task.status_message or "Task failed")
+        return bare.evolve(status_message=task.status_message or error.message), V1Payload("error", error.to_wire())
+    if task.status == "cancelled":
+        cancelled = {"content": [{"type": "text", "text": "Task was cancelled"}], "isError": True}
+        return bare, V1Payload("result", cancelled)
+    return bare, None
+
+
+def _first_text(result: dict[str, Any]) -> str | None:
+    for block in result.get("content") or ():
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            return block["text"]
+    return None
+
+
+_difference(
+    "result-folding",
+    v1="`tasks/get` has status only; the payload comes from blocking `tasks/result`",
+    v2="`tasks/get` inlines `result` (completed) or `error` (failed); `tasks/result` removed",
+    source="core 2025-11-25 tasks/result; SEP-2663 tasks/get, DetailedTask",
+    to_v2=outcome_to_v2,
+    to_v1=outcome_to_v1,
+)
+_difference(
+    "tool-error-status",
+    v1="a tool result with `isError: true` ends the task `failed` (lowercase should)",
+    v2="`completed` with `result.isError: true`; `failed` only for JSON-RPC errors",
+    source="core 2025-11-25 tasks §Task status; SEP-2663 FailedTask",
+    to_v2=outcome_to_v2,
+    to_v1=outcome_to_v1,
+)
+
+
+# --- detailed tasks/get ---------------------------------------------------------------------------
+
+
+def get_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
+    """The v2 `GetTaskResult`: a `DetailedTask` plus `resultType: "complete"` (SEP-2663 tasks/get).
+
+    `input_required` with no outstanding request is reported `working`, because an
+    `InputRequiredTask` must carry at least one input request (TRANSLATION.md §4.4).
+    """
+    if task.status == "input_required" and not task.input_requests:
+        task = task.evolve(status="working")
+    wire = task_to_wire(task, "v2")
+    if task.status == "completed":
+        wire["result"] = task.result if task.result is not None else {}
+    elif task.status == "failed":
+        wire["error"] = (task.error or TaskError(code=INTERNAL_ERROR, message=task.status_message or "Task failed")).to_wire()
+    elif task.status == "input_required":
+        wire["inputRequests"] = {key: req.to_wire() for key, req in task.input_requests.items()}
+    return add_result_type(wire)
+
+
+def get_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
+    """The v1 `GetTaskResult`: the flat `Task`, status only, no related-task `_meta` (§5.3)."""
+    status_only, _ = outcome_to_v1(task)
+    return task_to_wire(status_only, "v1")
+
+
+_difference(
+    "detailed-task",
+    v1="`tasks/get` answers a flat `Task`",
+    v2="`tasks/get` answers a `DetailedTask` with `resultType: \"complete\"`",
+    source="core 2025-11-25 GetTaskResult; SEP-2663 GetTaskResult",
+    to_v2=get_task_result_v2,
+    to_v1=get_task_result_v1,
+)
+
+
+# --- cancel answer ----------------------------------------------------------------------------------
+
+
+def cancel_answer_v2(_v1_answer: Any = None) -> dict[str, Any]:
+    """The v2 cancel acknowledgement `{"resultType": "complete"}` and nothing else (SEP-2663
+    tasks/cancel). Whatever a v1 backend answered (the task, or -32602) becomes this."""
+    return {"resultType": "complete"}
+
+
+def cancel_answer_v1(task: CanonicalTask) -> dict[str, Any]:
+    """The v1 `CancelTaskResult`: the flat task, already `cancelled` (core 2025-11-25 tasks/cancel)."""
+    return task_to_wire(task.evolve(status="cancelled", result=None, error=None, input_requests={}), "v1")
+
+
+_difference(
+    "cancel-answer",
+    v1="the full `Task`, already `cancelled`; a terminal task gets -32602",
+    v2="empty ack `{resultType: \"complete\"}`, also for a terminal task",
+    source="core 2025-11-25 tasks/cancel; SEP-2663 tasks/cancel; conformance tasks-cancel-terminal-idempotent-ack",
+    to_v2=cancel_answer_v2,
+    to_v1=cancel_answer_v1,
+)
+
+
+def update_ack_v2() -> dict[str, Any]:
+    """The v2 `tasks/update` acknowledgement `{"resultType": "complete"}` (SEP-2663 tasks/update)."""
+    return {"resultType": "complete"}
+
+
+# --- task request parameter ------------------------------------------------------------------------
+
+
+def task_param_v1(ttl_ms: int | None) -> dict[str, Any]:
+    """The v1 `params.task` (`TaskMetadata`) the proxy sends upstream: `{"ttl": ttl_ms}`, or `{}`
+    when `ttl_ms` is None or 0 (config `task_ttl_ms = 0` means "send no ttl")."""
+    return {"ttl": ttl_ms} if ttl_ms else {}
+
+
+def drop_task_param(params: dict[str, Any]) -> dict[str, Any]:
+    """A copy of v2 request params without the legacy `task` member, which SEP-2663 says MUST be
+    ignored (neither an opt-in nor an error)."""
+    return {k: v for k, v in params.items() if k != "task"}
+
+
+_difference(
+    "who-decides",
+    v1="the client asks for a task with `params.task {ttl?}`",
+    v2="the server decides; `params.task` is ignored",
+    source="core 2025-11-25 tools/call; SEP-2663 §Negotiation",
+    to_v2=drop_task_param,
+    to_v1=task_param_v1,
+)
+
+
+# --- capabilities and tools ---------------------------------------------------------------------
+
+
+def v1_offers_tool_tasks(capabilities: dict[str, Any]) -> bool:
+    """Whether a 2025-11-25 `ServerCapabilities` declares `tasks.requests.tools.call`."""
+    tasks = capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, dict) else None
+    tools = requests.get("tools") if isinstance(requests, dict) else None
+    return isinstance(tools, dict) and "call" in tools
+
+
+def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """A v1 backend's `ServerCapabilities` as a v2 `server/discover` shows them (TRANSLATION.md §4.9).
+
+    Keeps tools, resources, prompts, completions and logging without `listChanged`/`subscribe`
+    (no notifications are relayed yet); adds `extensions[io.modelcontextprotocol/tasks] = {}` when
+    the backend declares `tasks.requests.tools.call`; never a `tasks` key.
+    """
+    out: dict[str, Any] = {}
+    for name in ("tools", "resources", "prompts", "completions", "logging"):
+        value = capabilities.get(name)
+        if isinstance(value, dict):
+            out[name] = {k: v for k, v in value.items() if k not in ("listChanged", "subscribe")}
+    if v1_offers_tool_tasks(capabilities):
+        out["extensions"] = {TASKS_EXTENSION: {}}
+    return out
+
+
+def server_capabilities_to_v1(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """A v2 backend's capabilities as the proxy's v1 `initialize` shows them (TRANSLATION.md §5.1):
+    the extension becomes `tasks = {list, cancel, requests.tools.call}`."""
+    out = {k: v for k, v in capabilities.items() if k not in ("extensions", "tasks")}
+    extensions = {k: v for k, v in (capabilities.get("extensions") or {}).items() if k != TASKS_EXTENSION}
+    if extensions:
+        out["extensions"] = extensions
+    out["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    return out
+
+
+_difference(
+    "server-capability",
+    v1="`capabilities.tasks {list, cancel, requests.tools.call}` in `initialize`",
+    v2="`capabilities.extensions[io.modelcontextprotocol/tasks] = {}` in `server/discover`",
+    source="core 2025-11-25 ServerCapabilities; SEP-2663 §Negotiation",
+    to_v2=server_capabilities_to_v2,
+    to_v1=server_capabilities_to_v1,
+)
+
+
+def task_support(tool: dict[str, Any]) -> TaskSupport:
+    """A 2025-11-25 tool's `execution.taskSupport`; absent or unknown means "forbidden"."""
+    execution = tool.get("execution")
+    value = execution.get("taskSupport") if isinstance(execution, dict) else None
+    return value if value in ("required", "optional") else "forbidden"
+
+
+def tool_to_v2(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool without `execution`, which the 2026-07-28 `Tool` does not have."""
+    return {k: v for k, v in tool.items() if k != "execution"}
+
+
+def tool_to_v1(tool: dict[str, Any], support: TaskSupport) -> dict[str, Any]:
+    """A tool with `execution.taskSupport = support` for a 2025-11-25 client (TRANSLATION.md §5.1)."""
+    return {**tool, "execution": {**(tool.get("execution") or {}), "taskSupport": support}}
+
+
+_difference(
+    "tool-task-support",
+    v1="`Tool.execution.taskSupport`: forbidden (default), optional, required",
+    v2="no `execution`; the server decides per call",
+    source="core 2025-11-25 ToolExecution; core 2026-07-28 Tool",
+    to_v2=tool_to_v2,
+    to_v1=tool_to_v1,
+)
+
+
+_difference(
+    "missing-capability-code",
+    v1="-32601 (a required tool called without a task; method unknown)",
+    v2="-32021 with `data.requiredCapabilities` (HTTP 400); -32003 in drafts",
+    source="core 2026-07-28 errors; SEP-2663 §Errors; TRANSLATION.md §6",
+    to_v2=from_backend,
+    to_v1=for_v1_client,
+)

@@ -1,0 +1,128 @@
+"""JSON-RPC error codes, the proxy's error type, and how codes map across faces.
+
+Sources: JSON-RPC 2.0; MCP core 2026-07-28 (HeaderMismatch -32020, MissingRequiredClientCapability
+-32021, UnsupportedProtocolVersion -32022, HTTP statuses); SEP-2663 (-32021 for tasks);
+TRANSLATION.md §6 "Error codes and HTTP statuses".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from .protocol import MODERN_VERSION, SUPPORTED_MODERN_VERSIONS, TASKS_EXTENSION
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+HEADER_MISMATCH: Final = -32020
+MISSING_CAPABILITY: Final = -32021
+UNSUPPORTED_VERSION: Final = -32022
+LEGACY_MISSING_CAPABILITY: Final = -32003
+"""Pre-renumbering code for a missing client capability (ext-tasks drafts, WIRE.md §8 item 4)."""
+
+
+class McpError(Exception):
+    """A JSON-RPC error to answer with: `{code, message, data?}`.
+
+    `http_status` overrides the face's default mapping (used for 413/415/406/502 answers,
+    which are transport failures rather than JSON-RPC codes).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = http_status
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-RPC `error` object: `{"code": int, "message": str, "data"?: any}`."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    def __repr__(self) -> str:
+        return f"McpError({self.code}, {self.message!r})"
+
+
+def missing_tasks_extension(message: str) -> McpError:
+    """-32021 naming the tasks extension in `data.requiredCapabilities` (SEP-2663 §Errors)."""
+    return McpError(
+        MISSING_CAPABILITY,
+        message,
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def unsupported_version(requested: str) -> McpError:
+    """-32022 with `data.supported` and `data.requested` (core 2026-07-28)."""
+    return McpError(
+        UNSUPPORTED_VERSION,
+        f"Unsupported protocol version: {requested}. Supported versions: {', '.join(SUPPORTED_MODERN_VERSIONS)}",
+        {"supported": list(SUPPORTED_MODERN_VERSIONS), "requested": requested},
+    )
+
+
+def unknown_task(task_id: str | None = None) -> McpError:
+    """-32602 for a task id that is unknown, forged, expired or another principal's."""
+    return McpError(INVALID_PARAMS, "Unknown task" if not task_id else f"Unknown task: {task_id[:80]}")
+
+
+def backend_unavailable(backend: str, reason: str) -> McpError:
+    """-32603 with HTTP 502: the backend could not be reached or did not speak MCP (TRANSLATION.md §6)."""
+    return McpError(INTERNAL_ERROR, f"Backend {backend!r} unavailable: {reason}", http_status=502)
+
+
+def from_backend(error: Any) -> McpError:
+    """A backend's JSON-RPC error object as an `McpError`, with legacy codes renumbered.
+
+    `-32003` (drafts) becomes `-32021` (TRANSLATION.md §6). A malformed error object becomes -32603.
+    """
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
+        return McpError(INTERNAL_ERROR, "Backend answered a malformed JSON-RPC error")
+    code = error["code"]
+    if code == LEGACY_MISSING_CAPABILITY:
+        code = MISSING_CAPABILITY
+    message = error.get("message")
+    return McpError(code, message if isinstance(message, str) else "", error.get("data"))
+
+
+_MODERN_400: Final = frozenset(
+    {PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION}
+)
+
+
+def modern_http_status(error: McpError) -> int:
+    """HTTP status of an error answer on the modern wire (core 2026-07-28 §HTTP; TRANSLATION.md §6).
+
+    -32700/-32600/-32602/-32020/-32021/-32022 → 400; -32601 → 404; an explicit transport status
+    (413, 415, 406, 502) wins; everything else → 200 with the error in the body.
+    """
+    if error.http_status is not None:
+        return error.http_status
+    if error.code == METHOD_NOT_FOUND:
+        return 404
+    if error.code in _MODERN_400:
+        return 400
+    return 200
+
+
+def for_v1_client(error: McpError) -> McpError:
+    """The same error as a 2025-11-25 client understands it (TRANSLATION.md §6).
+
+    -32021 → -32601; -32020 and -32022 → -32603; the message is kept. Inverse direction of
+    `from_backend` for the v1 face.
+    """
+    if error.code == MISSING_CAPABILITY:
+        return McpError(METHOD_NOT_FOUND, error.message, error.data)
+    if error.code in (HEADER_MISMATCH, UNSUPPORTED_VERSION):
+        return McpError(INTERNAL_ERROR, error.message, error.data)
+    return error
+
+
+def modern_version_supported(version: str) -> bool:
+    """Whether the proxy's modern face speaks `version` (only `2026-07-28`)."""
+    return version == MODERN_VERSION

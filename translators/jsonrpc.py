@@ -1,0 +1,121 @@
+"""JSON-RPC 2.0 framing: parse one message, build requests, responses and errors.
+
+Every MCP wire (session and modern) carries exactly one JSON-RPC message per POST body; batches
+were removed in 2025-06-18. Source: JSON-RPC 2.0 §4–§5; MCP core 2025-11-25 "Transports".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import INVALID_REQUEST, PARSE_ERROR, McpError
+
+RequestId = str | int
+Kind = Literal["request", "notification", "response"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One parsed JSON-RPC message.
+
+    `kind` is "request" (method + id), "notification" (method, no id) or "response"
+    (id + result or error). `params` is `{}` when absent; `raw` is the decoded object.
+    """
+
+    kind: Kind
+    raw: dict[str, Any]
+
+    @property
+    def id(self) -> RequestId | None:
+        return self.raw.get("id")
+
+    @property
+    def method(self) -> str:
+        return self.raw.get("method", "")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.raw.get("params") or {}
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def classify(obj: Any) -> Message:
+    """Classify a decoded JSON value as a JSON-RPC message.
+
+    Raises `McpError(-32600)` when it is not a single JSON-RPC 2.0 request, notification or
+    response (arrays, wrong `jsonrpc`, non-string method, non-object params, bad id).
+    """
+    if isinstance(obj, list):
+        raise McpError(INVALID_REQUEST, "Batches are not supported: send one JSON-RPC message per request")
+    if not isinstance(obj, dict):
+        raise McpError(INVALID_REQUEST, "Not a JSON-RPC message: expected a JSON object")
+    if obj.get("jsonrpc") != "2.0":
+        raise McpError(INVALID_REQUEST, 'Not a JSON-RPC 2.0 message: "jsonrpc" must be "2.0"')
+    if "method" in obj:
+        if not isinstance(obj["method"], str) or not obj["method"]:
+            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string')
+        if "params" in obj and not isinstance(obj["params"], dict):
+            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object')
+        if "id" not in obj:
+            return Message("notification", obj)
+        if not _valid_id(obj["id"]):
+            raise McpError(INVALID_REQUEST, 'Invalid request: "id" must be a string or an integer')
+        return Message("request", obj)
+    if "id" in obj and ("result" in obj) != ("error" in obj):
+        if obj["id"] is not None and not _valid_id(obj["id"]):
+            raise McpError(INVALID_REQUEST, 'Invalid response: "id" must be a string or an integer')
+        if "result" in obj and not isinstance(obj["result"], dict):
+            raise McpError(INVALID_REQUEST, 'Invalid response: "result" must be an object')
+        if "error" in obj and not isinstance(obj["error"], dict):
+            raise McpError(INVALID_REQUEST, 'Invalid response: "error" must be an object')
+        return Message("response", obj)
+    raise McpError(INVALID_REQUEST, "Not a JSON-RPC message: no method, result or error")
+
+
+def parse(body: bytes | str) -> Message:
+    """Decode and classify one JSON-RPC message.
+
+    Raises `McpError(-32700)` for bytes that are not JSON (or not UTF-8) and `McpError(-32600)`
+    for JSON that is not a JSON-RPC message.
+    """
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
+    return classify(obj)
+
+
+def request(id: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`{"jsonrpc": "2.0", "id": id, "method": method, "params"?: params}`."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`{"jsonrpc": "2.0", "method": method, "params"?: params}`."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def result_response(id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
+    """`{"jsonrpc": "2.0", "id": id, "result": result}`."""
+    return {"jsonrpc": "2.0", "id": id, "result": result}
+
+
+def error_response(id: RequestId | None, error: McpError) -> dict[str, Any]:
+    """`{"jsonrpc": "2.0", "id": id, "error": {code, message, data?}}`; `id` is null when unknown."""
+    return {"jsonrpc": "2.0", "id": id, "error": error.to_dict()}
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON bytes of a message."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,171 @@
+"""Sealed, principal-bound tokens: task ids, cursors, request states and session ids.
+
+Deterministic authenticated encryption (AES-SIV, RFC 5297, from `cryptography`) of a few string
+fields, with the token's purpose and the caller's principal as associated data: the same task
+always gets the same id, an id reveals nothing, cannot be forged, and does not open for another
+principal or as another kind of token. Tokens are base64url without padding, so they are
+header-safe (`Mcp-Name` needs no sentinel encoding). Source: TRANSLATION.md §6 "Task ids".
+
+Keys are passed in; nothing here reads the environment, a clock or a random source.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .errors import INVALID_PARAMS, McpError
+
+KEY_BYTES: Final = 64
+"""Master key length: 64 random bytes (TRANSLATION.md §6)."""
+_FORMAT: Final = 1
+ANONYMOUS: Final = "anonymous"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """Where a task lives: backend name, upstream session id ("" on a sessionless wire) and the
+    backend's own task id."""
+
+    backend: str
+    session: str
+    task: str
+
+
+def _derive(master: bytes, purpose: bytes, length: int) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=b"mcp-tasks-proxy/" + purpose).derive(master)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(token: str) -> bytes:
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+
+
+def _pack(fields: tuple[str, ...]) -> bytes:
+    out = bytearray([_FORMAT])
+    for value in fields:
+        raw = value.encode("utf-8")
+        length = len(raw)
+        while True:  # unsigned LEB128 length prefix
+            byte = length & 0x7F
+            length >>= 7
+            out.append(byte | (0x80 if length else 0))
+            if not length:
+                break
+        out += raw
+    return bytes(out)
+
+
+def _unpack(data: bytes) -> tuple[str, ...]:
+    if not data or data[0] != _FORMAT:
+        raise ValueError("unknown token format")
+    fields: list[str] = []
+    pos = 1
+    while pos < len(data):
+        length = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        fields.append(data[pos : pos + length].decode("utf-8"))
+        pos += length
+    if pos != len(data):
+        raise ValueError("truncated token")
+    return tuple(fields)
+
+
+class Keyring:
+    """Sub-keys derived (HKDF-SHA256) from the 64-byte master key, and the sealing operations.
+
+    Raises `ValueError` for a master key that is not 64 bytes.
+    """
+
+    def __init__(self, master: bytes):
+        if len(master) != KEY_BYTES:
+            raise ValueError(f"the sealing key must be {KEY_BYTES} bytes, got {len(master)}")
+        self._siv = AESSIV(_derive(master, b"seal", 64))
+        self._principal_key = _derive(master, b"principal", 32)
+
+    # -- principals --------------------------------------------------------------------------
+
+    def principal(self, identity: str | None) -> str:
+        """The principal of a caller: "anonymous" when `identity` (the `Authorization` header or the
+        configured identity header) is absent or empty, else 32 hex of a keyed hash of it."""
+        if not identity:
+            return ANONYMOUS
+        return hmac.new(self._principal_key, identity.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+    # -- generic -----------------------------------------------------------------------------
+
+    def seal(self, purpose: str, fields: tuple[str, ...], principal: str) -> str:
+        """Seal `fields` for `purpose` and `principal`; deterministic. Inverse: `unseal`."""
+        return _b64(self._siv.encrypt(_pack(fields), [purpose.encode(), principal.encode()]))
+
+    def unseal(self, purpose: str, token: str, principal: str) -> tuple[str, ...]:
+        """Open a token sealed by `seal` with the same purpose and principal.
+
+        Raises `ValueError` for anything else: malformed base64, a flipped byte, another
+        principal, another purpose, another key.
+        """
+        try:
+            data = _unb64(token)
+            return _unpack(self._siv.decrypt(data, [purpose.encode(), principal.encode()]))
+        except (InvalidTag, binascii.Error, ValueError, UnicodeError, IndexError):
+            raise ValueError("token does not unseal") from None
+
+    # -- task ids ----------------------------------------------------------------------------
+
+    def seal_task_id(self, ref: TaskRef, principal: str) -> str:
+        """The client-facing task id of `ref` for `principal` (TRANSLATION.md §6)."""
+        return self.seal("task", (ref.backend, ref.session, ref.task), principal)
+
+    def unseal_task_id(self, task_id: object, principal: str) -> TaskRef:
+        """The `TaskRef` inside a client-facing task id.
+
+        Raises `McpError(-32602)` "Unknown task" for a non-string, forged, tampered or
+        other-principal id (indistinguishable on purpose).
+        """
+        if not isinstance(task_id, str) or not task_id or len(task_id) > 4096:
+            raise McpError(INVALID_PARAMS, "Unknown task: params.taskId must be a task id issued by this proxy")
+        try:
+            fields = self.unseal("task", task_id, principal)
+        except ValueError:
+            raise McpError(INVALID_PARAMS, "Unknown task") from None
+        if len(fields) != 3:
+            raise McpError(INVALID_PARAMS, "Unknown task")
+        return TaskRef(*fields)
+
+    # -- request states (MRTR) ---------------------------------------------------------------
+
+    def seal_request_state(self, fields: tuple[str, ...], principal: str, expires_at_ms: int) -> str:
+        """An MRTR `requestState` carrying `fields`, valid until `expires_at_ms` (Unix ms)."""
+        return self.seal("request-state", (str(expires_at_ms), *fields), principal)
+
+    def unseal_request_state(self, token: object, principal: str, now_ms: int) -> tuple[str, ...]:
+        """The fields of a `requestState`. Raises `McpError(-32602)` when it was tampered with, is
+        another principal's, or expired before `now_ms`."""
+        if not isinstance(token, str):
+            raise McpError(INVALID_PARAMS, "Invalid requestState")
+        try:
+            expires, *fields = self.unseal("request-state", token, principal)
+            expired = int(expires) < now_ms
+        except ValueError:
+            raise McpError(INVALID_PARAMS, "Invalid requestState") from None
+        if expired:
+            raise McpError(INVALID_PARAMS, "Expired requestState: send the original request again")
+        return tuple(fields)
