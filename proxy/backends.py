@@ -89,4 +89,5 @@ class BackendHandle:
         return profile.tools.get(name)
 
     async def close(self) -> None:
-        await self.pool.close()
+        """Release the backend's state; upstream sessions are left open on purpose."""
+        self.pool.forget_all()

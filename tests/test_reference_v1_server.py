@@ -482,13 +482,30 @@ async def test_cancelled_work_does_not_end_the_session(mcp: _McpSession, referen
     assert "crashed" not in reference_v1_server.output_tail()
 
 
-async def test_cancelled_elicitation_does_not_end_the_session(mcp: _McpSession) -> None:
+async def test_cancelled_work_that_ends_later_does_not_end_the_session(mcp: _McpSession) -> None:
+    # mcp 1.30 alone crashes the session when cancelled work returns: here it would return at 1 s.
+    cancelled_id = (await mcp.create_task("slow_compute", {"seconds": 1, "label": "short"}))["taskId"]
+    await asyncio.sleep(0.2)
+    assert (await mcp.result("tasks/cancel", {"taskId": cancelled_id}))["status"] == "cancelled"
+    await asyncio.sleep(1.3)
+    assert (await mcp.result("tasks/get", {"taskId": cancelled_id}))["status"] == "cancelled"
+    other_id = (await mcp.create_task("slow_compute", {"seconds": 0, "label": "next"}))["taskId"]
+    await mcp.wait_status(other_id, {"completed"})
+    assert _text_of(await mcp.result("tasks/result", {"taskId": other_id})) == "computed next"
+
+
+async def test_cancelled_task_withdraws_its_unasked_question(mcp: _McpSession) -> None:
     task_id = (await mcp.create_task("confirm_delete", {"filename": "x.txt"}))["taskId"]
     await mcp.wait_status(task_id, {"input_required"})
     assert (await mcp.result("tasks/cancel", {"taskId": task_id}))["status"] == "cancelled"
     await asyncio.sleep(0.5)
-    # The undelivered question is dropped with the work: tasks/result has nothing to ask.
-    assert await mcp.result("tasks/result", {"taskId": task_id}) == {"_meta": {RELATED_TASK: {"taskId": task_id}}}
+    answer = await mcp.start("tasks/result", {"taskId": task_id})
+    try:
+        response, before = await answer.response()
+    finally:
+        answer.close()
+    assert before == [], "the stopped work's elicitation must not be delivered"
+    assert response["result"] == {"_meta": {RELATED_TASK: {"taskId": task_id}}}
     assert (await mcp.result("tasks/get", {"taskId": task_id}))["status"] == "cancelled"
     assert (await mcp.result("tools/call", {"name": "greet", "arguments": {"name": "again"}}))["isError"] is False
 
@@ -504,3 +521,35 @@ async def test_unknown_task_id_is_invalid_params(mcp: _McpSession) -> None:
     for method in ("tasks/get", "tasks/result", "tasks/cancel"):
         response = await mcp.request(method, {"taskId": "no-such-task"})
         assert response["error"] == {"code": -32602, "message": "Task not found: no-such-task"}, method
+
+
+# --------------------------------------------------------------------------------------------
+# Sessions
+# --------------------------------------------------------------------------------------------
+
+
+async def test_ending_one_session_leaves_task_creation_working_in_another(reference_v1_server: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as http:
+        older = await _McpSession(http, reference_v1_server.url).open()
+        newer = await _McpSession(http, reference_v1_server.url).open()
+        running_id = (await older.create_task("slow_compute", {"seconds": 0.5, "label": "survives"}))["taskId"]
+        await newer.close()
+        task = await older.create_task("slow_compute", {"seconds": 0, "label": "still works"})
+        await older.wait_status(task["taskId"], {"completed"})
+        await older.wait_status(running_id, {"completed"})
+        assert _text_of(await older.result("tasks/result", {"taskId": running_id})) == "computed survives"
+        await older.close()
+
+
+async def test_tasks_are_scoped_to_the_session_that_created_them(mcp: _McpSession, reference_v1_server: ServerProcess) -> None:
+    task_id = (await mcp.create_task("slow_compute", {"seconds": 0, "label": "mine"}))["taskId"]
+    async with aiohttp.ClientSession() as http:
+        stranger = await _McpSession(http, reference_v1_server.url).open()
+        try:
+            response = await stranger.request("tasks/get", {"taskId": task_id})
+            assert response["error"] == {"code": -32602, "message": f"Task not found: {task_id}"}
+            assert (await stranger.result("tasks/list"))["tasks"] == []
+        finally:
+            await stranger.close()
+    listed = (await mcp.result("tasks/list"))["tasks"]
+    assert [task["taskId"] for task in listed] == [task_id]

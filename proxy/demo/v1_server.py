@@ -52,18 +52,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import ipaddress
 import logging
 import socket
 import sys
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import uvicorn
+from anyio.abc import TaskGroup
 from mcp.server.experimental.task_context import ServerTaskContext
+from mcp.server.experimental.task_support import TaskSupport
 from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import McpError
@@ -145,12 +149,75 @@ class FinalStateTaskStore(InMemoryTaskStore):
 # Server and task plumbing
 # --------------------------------------------------------------------------------------------
 
+#: The session whose ``Server.run()`` is setting up task support (set and read in its own task).
+_configuring_session: contextvars.ContextVar[ServerSession] = contextvars.ContextVar("configuring_session")
+#: Task group of each live session, for the work of the tasks that session creates.
+_session_groups: dict[ServerSession, TaskGroup] = {}
+
+
+class _CatchAllSpawner:
+    """The ``task_group`` that ``run_task`` sees: ``start_soon`` into the caller's session group.
+
+    An exception escaping a task's wrapper is logged instead of ending the session.
+    """
+
+    def __init__(self, group: TaskGroup) -> None:
+        self._group = group
+
+    def start_soon(self, func: Callable[..., Awaitable[Any]], *args: Any, name: object = None) -> None:
+        async def contained() -> None:
+            try:
+                await func(*args)
+            except Exception:
+                log.exception("task work wrapper raised; the task's session stays up")
+
+        self._group.start_soon(contained, name=name)
+
+
+class SessionBoundTaskSupport(TaskSupport):
+    """``TaskSupport`` that runs each task's work in the task group of the session creating it.
+
+    The SDK's ``TaskSupport.run()`` (entered once per session by ``Server.run()``) stores each new
+    session's task group in one shared attribute and resets it to ``None`` when *any* session
+    ends: later ``run_task`` calls in every other live session then fail with "TaskSupport not
+    running", and work lands in, and delays the teardown of, whichever session opened last.
+    Here ``configure_session()`` (called just before ``run()``, in the same asyncio task) names
+    the session, ``run()`` registers that session's own group and cancels the work still running
+    in it when the session ends, and ``task_group`` resolves the requesting session's group.
+    """
+
+    def configure_session(self, session: ServerSession, *, stateless: bool = False) -> None:
+        super().configure_session(session, stateless=stateless)
+        _configuring_session.set(session)
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        session = _configuring_session.get()
+        async with anyio.create_task_group() as group:
+            _session_groups[session] = group
+            try:
+                yield
+            finally:
+                del _session_groups[session]
+                group.cancel_scope.cancel()  # the session is gone; so are its tasks
+
+    @property
+    def task_group(self) -> TaskGroup:
+        group = _session_groups.get(server.request_context.session)
+        if group is None:
+            raise RuntimeError("the requesting session has no task group (it is shutting down)")
+        return cast(TaskGroup, _CatchAllSpawner(group))
+
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # the tasks API is deprecated in 1.28+
     server: Server[Any, Any] = Server(SERVER_NAME)
     task_store = FinalStateTaskStore()
     task_queue = InMemoryTaskMessageQueue()
-    server.experimental.enable_tasks(store=task_store, queue=task_queue)
+    _support = server.experimental.enable_tasks(store=task_store, queue=task_queue)
+    # enable_tasks() builds a plain TaskSupport and its default handlers keep that very object;
+    # give it the session-bound behaviour in place (same fields, three methods overridden).
+    _support.__class__ = SessionBoundTaskSupport
 
 
 async def _is_cancelled(task_id: str) -> bool:

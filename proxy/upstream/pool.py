@@ -65,9 +65,8 @@ class SessionPool:
                 self._by_id[session_id] = session
         return session
 
-    async def close(self) -> None:
-        """End every pooled session (DELETE), best effort."""
-        sessions = {id(s): s for s in [*self._shared.values(), *self._by_id.values()]}
-        await asyncio.gather(*(s.close() for s in sessions.values()), return_exceptions=True)
+    def forget_all(self) -> None:
+        """Forget every session without ending it upstream: tasks live in those sessions and their
+        sealed ids must keep working after a restart (TRANSLATION.md §6 "Nothing lost")."""
         self._shared.clear()
         self._by_id.clear()

@@ -1,0 +1,108 @@
+"""Helpers for tests that drive the proxy over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import aiohttp
+
+from proxy.app import RunningProxy, start
+from proxy.config import load
+from translators.sealing import KEY_BYTES, Keyring
+
+MODERN = "2026-07-28"
+TASKS_EXT = "io.modelcontextprotocol/tasks"
+TEST_KEY = bytes(range(KEY_BYTES))
+
+
+def meta(*, declare: bool = True, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    caps = dict(capabilities if capabilities is not None else {"elicitation": {"form": {}}})
+    if declare:
+        caps["extensions"] = {TASKS_EXT: {}}
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
+    }
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert "result" in self.body, self.body
+        return self.body["result"]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert "error" in self.body, self.body
+        return self.body["error"]
+
+
+class Caller:
+    """A raw modern-wire caller: builds envelope and headers, returns status, JSON and headers."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, *, declare: bool = True, authorization: str | None = None):
+        self.http = http
+        self.url = url
+        self.declare = declare
+        self.authorization = authorization
+        self._id = 0
+
+    def body(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None) -> dict[str, Any]:
+        self._id += 1
+        p = dict(params or {})
+        p["_meta"] = meta(declare=self.declare if declare is None else declare)
+        return {"jsonrpc": "2.0", "id": self._id, "method": method, "params": p}
+
+    def headers(self, method: str) -> dict[str, str]:
+        h = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, "Accept": "application/json, text/event-stream"}
+        if self.authorization:
+            h["Authorization"] = self.authorization
+        return h
+
+    async def raw(self, data: bytes | str, headers: dict[str, str], *, method: str = "POST") -> Answer:
+        async with self.http.request(method, self.url, data=data, headers=headers) as response:
+            text = await response.read()
+            try:
+                body = json.loads(text) if text else None
+            except ValueError:
+                body = text
+            return Answer(response.status, body, {k: v for k, v in response.headers.items()})
+
+    async def call(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None,
+                   headers: dict[str, str] | None = None) -> Answer:
+        body = self.body(method, params, declare=declare)
+        h = {**self.headers(method), "Content-Type": "application/json", **(headers or {})}
+        return await self.raw(json.dumps(body), h)
+
+    async def poll(self, task_id: str, *, until: tuple[str, ...] = ("completed", "failed", "cancelled"), timeout: float = 20) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            answer = await self.call("tasks/get", {"taskId": task_id})
+            result = answer.result
+            if result["status"] in until:
+                return result
+            assert asyncio.get_running_loop().time() < deadline, f"task stayed {result['status']}"
+            await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def running_proxy(upstream_url: str, state_dir: Path, **overrides: Any) -> AsyncIterator[RunningProxy]:
+    """The proxy on 127.0.0.1:<ephemeral> in front of `upstream_url`, with a fixed test key."""
+    settings = load(None, {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": upstream_url}],
+                           "state_dir": str(state_dir), **overrides})
+    running = await start(settings, keyring=Keyring(TEST_KEY))
+    try:
+        yield running
+    finally:
+        await running.stop()
