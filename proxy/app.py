@@ -69,6 +69,10 @@ async def _startup(app: web.Application) -> None:
         await state.backend.refresh(force=True)
     except McpError as exc:
         log.warning("backend %s not reachable at start (%s); requests will probe it again", state.backend.name, exc.message)
+    except UnsupportedBackend:
+        await state.http.close()
+        state.http = None
+        raise
 
 
 async def _cleanup(app: web.Application) -> None:

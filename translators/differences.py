@@ -123,13 +123,23 @@ def created_task_from_v2(v2_create_result: dict[str, Any]) -> CanonicalTask:
     return task_from_wire(v2_create_result, "v2")
 
 
+def creation_to_v2(v1_create_result: dict[str, Any]) -> dict[str, Any]:
+    """A v1 `CreateTaskResult` as the v2 one, ids unchanged (the face then seals the id)."""
+    return created_task_result_v2(created_task_to_v2(v1_create_result))
+
+
+def creation_to_v1(v2_create_result: dict[str, Any]) -> dict[str, Any]:
+    """A v2 `CreateTaskResult` as the v1 one, ids unchanged."""
+    return created_task_result_v1(created_task_from_v2(v2_create_result))
+
+
 _difference(
     "creation-shape",
     v1='nested `{"task": {...}}`, no discriminator, always `working`',
     v2='flat `Result & Task` with `resultType: "task"`; may start in any status',
     source="core 2025-11-25 CreateTaskResult; SEP-2663 CreateTaskResult",
-    to_v2=lambda v1_result: created_task_result_v2(created_task_to_v2(v1_result)),
-    to_v1=lambda v2_result: created_task_result_v1(created_task_from_v2(v2_result)),
+    to_v2=creation_to_v2,
+    to_v1=creation_to_v1,
 )
 
 

@@ -36,7 +36,7 @@ stale copy of the task (``ServerTaskContext.task``, still ``working``), calls
 ``ServerTaskContext.complete()``, whose ``InMemoryTaskStore.update_task`` raises ``ValueError``
 ("Cannot transition from terminal status 'cancelled'"); the ``except`` branch then calls
 ``fail()``, which raises the same ``ValueError`` outside any handler, out of the per-session task
-group opened by ``TaskSupport.run()``, and that ends the whole session. Two layers prevent it here:
+group opened by ``TaskSupport.run()``, and that ends the whole session. Three layers prevent it:
 
 * :class:`FinalStateTaskStore` keeps terminal records frozen: a later status change, status
   message or result for a terminal task is ignored instead of raising, and a task whose work still
@@ -45,6 +45,9 @@ group opened by ``TaskSupport.run()``, and that ends the whole session. Two laye
   store and, once it is ``cancelled``, cancels the work, drops its undelivered queued questions,
   and re-syncs the context's copy of the task, so ``execute()`` sees a terminal status and neither
   completes nor fails it (no stray status notification either).
+* :class:`SessionBoundTaskSupport` starts ``execute()`` through a spawner that logs anything still
+  escaping it instead of letting it end the session. It also fixes a second SDK defect: the task
+  group is shared by all sessions, so ending any session broke task creation in the others.
 """
 
 from __future__ import annotations

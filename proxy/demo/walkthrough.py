@@ -1,0 +1,540 @@
+"""`mcp-tasks-proxy demo`: a v2 client walks through the proxy in front of the reference v1 server.
+
+:func:`main` starts the reference v1 server (``v1_server.py`` on ``mcp==1.30.0``, its own venv) and
+the proxy in this process (ephemeral port, state in a temporary directory), then runs the steps of
+:data:`STEPS` in order with the project's own v2-modern client (:mod:`proxy.demo.client`). Each step
+prints its title, the requests and answers (pretty JSON, long task ids shortened to ``abcd…wxyz``,
+the ``_meta`` envelope in full only the first time a client sends it) and one check line per
+expectation (``✔``/``✘``). The last line is the summary, ``N/N steps passed`` when all passed.
+
+Adding a step: write an ``async def`` taking the :class:`Demo` and decorate it with
+``@step("title", "one-line explanation")``; steps run in definition order. Inside, use
+``demo.call`` / ``demo.task_call`` / ``demo.follow`` to talk (they print), and ``demo.expect`` /
+``demo.check`` to record expectations. ``demo.memory`` carries values between steps (e.g. task ids),
+``demo.client`` declares the tasks extension and form elicitation, ``demo.bare`` declares nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .client import TASKS_EXTENSION, TERMINAL_STATUSES, Exchange, ModernClient
+
+__all__ = ["STEPS", "Demo", "Step", "main", "step"]
+
+#: Upper bound for one step; the whole demo normally takes well under 20 s.
+STEP_TIMEOUT_S = 15.0
+#: Upper bound for following one task to the status wanted.
+POLL_TIMEOUT_S = 10.0
+#: Task ids longer than this are shown as ``abcd…wxyz``.
+SHORT_ID_OVER = 16
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
+_MISSING = object()
+_NOTHING = object()  # check() was given no "got" value
+_ELIDED = "\x00elided\x00"
+
+
+# ------------------------------------------------------------------------------------------------
+# Steps
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One numbered step: ``title`` (printed in every mode), ``about`` (a line of explanation,
+    verbose only) and ``run``, a coroutine function of the :class:`Demo`."""
+
+    title: str
+    run: Callable[["Demo"], Awaitable[None]]
+    about: str = ""
+
+
+#: The steps, in the order they run.
+STEPS: list[Step] = []
+
+
+def step(title: str, about: str = "") -> Callable[[Callable[["Demo"], Awaitable[None]]], Callable[["Demo"], Awaitable[None]]]:
+    """Decorator: append the function to :data:`STEPS` as a step called ``title``."""
+
+    def register(run: Callable[["Demo"], Awaitable[None]]) -> Callable[["Demo"], Awaitable[None]]:
+        STEPS.append(Step(title, run, about))
+        return run
+
+    return register
+
+
+@dataclass
+class StepOutcome:
+    """What one step saw: its checks as ``(passed, line)`` pairs."""
+
+    number: int
+    title: str
+    checks: list[tuple[bool, str]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(ok for ok, _ in self.checks)
+
+
+# ------------------------------------------------------------------------------------------------
+# Display
+# ------------------------------------------------------------------------------------------------
+
+
+def short_id(value: str) -> str:
+    """``abcd…wxyz`` for a long id, the id itself when short."""
+    return value if len(value) <= SHORT_ID_OVER else f"{value[:4]}…{value[-4:]}"
+
+
+def _elide(obj: Any, path: list[str]) -> None:
+    """Replace the value at ``path`` (segments; ``*`` = every item) with a marker, in place."""
+    if not path:
+        return
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        keys = list(obj) if head == "*" else [head] if head in obj else []
+    elif isinstance(obj, list):
+        keys = list(range(len(obj))) if head == "*" else []
+    else:
+        return
+    for key in keys:
+        if rest:
+            _elide(obj[key], rest)
+        else:
+            obj[key] = _ELIDED
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _repr(value: Any) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=False)
+    return text if len(text) <= 160 else text[:157] + "…"
+
+
+# ------------------------------------------------------------------------------------------------
+# The demo context
+# ------------------------------------------------------------------------------------------------
+
+
+class Demo:
+    """What a step works with: the clients, the printer, the check recorder and a memory.
+
+    Attributes:
+        client: a :class:`ModernClient` declaring the tasks extension and ``elicitation.form``.
+        bare: a :class:`ModernClient` declaring no capability at all (no extension).
+        memory: values steps leave for later steps (e.g. ``memory["task_id"]``).
+        verbose: print requests and answers (otherwise only titles, checks and the summary).
+    """
+
+    def __init__(self, url: str, *, verbose: bool) -> None:
+        self.url = url
+        self.verbose = verbose
+        self.client = ModernClient(url, declare_tasks=True, capabilities=CLIENT_CAPABILITIES)
+        self.bare = ModernClient(url, declare_tasks=False)
+        self.memory: dict[str, Any] = {}
+        self._task_ids: set[str] = set()
+        self._envelopes_shown: set[str] = set()
+        self._outcome: StepOutcome | None = None
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.bare.close()
+
+    # -- printing ------------------------------------------------------------------------------
+
+    def say(self, text: str = "") -> None:
+        """Print a line in verbose mode only."""
+        if self.verbose:
+            print(text, flush=True)
+
+    def _remember_ids(self, exchange: Exchange) -> None:
+        for candidate in (
+            (exchange.result or {}).get("taskId"),
+            (exchange.request.get("params") or {}).get("taskId"),
+            exchange.headers.get("Mcp-Name") if exchange.result_type == "task" else None,
+        ):
+            if isinstance(candidate, str) and len(candidate) > SHORT_ID_OVER:
+                self._task_ids.add(candidate)
+
+    def _shorten(self, text: str) -> str:
+        for task_id in sorted(self._task_ids, key=len, reverse=True):
+            text = text.replace(task_id, short_id(task_id))
+        return text
+
+    def pretty(self, obj: Any, elide: Iterable[str] = ()) -> str:
+        """Indented JSON of ``obj`` with ``elide`` paths (``a.*.b``) shown as ``{…}`` and task ids shortened."""
+        shown = copy.deepcopy(obj)
+        for path in elide:
+            _elide(shown, path.split("."))
+        text = json.dumps(shown, indent=2, ensure_ascii=False)
+        text = text.replace(json.dumps(_ELIDED), "{…}")
+        return self._shorten(text)
+
+    def show(self, exchange: Exchange, *, elide: Iterable[str] = (), note: str = "") -> None:
+        """Print one exchange: request line with the MCP headers, request body, status, answer.
+
+        The ``_meta`` envelope is printed in full the first time a given envelope is sent and as
+        ``{…}`` afterwards; ``elide`` paths apply to the response (e.g. ``result.tools.*.inputSchema``).
+        """
+        self._remember_ids(exchange)
+        if not self.verbose:
+            return
+        params = exchange.request.get("params") or {}
+        envelope_key = json.dumps(params.get("_meta"), sort_keys=True)
+        request_elide = [] if envelope_key not in self._envelopes_shown else ["params._meta"]
+        self._envelopes_shown.add(envelope_key)
+        headers = "  ".join(f"{k}: {v}" for k, v in exchange.request_headers.items())
+        print(f"  → POST  {self._shorten(headers)}" + (f"   ({note})" if note else ""))
+        print(_indent(self.pretty(exchange.request, request_elide)))
+        answer_headers = "".join(f"  {k}: {v}" for k, v in exchange.headers.items() if k != "Content-Type")
+        print(f"  ← HTTP {exchange.status}{self._shorten(answer_headers)}   ({exchange.elapsed_s * 1000:.0f} ms)")
+        if exchange.response is not None:
+            print(_indent(self.pretty(exchange.response, elide)))
+        else:
+            print(_indent(exchange.body[:500] or "(empty body)"))
+        print(flush=True)
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def check(self, ok: bool, expectation: str, got: Any = _NOTHING) -> bool:
+        """Record and print one check line: ``✔ expectation`` or ``✘ expectation — got …``."""
+        line = f"✔ {expectation}" if ok else f"✘ {expectation}" + ("" if got is _NOTHING else f" — got {_repr(got)}")
+        line = self._shorten(line)
+        assert self._outcome is not None, "check() outside a step"
+        self._outcome.checks.append((ok, line))
+        print(f"  {line}", flush=True)
+        return ok
+
+    def expect(self, expectation: str, actual: Any, expected: Any) -> bool:
+        """Check ``actual == expected`` (``_MISSING`` stands for an absent value)."""
+        return self.check(actual == expected and actual is not _MISSING, expectation, actual)
+
+    @staticmethod
+    def dig(obj: Any, path: str | Sequence[str]) -> Any:
+        """The value at ``path`` (dotted string, or a sequence of segments for keys that contain
+        dots; list indexes as numbers), or the absent marker."""
+        for part in (path.split(".") if isinstance(path, str) else path):
+            if isinstance(obj, dict) and part in obj:
+                obj = obj[part]
+            elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+                obj = obj[int(part)]
+            else:
+                return _MISSING
+        return obj
+
+    def expect_at(self, exchange: Exchange, path: str | Sequence[str], expected: Any, expectation: str | None = None) -> bool:
+        """Check the response value at ``path`` (e.g. ``result.resultType``) equals ``expected``."""
+        shown = path if isinstance(path, str) else ".".join(path)
+        label = expectation or f"{shown} = {json.dumps(expected, ensure_ascii=False)}"
+        return self.expect(label, self.dig(exchange.response, path), expected)
+
+    def expect_error(self, exchange: Exchange, http: int, code: int, label: str = "") -> bool:
+        """Check an error answer: HTTP status ``http`` and JSON-RPC ``error.code`` ``code``
+        (``label`` prefixes the check lines)."""
+        prefix = f"{label}: " if label else ""
+        a = self.expect(f"{prefix}HTTP {http}", exchange.status, http)
+        b = self.expect(f"{prefix}error.code = {code}", exchange.error_code, code)
+        return a and b
+
+    # -- talking -------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        client: ModernClient | None = None,
+        elide: Iterable[str] = (),
+        note: str = "",
+    ) -> Exchange:
+        """Send one request (``client`` defaults to :attr:`client`) and print the exchange."""
+        exchange = await (client or self.client).request(method, params)
+        self.show(exchange, elide=elide, note=note)
+        return exchange
+
+    async def task_call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str | None:
+        """Call tool ``name`` and check the answer is a flat v2 ``CreateTaskResult`` with
+        ``Mcp-Name`` = its ``taskId``. Returns the task id, or ``None`` when no task came back."""
+        exchange = await self.call("tools/call", {"name": name, "arguments": dict(arguments or {})})
+        result = exchange.result or {}
+        self.expect("HTTP 200", exchange.status, 200)
+        self.expect_at(exchange, "result.resultType", "task", 'resultType = "task" (the proxy decided: a task)')
+        task_id = result.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            self.check(False, "result.taskId is a non-empty string", result.get("taskId", _MISSING))
+            return None
+        self.expect("response header Mcp-Name = taskId", exchange.headers.get("Mcp-Name", _MISSING), task_id)
+        forbidden = sorted(k for k in ("task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState") if k in result)
+        self.check(not forbidden, "flat CreateTaskResult: no task, ttl, pollInterval (nor result, error, inputRequests, requestState)", forbidden)
+        missing = sorted(k for k in ("status", "createdAt", "lastUpdatedAt", "ttlMs") if k not in result)
+        self.check(not missing, "task fields present: status, createdAt, lastUpdatedAt, ttlMs", {"missing": missing})
+        return task_id
+
+    async def follow(
+        self, task_id: str, until: Iterable[str] = TERMINAL_STATUSES, *, client: ModernClient | None = None
+    ) -> Exchange:
+        """Poll ``tasks/get`` until ``until`` (default terminal), print the status sequence and the
+        last exchange, and check the answer shape. Returns the last exchange."""
+        started = time.monotonic()
+        try:
+            polls = await (client or self.client).poll(task_id, until=set(until), timeout_s=POLL_TIMEOUT_S)
+        except TimeoutError as exc:
+            polls = getattr(exc, "exchanges", [])
+            self.check(False, f"task reached {'/'.join(sorted(until))} within {POLL_TIMEOUT_S:g} s",
+                       polls[-1].task_status if polls else _MISSING)
+            if not polls:
+                raise
+        sequence = " → ".join(str(p.task_status or f"HTTP {p.status} error") for p in polls)
+        self.say(f"  … tasks/get ×{len(polls)} in {time.monotonic() - started:.1f} s: {sequence}; the last one:")
+        last = polls[-1]
+        self.show(last)
+        self.expect("tasks/get: HTTP 200", last.status, 200)
+        self.expect_at(last, "result.resultType", "complete", 'tasks/get: resultType = "complete"')
+        self.expect_at(last, "result.taskId", task_id, "tasks/get: taskId = the id the client was given")
+        return last
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run_step(self, number: int, total: int, spec: Step) -> StepOutcome:
+        """Run one step with a time limit; an exception or timeout is a failed check."""
+        self._outcome = outcome = StepOutcome(number, spec.title)
+        if self.verbose:
+            print()
+            print(f"━━ Step {number}/{total} · {spec.title} " + "━" * max(3, 72 - len(spec.title)))
+            if spec.about:
+                print(f"  {spec.about}")
+            print(flush=True)
+        else:
+            print(f"Step {number}/{total} · {spec.title}", flush=True)
+        try:
+            await asyncio.wait_for(spec.run(self), STEP_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            self.check(False, f"step finished within {STEP_TIMEOUT_S:g} s")
+        except Exception as exc:  # a broken answer must fail the step, not the demo
+            self.check(False, "step ran to its end", f"{type(exc).__name__}: {exc}")
+        if not outcome.checks:
+            self.check(False, "step checked something")
+        self._outcome = None
+        return outcome
+
+
+# ------------------------------------------------------------------------------------------------
+# The steps of the walkthrough
+# ------------------------------------------------------------------------------------------------
+
+
+@step("Discovery: server/discover", "The proxy answers discovery itself, in v2 terms, from what it probed on the v1 backend.")
+async def _discover(demo: Demo) -> None:
+    ex = await demo.call("server/discover")
+    demo.expect("HTTP 200", ex.status, 200)
+    demo.expect_at(ex, "result.resultType", "complete")
+    demo.expect_at(ex, "result.supportedVersions", ["2026-07-28"])
+    demo.expect_at(ex, ["result", "capabilities", "extensions", TASKS_EXTENSION], {},
+                   f'capabilities.extensions["{TASKS_EXTENSION}"] = {{}}')
+    caps = demo.dig(ex.response, "result.capabilities")
+    demo.check(isinstance(caps, dict) and "tasks" not in caps, "no legacy capabilities.tasks key",
+               sorted(caps) if isinstance(caps, dict) else caps)
+
+
+@step("tools/list", "Forwarded to the v1 server; the 2026 Tool has no execution, and the list is cacheable.")
+async def _tools_list(demo: Demo) -> None:
+    ex = await demo.call("tools/list", elide=["result.tools.*.inputSchema"])
+    demo.expect("HTTP 200", ex.status, 200)
+    demo.expect_at(ex, "result.resultType", "complete")
+    ttl = demo.dig(ex.response, "result.ttlMs")
+    demo.check(isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0, "ttlMs is a non-negative integer", ttl)
+    scope = demo.dig(ex.response, "result.cacheScope")
+    demo.check(scope in ("public", "private"), 'cacheScope is "public" or "private"', scope)
+    tools = demo.dig(ex.response, "result.tools")
+    tools = tools if isinstance(tools, list) else []
+    names = [t.get("name") for t in tools if isinstance(t, dict)]
+    wanted = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input"]
+    demo.check(all(n in names for n in wanted), f"the reference tools are listed ({', '.join(wanted)})", names)
+    with_execution = [t.get("name") for t in tools if isinstance(t, dict) and "execution" in t]
+    demo.check(bool(tools) and not with_execution, "no tool carries execution", with_execution or tools)
+
+
+@step("A synchronous call: greet", "greet has no task support upstream, so the proxy makes a plain call.")
+async def _sync_call(demo: Demo) -> None:
+    ex = await demo.call("tools/call", {"name": "greet", "arguments": {"name": "Ada"}})
+    demo.expect("HTTP 200", ex.status, 200)
+    demo.expect_at(ex, "result.resultType", "complete")
+    demo.expect_at(ex, "result.content.0.text", "Hello, Ada!")
+    demo.check("taskId" not in (ex.result or {}), "no taskId (not a task)", (ex.result or {}).get("taskId"))
+
+
+@step("A server-decided task: slow_compute",
+      "slow_compute supports tasks upstream; the client declared the extension, so the proxy creates a v1 task.")
+async def _server_task(demo: Demo) -> None:
+    task_id = await demo.task_call("slow_compute", {"seconds": 1, "label": "demo"})
+    if task_id is None:
+        return
+    demo.memory["task_id"] = task_id
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "completed")
+    demo.expect_at(last, "result.result.content.0.text", "computed demo", 'inlined result text = "computed demo"')
+    meta = demo.dig(last.response, "result.result._meta")
+    demo.check(not (isinstance(meta, dict) and RELATED_TASK in meta), "no related-task _meta in the inlined result", meta)
+
+
+@step("A tool error: failing_job", "A v1 task that ends with an isError tool result is a completed v2 task.")
+async def _tool_error(demo: Demo) -> None:
+    task_id = await demo.task_call("failing_job")
+    if task_id is None:
+        return
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "completed")
+    demo.expect_at(last, "result.result.isError", True)
+    demo.expect_at(last, "result.result.content.0.text", "failing_job always fails")
+    demo.check("error" not in (last.result or {}), "no error member (isError is not a JSON-RPC error)", (last.result or {}).get("error"))
+
+
+@step("A protocol error: protocol_error_job", "A v1 task failed by a JSON-RPC error is a failed v2 task carrying that error.")
+async def _protocol_error(demo: Demo) -> None:
+    task_id = await demo.task_call("protocol_error_job")
+    if task_id is None:
+        return
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "failed")
+    demo.expect_at(last, "result.error.code", -32603)
+    message = demo.dig(last.response, "result.error.message")
+    demo.check(isinstance(message, str) and "simulated internal failure" in message,
+               'error.message contains "simulated internal failure"', message)
+    demo.check("result" not in (last.result or {}), "no inlined result", (last.result or {}).get("result"))
+
+
+@step("Cancel: slow_compute for 60 s", "tasks/cancel is acknowledged with an empty result; tasks/get then says cancelled.")
+async def _cancel(demo: Demo) -> None:
+    task_id = await demo.task_call("slow_compute", {"seconds": 60, "label": "never"})
+    if task_id is None:
+        return
+    ack = await demo.call("tasks/cancel", {"taskId": task_id})
+    demo.expect("tasks/cancel: HTTP 200", ack.status, 200)
+    demo.expect('tasks/cancel: the result is exactly {"resultType": "complete"}', ack.result, {"resultType": "complete"})
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "cancelled")
+
+
+@step("A client without the extension (-32021)",
+      "failing_job cannot run without a task; a client that did not declare the extension is told what is missing.")
+async def _missing_extension(demo: Demo) -> None:
+    ex = await demo.call("tools/call", {"name": "failing_job", "arguments": {}}, client=demo.bare)
+    demo.expect_error(ex, 400, -32021, "tools/call failing_job")
+    demo.expect_at(ex, ["error", "data", "requiredCapabilities", "extensions", TASKS_EXTENSION], {},
+                   f'error.data.requiredCapabilities.extensions["{TASKS_EXTENSION}"] = {{}}')
+    task_id = demo.memory.get("task_id", "no-such-task")
+    ex = await demo.call("tasks/get", {"taskId": task_id}, client=demo.bare, note="tasks/get without the extension")
+    demo.expect_error(ex, 400, -32021, "tasks/get")
+
+
+@step("Removed methods: tasks/result and tasks/list", "Neither exists in v2 (tasks/get inlines results; there is no listing).")
+async def _removed(demo: Demo) -> None:
+    task_id = demo.memory.get("task_id", "no-such-task")
+    ex = await demo.call("tasks/result", {"taskId": task_id})
+    demo.check(ex.status == 404 and ex.error_code == -32601, "tasks/result: HTTP 404, error.code = -32601",
+               {"http": ex.status, "code": ex.error_code})
+    ex = await demo.call("tasks/list")
+    demo.check(ex.status == 404 and ex.error_code == -32601, "tasks/list: HTTP 404, error.code = -32601",
+               {"http": ex.status, "code": ex.error_code})
+
+
+# ------------------------------------------------------------------------------------------------
+# Running the walkthrough
+# ------------------------------------------------------------------------------------------------
+
+
+def summary(outcomes: list[StepOutcome], total: int) -> str:
+    """``N/N steps passed``, or ``P/N steps passed; failed: 3 (title), …``."""
+    passed = sum(1 for o in outcomes if o.passed)
+    line = f"{passed}/{total} steps passed"
+    failed = [f"{o.number} ({o.title})" for o in outcomes if not o.passed]
+    not_run = total - len(outcomes)
+    if failed:
+        line += "; failed: " + ", ".join(failed)
+    if not_run:
+        line += f"; {not_run} not run"
+    return line
+
+
+async def _walk(server_url: str, verbose: bool, state_dir: str, outcomes: list[StepOutcome]) -> None:
+    from proxy.app import start
+    from proxy.config import load
+
+    settings = load(None, {
+        "listen": "127.0.0.1:0",
+        "upstream": [{"name": "main", "url": server_url}],
+        "state_dir": state_dir,
+    })
+    running = await start(settings)
+    try:
+        if verbose:
+            print(f"proxy:               {running.url}  (v2-modern face → v1 backend; state in {state_dir})", flush=True)
+        demo = Demo(running.url, verbose=verbose)
+        try:
+            for number, spec in enumerate(STEPS, start=1):
+                outcomes.append(await demo.run_step(number, len(STEPS), spec))
+        finally:
+            await demo.close()
+    finally:
+        await running.stop()
+
+
+def main(verbose: bool = True) -> int:
+    """Run the walkthrough; return 0 when every step saw exactly what it should, 1 otherwise.
+
+    The reference v1 server and the proxy are stopped at the end, also on failure or Ctrl-C.
+    """
+    from .processes import ServerStartError, start_reference_v1_server
+
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+    started = time.monotonic()
+    outcomes: list[StepOutcome] = []
+    total = len(STEPS)
+    server = None
+    try:
+        if verbose:
+            print("mcp-tasks-proxy demo: a v2 (2026-07-28 + tasks extension) client → the proxy → a v1 (2025-11-25) server")
+            print("starting the reference v1 server (mcp 1.30.0; its environment is built on first use) …", flush=True)
+        try:
+            server = start_reference_v1_server()
+        except (ServerStartError, RuntimeError, OSError) as exc:
+            print(f"✘ the reference v1 server did not start: {exc}", flush=True)
+            print(summary(outcomes, total), flush=True)
+            return 1
+        if verbose:
+            print(f"reference v1 server: {server.url}  (pid {server.pid})", flush=True)
+        with tempfile.TemporaryDirectory(prefix="mcp-tasks-proxy-demo-") as state_dir:
+            try:
+                asyncio.run(_walk(server.url, verbose, state_dir, outcomes))
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # the proxy did not start, or the demo itself broke
+                print(f"✘ the demo stopped: {type(exc).__name__}: {exc}", flush=True)
+    except KeyboardInterrupt:
+        print("\ninterrupted", flush=True)
+        print(summary(outcomes, total), flush=True)
+        return 1
+    finally:
+        if server is not None:
+            server.stop()
+    if verbose:
+        print(f"\n(finished in {time.monotonic() - started:.1f} s)")
+    print(summary(outcomes, total), flush=True)
+    return 0 if len(outcomes) == total and all(o.passed for o in outcomes) else 1

@@ -1,0 +1,75 @@
+"""`mcp-tasks-proxy serve`: probes its backend at start and refuses dialects it cannot serve."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from proxy.keys import new_key_text
+from support import Caller
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+@pytest.mark.peers
+async def test_serve_runs_in_front_of_a_v1_server_and_stops_on_sigterm(reference_v1_server, tmp_path):
+    process = await _spawn("serve", "--upstream", reference_v1_server.url, "--listen", "127.0.0.1:0", tmp_path=tmp_path)
+    try:
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        assert line.startswith("mcp-tasks-proxy listening on http://127.0.0.1:")
+        url = line.split()[3]
+        async with aiohttp.ClientSession() as http:
+            answer = await Caller(http, url).call("tools/call", {"name": "greet", "arguments": {"name": "CLI"}})
+        assert answer.result["content"] == [{"type": "text", "text": "Hello, CLI!"}]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 15) == 0
+
+
+async def test_serve_refuses_a_modern_backend_naming_what_it_found(tmp_path):
+    async def modern(request: web.Request) -> web.Response:
+        body = await request.json()
+        result = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                  "ttlMs": 0, "cacheScope": "private"}
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result})
+
+    app = web.Application()
+    app.router.add_post("/mcp", modern)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    host, port = runner.addresses[0][:2]
+    try:
+        process = await _spawn("serve", "--upstream", f"http://{host}:{port}/mcp", "--listen", "127.0.0.1:0", tmp_path=tmp_path)
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        await runner.cleanup()
+    assert process.returncode == 2
+    message = stderr.decode().strip().splitlines()[-1]
+    assert message == (
+        f"mcp-tasks-proxy: refusing to start: backend main at http://{host}:{port}/mcp: v2-modern (2026-07-28; no tool tasks); "
+        "this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) backends only"
+    )
+
+
+async def test_serve_reports_configuration_errors_by_key(tmp_path):
+    process = await _spawn("serve", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "nohost", tmp_path=tmp_path)
+    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    assert "listen: Value error, must be HOST:PORT" in stderr.decode()
