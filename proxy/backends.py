@@ -41,7 +41,8 @@ class BackendHandle:
         self.connector = Backend(config.name, config.url, http, extra_headers=config.headers,
                                  request_timeout_ms=settings.upstream_timeout_ms)
         self.pool = SessionPool(self.connector)
-        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
+        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
+                                   input_capture_wait_ms=settings.input_capture_wait_ms)
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
@@ -90,4 +91,5 @@ class BackendHandle:
 
     async def close(self) -> None:
         """Release the backend's state; upstream sessions are left open on purpose."""
+        self.follower.close()
         self.pool.forget_all()

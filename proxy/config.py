@@ -56,6 +56,7 @@ class Settings(BaseModel):
     required_without_extension: Literal["reject", "wait"] = "reject"
     v1_session_scope: Literal["principal", "task"] = "principal"
     input_capture_wait_ms: int = Field(default=250, ge=0)
+    request_state_ttl_ms: int = Field(default=300_000, gt=0)
     cache_ttl_ms: int = Field(default=0, ge=0)
     max_task_state_ms: int = Field(default=3_600_000, gt=0)
     max_tasks: int = Field(default=10_000, gt=0)

@@ -1,7 +1,9 @@
 """Following v1 tasks for v2 clients (TRANSLATION.md §4.3, §4.4).
 
-The proxy asks upstream only when its client asks: `tasks/get` upstream for the status, and, once
-the task is terminal, `tasks/result` once for the payload, folded into the v2 outcome and kept
+The proxy asks upstream only when its client asks: `tasks/get` upstream for the status; while the
+task needs input, one held `tasks/result` (and the session's GET stream) to capture the backend's
+requests for input (`proxy.capture`); once the task is terminal, its payload (from the held
+`tasks/result`, or one `tasks/result` that answers at once), folded into the v2 outcome and kept
 (a terminal task never changes) for the task's ttl or `max_task_state_ms`, whichever is shorter,
 within `max_tasks` entries.
 """
@@ -20,6 +22,7 @@ from translators.fields import task_from_wire
 from translators.model import CanonicalTask
 from translators.sealing import TaskRef
 
+from .capture import InputBook, TaskInputs
 from .upstream.session_wire import SessionLost, UpstreamSession
 
 PAYLOAD_TIMEOUT_S = 30.0
@@ -27,10 +30,12 @@ PAYLOAD_TIMEOUT_S = 30.0
 
 
 class V1Follower:
-    """Status and outcome of v1 tasks, with terminal tasks remembered (bounded in count and time)."""
+    """Status, input requests and outcome of v1 tasks; terminal tasks remembered (bounded)."""
 
-    def __init__(self, *, max_tasks: int, max_task_state_ms: int):
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int):
         self._max_state_s = max_task_state_ms / 1000
+        self._capture_wait_s = input_capture_wait_ms / 1000
+        self.inputs = InputBook(max_tasks=max_tasks, max_task_state_ms=max_task_state_ms)
         self._terminal: TLRUCache[TaskRef, CanonicalTask] = TLRUCache(
             maxsize=max_tasks, ttu=self._expiry, timer=time.monotonic
         )
@@ -39,8 +44,14 @@ class V1Follower:
         keep = self._max_state_s if task.ttl_ms is None else min(task.ttl_ms / 1000, self._max_state_s)
         return now + keep
 
+    def created(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], ttl_ms: int | None) -> None:
+        """Start following a task just created through the proxy (its session's GET stream is held,
+        so requests for input sent there are not missed)."""
+        self.inputs.track(ref, session, headers, ttl_ms=ttl_ms)
+
     async def status(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> CanonicalTask:
-        """The task as the hub sees it, outcome folded in when terminal (upstream task id kept).
+        """The task as the hub sees it (upstream task id kept): outcome folded in when terminal,
+        outstanding requests for input as `input_requests`.
 
         Raises `McpError(-32602)` when the backend does not know the task or forgot its session,
         and `McpError` (HTTP 502) when the backend is unreachable.
@@ -51,16 +62,31 @@ class V1Follower:
         try:
             wire = await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
         except SessionLost:
+            self.inputs.finish(ref)
             raise unknown_task() from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
+                self.inputs.finish(ref)
                 raise unknown_task() from None
             raise
         task = task_from_wire(wire, "v1")
-        if task.status in ("completed", "failed"):
-            task = outcome_to_v2(task, await self._payload(ref, session, headers, task.status))
+        inputs = self.inputs.track(ref, session, headers, ttl_ms=task.ttl_ms)
+        inputs.note_status(task.status)
         if task.terminal:
+            if task.status in ("completed", "failed"):
+                payload = inputs.payload or await self._payload(ref, session, headers, task.status)
+                task = outcome_to_v2(task, payload)
+            self.inputs.finish(ref)
             self._terminal[ref] = task
+            return task
+        return await self._with_inputs(task, inputs, headers)
+
+    async def _with_inputs(self, task: CanonicalTask, inputs: TaskInputs, headers: Mapping[str, str]) -> CanonicalTask:
+        if task.status == "input_required":
+            inputs.ensure_held(headers)
+            await inputs.wait_for_request(self._capture_wait_s)
+        if inputs.outstanding:
+            return task.evolve(status="input_required", input_requests=inputs.requests())
         return task
 
     async def _payload(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], status: str) -> V1Payload:
@@ -77,6 +103,19 @@ class V1Follower:
             return V1Payload("error", exc.to_dict()) if status == "failed" else V1Payload("unobtainable")
         return V1Payload("result", result)
 
+    async def answer(self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]) -> None:
+        """Deliver `tasks/update` answers: each outstanding key goes upstream as the JSON-RPC
+        response to the request it names; other keys (unknown, answered, or of an ended task) are
+        ignored (TRANSLATION.md §4.5)."""
+        if ref in self._terminal:
+            return
+        inputs = self.inputs.get(ref)
+        if inputs is not None:
+            await inputs.answer(responses, headers)
+
     def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""
         self._terminal.pop(ref, None)
+
+    def close(self) -> None:
+        self.inputs.close()

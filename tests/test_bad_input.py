@@ -60,7 +60,7 @@ async def test_malformed_bodies_are_refused_with_400(env, data, code):
     caller, tap, mark = env
     answer = await caller.raw(data, JSON_HEADERS)
     assert answer.status == 400
-    assert answer.body["id"] is None and answer.body["error"]["code"] == code
+    assert "id" not in answer.body and answer.body["error"]["code"] == code
     assert tap.since(mark) == []
 
 

@@ -351,12 +351,12 @@ def v1_offers_tool_tasks(capabilities: dict[str, Any]) -> bool:
 def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
     """A v1 backend's `ServerCapabilities` as a v2 `server/discover` shows them (TRANSLATION.md §4.9).
 
-    Keeps tools, resources, prompts, completions and logging without `listChanged`/`subscribe`
-    (no notifications are relayed yet); adds `extensions[io.modelcontextprotocol/tasks] = {}` when
+    Keeps tools, resources, prompts and completions without `listChanged`/`subscribe` (no
+    notifications are relayed yet, so neither is `logging`); adds `extensions[io.modelcontextprotocol/tasks] = {}` when
     the backend declares `tasks.requests.tools.call`; never a `tasks` key.
     """
     out: dict[str, Any] = {}
-    for name in ("tools", "resources", "prompts", "completions", "logging"):
+    for name in ("tools", "resources", "prompts", "completions"):
         value = capabilities.get(name)
         if isinstance(value, dict):
             out[name] = {k: v for k, v in value.items() if k not in ("listChanged", "subscribe")}

@@ -85,7 +85,7 @@ def parse(body: bytes | str) -> Message:
     """
     try:
         obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
     return classify(obj)
 
@@ -112,7 +112,11 @@ def result_response(id: RequestId | None, result: dict[str, Any]) -> dict[str, A
 
 
 def error_response(id: RequestId | None, error: McpError) -> dict[str, Any]:
-    """`{"jsonrpc": "2.0", "id": id, "error": {code, message, data?}}`; `id` is null when unknown."""
+    """`{"jsonrpc": "2.0", "id": id, "error": {code, message, data?}}`. When the request's id is
+    unknown (unparseable body) `id` is omitted, as the MCP schemas' `JSONRPCErrorResponse` allows
+    (they do not admit `null`)."""
+    if id is None:
+        return {"jsonrpc": "2.0", "error": error.to_dict()}
     return {"jsonrpc": "2.0", "id": id, "error": error.to_dict()}
 
 

@@ -50,7 +50,10 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(token: str) -> bytes:
-    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    if _b64(data) != token:  # one token per value: no padding, no stray low bits
+        raise ValueError("not canonical base64url")
+    return data
 
 
 def _pack(fields: tuple[str, ...]) -> bytes:

@@ -8,7 +8,9 @@ request (TRANSLATION.md §2) → envelope and header checks → method dispatch 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from typing import Any, Mapping
 
 from aiohttp import web
@@ -44,12 +46,14 @@ from translators.errors import (
     missing_tasks_extension,
     modern_http_status,
 )
+from translators.inputs import input_required_result, read_input_responses, strip_mrtr
 from translators.policy import creation_decision
 from translators.protocol import (
     H_NAME,
     H_PROTOCOL_VERSION,
     H_SESSION_ID,
     MODERN_VERSION,
+    MRTR_METHODS,
     REMOVED_MODERN_METHODS,
     REMOVED_TASK_METHODS_V2,
     TASK_METHODS_V2,
@@ -58,6 +62,7 @@ from translators.sealing import Keyring, TaskRef
 
 from ..backends import BackendHandle, UnsupportedBackend
 from ..config import Settings
+from ..exchanges import Exchange, ExchangeBook
 from ..upstream.session_wire import SessionLost, UpstreamSession
 
 log = logging.getLogger(__name__)
@@ -112,6 +117,7 @@ class ModernFace:
         self.backend = backend
         self._identity_header = settings.identity_header or "Authorization"
         self._forward = ["Authorization", *settings.forward_headers]
+        self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -197,12 +203,17 @@ class ModernFace:
             if method == "tasks/get":
                 return await self.get_task(call, ref)
             if method == "tasks/update":
-                return self.update_task(call, ref)
+                return await self.update_task(call, ref)
             return await self.cancel_task(call, ref)
         if method in REMOVED_TASK_METHODS_V2:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method} does not exist on the {MODERN_VERSION} wire; tasks/get inlines results", method)
         if method == "subscriptions/listen" or method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}", method)
+        if method in MRTR_METHODS:
+            name = call.params.get("name") if method == "prompts/get" else call.params.get("uri")
+            if "requestState" in call.params:
+                return await self._resume(call, str(name))
+            return await self._exchange(call, str(name), strip_mrtr(strip_envelope(call.params)))
         return await self.forward(call)
 
     def _unseal(self, call: Call) -> TaskRef:
@@ -244,10 +255,13 @@ class ModernFace:
         return Reply(complete_result(call.method, result, cache_ttl_ms=self.settings.cache_ttl_ms))
 
     async def call_tool(self, call: Call) -> Reply:
-        """`tools/call`: the proxy decides task or not (TRANSLATION.md §4.2)."""
+        """`tools/call`: the proxy decides task or not (TRANSLATION.md §4.2); input asked for
+        during the call becomes MRTR rounds (§4.8)."""
         name = call.params.get("name")
         if not isinstance(name, str) or not name:
             raise McpError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+        if "requestState" in call.params:
+            return await self._resume(call, name)
         support = await self.backend.tool_support(name) or "forbidden"
         profile = await self.backend.current()
         decision = creation_decision(
@@ -257,26 +271,66 @@ class ModernFace:
             optional_tools=self.settings.optional_tools,
             required_without_extension=self.settings.required_without_extension,
         )
-        params = drop_task_param(strip_envelope(call.params))
-        if decision == "sync":
-            return Reply(complete_result("tools/call", await self._upstream(call, "tools/call", params)))
+        params = strip_mrtr(drop_task_param(strip_envelope(call.params)))
         if decision == "reject":
             raise missing_tasks_extension(
                 f"Tool {name!r} requires the tasks extension (io.modelcontextprotocol/tasks); the client did not declare it for this request."
             )
+        if decision == "sync":
+            return await self._exchange(call, name, params)
+        session = None
         if self.settings.v1_session_scope == "task":
             session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers)
-        else:
-            session = await self._session(call)
         params["task"] = task_param_v1(self.settings.task_ttl_ms)
-        answer = await self._upstream(call, "tools/call", params, session=session)
-        if "task" not in answer:
-            # The backend ran it inline after all (its tool list changed): that is the result.
-            return Reply(complete_result("tools/call", answer))
+        return await self._exchange(call, name, params, session=session, creates_task=decision)
+
+    # -- MRTR: synchronous calls that may ask for input ---------------------------------------------
+
+    async def _exchange(self, call: Call, name: str, params: dict[str, Any], *, session: UpstreamSession | None = None,
+                        creates_task: str | None = None) -> Reply:
+        """Start the upstream call as a held exchange and answer its first round."""
+        shared = session is None
+        session = session or await self._session(call)
+        exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
+        exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
+        try:
+            return await self._round(call, exchange)
+        except SessionLost:
+            if not shared:
+                raise McpError(INTERNAL_ERROR, f"Backend {self.backend.name!r} lost the upstream session") from None
+            # The backend forgot the pooled session before processing anything: once more, anew.
+            session = await self._session(call)
+            exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
+            exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
+            return await self._round(call, exchange)
+
+    async def _resume(self, call: Call, name: str) -> Reply:
+        """An MRTR retry: answer the held exchange's requests upstream, then its next round."""
+        fields = self.keyring.unseal_request_state(call.params.get("requestState"), call.principal, int(time.time() * 1000))
+        responses = read_input_responses(call.params)
+        exchange = self.exchanges.take(fields[0] if fields else "", call.principal, call.method, name)
+        await exchange.deliver(responses)
+        return await self._round(call, exchange)
+
+    async def _round(self, call: Call, exchange: Exchange) -> Reply:
+        """The next answer of an exchange: the final result, or an `InputRequiredResult`."""
+        requests = await exchange.next_round()
+        if requests is not None:
+            self.exchanges.hold(exchange)
+            expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms
+            state = self.keyring.seal_request_state((exchange.id,), call.principal, expires_ms)
+            return Reply(input_required_result(requests, state))
+        self.exchanges.release(exchange)
+        assert exchange.upstream is not None
+        answer = exchange.upstream.result()
+        if exchange.context is None or "task" not in answer:
+            # A plain result (also when the backend ran a task-supporting tool inline after all).
+            return Reply(complete_result(exchange.method, answer, cache_ttl_ms=self.settings.cache_ttl_ms))
         created = created_task_to_v2(answer)
-        ref = TaskRef(self.backend.name, session.session_id or "", created.task_id)
-        if decision == "wait":
-            return Reply(await self._wait(call, ref, session))
+        ref = TaskRef(self.backend.name, exchange.session.session_id or "", created.task_id)
+        self.backend.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
+        if exchange.context == "wait":
+            return Reply(await self._wait(call, ref, exchange.session))
         task_id = self.keyring.seal_task_id(ref, call.principal)
         return Reply(created_task_result_v2(created.evolve(task_id=task_id)), {H_NAME: task_id})
 
@@ -298,12 +352,12 @@ class ModernFace:
         task = await self.backend.follower.status(ref, self.backend.pool.by_id(ref.session), call.upstream_headers)
         return Reply(get_task_result_v2(task.evolve(task_id=call.params["taskId"])))
 
-    def update_task(self, call: Call, ref: TaskRef) -> Reply:
-        """`tasks/update` (TRANSLATION.md §4.5). Nothing is captured from v1 backends yet, so every
-        key is unknown and ignored; the id has unsealed, so the answer is the ack."""
-        responses = call.params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            raise McpError(INVALID_PARAMS, "tasks/update: inputResponses must be an object")
+    async def update_task(self, call: Call, ref: TaskRef) -> Reply:
+        """`tasks/update` (TRANSLATION.md §4.5): each outstanding key's answer goes upstream as the
+        response to the captured request; unknown, answered or late keys are ignored."""
+        responses = read_input_responses(call.params)
+        session = self.backend.pool.by_id(ref.session)
+        await self.backend.follower.answer(ref, session, responses, call.upstream_headers)
         return Reply(update_ack_v2())
 
     async def cancel_task(self, call: Call, ref: TaskRef) -> Reply:

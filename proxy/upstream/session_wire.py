@@ -25,8 +25,9 @@ from ..sse import iter_events
 
 log = logging.getLogger(__name__)
 
-ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Given a server→client JSON-RPC request, return the JSON-RPC response message to send back."""
+ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+"""Given a server→client JSON-RPC request, return the JSON-RPC response to send back at once, or
+None when the handler keeps the request and answers later with `UpstreamSession.respond`."""
 NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 ACCEPT_BOTH = "application/json, text/event-stream"
@@ -143,6 +144,8 @@ class UpstreamSession:
         await self._post_no_answer(message, headers)
 
     async def _post_no_answer(self, message: dict[str, Any], headers: Mapping[str, str] | None) -> None:
+        if self.backend.http.closed:
+            return
         try:
             response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
         except McpError as exc:
@@ -236,12 +239,61 @@ class UpstreamSession:
                         return self._result_of(message.raw, request_id, 200)
                 elif message.kind == "request":
                     handler = on_server_request or refuse_server_request
-                    await self.respond(await handler(message.raw), headers=headers)
+                    answer = await handler(message.raw)
+                    if answer is not None:
+                        await self.respond(answer, headers=headers)
                 elif on_notification is not None:
                     await on_notification(message.raw)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise backend_unavailable(self.backend.name, f"stream broke: {exc.__class__.__name__}") from None
         raise backend_unavailable(self.backend.name, "closed the response stream without answering")
+
+
+class NoStandaloneStream(Exception):
+    """The backend offers no GET stream for this session (HTTP 405)."""
+
+
+async def listen(
+    session: UpstreamSession,
+    on_server_request: ServerRequestHandler,
+    on_notification: NotificationHandler,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Hold the session's standalone GET stream until it ends, dispatching what arrives on it.
+
+    Returns when the backend closes the stream. Raises `SessionLost` (404), `NoStandaloneStream`
+    (405) and `McpError` (HTTP 502) when the backend is unreachable or answers something else.
+    """
+    backend = session.backend
+    request_headers = {**backend.extra_headers, **session._headers(headers), "Accept": "text/event-stream"}
+    try:
+        response = await backend.http.get(backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        raise backend_unavailable(backend.name, f"GET stream: {exc.__class__.__name__}") from None
+    async with response:
+        if response.status == 404:
+            session.lost = True
+            raise SessionLost(session.session_id or "")
+        if response.status == 405:
+            raise NoStandaloneStream(backend.name)
+        if response.status != 200 or not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+            raise backend_unavailable(backend.name, f"GET stream answered HTTP {response.status}")
+        try:
+            async for event in iter_events(response.content.iter_any()):
+                try:
+                    message = jsonrpc.parse(event.data)
+                except McpError:
+                    log.warning("backend %s sent a GET-stream event that is not JSON-RPC", backend.name)
+                    continue
+                if message.kind == "request":
+                    answer = await on_server_request(message.raw)
+                    if answer is not None:
+                        await session.respond(answer, headers=headers)
+                elif message.kind == "notification":
+                    await on_notification(message.raw)
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return
 
 
 async def refuse_server_request(message: dict[str, Any]) -> dict[str, Any]:

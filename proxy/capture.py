@@ -1,0 +1,293 @@
+"""Capturing a v1 backend's requests for input, per task (TRANSLATION.md §4.3, §4.5).
+
+A v1 server asks for input with server→client requests: on the stream of a pending `tasks/result`
+(mcp 1.30) or on the session's GET stream (FastMCP 3). The proxy holds those requests unanswered,
+shows them to the v2 client as `inputRequests` under keys it mints (never reused within a task), and
+answers each upstream, same session and same request id, when the client's `tasks/update` brings
+the answer.
+
+* `TaskInputs`: one task's outstanding requests, its key counter and the held `tasks/result`.
+* `SessionListener`: one upstream session's GET stream, attributing what arrives to a task.
+* `InputBook`: all of it for one backend, bounded in count (least recently used first) and time
+  (the task's ttl, or `max_task_state_ms` when the ttl is null); what is evicted stops listening.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cachetools import TLRUCache
+
+from translators import jsonrpc
+from translators.differences import V1Payload
+from translators.errors import INVALID_PARAMS, McpError
+from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request, related_task_id
+from translators.model import InputRequest
+from translators.sealing import TaskRef
+
+from .upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
+
+log = logging.getLogger(__name__)
+
+GET_STREAM_RETRY_S = 0.5
+"""Pause before the GET stream of a session with live tasks is opened again after it ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """A request for input held by the proxy: where to answer it and what it asks."""
+
+    key: str
+    upstream_id: jsonrpc.RequestId
+    request: InputRequest
+    session: UpstreamSession
+
+
+class TaskInputs:
+    """What the proxy holds for one upstream v1 task.
+
+    `status` is the last upstream status seen (from `tasks/get` or a status notification);
+    `payload` is filled when a held `tasks/result` returns; `nonblocking` is set for backends whose
+    `tasks/result` answers at once for a running task (FastMCP 3), which are followed by
+    `tasks/get` alone.
+    """
+
+    def __init__(self, ref: TaskRef, session: UpstreamSession, keep_s: float):
+        self.ref = ref
+        self.session = session
+        self.keep_s = keep_s
+        self.status = "working"
+        self.outstanding: dict[str, Captured] = {}
+        self.payload: V1Payload | None = None
+        self.nonblocking = False
+        self._count = 0
+        self._seen_ids: set[jsonrpc.RequestId] = set()
+        self._arrived = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+        self._held_error: McpError | None = None
+
+    # -- capture and answer ----------------------------------------------------------------------
+
+    def capture(self, session: UpstreamSession, message: Mapping[str, Any]) -> str | None:
+        """Hold a server request for input under a fresh key; None when already held (same id)."""
+        upstream_id = message.get("id")
+        if upstream_id in self._seen_ids:
+            return None
+        self._seen_ids.add(upstream_id)  # type: ignore[arg-type]
+        self._count += 1
+        key = input_key("input-", self._count)
+        self.outstanding[key] = Captured(key, upstream_id, input_request_from_v1(message), session)  # type: ignore[arg-type]
+        self._arrived.set()
+        return key
+
+    async def answer(self, responses: Mapping[str, Any], headers: Mapping[str, str]) -> list[str]:
+        """Send each outstanding key's answer upstream (same session, same request id); unknown or
+        already answered keys are ignored (TRANSLATION.md §4.5). Returns the keys delivered."""
+        delivered = []
+        for key, value in responses.items():
+            captured = self.outstanding.pop(key, None)
+            if captured is None:
+                continue
+            await captured.session.respond(input_response_to_v1(captured.upstream_id, value), headers=headers)
+            delivered.append(key)
+        return delivered
+
+    def requests(self) -> dict[str, InputRequest]:
+        """Outstanding requests by key, in the order they arrived."""
+        return {key: c.request for key, c in self.outstanding.items()}
+
+    async def wait_for_request(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for a request to be captured (returns at once if one is held)."""
+        if self.outstanding:
+            return
+        self._arrived.clear()
+        try:
+            await asyncio.wait_for(self._arrived.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+
+    # -- the held tasks/result -------------------------------------------------------------------
+
+    def ensure_held(self, headers: Mapping[str, str]) -> None:
+        """Make sure one upstream `tasks/result` (accepting SSE) is open for this task, where a v1
+        server delivers its requests for input; re-opened when the backend dropped it."""
+        if self.nonblocking or (self._holder is not None and not self._holder.done()):
+            return
+        self._holder = asyncio.ensure_future(self._hold(dict(headers)))
+
+    async def _hold(self, headers: dict[str, str]) -> None:
+        try:
+            result = await self.session.request(
+                "tasks/result", {"taskId": self.ref.task}, headers=headers, on_server_request=self._on_stream_request
+            )
+        except SessionLost:
+            self.payload = V1Payload("unobtainable")
+        except McpError as exc:
+            if exc.http_status is None:
+                self._held_error = exc  # an answer, not a dropped stream: see note_status()
+            else:
+                log.info("tasks/result stream for a task on %s ended early (%s); it is re-opened on the next tasks/get",
+                         self.session.backend.name, exc.message)
+        else:
+            self.payload = V1Payload("result", result)
+
+    async def _on_stream_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if not is_input_request(message):
+            return await refuse_server_request(message)
+        self.capture(self.session, message)
+        return None
+
+    def note_status(self, status: str) -> None:
+        """Record the upstream status. A held `tasks/result` that answered an error (-32602 "not
+        completed") while the task is still running marks a backend that does not block."""
+        self.status = status
+        if self._held_error is not None and status in ("working", "input_required"):
+            self.nonblocking = self._held_error.code == INVALID_PARAMS
+            self._held_error = None
+
+    def close(self) -> None:
+        """Stop holding anything for this task (it ended, or its state was evicted)."""
+        if self._holder is not None and not self._holder.done():
+            self._holder.cancel()
+        self.outstanding.clear()
+
+
+class SessionListener:
+    """The GET stream of one upstream session, held while the session has tasks the proxy follows.
+
+    A request for input belongs to the task named in its related-task `_meta`; without it, to the
+    one task of the session that is `input_required` (or that a status notification just marked
+    so); while that is ambiguous it waits, unanswered, until it is not (TRANSLATION.md §4.3).
+    """
+
+    def __init__(self, session: UpstreamSession, book: "InputBook", headers: Mapping[str, str]):
+        self.session = session
+        self.book = book
+        self.headers = dict(headers)
+        self.unattributed: list[dict[str, Any]] = []
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self.book.session_has_tasks(self.session):
+            try:
+                await listen(self.session, self._on_request, self._on_notification, headers=self.headers)
+            except (SessionLost, NoStandaloneStream):
+                return
+            except McpError as exc:
+                log.info("GET stream of a session on %s failed: %s", self.session.backend.name, exc.message)
+            await asyncio.sleep(GET_STREAM_RETRY_S)
+
+    async def _on_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if not is_input_request(message):
+            return await refuse_server_request(message)
+        if not self._attribute(message):
+            self.unattributed.append(message)
+        return None
+
+    async def _on_notification(self, message: dict[str, Any]) -> None:
+        if message.get("method") != "notifications/tasks/status":
+            return
+        params = message.get("params") or {}
+        inputs = self.book.find(self.session, params.get("taskId"))
+        if inputs is not None and isinstance(params.get("status"), str):
+            inputs.note_status(params["status"])
+            self.retry()
+
+    def _attribute(self, message: dict[str, Any]) -> bool:
+        task_id = related_task_id(message)
+        if task_id is not None:
+            inputs = self.book.find(self.session, task_id)
+        else:
+            waiting = [t for t in self.book.tasks_of(self.session) if t.status == "input_required"]
+            inputs = waiting[0] if len(waiting) == 1 else None
+        if inputs is None:
+            return False
+        inputs.capture(self.session, message)
+        return True
+
+    def retry(self) -> None:
+        """Attribute held requests again (a status changed)."""
+        self.unattributed = [m for m in self.unattributed if not self._attribute(m)]
+
+    def close(self) -> None:
+        self.task.cancel()
+
+
+class _ClosingTLRU(TLRUCache):
+    """A TLRU cache that closes what it evicts or expires."""
+
+    def expire(self, time: float | None = None) -> list[tuple[Any, Any]]:  # type: ignore[override]
+        expired = super().expire(time)
+        for _, value in expired:
+            value.close()
+        return expired
+
+    def popitem(self) -> tuple[Any, Any]:
+        key, value = super().popitem()
+        value.close()
+        return key, value
+
+
+class InputBook:
+    """Input state of every followed task of one backend, and its sessions' GET listeners."""
+
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int):
+        self._max_state_s = max_task_state_ms / 1000
+        self._tasks: TLRUCache[TaskRef, TaskInputs] = _ClosingTLRU(maxsize=max_tasks, ttu=self._deadline, timer=time.monotonic)
+        self._listeners: dict[str, SessionListener] = {}
+
+    @staticmethod
+    def _deadline(_ref: TaskRef, inputs: TaskInputs, now: float) -> float:
+        return now + inputs.keep_s
+
+    def track(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None) -> TaskInputs:
+        """The input state of a task, created on first use and kept for the task's ttl (or
+        `max_task_state_ms` when the ttl is null or longer), and the session's GET stream held."""
+        inputs = self._tasks.get(ref)
+        if inputs is None:
+            keep_s = self._max_state_s if ttl_ms is None else min(ttl_ms / 1000, self._max_state_s)
+            inputs = TaskInputs(ref, session, keep_s)
+            self._tasks[ref] = inputs
+        sid = session.session_id or ""
+        listener = self._listeners.get(sid)
+        if sid and (listener is None or listener.task.done()):
+            self._listeners[sid] = SessionListener(session, self, headers)
+        return inputs
+
+    def get(self, ref: TaskRef) -> TaskInputs | None:
+        return self._tasks.get(ref)
+
+    def find(self, session: UpstreamSession, task_id: Any) -> TaskInputs | None:
+        """The followed task of `session` whose upstream id is `task_id`."""
+        if not isinstance(task_id, str):
+            return None
+        for inputs in self.tasks_of(session):
+            if inputs.ref.task == task_id:
+                return inputs
+        return None
+
+    def tasks_of(self, session: UpstreamSession) -> list[TaskInputs]:
+        sid = session.session_id or ""
+        self._tasks.expire()
+        return [t for t in self._tasks.values() if (t.session.session_id or "") == sid]
+
+    def session_has_tasks(self, session: UpstreamSession) -> bool:
+        return bool(self.tasks_of(session))
+
+    def finish(self, ref: TaskRef) -> None:
+        """The task ended: stop holding its stream and requests."""
+        inputs = self._tasks.pop(ref, None)
+        if inputs is not None:
+            inputs.close()
+
+    def close(self) -> None:
+        for listener in self._listeners.values():
+            listener.close()
+        self._listeners.clear()
+        for inputs in list(self._tasks.values()):
+            inputs.close()
+        self._tasks.clear()

@@ -1,0 +1,137 @@
+"""Synchronous MRTR over a session-wire backend (TRANSLATION.md §4.8; core 2026-07-28 MRTR).
+
+When a v1 backend sends a server→client request while a synchronous call (`tools/call`,
+`prompts/get`, `resources/read`) is in flight, the proxy keeps that upstream exchange open, answers
+the client with an `InputRequiredResult` whose sealed `requestState` names the held exchange, and,
+when the client retries with `inputResponses`, answers upstream and continues reading the same
+upstream response. Exchanges live in this process only; an unknown or expired one is -32602.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any, Awaitable, Callable, Mapping
+
+from translators import jsonrpc
+from translators.errors import INVALID_PARAMS, McpError
+from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request
+from translators.model import InputRequest
+
+from .upstream.session_wire import UpstreamSession, refuse_server_request
+
+BATCH_S = 0.05
+"""After a first request for input arrives, how long to wait for others sent with it (e.g. two
+questions asked concurrently) so they go to the client in one round."""
+
+
+class Exchange:
+    """One held upstream request and the requests for input it is waiting on."""
+
+    def __init__(self, exchange_id: str, principal: str, method: str, name: str, session: UpstreamSession,
+                 headers: Mapping[str, str], expires_at: float, context: Any = None):
+        self.id = exchange_id
+        self.principal = principal
+        self.method = method
+        self.name = name
+        self.session = session
+        self.headers = dict(headers)
+        self.expires_at = expires_at
+        self.context = context
+        self.outstanding: dict[str, tuple[jsonrpc.RequestId, InputRequest]] = {}
+        self.upstream: asyncio.Task[dict[str, Any]] | None = None
+        self._count = 0
+        self._arrived = asyncio.Event()
+
+    def start(self, call: Callable[..., Awaitable[dict[str, Any]]]) -> None:
+        """Run `call(on_server_request=...)` (the upstream request) in the background."""
+        self.upstream = asyncio.ensure_future(call(on_server_request=self._on_server_request))
+
+    async def _on_server_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        if not is_input_request(message):
+            return await refuse_server_request(message)
+        self._count += 1
+        self.outstanding[input_key("r", self._count)] = (message.get("id"), input_request_from_v1(message))  # type: ignore[assignment]
+        self._arrived.set()
+        return None
+
+    async def deliver(self, responses: Mapping[str, Any]) -> None:
+        """Answer upstream each outstanding key present in `responses`; other keys are ignored."""
+        for key, value in responses.items():
+            held = self.outstanding.pop(key, None)
+            if held is not None:
+                await self.session.respond(input_response_to_v1(held[0], value), headers=self.headers)
+
+    async def next_round(self) -> dict[str, InputRequest] | None:
+        """Wait until the upstream call ends (None; its result is `upstream.result()`) or requests
+        for input are outstanding (returned by key)."""
+        assert self.upstream is not None
+        if not self.outstanding:
+            self._arrived.clear()
+            arrival = asyncio.ensure_future(self._arrived.wait())
+            try:
+                await asyncio.wait({self.upstream, arrival}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                arrival.cancel()
+            if self.outstanding and not self.upstream.done():
+                await asyncio.sleep(BATCH_S)
+        if self.upstream.done():
+            self.outstanding.clear()  # the backend stopped waiting for them
+            return None
+        return {key: request for key, (_, request) in self.outstanding.items()}
+
+    def abandon(self) -> None:
+        """Give up on the exchange: the upstream request is cancelled (the session wire is told with
+        `notifications/cancelled`)."""
+        if self.upstream is not None and not self.upstream.done():
+            self.upstream.cancel()
+
+
+class ExchangeBook:
+    """Held exchanges by id, each dropped (and cancelled upstream) when it expires."""
+
+    def __init__(self, *, lifetime_ms: int, max_exchanges: int = 10_000):
+        self.lifetime_s = lifetime_ms / 1000
+        self.max_exchanges = max_exchanges
+        self._held: dict[str, Exchange] = {}
+
+    def open(self, principal: str, method: str, name: str, session: UpstreamSession, headers: Mapping[str, str],
+             context: Any = None) -> Exchange:
+        """A new exchange (not yet held: `hold` it when a round ends with input required)."""
+        return Exchange(secrets.token_urlsafe(18), principal, method, name, session, headers,
+                        time.monotonic() + self.lifetime_s, context)
+
+    def hold(self, exchange: Exchange) -> None:
+        self._sweep()
+        if len(self._held) >= self.max_exchanges:
+            oldest = min(self._held.values(), key=lambda e: e.expires_at)
+            self.drop(oldest)
+        self._held[exchange.id] = exchange
+
+    def take(self, exchange_id: str, principal: str, method: str, name: str) -> Exchange:
+        """The held exchange for a retry. Raises `McpError(-32602)` when it is unknown, expired,
+        another principal's, or for another method or name."""
+        self._sweep()
+        exchange = self._held.get(exchange_id)
+        if exchange is None or (exchange.principal, exchange.method, exchange.name) != (principal, method, name):
+            raise McpError(INVALID_PARAMS, "Unknown or expired requestState: send the original request again without it")
+        return exchange
+
+    def drop(self, exchange: Exchange) -> None:
+        """Forget an exchange and cancel its upstream request if it still runs."""
+        self._held.pop(exchange.id, None)
+        exchange.abandon()
+
+    def release(self, exchange: Exchange) -> None:
+        """Forget an exchange whose upstream request ended."""
+        self._held.pop(exchange.id, None)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for exchange in [e for e in self._held.values() if e.expires_at <= now]:
+            self.drop(exchange)
+
+    def close(self) -> None:
+        for exchange in list(self._held.values()):
+            self.drop(exchange)
