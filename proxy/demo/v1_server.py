@@ -423,11 +423,16 @@ def _greet_in_task(name: str | None, reason: str) -> Work:
 
 @server.list_tools()
 async def list_tools() -> list[Tool]:
+    """``tools/list``: the fixture tools, with ``execution.taskSupport`` where they have one."""
     return TOOLS
 
 
 @server.call_tool()
 async def call_tool(name: str, arguments: dict[str, Any]) -> CallToolResult | CreateTaskResult:
+    """``tools/call``: a ``CallToolResult``, or a ``CreateTaskResult`` for a task-augmented call.
+
+    Errors (unknown tool, task-support mismatch) surface as ``isError`` results via the SDK.
+    """
     ctx = server.request_context
     tool = TOOLS_BY_NAME.get(name)
     if tool is None:
