@@ -61,6 +61,9 @@ class TaskInputs:
         self.session = session
         self.keep_s = keep_s
         self.status = "working"
+        self.announced = 0
+        """Status notifications that marked the task `input_required` whose request has not been
+        attributed yet (FastMCP 3 announces, then sends the request without related-task `_meta`)."""
         self.outstanding: dict[str, Captured] = {}
         self.payload: V1Payload | None = None
         self.nonblocking = False
@@ -169,17 +172,26 @@ class SessionListener:
         self.book = book
         self.headers = dict(headers)
         self.unattributed: list[dict[str, Any]] = []
+        self.early: dict[str, tuple[str, int]] = {}
+        """Status notifications about tasks not followed yet (they can overtake the answer that
+        created the task): upstream task id → (last status, input_required announcements)."""
+        self.ready = asyncio.Event()
+        """Set once the stream is open, or once it is known there will be none."""
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
-        while self.book.session_has_tasks(self.session):
-            try:
-                await listen(self.session, self._on_request, self._on_notification, headers=self.headers)
-            except (SessionLost, NoStandaloneStream):
-                return
-            except McpError as exc:
-                log.info("GET stream of a session on %s failed: %s", self.session.backend.name, exc.message)
-            await asyncio.sleep(GET_STREAM_RETRY_S)
+        try:
+            while not self.session.lost:
+                try:
+                    await listen(self.session, self._on_request, self._on_notification, headers=self.headers,
+                                 on_open=self.ready.set)
+                except (SessionLost, NoStandaloneStream):
+                    return
+                except McpError as exc:
+                    log.info("GET stream of a session on %s failed: %s", self.session.backend.name, exc.message)
+                await asyncio.sleep(GET_STREAM_RETRY_S)
+        finally:
+            self.ready.set()
 
     async def _on_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if not is_input_request(message):
@@ -192,18 +204,38 @@ class SessionListener:
         if message.get("method") != "notifications/tasks/status":
             return
         params = message.get("params") or {}
-        inputs = self.book.find(self.session, params.get("taskId"))
-        if inputs is not None and isinstance(params.get("status"), str):
-            inputs.note_status(params["status"])
-            self.retry()
+        task_id, status = params.get("taskId"), params.get("status")
+        if not isinstance(task_id, str) or not isinstance(status, str):
+            return
+        inputs = self.book.find(self.session, task_id)
+        if inputs is None:
+            if len(self.early) < 1000:
+                _, announced = self.early.get(task_id, ("working", 0))
+                self.early[task_id] = (status, announced + (status == "input_required"))
+            return
+        inputs.note_status(status)
+        if status == "input_required":
+            inputs.announced += 1
+        self.retry()
+
+    def adopt(self, inputs: TaskInputs) -> None:
+        """A task of this session is followed from now on: apply what was heard of it earlier."""
+        early = self.early.pop(inputs.ref.task, None)
+        if early is not None:
+            inputs.note_status(early[0])
+            inputs.announced += early[1]
+        self.retry()
 
     def _attribute(self, message: dict[str, Any]) -> bool:
         task_id = related_task_id(message)
         if task_id is not None:
             inputs = self.book.find(self.session, task_id)
         else:
-            waiting = [t for t in self.book.tasks_of(self.session) if t.status == "input_required"]
+            tasks = self.book.tasks_of(self.session)
+            waiting = [t for t in tasks if t.announced > 0] or [t for t in tasks if t.status == "input_required"]
             inputs = waiting[0] if len(waiting) == 1 else None
+            if inputs is not None and inputs.announced > 0:
+                inputs.announced -= 1
         if inputs is None:
             return False
         inputs.capture(self.session, message)
@@ -239,6 +271,7 @@ class InputBook:
         self._max_state_s = max_task_state_ms / 1000
         self._tasks: TLRUCache[TaskRef, TaskInputs] = _ClosingTLRU(maxsize=max_tasks, ttu=self._deadline, timer=time.monotonic)
         self._listeners: dict[str, SessionListener] = {}
+        self._ephemeral: set[str] = set()
 
     @staticmethod
     def _deadline(_ref: TaskRef, inputs: TaskInputs, now: float) -> float:
@@ -252,11 +285,36 @@ class InputBook:
             keep_s = self._max_state_s if ttl_ms is None else min(ttl_ms / 1000, self._max_state_s)
             inputs = TaskInputs(ref, session, keep_s)
             self._tasks[ref] = inputs
-        sid = session.session_id or ""
-        listener = self._listeners.get(sid)
-        if sid and (listener is None or listener.task.done()):
-            self._listeners[sid] = SessionListener(session, self, headers)
+            listener = self.listener(session, headers)
+            if listener is not None:
+                listener.adopt(inputs)
+        else:
+            self.listener(session, headers)
         return inputs
+
+    def listener(self, session: UpstreamSession, headers: Mapping[str, str]) -> SessionListener | None:
+        """The session's GET-stream listener, started if it is not running (None without a session id)."""
+        sid = session.session_id or ""
+        if not sid:
+            return None
+        listener = self._listeners.get(sid)
+        if listener is None or listener.task.done():
+            listener = self._listeners[sid] = SessionListener(session, self, headers)
+        return listener
+
+    async def listening(self, session: UpstreamSession, headers: Mapping[str, str], *, ephemeral: bool = False,
+                        timeout_s: float = 5.0) -> None:
+        """Make sure the session's GET stream is open before a task is created on it: some servers
+        (FastMCP 3) drop what they send while no GET stream is connected. An `ephemeral` session
+        (one per task) stops being listened to when its tasks have ended."""
+        if ephemeral and session.session_id:
+            self._ephemeral.add(session.session_id)
+        listener = self.listener(session, headers)
+        if listener is not None:
+            try:
+                await asyncio.wait_for(listener.ready.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                log.warning("GET stream of a session on %s did not open within %.1f s", session.backend.name, timeout_s)
 
     def get(self, ref: TaskRef) -> TaskInputs | None:
         return self._tasks.get(ref)
@@ -275,14 +333,21 @@ class InputBook:
         self._tasks.expire()
         return [t for t in self._tasks.values() if (t.session.session_id or "") == sid]
 
-    def session_has_tasks(self, session: UpstreamSession) -> bool:
-        return bool(self.tasks_of(session))
-
     def finish(self, ref: TaskRef) -> None:
         """The task ended: stop holding its stream and requests."""
         inputs = self._tasks.pop(ref, None)
         if inputs is not None:
             inputs.close()
+            sid = inputs.session.session_id or ""
+            if sid in self._ephemeral and not self.tasks_of(inputs.session):
+                self._ephemeral.discard(sid)
+                self.forget_session(inputs.session)
+
+    def forget_session(self, session: UpstreamSession) -> None:
+        """Stop listening on a session that will carry no more tasks."""
+        listener = self._listeners.pop(session.session_id or "", None)
+        if listener is not None:
+            listener.close()
 
     def close(self) -> None:
         for listener in self._listeners.values():

@@ -74,7 +74,7 @@ class V1Follower:
         inputs.note_status(task.status)
         if task.terminal:
             if task.status in ("completed", "failed"):
-                payload = inputs.payload or await self._payload(ref, session, headers, task.status)
+                payload = inputs.payload or await self._payload(ref, session, headers)
                 task = outcome_to_v2(task, payload)
             self.inputs.finish(ref)
             self._terminal[ref] = task
@@ -89,7 +89,7 @@ class V1Follower:
             return task.evolve(status="input_required", input_requests=inputs.requests())
         return task
 
-    async def _payload(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], status: str) -> V1Payload:
+    async def _payload(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> V1Payload:
         try:
             async with asyncio.timeout(PAYLOAD_TIMEOUT_S):
                 result = await session.request("tasks/result", {"taskId": ref.task}, headers=headers)
@@ -98,9 +98,7 @@ class V1Follower:
         except McpError as exc:
             if exc.http_status is not None:
                 raise
-            # An error is the task's own outcome only for a failed task; a completed task whose
-            # payload comes back as an error has lost it (e.g. "-32602 not found").
-            return V1Payload("error", exc.to_dict()) if status == "failed" else V1Payload("unobtainable")
+            return V1Payload("error", exc.to_dict())
         return V1Payload("result", result)
 
     async def answer(self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]) -> None:

@@ -3,6 +3,7 @@ records the JSON-RPC methods it saw, so tests can assert what reached a backend.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -18,10 +19,14 @@ class RecordingTap:
 
     def __init__(self, target: str):
         self.target = target
+        self.cut_after_first_event: set[str] = set()
+        """Methods whose SSE answer the tap cuts (closes the connection) after its first event:
+        a real dropped stream, for fault tests."""
         self.methods: list[str] = []
         self.bodies: list[Any] = []
         self.url = ""
         self._runner: web.AppRunner | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._http: aiohttp.ClientSession | None = None
 
     @classmethod
@@ -40,6 +45,15 @@ class RecordingTap:
         return tap
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            return await self._relay(request)
+        finally:
+            self._handlers.discard(task)
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         if request.method == "POST":
             try:
@@ -60,9 +74,24 @@ class RecordingTap:
                 location = aiohttp.client.URL(upstream.headers["Location"])
                 response.headers["Location"] = str(location.with_scheme("http").with_host(request.url.host).with_port(request.url.port)) if location.is_absolute() else str(location)
             await response.prepare(request)
+            method = self.methods[-1] if request.method == "POST" and self.methods else ""
+            cut = method in self.cut_after_first_event and "text/event-stream" in upstream.headers.get("Content-Type", "")
+            seen = b""
             async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
+                try:
+                    await response.write(chunk)
+                except (ConnectionError, aiohttp.ClientConnectionResetError):
+                    return response  # the downstream side went away
+                seen += chunk
+                if cut and (b"\r\n\r\n" in seen or b"\n\n" in seen):
+                    self.cut_after_first_event.discard(method)
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+            try:
+                await response.write_eof()
+            except (ConnectionError, aiohttp.ClientConnectionResetError):
+                pass
             return response
 
     def since(self, mark: int) -> list[str]:
@@ -70,7 +99,9 @@ class RecordingTap:
         return self.methods[mark:]
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        for task in list(self._handlers):  # long-lived streams (GET) would hold cleanup for a minute
+            task.cancel()
         if self._http is not None:
             await self._http.close()
+        if self._runner is not None:
+            await self._runner.cleanup()

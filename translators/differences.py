@@ -115,7 +115,8 @@ def created_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
 def created_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
     """The nested v1 `CreateTaskResult` `{"task": {...}}`. A v1 task always begins `working`
     (core 2025-11-25: tasks MUST start in `working`), whatever the hub's status."""
-    return {"task": task_to_wire(task.evolve(status="working", status_message=None), "v1")}
+    initial = task.evolve(status="working", status_message=None, result=None, error=None, input_requests={})
+    return {"task": task_to_wire(initial, "v1")}
 
 
 def created_task_from_v2(v2_create_result: dict[str, Any]) -> CanonicalTask:
@@ -170,17 +171,17 @@ def outcome_to_v2(task: CanonicalTask, payload: V1Payload) -> CanonicalTask:
     """Fold a terminal v1 task and its `tasks/result` payload into a v2 outcome (TRANSLATION.md §4.4).
 
     * completed + result → completed, `result` without related-task `_meta`
-    * completed + unobtainable → failed, `{-32603, "result no longer available"}`
-    * failed + JSON-RPC error → failed, that error unchanged (a completed task whose payload is
-      an error is treated the same way)
+    * completed + unobtainable, or an error (the payload is gone, e.g. "-32602 not found": an
+      error cannot be a completed task's outcome) → failed, `{-32603, "result no longer available"}`
+    * failed + JSON-RPC error → failed, that error unchanged
     * failed + tool result with `content` → completed, `result` with `isError: true`
     * failed + empty, `_meta`-only or unobtainable → failed, `{-32603, statusMessage or "Task failed"}`
     * working, input_required, cancelled → unchanged
     """
     if task.status not in ("completed", "failed"):
         return task
-    if payload.kind == "error" and payload.body is not None:
-        return task.evolve(status="failed", error=TaskError.model_validate(_error_object(payload.body)))
+    if task.status == "failed" and payload.kind == "error" and payload.body is not None:
+        return task.evolve(error=TaskError.model_validate(_error_object(payload.body)))
     if task.status == "completed":
         if payload.kind == "result" and payload.body is not None:
             return task.evolve(result=strip_related_task(payload.body))
@@ -345,7 +346,8 @@ def v1_offers_tool_tasks(capabilities: dict[str, Any]) -> bool:
     tasks = capabilities.get("tasks")
     requests = tasks.get("requests") if isinstance(tasks, dict) else None
     tools = requests.get("tools") if isinstance(requests, dict) else None
-    return isinstance(tools, dict) and "call" in tools
+    call = tools.get("call") if isinstance(tools, dict) else None
+    return isinstance(call, dict) or call is True  # objects per the schema; early SDKs sent true
 
 
 def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -369,7 +371,8 @@ def server_capabilities_to_v1(capabilities: dict[str, Any]) -> dict[str, Any]:
     """A v2 backend's capabilities as the proxy's v1 `initialize` shows them (TRANSLATION.md §5.1):
     the extension becomes `tasks = {list, cancel, requests.tools.call}`."""
     out = {k: v for k, v in capabilities.items() if k not in ("extensions", "tasks")}
-    extensions = {k: v for k, v in (capabilities.get("extensions") or {}).items() if k != TASKS_EXTENSION}
+    declared = capabilities.get("extensions")
+    extensions = {k: v for k, v in declared.items() if k != TASKS_EXTENSION} if isinstance(declared, dict) else {}
     if extensions:
         out["extensions"] = extensions
     out["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}

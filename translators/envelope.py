@@ -95,7 +95,7 @@ def decode_header_value(value: str) -> str:
         payload = value[len(_SENTINEL_PREFIX) : -len(_SENTINEL_SUFFIX)]
         try:
             return base64.b64decode(payload, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except (binascii.Error, ValueError):  # ValueError covers non-ASCII and bad UTF-8
             raise McpError(HEADER_MISMATCH, f"Malformed Base64 value in {H_NAME} header") from None
     return value
 

@@ -7,6 +7,7 @@ were removed in 2025-06-18. Source: JSON-RPC 2.0 §4–§5; MCP core 2025-11-25 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -77,6 +78,17 @@ def classify(obj: Any) -> Message:
     raise McpError(INVALID_REQUEST, "Not a JSON-RPC message: no method, result or error")
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
 def parse(body: bytes | str) -> Message:
     """Decode and classify one JSON-RPC message.
 
@@ -84,7 +96,7 @@ def parse(body: bytes | str) -> Message:
     for JSON that is not a JSON-RPC message.
     """
     try:
-        obj = json.loads(body)
+        obj = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
     return classify(obj)

@@ -29,6 +29,8 @@ KEY_BYTES: Final = 64
 """Master key length: 64 random bytes (TRANSLATION.md §6)."""
 _FORMAT: Final = 1
 ANONYMOUS: Final = "anonymous"
+MAX_TOKEN_CHARS: Final = 16_384
+"""Longest token accepted for unsealing (a sealed id of a backend id of about 12 KB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +61,7 @@ def _unb64(token: str) -> bytes:
 def _pack(fields: tuple[str, ...]) -> bytes:
     out = bytearray([_FORMAT])
     for value in fields:
-        raw = value.encode("utf-8")
+        raw = value.encode("utf-8", "surrogatepass")
         length = len(raw)
         while True:  # unsigned LEB128 length prefix
             byte = length & 0x7F
@@ -85,7 +87,7 @@ def _unpack(data: bytes) -> tuple[str, ...]:
             shift += 7
             if not byte & 0x80:
                 break
-        fields.append(data[pos : pos + length].decode("utf-8"))
+        fields.append(data[pos : pos + length].decode("utf-8", "surrogatepass"))
         pos += length
     if pos != len(data):
         raise ValueError("truncated token")
@@ -111,7 +113,8 @@ class Keyring:
         configured identity header) is absent or empty, else 32 hex of a keyed hash of it."""
         if not identity:
             return ANONYMOUS
-        return hmac.new(self._principal_key, identity.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+        raw = identity.encode("utf-8", "surrogatepass")  # header bytes that were not UTF-8 included
+        return hmac.new(self._principal_key, raw, hashlib.sha256).hexdigest()[:32]
 
     # -- generic -----------------------------------------------------------------------------
 
@@ -143,7 +146,7 @@ class Keyring:
         Raises `McpError(-32602)` "Unknown task" for a non-string, forged, tampered or
         other-principal id (indistinguishable on purpose).
         """
-        if not isinstance(task_id, str) or not task_id or len(task_id) > 4096:
+        if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TOKEN_CHARS:
             raise McpError(INVALID_PARAMS, "Unknown task: params.taskId must be a task id issued by this proxy")
         try:
             fields = self.unseal("task", task_id, principal)

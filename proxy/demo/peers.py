@@ -35,10 +35,38 @@ __all__ = ["PEERS", "cache_root", "ensure_peer_env", "peer_env_dir"]
 
 #: Exact requirement pins for each peer environment, by peer name.
 #: ``mcp==1.30.0`` needs starlette and uvicorn but does not pin them; the versions below are the
-#: ones it resolves to and was checked with. Add a peer by adding an entry.
+#: ones it resolves to and was checked with. The FastMCP entries pin the meta package, the
+#: ``fastmcp-slim`` package it wraps, and the MCP SDK, Docket and server stack they resolved to
+#: when these pins were checked (FastMCP 3 runs on ``mcp`` 1.x, FastMCP 4 on ``mcp`` 2.x, hence
+#: two environments). ``fastmcp`` and ``fastmcp-tasks`` 4.2.x cannot be installed together: keep
+#: both at 4.1.4. Add a peer by adding an entry.
 PEERS: dict[str, tuple[str, ...]] = {
     "mcp-v1": (
         "mcp==1.30.0",
+        "starlette==1.10.0",
+        "uvicorn==0.54.0",
+    ),
+    # v1 server (and v1 client): background tasks on Docket, in-memory backend.
+    "fastmcp3": (
+        "fastmcp[tasks]==3.4.11",
+        "fastmcp-slim==3.4.11",
+        "mcp==1.30.0",
+        "pydocket==0.27.0",
+        "redis==8.1.0",
+        "burner-redis==0.1.7",
+        "starlette==1.10.0",
+        "uvicorn==0.54.0",
+    ),
+    # v2-modern server and client: the SEP-2663 tasks extension.
+    "fastmcp4": (
+        "fastmcp==4.1.4",
+        "fastmcp-tasks==4.1.4",
+        "fastmcp-slim==4.1.4",
+        "mcp==2.3.0",
+        "mcp-types==2.3.0",
+        "httpx2==2.16.2",
+        "pydocket==0.27.0",
+        "redis==8.0.1",
         "starlette==1.10.0",
         "uvicorn==0.54.0",
     ),

@@ -24,7 +24,9 @@ __all__ = [
     "LISTENING_PREFIX",
     "ServerProcess",
     "ServerStartError",
+    "V1_FASTMCP3_SERVER_SCRIPT",
     "V1_SERVER_SCRIPT",
+    "start_fastmcp3_server",
     "start_reference_v1_server",
 ]
 
@@ -32,6 +34,8 @@ __all__ = [
 LISTENING_PREFIX = "LISTENING "
 #: The reference v1 server script (run with the ``mcp-v1`` peer environment's python).
 V1_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_server.py")
+#: The FastMCP 3 v1 fixture server script (run with the ``fastmcp3`` peer environment's python).
+V1_FASTMCP3_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_fastmcp3_server.py")
 
 _TAIL_LINES = 200
 _STOP_GRACE_S = 5.0
@@ -225,3 +229,26 @@ def start_reference_v1_server(**kw: Any) -> ServerProcess:
     python = ensure_peer_env("mcp-v1")
     argv = [str(python), str(V1_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
     return ServerProcess.start(argv, **kw)
+
+
+def start_fastmcp3_server(**kw: Any) -> ServerProcess:
+    """Start the FastMCP 3 v1 fixture server (``v1_fastmcp3_server.py``) on an ephemeral port.
+
+    Builds the ``fastmcp3`` peer environment (``fastmcp[tasks]==3.4.11``) first if needed (see
+    :func:`proxy.demo.peers.ensure_peer_env`). Keyword arguments go to :meth:`ServerProcess.start`
+    (``env``, ``ready_timeout_s``). FastMCP's own banner and update check are switched off in the
+    child's environment unless ``env`` says otherwise.
+
+    Returns:
+        The running server; its ``url`` is ``http://127.0.0.1:<port>/mcp``.
+
+    Raises:
+        RuntimeError: the peer environment could not be built.
+        ServerStartError: the server did not come up.
+    """
+    from proxy.demo.peers import ensure_peer_env
+
+    python = ensure_peer_env("fastmcp3")
+    argv = [str(python), str(V1_FASTMCP3_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
+    return ServerProcess.start(argv, env=env, **kw)

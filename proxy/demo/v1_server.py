@@ -45,6 +45,9 @@ group opened by ``TaskSupport.run()``, and that ends the whole session. Three la
   store and, once it is ``cancelled``, cancels the work, drops its undelivered queued questions,
   and re-syncs the context's copy of the task, so ``execute()`` sees a terminal status and neither
   completes nor fails it (no stray status notification either).
+* ``v1_sdk_fixes.unique_task_request_ids`` numbers a task's server→client requests from a counter:
+  the SDK derives their ids from ``id()`` of a temporary object, so concurrent questions could share
+  one id and one of them would be lost.
 * :class:`SessionBoundTaskSupport` starts ``execute()`` through a spawner that logs anything still
   escaping it instead of letting it end the session. It also fixes a second SDK defect: the task
   group is shared by all sessions, so ending any session broke task creation in the others.
@@ -93,6 +96,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from v1_sdk_fixes import unique_task_request_ids  # beside this file, which runs as a script
 
 SERVER_NAME = "mcp-tasks-proxy-reference-v1"
 #: How often a running task's work re-reads its task to notice ``tasks/cancel``.
@@ -215,6 +219,7 @@ class SessionBoundTaskSupport(TaskSupport):
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # the tasks API is deprecated in 1.28+
     server: Server[Any, Any] = Server(SERVER_NAME)
+    unique_task_request_ids()
     task_store = FinalStateTaskStore()
     task_queue = InMemoryTaskMessageQueue()
     _support = server.experimental.enable_tasks(store=task_store, queue=task_queue)

@@ -278,9 +278,12 @@ class ModernFace:
             )
         if decision == "sync":
             return await self._exchange(call, name, params)
-        session = None
-        if self.settings.v1_session_scope == "task":
+        ephemeral = self.settings.v1_session_scope == "task"
+        if ephemeral:
             session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers)
+        else:
+            session = await self._session(call)
+        await self.backend.follower.inputs.listening(session, call.upstream_headers, ephemeral=ephemeral)
         params["task"] = task_param_v1(self.settings.task_ttl_ms)
         return await self._exchange(call, name, params, session=session, creates_task=decision)
 
@@ -289,7 +292,7 @@ class ModernFace:
     async def _exchange(self, call: Call, name: str, params: dict[str, Any], *, session: UpstreamSession | None = None,
                         creates_task: str | None = None) -> Reply:
         """Start the upstream call as a held exchange and answer its first round."""
-        shared = session is None
+        shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
         exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
         exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))

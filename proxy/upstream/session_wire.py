@@ -259,8 +259,10 @@ async def listen(
     on_notification: NotificationHandler,
     *,
     headers: Mapping[str, str] | None = None,
+    on_open: Callable[[], None] | None = None,
 ) -> None:
     """Hold the session's standalone GET stream until it ends, dispatching what arrives on it.
+    `on_open` is called once the backend has accepted the stream.
 
     Returns when the backend closes the stream. Raises `SessionLost` (404), `NoStandaloneStream`
     (405) and `McpError` (HTTP 502) when the backend is unreachable or answers something else.
@@ -279,6 +281,8 @@ async def listen(
             raise NoStandaloneStream(backend.name)
         if response.status != 200 or not response.headers.get("Content-Type", "").startswith("text/event-stream"):
             raise backend_unavailable(backend.name, f"GET stream answered HTTP {response.status}")
+        if on_open is not None:
+            on_open()
         try:
             async for event in iter_events(response.content.iter_any()):
                 try:

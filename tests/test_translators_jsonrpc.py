@@ -1,0 +1,201 @@
+"""JSON-RPC framing (`translators.jsonrpc`): TRANSLATION.md §6 "Bad input" (-32700 / -32600) and
+the classification of one message as request, notification or response."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from translators import jsonrpc
+from translators.errors import McpError
+from translators.jsonrpc import Message, classify, parse
+
+
+def _error(body: bytes | str) -> McpError:
+    with pytest.raises(McpError) as info:
+        parse(body)
+    return info.value
+
+
+# --- -32700 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{", b"not json", b'{"jsonrpc":"2.0",', b"{'jsonrpc':'2.0'}", "{\"a\": }"],
+    ids=["empty", "open-brace", "text", "truncated", "single-quotes", "str-missing-value"],
+)
+def test_malformed_json_is_32700(body):
+    assert _error(body).code == -32700
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\xc3\x28"}}'],
+    ids=["0xff", "bad-continuation"],
+)
+def test_bad_utf8_is_32700(body):
+    assert _error(body).code == -32700
+
+
+def test_deeply_nested_malformed_json_is_32700_not_a_crash():
+    # Well under the 4 MiB body limit; must be answered -32700 like any other bad JSON.
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":' + b"[" * 100_000
+    assert _error(body).code == -32700
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+def test_non_json_number_is_32700(literal):
+    # RFC 8259 has no NaN/Infinity; accepting them would forward non-JSON upstream
+    # (`jsonrpc.dumps` writes them back out as NaN/Infinity).
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":' + literal + b"}}}"
+    assert _error(body).code == -32700
+
+
+# --- -32600 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        [],
+        [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}],
+        "tools/list",
+        42,
+        None,
+        True,
+    ],
+    ids=["empty-list", "batch", "string", "number", "null", "bool"],
+)
+def test_non_object_is_32600(obj):
+    assert _error(json.dumps(obj)).code == -32600
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"id": 1, "method": "tools/list"},
+        {"jsonrpc": "1.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": 2.0, "id": 1, "method": "tools/list"},
+    ],
+    ids=["missing-jsonrpc", "jsonrpc-1.0", "jsonrpc-number"],
+)
+def test_wrong_jsonrpc_version_is_32600(obj):
+    assert _error(json.dumps(obj)).code == -32600
+
+
+@pytest.mark.parametrize("id_", [True, False, 1.5, None, [1], {"a": 1}], ids=["true", "false", "float", "null", "list", "object"])
+def test_request_with_invalid_id_is_32600(id_):
+    assert _error(json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/list"})).code == -32600
+
+
+@pytest.mark.parametrize("params", [[], [1, 2], "x", 1, None], ids=["empty-list", "list", "string", "number", "null"])
+def test_non_object_params_is_32600(params):
+    assert _error(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})).code == -32600
+
+
+@pytest.mark.parametrize("method", ["", 5, None, ["tools/list"]], ids=["empty", "number", "null", "list"])
+def test_bad_method_is_32600(method):
+    assert _error(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method})).code == -32600
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"jsonrpc": "2.0"},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "result": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "result": []},
+        {"jsonrpc": "2.0", "id": 1, "result": "ok"},
+        {"jsonrpc": "2.0", "id": 1, "error": "boom"},
+        {"jsonrpc": "2.0", "id": True, "result": {}},
+        {"jsonrpc": "2.0", "id": 1.5, "result": {}},
+    ],
+    ids=["nothing", "id-only", "result-without-id", "result-and-error", "result-list", "result-string", "error-string", "bool-id", "float-id"],
+)
+def test_message_without_method_result_or_error_or_malformed_response_is_32600(obj):
+    assert _error(json.dumps(obj)).code == -32600
+
+
+# --- classification ------------------------------------------------------------------------------
+
+
+def test_request_is_classified_with_its_id_method_and_params():
+    raw = {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "T"}}
+    message = parse(json.dumps(raw).encode())
+    assert message == Message("request", raw)
+    assert (message.id, message.method, message.params) == (3, "tasks/get", {"taskId": "T"})
+
+
+def test_request_with_string_id_and_no_params_has_empty_params():
+    raw = {"jsonrpc": "2.0", "id": "task-abc-1", "method": "tools/list"}
+    message = parse(json.dumps(raw))
+    assert message == Message("request", raw)
+    assert message.params == {}
+
+
+def test_notification_has_no_id():
+    raw = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    message = parse(json.dumps(raw))
+    assert message == Message("notification", raw)
+    assert message.id is None
+
+
+def test_status_notification_with_envelope_meta_is_a_notification():
+    # FastMCP 3 puts related-task _meta at the envelope level.
+    raw = {
+        "method": "notifications/tasks/status",
+        "params": {"taskId": "T", "status": "working", "createdAt": "a", "lastUpdatedAt": "b", "ttl": 60000},
+        "jsonrpc": "2.0",
+        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "T"}},
+    }
+    assert parse(json.dumps(raw)) == Message("notification", raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"jsonrpc": "2.0", "id": 4, "result": {"content": [], "isError": False}},
+        {"jsonrpc": "2.0", "id": "task-abc-1", "result": {"action": "accept", "content": {"name": "Ada"}}},
+        {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "Task not found: no-such-task"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}},
+        {"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Bad Request: Missing session ID"}},
+    ],
+    ids=["result", "elicit-answer", "error", "error-null-id", "mcp1-missing-session"],
+)
+def test_response_is_classified_as_response(raw):
+    assert classify(raw) == Message("response", raw)
+
+
+def test_server_request_with_string_id_is_a_request():
+    # mcp 1.30 elicitation on the tasks/result stream
+    raw = {"method": "elicitation/create", "params": {"mode": "form", "message": "Name?"}, "jsonrpc": "2.0", "id": "task-T-139963683430608"}
+    assert classify(raw) == Message("request", raw)
+
+
+# --- builders ---------------------------------------------------------------------------------
+
+
+def test_builders_write_jsonrpc_2_0_messages():
+    assert jsonrpc.request(1, "tasks/get", {"taskId": "T"}) == {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "T"}}
+    assert jsonrpc.request("a", "tools/list") == {"jsonrpc": "2.0", "id": "a", "method": "tools/list"}
+    assert jsonrpc.notification("notifications/initialized") == {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert jsonrpc.result_response(7, {"resultType": "complete"}) == {"jsonrpc": "2.0", "id": 7, "result": {"resultType": "complete"}}
+    assert jsonrpc.error_response(3, McpError(-32602, "Unknown task")) == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "Unknown task"}}
+
+
+def test_error_response_without_a_request_id_omits_id():
+    # Both MCP schemas make JSONRPCErrorResponse.id optional and type it string | integer (no null).
+    assert jsonrpc.error_response(None, McpError(-32700, "Parse error: JSONDecodeError")) == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32700, "message": "Parse error: JSONDecodeError"},
+    }
+
+
+def test_dumps_is_compact_utf8_and_parses_back():
+    message = jsonrpc.result_response(1, {"content": [{"type": "text", "text": "Hello, 世界"}]})
+    body = jsonrpc.dumps(message)
+    assert body == '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Hello, 世界"}]}}'.encode()
+    assert parse(body) == Message("response", message)
