@@ -268,6 +268,25 @@ def get_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
     return add_result_type(wire)
 
 
+def task_from_get_result_v2(wire: dict[str, Any]) -> CanonicalTask:
+    """Read a v2 `GetTaskResult` (`DetailedTask` + `resultType`) into the hub, outcome included:
+    `result` (its own `resultType` removed), `error`, `inputRequests` (inverse of
+    `get_task_result_v2`). Raises `McpError(-32603)` for a malformed task."""
+    task = task_from_wire(wire, "v2")
+    status = task.status
+    changes: dict[str, Any] = {}
+    if status == "completed" and isinstance(wire.get("result"), dict):
+        changes["result"] = strip_result_type(wire["result"])
+    elif status == "failed" and isinstance(wire.get("error"), dict):
+        changes["error"] = TaskError.model_validate(_error_object(wire["error"]))
+    elif status == "input_required" and isinstance(wire.get("inputRequests"), dict):
+        changes["input_requests"] = {
+            key: req for key, req in wire["inputRequests"].items()
+            if isinstance(req, dict) and isinstance(req.get("method"), str)
+        }
+    return task.evolve(**changes) if changes else task
+
+
 def get_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
     """The v1 `GetTaskResult`: the flat `Task`, status only, no related-task `_meta` (§5.3)."""
     status_only, _ = outcome_to_v1(task)
@@ -280,7 +299,7 @@ _difference(
     v2="`tasks/get` answers a `DetailedTask` with `resultType: \"complete\"`",
     source="core 2025-11-25 GetTaskResult; SEP-2663 GetTaskResult",
     to_v2=get_task_result_v2,
-    to_v1=get_task_result_v1,
+    to_v1=task_from_get_result_v2,
 )
 
 
@@ -369,7 +388,8 @@ def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
 
 def server_capabilities_to_v1(capabilities: dict[str, Any]) -> dict[str, Any]:
     """A v2 backend's capabilities as the proxy's v1 `initialize` shows them (TRANSLATION.md §5.1):
-    the extension becomes `tasks = {list, cancel, requests.tools.call}`."""
+    the extension becomes `tasks = {list, cancel, requests.tools.call}`; other extensions stay, as
+    2025-11-25 servers such as FastMCP 3 already show them."""
     out = {k: v for k, v in capabilities.items() if k not in ("extensions", "tasks")}
     declared = capabilities.get("extensions")
     extensions = {k: v for k, v in declared.items() if k != TASKS_EXTENSION} if isinstance(declared, dict) else {}

@@ -189,6 +189,22 @@ def complete_result(method: str, result: Mapping[str, Any], *, cache_ttl_ms: int
     return out
 
 
+def legacy_result(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A modern result as a 2025-11-25 client gets it (inverse of `complete_result`): without
+    `resultType`, and for cacheable methods without `ttlMs`/`cacheScope`; the modern `serverInfo`
+    `_meta` key removed."""
+    drop = {"resultType", "ttlMs", "cacheScope"} if method in CACHEABLE_METHODS else {"resultType"}
+    out = {k: v for k, v in result.items() if k not in drop}
+    meta = out.get("_meta")
+    if isinstance(meta, dict) and META_SERVER_INFO in meta:
+        rest = {k: v for k, v in meta.items() if k != META_SERVER_INFO}
+        if rest:
+            out["_meta"] = rest
+        else:
+            del out["_meta"]
+    return out
+
+
 def with_server_info(result: Mapping[str, Any], server_info: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `result` with `_meta["io.modelcontextprotocol/serverInfo"]` set (core 2026-07-28)."""
     meta = dict(result.get("_meta") or {})

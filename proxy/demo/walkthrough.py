@@ -9,7 +9,7 @@ expectation (``✔``/``✘``). The last line is the summary, ``N/N steps passed`
 
 Adding a step: write an ``async def`` taking the :class:`Demo` and decorate it with
 ``@step("title", "one-line explanation")``; steps run in definition order. Inside, use
-``demo.call`` / ``demo.task_call`` / ``demo.follow`` to talk (they print), and ``demo.expect`` /
+``demo.call`` / ``demo.task_call`` / ``demo.follow`` / ``demo.answer`` to talk (they print), and ``demo.expect`` /
 ``demo.check`` to record expectations. ``demo.memory`` carries values between steps (e.g. task ids),
 ``demo.client`` declares the tasks extension and form elicitation, ``demo.bare`` declares nothing.
 """
@@ -118,6 +118,21 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
+def _count_inputs(exchange: Exchange) -> int:
+    """How many ``inputRequests`` a ``tasks/get`` answer carries (0 when none)."""
+    requests = (exchange.result or {}).get("inputRequests")
+    return len(requests) if isinstance(requests, dict) else 0
+
+
+def _poll_label(exchange: Exchange) -> str:
+    """One ``tasks/get`` in the printed status sequence: ``working``, ``input_required(2)``, …"""
+    if exchange.task_status is None:
+        return f"HTTP {exchange.status} error"
+    if exchange.task_status == "input_required":
+        return f"input_required({_count_inputs(exchange)})"
+    return exchange.task_status
+
+
 def _repr(value: Any) -> str:
     if value is _MISSING:
         return "(absent)"
@@ -169,6 +184,11 @@ class Demo:
         ):
             if isinstance(candidate, str) and len(candidate) > SHORT_ID_OVER:
                 self._task_ids.add(candidate)
+
+    def abbreviate(self, value: str) -> None:
+        """Show ``value`` (a long opaque token, e.g. a ``requestState``) as ``abcd…wxyz`` from now on."""
+        if len(value) > SHORT_ID_OVER:
+            self._task_ids.add(value)
 
     def _shorten(self, text: str) -> str:
         for task_id in sorted(self._task_ids, key=len, reverse=True):
@@ -266,10 +286,19 @@ class Demo:
         self.show(exchange, elide=elide, note=note)
         return exchange
 
-    async def task_call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str | None:
+    async def task_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        extra: Mapping[str, Any] | None = None,
+        note: str = "",
+    ) -> str | None:
         """Call tool ``name`` and check the answer is a flat v2 ``CreateTaskResult`` with
-        ``Mcp-Name`` = its ``taskId``. Returns the task id, or ``None`` when no task came back."""
-        exchange = await self.call("tools/call", {"name": name, "arguments": dict(arguments or {})})
+        ``Mcp-Name`` = its ``taskId``. ``extra`` params are sent beside ``name`` and ``arguments``
+        (e.g. ``requestState`` and ``inputResponses`` of an MRTR retry). Returns the task id, or
+        ``None`` when no task came back."""
+        exchange = await self.call("tools/call", {"name": name, "arguments": dict(arguments or {}), **dict(extra or {})}, note=note)
         result = exchange.result or {}
         self.expect("HTTP 200", exchange.status, 200)
         self.expect_at(exchange, "result.resultType", "task", 'resultType = "task" (the proxy decided: a task)')
@@ -285,27 +314,62 @@ class Demo:
         return task_id
 
     async def follow(
-        self, task_id: str, until: Iterable[str] = TERMINAL_STATUSES, *, client: ModernClient | None = None
+        self,
+        task_id: str,
+        until: Iterable[str] | None = None,
+        *,
+        inputs: int = 0,
+        client: ModernClient | None = None,
     ) -> Exchange:
         """Poll ``tasks/get`` until ``until`` (default terminal), print the status sequence and the
-        last exchange, and check the answer shape. Returns the last exchange."""
+        last exchange, and check the answer shape. Returns the last exchange.
+
+        With ``inputs`` > 0 it waits instead for ``input_required`` with at least that many
+        ``inputRequests`` (questions can show up one by one) and checks that it got there.
+        """
+        wanted = set(until) if until is not None else {"input_required"} if inputs else set(TERMINAL_STATUSES)
+        # Waiting for questions also stops at a terminal status: the task will never ask then.
+        stop_at = wanted | (set(TERMINAL_STATUSES) if inputs else set())
         started = time.monotonic()
-        try:
-            polls = await (client or self.client).poll(task_id, until=set(until), timeout_s=POLL_TIMEOUT_S)
-        except TimeoutError as exc:
-            polls = getattr(exc, "exchanges", [])
-            self.check(False, f"task reached {'/'.join(sorted(until))} within {POLL_TIMEOUT_S:g} s",
-                       polls[-1].task_status if polls else _MISSING)
-            if not polls:
-                raise
-        sequence = " → ".join(str(p.task_status or f"HTTP {p.status} error") for p in polls)
+        deadline = started + POLL_TIMEOUT_S
+        polls: list[Exchange] = []
+        while True:
+            try:
+                polls += await (client or self.client).poll(
+                    task_id, until=stop_at, timeout_s=max(0.0, deadline - time.monotonic())
+                )
+            except TimeoutError as exc:
+                polls += getattr(exc, "exchanges", [])
+                self.check(False, f"task reached {'/'.join(sorted(wanted))} within {POLL_TIMEOUT_S:g} s",
+                           polls[-1].task_status if polls else _MISSING)
+                if not polls:
+                    raise
+                break
+            if not inputs or polls[-1].task_status != "input_required" or _count_inputs(polls[-1]) >= inputs:
+                break
+            if time.monotonic() + 0.1 > deadline:
+                break
+            await asyncio.sleep(0.1)
+        sequence = " → ".join(_poll_label(p) for p in polls)
         self.say(f"  … tasks/get ×{len(polls)} in {time.monotonic() - started:.1f} s: {sequence}; the last one:")
         last = polls[-1]
         self.show(last)
         self.expect("tasks/get: HTTP 200", last.status, 200)
         self.expect_at(last, "result.resultType", "complete", 'tasks/get: resultType = "complete"')
         self.expect_at(last, "result.taskId", task_id, "tasks/get: taskId = the id the client was given")
+        if inputs:
+            self.check(last.task_status == "input_required" and _count_inputs(last) >= inputs,
+                       f'status = "input_required" with {inputs} input request{"s" if inputs != 1 else ""} within {POLL_TIMEOUT_S:g} s',
+                       {"status": last.task_status, "inputRequests": _count_inputs(last)})
         return last
+
+    async def answer(self, task_id: str, responses: Mapping[str, Any], *, note: str = "") -> Exchange:
+        """Send ``tasks/update {taskId, inputResponses: responses}`` and check the acknowledgement
+        is HTTP 200 with exactly ``{"resultType": "complete"}``."""
+        ack = await self.call("tasks/update", {"taskId": task_id, "inputResponses": dict(responses)}, note=note)
+        self.expect("tasks/update: HTTP 200", ack.status, 200)
+        self.expect('tasks/update: the result is exactly {"resultType": "complete"}', ack.result, {"resultType": "complete"})
+        return ack
 
     # -- running -------------------------------------------------------------------------------
 
@@ -362,7 +426,8 @@ async def _tools_list(demo: Demo) -> None:
     tools = demo.dig(ex.response, "result.tools")
     tools = tools if isinstance(tools, list) else []
     names = [t.get("name") for t in tools if isinstance(t, dict)]
-    wanted = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input"]
+    wanted = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input",
+              "test_tool_with_task"]
     demo.check(all(n in names for n in wanted), f"the reference tools are listed ({', '.join(wanted)})", names)
     with_execution = [t.get("name") for t in tools if isinstance(t, dict) and "execution" in t]
     demo.check(bool(tools) and not with_execution, "no tool carries execution", with_execution or tools)
@@ -427,6 +492,84 @@ async def _cancel(demo: Demo) -> None:
     demo.expect('tasks/cancel: the result is exactly {"resultType": "complete"}', ack.result, {"resultType": "complete"})
     last = await demo.follow(task_id)
     demo.expect_at(last, "result.status", "cancelled")
+
+
+CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+VALUE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
+NAME_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _form(message: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The input request a v1 form elicitation becomes: ``{method: "elicitation/create", params}``."""
+    return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": dict(schema)}}
+
+
+@step("An elicitation answered through tasks/update",
+      "confirm_delete asks inside its v1 task; tasks/get shows the question as an input request, "
+      "tasks/update answers it.")
+async def _task_elicitation(demo: Demo) -> None:
+    task_id = await demo.task_call("confirm_delete", {"filename": "report.txt"})
+    if task_id is None:
+        return
+    waiting = await demo.follow(task_id, inputs=1)
+    demo.expect_at(waiting, "result.inputRequests", {"input-1": _form("Delete report.txt?", CONFIRM_SCHEMA)},
+                   'inputRequests = {"input-1": elicitation/create "Delete report.txt?" {confirm: boolean}}')
+    await demo.answer(task_id, {"input-1": {"action": "accept", "content": {"confirm": True}}})
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "completed")
+    demo.expect_at(last, "result.result.content.0.text", "deleted report.txt", 'inlined result text = "deleted report.txt"')
+    demo.check("inputRequests" not in (last.result or {}), "no inputRequests left", (last.result or {}).get("inputRequests"))
+
+
+@step("Two questions, answered one at a time",
+      "multi_input asks two questions at once; answering one leaves the other waiting until it is answered too.")
+async def _two_questions(demo: Demo) -> None:
+    task_id = await demo.task_call("multi_input")
+    if task_id is None:
+        return
+    waiting = await demo.follow(task_id, inputs=2)
+    demo.expect_at(waiting, "result.inputRequests",
+                   {"input-1": _form("value for a", VALUE_SCHEMA), "input-2": _form("value for b", VALUE_SCHEMA)},
+                   'inputRequests = {"input-1": "value for a", "input-2": "value for b"} (each {value: string})')
+    await demo.answer(task_id, {"input-1": {"action": "accept", "content": {"value": "alpha"}}}, note="the first answer only")
+    partial = await demo.call("tasks/get", {"taskId": task_id}, note="right after the first answer")
+    demo.expect_at(partial, "result.status", "input_required", 'tasks/get: status still "input_required"')
+    demo.expect_at(partial, "result.inputRequests", {"input-2": _form("value for b", VALUE_SCHEMA)},
+                   'tasks/get: inputRequests = only "input-2" ("value for b")')
+    await demo.answer(task_id, {"input-2": {"action": "accept", "content": {"value": "beta"}}}, note="the second answer")
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "completed")
+    demo.expect_at(last, "result.result.content.0.text", "got both: a=alpha, b=beta",
+                   'inlined result text = "got both: a=alpha, b=beta"')
+
+
+@step("A question before the task exists (MRTR)",
+      "test_tool_with_task asks before creating its task: tools/call returns an InputRequiredResult, and "
+      "the same call retried with the answer and the requestState returns the task.")
+async def _mrtr(demo: Demo) -> None:
+    first = await demo.call("tools/call", {"name": "test_tool_with_task", "arguments": {}}, note="first round")
+    round1 = first.result or {}
+    demo.expect("first round: HTTP 200", first.status, 200)
+    demo.expect_at(first, "result.resultType", "input_required", 'first round: resultType = "input_required" (an InputRequiredResult)')
+    demo.check("taskId" not in round1, "first round: no taskId (no task yet)", round1.get("taskId"))
+    demo.expect_at(first, "result.inputRequests", {"r1": _form("What is your name?", NAME_SCHEMA)},
+                   'first round: inputRequests = {"r1": elicitation/create "What is your name?" {name: string}}')
+    state = round1.get("requestState", _MISSING)
+    if not demo.check(isinstance(state, str) and bool(state), "first round: requestState is a non-empty string", state):
+        return
+    demo.abbreviate(state)
+    demo.say(f"  (the requestState, {len(state)} characters, is shown as {short_id(state)} from here on;"
+             " the retry sends the same tools/call with it and the answer)")
+    task_id = await demo.task_call("test_tool_with_task", extra={
+        "requestState": state,
+        "inputResponses": {"r1": {"action": "accept", "content": {"name": "Grace"}}},
+    }, note="the retry, with the answer and the requestState")
+    if task_id is None:
+        return
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "completed")
+    demo.expect_at(last, "result.result.content.0.text", "Hello, Grace! test_tool_with_task finished.",
+                   'inlined result text = "Hello, Grace! test_tool_with_task finished."')
 
 
 @step("A client without the extension (-32021)",

@@ -192,7 +192,6 @@ class UpstreamSession:
 
     async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
                         on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
-        request_id = message["id"]
         response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
         async with response:
             if response.status == 404 and self.session_id:
@@ -200,53 +199,68 @@ class UpstreamSession:
                 raise SessionLost(self.session_id)
             if method == "initialize" and H_SESSION_ID in response.headers:
                 self.session_id = response.headers[H_SESSION_ID]
-            content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            if content_type == "text/event-stream" and response.status == 200:
-                return await self._read_stream(response, request_id, on_server_request, on_notification, headers)
-            if content_type == "application/json":
-                answer = await self._read_json(response)
-                return self._result_of(answer, request_id, response.status)
-            raise backend_unavailable(
-                self.backend.name, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}"
-            )
 
-    async def _read_json(self, response: aiohttp.ClientResponse) -> Any:
+            async def respond(answer: dict[str, Any]) -> None:
+                await self.respond(answer, headers=headers)
+
+            return await read_answer(self.backend.name, response, method, message["id"],
+                                     on_server_request or refuse_server_request, on_notification, respond)
+
+
+async def read_answer(backend: str, response: aiohttp.ClientResponse, method: str, request_id: jsonrpc.RequestId,
+                      on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
+                      respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
+    """The `result` of the answer to request `request_id`, read from a JSON or SSE response (both
+    wires). On SSE, server requests go to `on_server_request` (a non-None answer is passed to
+    `respond`) and notifications to `on_notification`.
+
+    Raises `McpError` for a JSON-RPC error answer (legacy codes renumbered) and `McpError` with
+    HTTP 502 naming `backend` for anything that is not an MCP answer.
+    """
+    content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if content_type == "text/event-stream" and response.status == 200:
+        return await _read_stream(backend, response, request_id, on_server_request, on_notification, respond)
+    if content_type == "application/json":
         try:
-            return json.loads(await response.read())
+            answer = json.loads(await response.read())
         except (ValueError, UnicodeDecodeError):
-            raise backend_unavailable(self.backend.name, f"answered HTTP {response.status} with a body that is not JSON") from None
+            raise backend_unavailable(backend, f"answered HTTP {response.status} with a body that is not JSON") from None
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise backend_unavailable(self.backend.name, f"connection failed while reading: {exc.__class__.__name__}") from None
+            raise backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}") from None
+        return _result_of(backend, answer, request_id, response.status)
+    raise backend_unavailable(backend, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}")
 
-    def _result_of(self, answer: Any, request_id: int, status: int) -> dict[str, Any]:
-        if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0":
-            if "error" in answer and answer.get("id") in (request_id, None, "server-error"):
-                raise from_backend(answer["error"])
-            if "result" in answer and answer.get("id") == request_id and isinstance(answer["result"], dict) and status == 200:
-                return answer["result"]
-        raise backend_unavailable(self.backend.name, f"answered HTTP {status} with something that is not a JSON-RPC response")
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, request_id: int, on_server_request: ServerRequestHandler | None,
-                           on_notification: NotificationHandler | None, headers: Mapping[str, str] | None) -> dict[str, Any]:
-        try:
-            async for event in iter_events(response.content.iter_any()):
-                try:
-                    message = jsonrpc.parse(event.data)
-                except McpError:
-                    raise backend_unavailable(self.backend.name, "sent an SSE event that is not a JSON-RPC message") from None
-                if message.kind == "response":
-                    if message.id == request_id:
-                        return self._result_of(message.raw, request_id, 200)
-                elif message.kind == "request":
-                    handler = on_server_request or refuse_server_request
-                    answer = await handler(message.raw)
-                    if answer is not None:
-                        await self.respond(answer, headers=headers)
-                elif on_notification is not None:
-                    await on_notification(message.raw)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise backend_unavailable(self.backend.name, f"stream broke: {exc.__class__.__name__}") from None
-        raise backend_unavailable(self.backend.name, "closed the response stream without answering")
+def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status: int) -> dict[str, Any]:
+    if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0":
+        if "error" in answer and answer.get("id") in (request_id, None, "server-error"):
+            raise from_backend(answer["error"])
+        if "result" in answer and answer.get("id") == request_id and isinstance(answer["result"], dict) and status == 200:
+            return answer["result"]
+    raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")
+
+
+async def _read_stream(backend: str, response: aiohttp.ClientResponse, request_id: jsonrpc.RequestId,
+                       on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
+                       respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
+    try:
+        async for event in iter_events(response.content.iter_any()):
+            try:
+                message = jsonrpc.parse(event.data)
+            except McpError:
+                raise backend_unavailable(backend, "sent an SSE event that is not a JSON-RPC message") from None
+            if message.kind == "response":
+                if message.id == request_id:
+                    return _result_of(backend, message.raw, request_id, 200)
+            elif message.kind == "request":
+                answer = await on_server_request(message.raw)
+                if answer is not None:
+                    await respond(answer)
+            elif on_notification is not None:
+                await on_notification(message.raw)
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise backend_unavailable(backend, f"stream broke: {exc.__class__.__name__}") from None
+    raise backend_unavailable(backend, "closed the response stream without answering")
 
 
 class NoStandaloneStream(Exception):

@@ -1,0 +1,58 @@
+"""Upstream connector for the modern wire (core 2026-07-28, stateless): v2-modern backends.
+
+Every request carries its envelope in `params._meta` (protocol version, client capabilities,
+client info), the headers `MCP-Protocol-Version`, `Mcp-Method` and, where the body names
+something, `Mcp-Name` (Base64-sentinel encoded when not header-safe). Errors come back with HTTP
+statuses (400/404) and a JSON-RPC body. Source: core 2026-07-28 §Transports; SEP-2663 §Routing
+headers; TRANSLATION.md §6 "The proxy sends both headers on every modern upstream request".
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any, Mapping
+
+from translators import jsonrpc
+from translators.envelope import ModernMeta, add_envelope, encode_header_value, name_param
+from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
+
+from .session_wire import ACCEPT_BOTH, Backend, NotificationHandler, read_answer
+
+log = logging.getLogger(__name__)
+
+
+async def _no_server_requests(message: dict[str, Any]) -> None:
+    """Modern SSE streams must not carry requests (core 2026-07-28 MRTR); one that does is ignored."""
+    log.warning("modern backend sent a server request (%s) on a response stream; ignored", message.get("method"))
+    return None
+
+
+async def _nowhere(_answer: dict[str, Any]) -> None:  # pragma: no cover - never called
+    return None
+
+
+class ModernClient:
+    """Requests to one modern backend; stateless, so one instance serves every caller."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self._ids = itertools.count(1)
+
+    async def request(self, method: str, params: dict[str, Any], meta: ModernMeta, *,
+                      headers: Mapping[str, str] | None = None,
+                      on_notification: NotificationHandler | None = None) -> dict[str, Any]:
+        """Send one request with `meta` as its envelope and return its `result`.
+
+        Raises `McpError` for a JSON-RPC error answer (-32003 renumbered to -32021) and `McpError`
+        with HTTP 502 naming the backend when it is unreachable or answers something not MCP.
+        """
+        request_id = next(self._ids)
+        body = jsonrpc.dumps(jsonrpc.request(request_id, method, add_envelope(params, meta)))
+        request_headers = {**(headers or {}), "Accept": ACCEPT_BOTH, H_PROTOCOL_VERSION: meta.protocol_version, H_METHOD: method}
+        name = name_param(method, params)
+        if name is not None:
+            request_headers[H_NAME] = encode_header_value(name)
+        response = await self.backend.post(body, request_headers)
+        async with response:
+            return await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
