@@ -22,6 +22,8 @@ from translators.sealing import Keyring
 from .backends import BackendHandle, UnsupportedBackend
 from .config import ConfigError, Settings
 from .faces.modern import ModernFace
+from .faces.session import SessionFace
+from .v1_over_v2 import V1OverV2
 from .keys import load_master_key
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,15 @@ class ProxyState:
     http: aiohttp.ClientSession | None = None
     backend: BackendHandle | None = None
     face: ModernFace | None = None
+    session_face: SessionFace | None = None
 
 
-async def _other_method(request: web.Request) -> web.Response:
+async def _other_method(request: web.Request) -> web.StreamResponse:
+    session_face = request.app[STATE].session_face
+    if H_SESSION_ID in request.headers and session_face is not None:
+        if request.method == "GET":
+            return await session_face.handle_get(request)
+        return await session_face.handle_delete(request)
     if H_SESSION_ID in request.headers:
         error = McpError(INVALID_REQUEST, "Session not found")
         return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=404, content_type="application/json")
@@ -65,6 +73,8 @@ async def _startup(app: web.Application) -> None:
     state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True)
     state.backend = BackendHandle(settings.upstream[0], state.http, settings)
     state.face = ModernFace(settings, state.keyring, state.backend)
+    state.session_face = SessionFace(settings, state.keyring, V1OverV2(settings, state.keyring, state.backend))
+    state.face.session_face = state.session_face
     try:
         await state.backend.refresh(force=True)
     except McpError as exc:

@@ -49,11 +49,12 @@ class BackendHandle:
         self._probe_interval_s = settings.probe_interval_ms / 1000
 
     def check_supported(self, profile: BackendProfile) -> None:
-        """Raise `UnsupportedBackend` unless `profile` is a session-wire v1 backend (issue scope:
-        the v2-modern face in front of v1 backends)."""
-        if profile.dialect != "v1":
+        """Raise `UnsupportedBackend` unless `profile` is a v1 (2025-11-25 session-wire) or a
+        v2-modern (2026-07-28) backend; v2-session backends come in a later version."""
+        if profile.dialect not in ("v1", "v2-modern"):
             raise UnsupportedBackend(
-                f"backend {profile.summary()}; this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) backends only"
+                f"backend {profile.summary()}; this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) "
+                "and v2-modern (2026-07-28) backends"
             )
 
     async def refresh(self, *, force: bool = False) -> BackendProfile:

@@ -63,6 +63,11 @@ class Settings(BaseModel):
     probe_interval_ms: int = Field(default=60_000, gt=0)
     upstream_timeout_ms: int = Field(default=300_000, gt=0)
     wait_poll_ms: int = Field(default=500, gt=0)
+    advertise_task_support: Literal["required", "optional", "forbidden"] = "optional"
+    list_page_size: int = Field(default=50, gt=0, le=1000)
+    max_sessions: int = Field(default=10_000, gt=0)
+    session_idle_ms: int = Field(default=3_600_000, gt=0)
+    replay_events: int = Field(default=256, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("listen")

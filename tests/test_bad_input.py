@@ -150,7 +150,8 @@ async def test_session_wire_requests_get_a_clear_error(env):
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     answer = await caller.raw(init, headers)
     assert (answer.status, answer.body["error"]["code"]) == (400, -32600)
-    assert "Session-wire clients" in answer.body["error"]["message"]
+    assert answer.body["error"]["message"] == (
+        "Session-wire clients in front of a v1 backend are served in a later version of mcp-tasks-proxy; use the 2026-07-28 wire")
     plain = await caller.raw(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), headers)
     assert (plain.status, plain.body["error"]["message"]) == (400, "Bad Request: Missing session ID")
     assert tap.since(mark) == []

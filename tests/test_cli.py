@@ -42,15 +42,27 @@ async def test_serve_runs_in_front_of_a_v1_server_and_stops_on_sigterm(reference
         assert await asyncio.wait_for(process.wait(), 15) == 0
 
 
-async def test_serve_refuses_a_modern_backend_naming_what_it_found(tmp_path):
-    async def modern(request: web.Request) -> web.Response:
+async def test_serve_refuses_a_v2_session_backend_naming_what_it_found(tmp_path):
+    """A minimal v2-session peer (no public one runs here): a session-wire server whose initialize
+    declares the tasks extension."""
+
+    async def v2_session(request: web.Request) -> web.Response:
+        if request.method == "DELETE":
+            return web.Response(status=200)
         body = await request.json()
-        result = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                  "ttlMs": 0, "cacheScope": "private"}
-        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result})
+        if body.get("method") == "server/discover":
+            return web.json_response({"jsonrpc": "2.0", "id": "server-error",
+                                      "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}, status=400)
+        if body.get("method") == "initialize":
+            result = {"protocolVersion": "2025-11-25", "serverInfo": {"name": "s", "version": "1"},
+                      "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}}
+            return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result}, headers={"Mcp-Session-Id": "s1"})
+        if "id" not in body:
+            return web.Response(status=202)
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": []}})
 
     app = web.Application()
-    app.router.add_post("/mcp", modern)
+    app.router.add_route("*", "/mcp", v2_session)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -63,8 +75,8 @@ async def test_serve_refuses_a_modern_backend_naming_what_it_found(tmp_path):
     assert process.returncode == 2
     message = stderr.decode().strip().splitlines()[-1]
     assert message == (
-        f"mcp-tasks-proxy: refusing to start: backend main at http://{host}:{port}/mcp: v2-modern (2026-07-28; no tool tasks); "
-        "this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) backends only"
+        f"mcp-tasks-proxy: refusing to start: backend main at http://{host}:{port}/mcp: v2-session (2025-11-25; tool tasks); "
+        "this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) and v2-modern (2026-07-28) backends"
     )
 
 

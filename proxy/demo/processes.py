@@ -26,8 +26,10 @@ __all__ = [
     "ServerStartError",
     "V1_FASTMCP3_SERVER_SCRIPT",
     "V1_SERVER_SCRIPT",
+    "V2_SERVER_SCRIPT",
     "start_fastmcp3_server",
     "start_reference_v1_server",
+    "start_reference_v2_server",
 ]
 
 #: Prefix of the readiness line a child prints, followed by its URL.
@@ -36,6 +38,8 @@ LISTENING_PREFIX = "LISTENING "
 V1_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_server.py")
 #: The FastMCP 3 v1 fixture server script (run with the ``fastmcp3`` peer environment's python).
 V1_FASTMCP3_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_fastmcp3_server.py")
+#: The reference v2 server script (run with the ``fastmcp4`` peer environment's python).
+V2_SERVER_SCRIPT = Path(__file__).resolve().with_name("v2_server.py")
 
 _TAIL_LINES = 200
 _STOP_GRACE_S = 5.0
@@ -250,5 +254,29 @@ def start_fastmcp3_server(**kw: Any) -> ServerProcess:
 
     python = ensure_peer_env("fastmcp3")
     argv = [str(python), str(V1_FASTMCP3_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
+    return ServerProcess.start(argv, env=env, **kw)
+
+
+def start_reference_v2_server(**kw: Any) -> ServerProcess:
+    """Start the reference v2 server (``v2_server.py`` on FastMCP 4.1.4 + fastmcp-tasks) on an ephemeral port.
+
+    Builds the ``fastmcp4`` peer environment (``fastmcp==4.1.4``, ``fastmcp-tasks==4.1.4``) first
+    if needed (see :func:`proxy.demo.peers.ensure_peer_env`). Keyword arguments go to
+    :meth:`ServerProcess.start` (``env``, ``ready_timeout_s``). FastMCP's own banner and update
+    check are switched off in the child's environment unless ``env`` says otherwise.
+
+    Returns:
+        The running server; its ``url`` is ``http://127.0.0.1:<port>/mcp`` (served directly, no
+        307). It speaks v2-modern (stateless 2026-07-28 with the tasks extension).
+
+    Raises:
+        RuntimeError: the peer environment could not be built.
+        ServerStartError: the server did not come up.
+    """
+    from proxy.demo.peers import ensure_peer_env
+
+    python = ensure_peer_env("fastmcp4")
+    argv = [str(python), str(V2_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
     env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
     return ServerProcess.start(argv, env=env, **kw)

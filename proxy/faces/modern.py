@@ -118,6 +118,8 @@ class ModernFace:
         self._identity_header = settings.identity_header or "Authorization"
         self._forward = ["Authorization", *settings.forward_headers]
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
+        self.session_face: Any = None
+        """The session face for v1 clients, when the backend can serve them (set by the app)."""
 
     # -- HTTP ------------------------------------------------------------------------------------
 
@@ -130,11 +132,15 @@ class ModernFace:
             request_id = message.id if message.kind == "request" else None
             params = message.params
             if not is_modern(message.method, params):
+                if self.session_face is not None and (H_SESSION_ID in request.headers or message.method == "initialize"):
+                    return await self.session_face.handle_post(request, message)
                 raise self._not_modern(message, request)
             if not _accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
             meta = read_meta(params)
             check_headers(message.method, params, meta, request.headers)
+            if self.backend.profile is not None and self.backend.profile.dialect == "v2-modern":
+                return await self._relay(request, body)
             if message.kind == "notification":
                 return web.Response(status=202)
             if message.kind == "response":
@@ -169,6 +175,24 @@ class ModernFace:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """Same dialect on both sides (a modern client, a v2-modern backend): forward the body
+        unchanged and stream the answer back (TRANSLATION.md §3 relay; one backend, so task ids
+        pass through)."""
+        wanted = ("Authorization", "Accept", H_PROTOCOL_VERSION, "Mcp-Method", H_NAME, *self.settings.forward_headers)
+        headers = {h: request.headers[h] for h in wanted if h in request.headers}
+        upstream = await self.backend.connector.post(body, headers)
+        async with upstream:
+            response = web.StreamResponse(status=upstream.status)
+            for name in ("Content-Type", H_NAME, "Mcp-Method"):
+                if name in upstream.headers:
+                    response.headers[name] = upstream.headers[name]
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
     def _not_modern(self, message: jsonrpc.Message, request: web.Request) -> McpError:
         """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""
         if request.headers.get(H_PROTOCOL_VERSION) == MODERN_VERSION:
@@ -176,8 +200,8 @@ class ModernFace:
         if message.method == "initialize" or H_SESSION_ID in request.headers:
             return McpError(
                 INVALID_REQUEST,
-                "Session-wire clients (initialize, Mcp-Session-Id) are not served by this version of mcp-tasks-proxy; "
-                f"use the {MODERN_VERSION} wire (supported versions: {MODERN_VERSION})",
+                "Session-wire clients (initialize, Mcp-Session-Id) are served only in front of a v2-modern backend "
+                f"in this version of mcp-tasks-proxy; use the {MODERN_VERSION} wire (supported versions: {MODERN_VERSION})",
             )
         return McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
 

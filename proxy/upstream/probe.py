@@ -102,6 +102,19 @@ async def list_tools(session: UpstreamSession) -> list[dict[str, Any]]:
     return tools
 
 
+async def _legacy_task_support(backend: Backend) -> dict[str, TaskSupport]:
+    """Each tool's `execution.taskSupport` as a dual-era backend (FastMCP 4) shows it on its session
+    wire (the 2026 `Tool` has no `execution`); empty when it has no session wire."""
+    session = UpstreamSession(backend, {}, client_info={"name": "mcp-tasks-proxy-probe", "version": "0.1.0"})
+    try:
+        await session.initialize()
+        return {t["name"]: task_support(t) for t in await list_tools(session)}
+    except (McpError, SessionLost):
+        return {}
+    finally:
+        await session.close()
+
+
 async def probe(backend: Backend) -> BackendProfile:
     """Probe `backend` (both steps) and return its profile.
 
@@ -117,6 +130,7 @@ async def probe(backend: Backend) -> BackendProfile:
             capabilities=discovered.get("capabilities") or {},
             server_info=((discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}),
             instructions=discovered.get("instructions"), offers_tool_tasks=TASKS_EXTENSION in extensions, probed_at_ms=now,
+            tools=await _legacy_task_support(backend),
         )
     probe_capabilities = {
         "tasks": {"list": {}, "cancel": {}},

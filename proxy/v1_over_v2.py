@@ -1,0 +1,344 @@
+"""v1 clients in front of a v2-modern backend (TRANSLATION.md §5): what each request means.
+
+The session face (`faces/session.py`) does the HTTP; this module decides. Every upstream request
+declares the tasks extension and the v1 client's elicitation, sampling and roots capabilities.
+Tasks created for a v1 client are recorded in the `TaskRegistry` (listing, sticky cancels, asked
+input keys, tasks the proxy holds itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import Any, Mapping
+
+from aiohttp import web
+
+from translators.differences import (
+    V1Payload,
+    add_related_task,
+    cancel_answer_v1,
+    created_task_from_v2,
+    created_task_result_v1,
+    drop_task_param,
+    get_task_result_v1,
+    outcome_to_v1,
+    server_capabilities_to_v1,
+    strip_result_type,
+    task_from_get_result_v2,
+    tool_to_v1,
+)
+from translators.envelope import ModernMeta, legacy_result, upstream_client_capabilities
+from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, McpError, unknown_task
+from translators.inputs import input_request_to_v1, input_response_from_v1
+from translators.model import CanonicalTask, InputRequest, TaskError
+from translators.protocol import MODERN_VERSION, TASKS_EXTENSION, TERMINAL_STATUSES
+from translators.sealing import Keyring, TaskRef
+
+from .backends import BackendHandle
+from .config import Settings
+from .faces.session import PostReply, ProxySession
+from .registry import HELD, Entry, TaskRegistry
+from .upstream.modern_wire import ModernClient
+
+log = logging.getLogger(__name__)
+
+SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
+MAX_POLL_S = 1.0
+"""`tasks/result` and waits poll upstream at the task's `pollIntervalMs`, at most this far apart."""
+MIN_POLL_S = 0.05
+
+
+def _now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class V1OverV2:
+    """The rules of §5 for one v2-modern backend."""
+
+    def __init__(self, settings: Settings, keyring: Keyring, backend: BackendHandle):
+        self.settings = settings
+        self.keyring = keyring
+        self.backend = backend
+        self.modern = ModernClient(backend.connector)
+        self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
+        self._forward = ["Authorization", *settings.forward_headers]
+
+    # -- session start -----------------------------------------------------------------------------
+
+    async def initialize_result(self, _params: Mapping[str, Any]) -> dict[str, Any]:
+        """The proxy's own `InitializeResult` (TRANSLATION.md §5.1), without `protocolVersion`."""
+        profile = await self.backend.current()
+        if profile.dialect != "v2-modern":
+            raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
+                           "version of mcp-tasks-proxy; use the 2026-07-28 wire", http_status=400)
+        capabilities = {
+            name: {k: v for k, v in value.items() if k not in ("listChanged", "subscribe")}
+            for name, value in profile.capabilities.items()
+            if name in ("tools", "resources", "prompts", "completions") and isinstance(value, dict)
+        }
+        capabilities["extensions"] = profile.capabilities.get("extensions") or {}
+        result: dict[str, Any] = {"capabilities": server_capabilities_to_v1(capabilities), "serverInfo": SERVER_INFO}
+        if profile.instructions:
+            result["instructions"] = profile.instructions
+        return result
+
+    def _meta(self, session: ProxySession) -> ModernMeta:
+        caps = {**upstream_client_capabilities(session.client_capabilities), "extensions": {TASKS_EXTENSION: {}}}
+        return ModernMeta(MODERN_VERSION, caps, session.client_info)
+
+    def _headers(self, request: web.Request) -> dict[str, str]:
+        return {h: request.headers[h] for h in self._forward if h in request.headers}
+
+    # -- dispatch ------------------------------------------------------------------------------------
+
+    async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: PostReply,
+                       request: web.Request) -> dict[str, Any]:
+        """The result of one v1 request. Raises `McpError` (mapped for v1 clients by the face)."""
+        call = _Call(self, session, reply, self._headers(request))
+        if method == "ping":
+            return {}
+        if method == "tools/call":
+            return await call.tool(params)
+        if method == "tasks/get":
+            return await call.get(params)
+        if method == "tasks/result":
+            return await call.result(params)
+        if method == "tasks/list":
+            return await call.list(params)
+        if method == "tasks/cancel":
+            return await call.cancel(params)
+        if method == "tools/list":
+            result = legacy_result(method, await call.upstream(method, params))
+            profile = self.backend.profile
+            known = profile.tools if profile is not None else {}
+            tools = [tool_to_v1(t, known.get(t.get("name"), self.settings.advertise_task_support))
+                     for t in result.get("tools") or () if isinstance(t, dict)]
+            return {**result, "tools": tools}
+        if method == "logging/setLevel":
+            return {}
+        if method in ("prompts/get", "resources/read"):
+            return legacy_result(method, await call.with_input(method, params))
+        return legacy_result(method, await call.upstream(method, params))
+
+
+class _Call:
+    """One v1 request in flight."""
+
+    def __init__(self, rules: V1OverV2, session: ProxySession, reply: PostReply, headers: dict[str, str]):
+        self.rules = rules
+        self.session = session
+        self.reply = reply
+        self.headers = headers
+        self.meta = rules._meta(session)
+
+    async def upstream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.rules.modern.request(method, params, self.meta, headers=self.headers)
+
+    async def ask(self, request: InputRequest, task_id: str | None) -> dict[str, Any] | McpError:
+        """Put one input request to the v1 client (related-task `_meta` when in a task)."""
+        message = input_request_to_v1(request, "", task_id)
+        answer = await self.reply.ask(message["method"], message["params"])
+        return input_response_from_v1(answer, request.method)
+
+    async def with_input(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request whose MRTR rounds are turned into requests to the client on this POST's
+        stream, each round retried upstream with `inputResponses` and the same `requestState`."""
+        result = await self.upstream(method, params)
+        while result.get("resultType") == "input_required":
+            responses: dict[str, Any] = {}
+            for key, raw in (result.get("inputRequests") or {}).items():
+                answer = await self.ask(InputRequest.model_validate(raw), None)
+                if isinstance(answer, McpError):
+                    raise answer
+                responses[key] = answer
+            retry = {**params, "inputResponses": responses}
+            if "requestState" in result:
+                retry["requestState"] = result["requestState"]
+            result = await self.upstream(method, retry)
+        return result
+
+    # -- tools/call (§5.2) ------------------------------------------------------------------------------
+
+    async def tool(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise McpError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+        wants_task = isinstance(params.get("task"), dict)
+        support = (await self.rules.backend.current()).tools.get(name, self.rules.settings.advertise_task_support)
+        if wants_task and support == "forbidden":
+            raise McpError(METHOD_NOT_FOUND, f"Tool {name!r} does not support task-augmented invocation")
+        result = await self.with_input("tools/call", drop_task_param(params))
+        if result.get("resultType") == "task":
+            created = created_task_from_v2(result)
+            ref = TaskRef(self.rules.backend.name, "", created.task_id)
+            if not wants_task:
+                return await self.wait(ref, created)
+            task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
+            self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, created.evolve(task_id=task_id))
+            return created_task_result_v1(created.evolve(task_id=task_id))
+        plain = legacy_result("tools/call", result)
+        if not wants_task:
+            return plain
+        return self.hold(plain, params["task"].get("ttl"))
+
+    def hold(self, result: dict[str, Any], ttl: Any) -> dict[str, Any]:
+        """A task the proxy holds itself, carrying a plain result (§5.2); the client's ttl is
+        honoured (positive integer milliseconds, at most `max_task_state_ms`)."""
+        cap = self.rules.settings.max_task_state_ms
+        ttl_ms = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and 0 < ttl <= cap else cap
+        ref = TaskRef(self.rules.backend.name, HELD, secrets.token_urlsafe(12))
+        task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
+        now = _now_iso()
+        task = CanonicalTask(task_id=task_id, status="completed", created_at=now, last_updated_at=now, ttl_ms=ttl_ms, result=result)
+        self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, task, held_ttl_ms=ttl_ms)
+        return created_task_result_v1(task)
+
+    async def wait(self, ref: TaskRef, created: CanonicalTask) -> dict[str, Any]:
+        """A plain v1 call whose tool the backend ran as a task: wait, forwarding input requests,
+        and answer the final result, or the final error as a JSON-RPC error."""
+        entry = Entry("", ref, "", 0, created, self.session.id)
+        task = await self.until_terminal(entry, None)
+        status_only, payload = outcome_to_v1(task)
+        if payload is not None and payload.kind == "error":
+            raise McpError(payload.body["code"], payload.body["message"], payload.body.get("data"))  # type: ignore[index]
+        if task.status == "cancelled":
+            raise McpError(INTERNAL_ERROR, "Task was cancelled")
+        return payload.body if payload is not None and payload.body is not None else {}
+
+    # -- following a task --------------------------------------------------------------------------------
+
+    def entry(self, params: dict[str, Any]) -> Entry:
+        """The caller's task named by `params.taskId`. Raises -32602 when unknown/forged/foreign."""
+        task_id = params.get("taskId")
+        ref = self.rules.keyring.unseal_task_id(task_id, self.session.principal)
+        entry = self.rules.registry.get(task_id)  # type: ignore[arg-type]
+        if entry is None:
+            if ref.session == HELD or ref.backend != self.rules.backend.name:
+                raise unknown_task()
+            # Known to the key but not to this process (a restart or another replica): adopt it.
+            now = _now_iso()
+            placeholder = CanonicalTask(task_id=task_id, status="working", created_at=now, last_updated_at=now)  # type: ignore[arg-type]
+            entry = self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, placeholder)  # type: ignore[arg-type]
+        return entry
+
+    async def current(self, entry: Entry) -> CanonicalTask:
+        """The task now (sealed id), with sticky cancels and proxy-made failures applied; a change of
+        status is announced on the session's GET stream (§5.7)."""
+        if entry.ref.session == HELD:
+            return entry.last
+        if entry.last.status in TERMINAL_STATUSES and entry.last.task_id == entry.task_id:
+            task = entry.last
+        else:
+            try:
+                wire = await self.rules.modern.request("tasks/get", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
+            except McpError as exc:
+                if exc.code == INVALID_PARAMS:
+                    self.rules.registry.remove(entry.task_id)
+                    raise unknown_task() from None
+                raise
+            task = task_from_get_result_v2(wire).evolve(task_id=entry.task_id or entry.ref.task)
+        if entry.failure is not None:
+            task = task.evolve(status="failed", error=entry.failure, result=None, input_requests={})
+        elif entry.cancelled and task.status != "cancelled":
+            task = task.evolve(status="cancelled", result=None, error=None, input_requests={})
+        previous, entry.last = entry.last, task
+        if entry.task_id and previous.status != task.status:
+            await self.session.notify({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": get_task_result_v1(task)})
+        return task
+
+    async def until_terminal(self, entry: Entry, task_id: str | None) -> CanonicalTask:
+        """Poll until the task ends, putting each input request not yet asked to the client once and
+        sending its answer upstream with `tasks/update` (§5.4)."""
+        while True:
+            task = await self.current(entry)
+            if task.terminal:
+                return task
+            answered = False
+            if task.status == "input_required":
+                for key, request in task.input_requests.items():
+                    if key in entry.asked:
+                        continue
+                    entry.asked.add(key)
+                    try:
+                        answer = await self.ask(request, task_id or entry.ref.task)
+                    except BaseException:
+                        entry.asked.discard(key)  # not answered: ask again on a later tasks/result
+                        raise
+                    if isinstance(answer, McpError):
+                        await self._fail(entry, answer)
+                        break
+                    await self.rules.modern.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                    self.meta, headers=self.headers)
+                    answered = True
+            if not answered:
+                interval = (task.poll_interval_ms or 500) / 1000
+                await asyncio.sleep(min(max(interval, MIN_POLL_S), MAX_POLL_S))
+
+    async def _fail(self, entry: Entry, error: McpError) -> None:
+        """A client error answer to a non-elicitation request: cancel the upstream task and end it
+        `failed` with that error (§5.4)."""
+        entry.failure = TaskError(code=error.code, message=error.message, data=error.data)
+        try:
+            await self.rules.modern.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
+        except McpError as exc:
+            log.info("cancelling a failed task upstream: %s", exc.message)
+
+    # -- tasks/* (§5.3–§5.6) -------------------------------------------------------------------------------
+
+    async def get(self, params: dict[str, Any]) -> dict[str, Any]:
+        return get_task_result_v1(await self.current(self.entry(params)))
+
+    async def result(self, params: dict[str, Any]) -> dict[str, Any]:
+        entry = self.entry(params)
+        task = await self.until_terminal(entry, entry.task_id)
+        _, payload = outcome_to_v1(task)
+        return _payload_answer(payload, entry.task_id)
+
+    async def list(self, params: dict[str, Any]) -> dict[str, Any]:
+        entries = self.rules.registry.listing(self.session.principal, self.session.id)
+        start = 0
+        cursor = params.get("cursor")
+        if cursor is not None:
+            try:
+                (offset, anchor) = self.rules.keyring.unseal("cursor", str(cursor), self.session.principal)
+                start = int(offset)
+            except ValueError:
+                raise McpError(INVALID_PARAMS, "Invalid cursor") from None
+        size = self.rules.settings.list_page_size
+        page = entries[start : start + size]
+        tasks = []
+        for entry in page:
+            task = entry.last
+            if not task.terminal and entry.ref.session != HELD:
+                try:
+                    task = await self.current(entry)
+                except McpError:
+                    continue
+            tasks.append(get_task_result_v1(task))
+        result: dict[str, Any] = {"tasks": tasks}
+        if start + size < len(entries):
+            result["nextCursor"] = self.rules.keyring.seal("cursor", (str(start + size), ""), self.session.principal)
+        return result
+
+    async def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        entry = self.entry(params)
+        task = await self.current(entry)
+        if task.terminal:
+            raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
+        await self.rules.modern.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
+        entry.cancelled = True
+        cancelled = await self.current(entry)
+        return cancel_answer_v1(cancelled.evolve(last_updated_at=_now_iso()))
+
+
+def _payload_answer(payload: V1Payload | None, task_id: str) -> dict[str, Any]:
+    """The `tasks/result` answer: the result with related-task `_meta`, or the error raised."""
+    if payload is None or payload.body is None:
+        raise McpError(INTERNAL_ERROR, "Task has no result")
+    if payload.kind == "error":
+        body = payload.body
+        raise McpError(body.get("code", INTERNAL_ERROR), body.get("message", "Task failed"), body.get("data"))
+    return add_related_task(legacy_result("tools/call", payload.body), task_id)
