@@ -47,3 +47,16 @@ def reference_v1_server() -> Iterator[ServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_v2_server() -> Iterator[ServerProcess]:
+    """The reference v2 server (``proxy/demo/v2_server.py`` on ``fastmcp==4.1.4`` +
+    ``fastmcp-tasks==4.1.4``), one per run, stopped by its own handle at the end."""
+    from proxy.demo.processes import start_reference_v2_server
+
+    server = start_reference_v2_server()
+    try:
+        yield server
+    finally:
+        server.stop()
