@@ -25,6 +25,8 @@ class SessionCaller:
         self.session_id: str | None = None
         self._id = 0
         self.seen_requests: list[dict[str, Any]] = []
+        self.exchanges: list[tuple[str, dict[str, Any]]] = []
+        """(method, JSON-RPC response message) of every request sent, in order."""
         self.on_request = None
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -61,7 +63,10 @@ class SessionCaller:
                             async with self.http.post(self.url, json=reply, headers=self.headers()) as posted:
                                 assert posted.status == 202
                         elif message.get("id") == self._id:
+                            self.exchanges.append((method, message))
                             return {**message, "_status": response.status}
                 raise AssertionError("stream ended without an answer")
             text = await response.text()
-            return {**(json.loads(text) if text else {}), "_status": response.status}
+            message = json.loads(text) if text else {}
+            self.exchanges.append((method, message))
+            return {**message, "_status": response.status}

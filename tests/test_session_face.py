@@ -178,3 +178,51 @@ async def test_a_client_that_disconnects_during_tasks_result_can_come_back(clien
                 await response.read()
     result = await client.call("tasks/result", {"taskId": task_id})
     assert result["result"]["content"] == [{"type": "text", "text": "computed back"}]
+
+
+RESULT_SCHEMAS = {
+    "initialize": "InitializeResult", "tools/list": "ListToolsResult", "tasks/get": "GetTaskResult",
+    "tasks/result": "CallToolResult", "tasks/list": "ListTasksResult", "tasks/cancel": "CancelTaskResult",
+}
+
+
+async def test_every_message_to_a_v1_client_validates_against_the_2025_11_25_schema(proxy):
+    async with aiohttp.ClientSession() as http:
+        client = SessionCaller(http, proxy.url)
+        client.on_request = lambda message: asyncio.sleep(0, {"action": "accept", "content": {"confirm": True, "name": "Eve"}})
+        await client.initialize()
+        await client.call("tools/list")
+        await client.call("tools/call", {"name": "greet", "arguments": {"name": "s"}})
+        await client.call("tools/call", {"name": "failing_job", "arguments": {}})
+        ids = []
+        for name, args in (("slow_compute", {"seconds": 0, "label": "s"}), ("failing_job", {}), ("protocol_error_job", {}),
+                           ("confirm_delete", {"filename": "s.txt"}), ("test_tool_with_task", {})):
+            created = await client.call("tools/call", {"name": name, "arguments": args, "task": {"ttl": 60000}})
+            ids.append(created["result"]["task"]["taskId"])
+        for task_id in ids:
+            await client.call("tasks/get", {"taskId": task_id})
+            await client.call("tasks/result", {"taskId": task_id})
+            await client.call("tasks/get", {"taskId": task_id})
+        await client.call("tasks/list")
+        running = await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "c"}, "task": {}})
+        await client.call("tasks/cancel", {"taskId": running["result"]["task"]["taskId"]})
+        await client.call("tasks/cancel", {"taskId": running["result"]["task"]["taskId"]})
+        await client.call("tasks/get", {"taskId": "unknown"})
+        await client.call("tools/call", {"name": "greet", "arguments": {"name": "s"}, "task": {}})
+    errors = 0
+    for method, message in client.exchanges:
+        if "error" in message:
+            errors += 1
+            validate(message, V1_SCHEMA, "JSONRPCErrorResponse")
+            continue
+        validate(message, V1_SCHEMA, "JSONRPCResultResponse")
+        result = message["result"]
+        assert "resultType" not in result, (method, result)
+        if method == "tools/call":
+            validate(result, V1_SCHEMA, "CreateTaskResult" if "task" in result else "CallToolResult")
+        elif method in RESULT_SCHEMAS:
+            validate(result, V1_SCHEMA, RESULT_SCHEMAS[method])
+    assert errors == 4  # protocol_error_job's tasks/result, the second cancel, the unknown id, greet with a task
+    for request in client.seen_requests:
+        validate(request, V1_SCHEMA, "ElicitRequest")
+    assert len(client.seen_requests) == 2
