@@ -46,10 +46,37 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _reference_server(args: argparse.Namespace) -> int:
+    from .demo import processes
+
+    start = {"v1": processes.start_reference_v1_server, "v2": processes.start_reference_v2_server,
+             "fastmcp3": processes.start_fastmcp3_server}[args.kind]
+    server = start()
+    print(f"reference {args.kind} server listening on {server.url} (pid {server.pid}); Ctrl-C stops it", flush=True)
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        server.stop()
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
-    from .demo.walkthrough import main as demo_main
+    if args.reverse:
+        from .demo.reverse_walkthrough import main as demo_main
+    else:
+        from .demo.walkthrough import main as demo_main
 
     return demo_main(verbose=not args.quiet)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-tasks-proxy")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     serve.set_defaults(run=_serve)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
     demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary")
+    demo.add_argument("--reverse", action="store_true",
+                      help="walk a v1 client through the proxy in front of the reference v2 server instead")
     demo.set_defaults(run=_demo)
+    reference = commands.add_parser(
+        "reference-server", help="run one of the reference servers (in its own cached environment) for trying the proxy"
+    )
+    reference.add_argument("kind", choices=["v1", "v2", "fastmcp3"],
+                           help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
+    reference.set_defaults(run=_reference_server)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     args = parser.parse_args(argv)
     return args.run(args)
 

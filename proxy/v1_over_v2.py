@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
+from translators.capabilities import server_capabilities_to_v1, tool_to_v1
 from translators.differences import (
     V1Payload,
     add_related_task,
@@ -25,10 +26,8 @@ from translators.differences import (
     drop_task_param,
     get_task_result_v1,
     outcome_to_v1,
-    server_capabilities_to_v1,
     strip_result_type,
     task_from_get_result_v2,
-    tool_to_v1,
 )
 from translators.envelope import ModernMeta, legacy_result, upstream_client_capabilities
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, McpError, unknown_task

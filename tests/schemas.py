@@ -37,6 +37,11 @@ def schemas_dir() -> Path:
 def _load(schema_file: str) -> tuple[str, dict[str, Any], Registry]:
     """The base URI, the parsed document and a registry holding it, once per file."""
     path = schemas_dir() / schema_file
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"JSON Schema {path} not found. The tests validate against the MCP project's schemas, kept in "
+            f"shared/schemas/ beside the checkout (as CI lays it out); set {SHARED_ENV} to a directory holding schemas/."
+        )
     contents = json.loads(path.read_text(encoding="utf-8"))
     uri = contents.get("$id") or f"urn:mcp-tasks-proxy:schemas:{schema_file}"
     resource = Resource.from_contents(contents, default_specification=DRAFT202012)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from translators.differences import server_capabilities_to_v1, server_capabilities_to_v2, task_support, tool_to_v1, tool_to_v2, v1_offers_tool_tasks
+from translators.capabilities import server_capabilities_to_v1, server_capabilities_to_v2, task_support, tool_to_v1, tool_to_v2, v1_offers_tool_tasks
 
 TASKS = "io.modelcontextprotocol/tasks"
 UI = "io.modelcontextprotocol/ui"

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from translators.differences import task_support
+from translators.capabilities import task_support
 from translators.policy import creation_decision
 
 OPTIONAL_TOOLS = ("task", "sync")

@@ -11,6 +11,7 @@ from multidict import CIMultiDict
 
 from schemas import validate
 from translators import jsonrpc
+from translators.capabilities import server_capabilities_to_v2, tool_to_v2
 from translators.differences import (
     V1Payload,
     cancel_answer_v1,
@@ -22,8 +23,6 @@ from translators.differences import (
     get_task_result_v1,
     get_task_result_v2,
     outcome_to_v2,
-    server_capabilities_to_v2,
-    tool_to_v2,
     update_ack_v2,
 )
 from translators.envelope import ModernMeta, check_headers, complete_result, read_meta, with_server_info

@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from .differences import DIFFERENCES
+from . import capabilities, differences  # noqa: F401 - importing registers their differences
+from .registry import DIFFERENCES
 from .fields import FIELDS, KNOWN_LOSSES
 
 
@@ -24,7 +25,7 @@ def render() -> str:
         "| difference | v1 | v2 | to v2 | to v1 | source |",
         "|---|---|---|---|---|---|",
     ]
-    for d in DIFFERENCES:
+    for d in sorted(DIFFERENCES, key=lambda d: d.name):  # import order must not matter
         lines.append(
             f"| `{d.name}` | {d.v1} | {d.v2} | `{_name(d.to_v2)}` | `{_name(d.to_v1)}` | {d.source} |"
         )

@@ -12,111 +12,56 @@ Adding a step: write an ``async def`` taking the :class:`Demo` and decorate it w
 ``demo.call`` / ``demo.task_call`` / ``demo.follow`` / ``demo.answer`` to talk (they print), and ``demo.expect`` /
 ``demo.check`` to record expectations. ``demo.memory`` carries values between steps (e.g. task ids),
 ``demo.client`` declares the tasks extension and form elicitation, ``demo.bare`` declares nothing.
+The printing, the checks and the run harness are shared with ``demo --reverse``
+(:mod:`proxy.demo.narration`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
-import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .client import TASKS_EXTENSION, TERMINAL_STATUSES, Exchange, ModernClient
+from .narration import (  # noqa: F401  (short_id, summary, Step, StepOutcome: also this module's API)
+    _MISSING,
+    _indent,
+    SHORT_ID_OVER,
+    STEP_TIMEOUT_S,
+    Narrator,
+    Step,
+    StepOutcome,
+    registrar,
+    run_demo,
+    short_id,
+    summary,
+)
 
 __all__ = ["STEPS", "Demo", "Step", "main", "step"]
 
-#: Upper bound for one step; the whole demo normally takes well under 20 s.
-STEP_TIMEOUT_S = 15.0
 #: Upper bound for following one task to the status wanted.
 POLL_TIMEOUT_S = 10.0
-#: Task ids longer than this are shown as ``abcd…wxyz``.
-SHORT_ID_OVER = 16
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
-_MISSING = object()
-_NOTHING = object()  # check() was given no "got" value
-_ELIDED = "\x00elided\x00"
 
 
 # ------------------------------------------------------------------------------------------------
 # Steps
 # ------------------------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Step:
-    """One numbered step: ``title`` (printed in every mode), ``about`` (a line of explanation,
-    verbose only) and ``run``, a coroutine function of the :class:`Demo`."""
-
-    title: str
-    run: Callable[["Demo"], Awaitable[None]]
-    about: str = ""
-
-
 #: The steps, in the order they run.
 STEPS: list[Step] = []
 
-
-def step(title: str, about: str = "") -> Callable[[Callable[["Demo"], Awaitable[None]]], Callable[["Demo"], Awaitable[None]]]:
-    """Decorator: append the function to :data:`STEPS` as a step called ``title``."""
-
-    def register(run: Callable[["Demo"], Awaitable[None]]) -> Callable[["Demo"], Awaitable[None]]:
-        STEPS.append(Step(title, run, about))
-        return run
-
-    return register
-
-
-@dataclass
-class StepOutcome:
-    """What one step saw: its checks as ``(passed, line)`` pairs."""
-
-    number: int
-    title: str
-    checks: list[tuple[bool, str]] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(ok for ok, _ in self.checks)
+#: Decorator: append the function to :data:`STEPS` as a step called ``title``.
+step = registrar(STEPS)
 
 
 # ------------------------------------------------------------------------------------------------
 # Display
 # ------------------------------------------------------------------------------------------------
-
-
-def short_id(value: str) -> str:
-    """``abcd…wxyz`` for a long id, the id itself when short."""
-    return value if len(value) <= SHORT_ID_OVER else f"{value[:4]}…{value[-4:]}"
-
-
-def _elide(obj: Any, path: list[str]) -> None:
-    """Replace the value at ``path`` (segments; ``*`` = every item) with a marker, in place."""
-    if not path:
-        return
-    head, rest = path[0], path[1:]
-    if isinstance(obj, dict):
-        keys = list(obj) if head == "*" else [head] if head in obj else []
-    elif isinstance(obj, list):
-        keys = list(range(len(obj))) if head == "*" else []
-    else:
-        return
-    for key in keys:
-        if rest:
-            _elide(obj[key], rest)
-        else:
-            obj[key] = _ELIDED
-
-
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
 
 def _count_inputs(exchange: Exchange) -> int:
     """How many ``inputRequests`` a ``tasks/get`` answer carries (0 when none)."""
@@ -133,11 +78,6 @@ def _poll_label(exchange: Exchange) -> str:
     return exchange.task_status
 
 
-def _repr(value: Any) -> str:
-    if value is _MISSING:
-        return "(absent)"
-    text = json.dumps(value, ensure_ascii=False, sort_keys=False)
-    return text if len(text) <= 160 else text[:157] + "…"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -145,7 +85,7 @@ def _repr(value: Any) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-class Demo:
+class Demo(Narrator):
     """What a step works with: the clients, the printer, the check recorder and a memory.
 
     Attributes:
@@ -156,25 +96,18 @@ class Demo:
     """
 
     def __init__(self, url: str, *, verbose: bool) -> None:
+        super().__init__(verbose=verbose)
         self.url = url
-        self.verbose = verbose
         self.client = ModernClient(url, declare_tasks=True, capabilities=CLIENT_CAPABILITIES)
         self.bare = ModernClient(url, declare_tasks=False)
         self.memory: dict[str, Any] = {}
-        self._task_ids: set[str] = set()
         self._envelopes_shown: set[str] = set()
-        self._outcome: StepOutcome | None = None
 
     async def close(self) -> None:
         await self.client.close()
         await self.bare.close()
 
     # -- printing ------------------------------------------------------------------------------
-
-    def say(self, text: str = "") -> None:
-        """Print a line in verbose mode only."""
-        if self.verbose:
-            print(text, flush=True)
 
     def _remember_ids(self, exchange: Exchange) -> None:
         for candidate in (
@@ -184,25 +117,6 @@ class Demo:
         ):
             if isinstance(candidate, str) and len(candidate) > SHORT_ID_OVER:
                 self._task_ids.add(candidate)
-
-    def abbreviate(self, value: str) -> None:
-        """Show ``value`` (a long opaque token, e.g. a ``requestState``) as ``abcd…wxyz`` from now on."""
-        if len(value) > SHORT_ID_OVER:
-            self._task_ids.add(value)
-
-    def _shorten(self, text: str) -> str:
-        for task_id in sorted(self._task_ids, key=len, reverse=True):
-            text = text.replace(task_id, short_id(task_id))
-        return text
-
-    def pretty(self, obj: Any, elide: Iterable[str] = ()) -> str:
-        """Indented JSON of ``obj`` with ``elide`` paths (``a.*.b``) shown as ``{…}`` and task ids shortened."""
-        shown = copy.deepcopy(obj)
-        for path in elide:
-            _elide(shown, path.split("."))
-        text = json.dumps(shown, indent=2, ensure_ascii=False)
-        text = text.replace(json.dumps(_ELIDED), "{…}")
-        return self._shorten(text)
 
     def show(self, exchange: Exchange, *, elide: Iterable[str] = (), note: str = "") -> None:
         """Print one exchange: request line with the MCP headers, request body, status, answer.
@@ -227,48 +141,6 @@ class Demo:
         else:
             print(_indent(exchange.body[:500] or "(empty body)"))
         print(flush=True)
-
-    # -- checks --------------------------------------------------------------------------------
-
-    def check(self, ok: bool, expectation: str, got: Any = _NOTHING) -> bool:
-        """Record and print one check line: ``✔ expectation`` or ``✘ expectation — got …``."""
-        line = f"✔ {expectation}" if ok else f"✘ {expectation}" + ("" if got is _NOTHING else f" — got {_repr(got)}")
-        line = self._shorten(line)
-        assert self._outcome is not None, "check() outside a step"
-        self._outcome.checks.append((ok, line))
-        print(f"  {line}", flush=True)
-        return ok
-
-    def expect(self, expectation: str, actual: Any, expected: Any) -> bool:
-        """Check ``actual == expected`` (``_MISSING`` stands for an absent value)."""
-        return self.check(actual == expected and actual is not _MISSING, expectation, actual)
-
-    @staticmethod
-    def dig(obj: Any, path: str | Sequence[str]) -> Any:
-        """The value at ``path`` (dotted string, or a sequence of segments for keys that contain
-        dots; list indexes as numbers), or the absent marker."""
-        for part in (path.split(".") if isinstance(path, str) else path):
-            if isinstance(obj, dict) and part in obj:
-                obj = obj[part]
-            elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
-                obj = obj[int(part)]
-            else:
-                return _MISSING
-        return obj
-
-    def expect_at(self, exchange: Exchange, path: str | Sequence[str], expected: Any, expectation: str | None = None) -> bool:
-        """Check the response value at ``path`` (e.g. ``result.resultType``) equals ``expected``."""
-        shown = path if isinstance(path, str) else ".".join(path)
-        label = expectation or f"{shown} = {json.dumps(expected, ensure_ascii=False)}"
-        return self.expect(label, self.dig(exchange.response, path), expected)
-
-    def expect_error(self, exchange: Exchange, http: int, code: int, label: str = "") -> bool:
-        """Check an error answer: HTTP status ``http`` and JSON-RPC ``error.code`` ``code``
-        (``label`` prefixes the check lines)."""
-        prefix = f"{label}: " if label else ""
-        a = self.expect(f"{prefix}HTTP {http}", exchange.status, http)
-        b = self.expect(f"{prefix}error.code = {code}", exchange.error_code, code)
-        return a and b
 
     # -- talking -------------------------------------------------------------------------------
 
@@ -372,29 +244,6 @@ class Demo:
         return ack
 
     # -- running -------------------------------------------------------------------------------
-
-    async def run_step(self, number: int, total: int, spec: Step) -> StepOutcome:
-        """Run one step with a time limit; an exception or timeout is a failed check."""
-        self._outcome = outcome = StepOutcome(number, spec.title)
-        if self.verbose:
-            print()
-            print(f"━━ Step {number}/{total} · {spec.title} " + "━" * max(3, 72 - len(spec.title)))
-            if spec.about:
-                print(f"  {spec.about}")
-            print(flush=True)
-        else:
-            print(f"Step {number}/{total} · {spec.title}", flush=True)
-        try:
-            await asyncio.wait_for(spec.run(self), STEP_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            self.check(False, f"step finished within {STEP_TIMEOUT_S:g} s")
-        except Exception as exc:  # a broken answer must fail the step, not the demo
-            self.check(False, "step ran to its end", f"{type(exc).__name__}: {exc}")
-        if not outcome.checks:
-            self.check(False, "step checked something")
-        self._outcome = None
-        return outcome
-
 
 # ------------------------------------------------------------------------------------------------
 # The steps of the walkthrough
@@ -600,84 +449,20 @@ async def _removed(demo: Demo) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def summary(outcomes: list[StepOutcome], total: int) -> str:
-    """``N/N steps passed``, or ``P/N steps passed; failed: 3 (title), …``."""
-    passed = sum(1 for o in outcomes if o.passed)
-    line = f"{passed}/{total} steps passed"
-    failed = [f"{o.number} ({o.title})" for o in outcomes if not o.passed]
-    not_run = total - len(outcomes)
-    if failed:
-        line += "; failed: " + ", ".join(failed)
-    if not_run:
-        line += f"; {not_run} not run"
-    return line
-
-
-async def _walk(server_url: str, verbose: bool, state_dir: str, outcomes: list[StepOutcome]) -> None:
-    from proxy.app import start
-    from proxy.config import load
-
-    settings = load(None, {
-        "listen": "127.0.0.1:0",
-        "upstream": [{"name": "main", "url": server_url}],
-        "state_dir": state_dir,
-    })
-    running = await start(settings)
-    try:
-        if verbose:
-            print(f"proxy:               {running.url}  (v2-modern face → v1 backend; state in {state_dir})", flush=True)
-        demo = Demo(running.url, verbose=verbose)
-        try:
-            for number, spec in enumerate(STEPS, start=1):
-                outcomes.append(await demo.run_step(number, len(STEPS), spec))
-        finally:
-            await demo.close()
-    finally:
-        await running.stop()
-
-
 def main(verbose: bool = True) -> int:
     """Run the walkthrough; return 0 when every step saw exactly what it should, 1 otherwise.
 
     The reference v1 server and the proxy are stopped at the end, also on failure or Ctrl-C.
     """
-    from .processes import ServerStartError, start_reference_v1_server
+    from .processes import start_reference_v1_server
 
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(errors="replace")
-    started = time.monotonic()
-    outcomes: list[StepOutcome] = []
-    total = len(STEPS)
-    server = None
-    try:
-        if verbose:
-            print("mcp-tasks-proxy demo: a v2 (2026-07-28 + tasks extension) client → the proxy → a v1 (2025-11-25) server")
-            print("starting the reference v1 server (mcp 1.30.0; its environment is built on first use) …", flush=True)
-        try:
-            server = start_reference_v1_server()
-        except (ServerStartError, RuntimeError, OSError) as exc:
-            print(f"✘ the reference v1 server did not start: {exc}", flush=True)
-            print(summary(outcomes, total), flush=True)
-            return 1
-        if verbose:
-            print(f"reference v1 server: {server.url}  (pid {server.pid})", flush=True)
-        with tempfile.TemporaryDirectory(prefix="mcp-tasks-proxy-demo-") as state_dir:
-            try:
-                asyncio.run(_walk(server.url, verbose, state_dir, outcomes))
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:  # the proxy did not start, or the demo itself broke
-                print(f"✘ the demo stopped: {type(exc).__name__}: {exc}", flush=True)
-    except KeyboardInterrupt:
-        print("\ninterrupted", flush=True)
-        print(summary(outcomes, total), flush=True)
-        return 1
-    finally:
-        if server is not None:
-            server.stop()
-    if verbose:
-        print(f"\n(finished in {time.monotonic() - started:.1f} s)")
-    print(summary(outcomes, total), flush=True)
-    return 0 if len(outcomes) == total and all(o.passed for o in outcomes) else 1
+    return run_demo(
+        verbose=verbose,
+        steps=STEPS,
+        make_demo=lambda url: Demo(url, verbose=verbose),
+        start_server=start_reference_v1_server,
+        banner="mcp-tasks-proxy demo: a v2 (2026-07-28 + tasks extension) client → the proxy → a v1 (2025-11-25) server",
+        server_name="reference v1 server",
+        server_note="mcp 1.30.0",
+        face_note="v2-modern face → v1 backend",
+    )

@@ -16,15 +16,14 @@ from typing import Any, Mapping
 from aiohttp import web
 
 from translators import jsonrpc
+from translators.capabilities import server_capabilities_to_v2, tool_to_v2
 from translators.differences import (
     cancel_answer_v2,
     created_task_result_v2,
     created_task_to_v2,
     drop_task_param,
     get_task_result_v2,
-    server_capabilities_to_v2,
     task_param_v1,
-    tool_to_v2,
     update_ack_v2,
 )
 from translators.envelope import (
@@ -203,7 +202,11 @@ class ModernFace:
                 "Session-wire clients (initialize, Mcp-Session-Id) are served only in front of a v2-modern backend "
                 f"in this version of mcp-tasks-proxy; use the {MODERN_VERSION} wire (supported versions: {MODERN_VERSION})",
             )
-        return McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
+        return McpError(
+            INVALID_REQUEST,
+            "Bad Request: Missing session ID (session-wire clients start with initialize; 2026-07-28 clients send "
+            "the MCP-Protocol-Version header and params._meta)",
+        )
 
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> None:
         if exc.http_status == 502:

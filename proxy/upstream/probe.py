@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from translators import jsonrpc
-from translators.differences import task_support, v1_offers_tool_tasks
+from translators.capabilities import task_support, v1_offers_tool_tasks
 from translators.envelope import ModernMeta, add_envelope
 from translators.errors import HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION, McpError
 from translators.protocol import H_METHOD, H_PROTOCOL_VERSION, MODERN_VERSION, TASKS_EXTENSION, TaskSupport
