@@ -227,3 +227,30 @@ async def test_every_message_to_a_v1_client_validates_against_the_2025_11_25_sch
     for request in client.seen_requests:
         validate(request, V1_SCHEMA, "ElicitRequest")
     assert len(client.seen_requests) == 2
+
+
+async def test_an_error_answer_to_sampling_fails_the_task_with_that_error(proxy):
+    async with aiohttp.ClientSession() as http:
+        client = SessionCaller(http, proxy.url, capabilities={"sampling": {}})
+        await client.initialize()
+
+        async def refuse(message):
+            assert message["method"] == "sampling/createMessage"
+            return ("error", {"code": -32099, "message": "the user declined"})
+
+        client.on_request = refuse
+        created = (await client.call("tools/call", {"name": "summarize", "arguments": {"text": "t"}, "task": {}}))["result"]
+        task_id = created["task"]["taskId"]
+        answer = await client.call("tasks/result", {"taskId": task_id})
+        assert answer["error"] == {"code": -32099, "message": "the user declined"}
+        status = (await client.call("tasks/get", {"taskId": task_id}))["result"]
+        assert (status["status"], status["statusMessage"]) == ("failed", "the user declined")
+
+
+async def test_an_idle_session_expires(reference_v2_server, tmp_path):
+    async with running_proxy(reference_v2_server.url, tmp_path, session_idle_ms=300) as proxy, aiohttp.ClientSession() as http:
+        client = SessionCaller(http, proxy.url)
+        await client.initialize()
+        assert (await client.call("tasks/list"))["_status"] == 200
+        await asyncio.sleep(0.5)
+        assert (await client.call("tasks/list"))["_status"] == 404
