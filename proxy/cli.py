@@ -46,6 +46,47 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _probe(args: argparse.Namespace) -> int:
+    import json
+
+    import aiohttp
+
+    from translators.errors import McpError
+
+    from .upstream.probe import probe
+    from .upstream.session_wire import Backend
+
+    async def run() -> list[dict[str, object]]:
+        rows: list[dict[str, object]] = []
+        async with aiohttp.ClientSession() as http:
+            for url in args.urls:
+                try:
+                    profile = await probe(Backend(url, url, http, request_timeout_ms=10_000))
+                except McpError as exc:
+                    rows.append({"url": url, "error": exc.message})
+                    continue
+                rows.append({
+                    "url": url, "resolved_url": profile.url, "dialect": profile.dialect,
+                    "protocol_versions": profile.protocol_versions, "tool_tasks": profile.offers_tool_tasks,
+                    "tools": profile.tools, "server_info": profile.server_info,
+                })
+        return rows
+
+    rows = asyncio.run(run())
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            if "error" in row:
+                print(f"{row['url']}\n  error: {row['error']}")
+                continue
+            print(f"{row['url']}\n  dialect: {row['dialect']}\n  protocol versions: {', '.join(row['protocol_versions'])}"  # type: ignore[arg-type]
+                  f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}")
+            for name, support in sorted(row["tools"].items()):  # type: ignore[union-attr]
+                print(f"  tool {name}: {support}")
+    return 1 if any("error" in row for row in rows) else 0
+
+
 def _reference_server(args: argparse.Namespace) -> int:
     from .demo import processes
 
@@ -93,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--reverse", action="store_true",
                       help="walk a v1 client through the proxy in front of the reference v2 server instead")
     demo.set_defaults(run=_demo)
+    probe = commands.add_parser("probe", help="show each backend's dialect, protocol versions and tools' task support")
+    probe.add_argument("urls", nargs="+", metavar="URL", help="a backend's MCP endpoint")
+    probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    probe.set_defaults(run=_probe)
     reference = commands.add_parser(
         "reference-server", help="run one of the reference servers (in its own cached environment) for trying the proxy"
     )
