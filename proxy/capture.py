@@ -92,10 +92,12 @@ class TaskInputs:
         already answered keys are ignored (TRANSLATION.md §4.5). Returns the keys delivered."""
         delivered = []
         for key, value in responses.items():
-            captured = self.outstanding.pop(key, None)
+            captured = self.outstanding.get(key)
             if captured is None:
                 continue
-            await captured.session.respond(input_response_to_v1(captured.upstream_id, value), headers=headers)
+            # Raises when the backend did not take it; the key then stays outstanding.
+            await captured.session.deliver(input_response_to_v1(captured.upstream_id, value), headers=headers)
+            self.outstanding.pop(key, None)
             delivered.append(key)
         return delivered
 

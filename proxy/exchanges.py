@@ -47,6 +47,8 @@ class Exchange:
     def start(self, call: Callable[..., Awaitable[dict[str, Any]]]) -> None:
         """Run `call(on_server_request=...)` (the upstream request) in the background."""
         self.upstream = asyncio.ensure_future(call(on_server_request=self._on_server_request))
+        # An abandoned exchange's outcome is nobody's business; don't log it as unretrieved.
+        self.upstream.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     async def _on_server_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if not is_input_request(message):
@@ -57,11 +59,14 @@ class Exchange:
         return None
 
     async def deliver(self, responses: Mapping[str, Any]) -> None:
-        """Answer upstream each outstanding key present in `responses`; other keys are ignored."""
+        """Answer upstream each outstanding key present in `responses`; other keys are ignored.
+        Raises `McpError` (502) or `SessionLost` when the backend does not take an answer."""
         for key, value in responses.items():
-            held = self.outstanding.pop(key, None)
+            held = self.outstanding.get(key)
             if held is not None:
-                await self.session.respond(input_response_to_v1(held[0], value), headers=self.headers)
+                # Raises when the backend did not take it; the key then stays outstanding.
+                await self.session.deliver(input_response_to_v1(held[0], value), headers=self.headers)
+                self.outstanding.pop(key, None)
 
     async def next_round(self) -> dict[str, InputRequest] | None:
         """Wait until the upstream call ends (None; its result is `upstream.result()`) or requests
@@ -122,6 +127,9 @@ class ExchangeBook:
         """Forget an exchange and cancel its upstream request if it still runs."""
         self._held.pop(exchange.id, None)
         exchange.abandon()
+
+    def is_held(self, exchange: Exchange) -> bool:
+        return self._held.get(exchange.id) is exchange
 
     def release(self, exchange: Exchange) -> None:
         """Forget an exchange whose upstream request ended."""

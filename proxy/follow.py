@@ -108,8 +108,16 @@ class V1Follower:
         if ref in self._terminal:
             return
         inputs = self.inputs.get(ref)
-        if inputs is not None:
+        if inputs is None:
+            # Not followed in this process (a restart, or lost with its session): the backend must
+            # still know the task, else it is unknown (TRANSLATION.md §4.1, §4.5).
+            await self.status(ref, session, headers)
+            return
+        try:
             await inputs.answer(responses, headers)
+        except SessionLost:
+            self.inputs.finish(ref)
+            raise unknown_task() from None
 
     def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""

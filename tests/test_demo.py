@@ -31,3 +31,24 @@ def test_demo_quiet_passes_every_step() -> None:
     lines = completed.stdout.rstrip("\n").splitlines()
     assert lines, report
     assert lines[-1] == f"{len(STEPS)}/{len(STEPS)} steps passed", report
+
+
+@pytest.mark.peers
+def test_reverse_demo_quiet_passes_every_step() -> None:
+    """`demo --reverse`: a v1 client walks through the proxy in front of the reference v2 server."""
+    from proxy.demo.reverse_walkthrough import STEPS as REVERSE_STEPS
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "proxy", "demo", "--reverse", "--quiet"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=DEMO_TIMEOUT_S,
+    )
+    report = f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
+    assert completed.returncode == 0, report
+    lines = completed.stdout.rstrip("\n").splitlines()
+    assert lines, report
+    assert lines[-1] == f"{len(REVERSE_STEPS)}/{len(REVERSE_STEPS)} steps passed", report

@@ -216,8 +216,19 @@ def upstream_client_capabilities(client_capabilities: Mapping[str, Any]) -> dict
     """The client capabilities that matter to a v1 backend (TRANSLATION.md §4.1): the client's own
     `elicitation`, `sampling` and `roots` objects, nothing else. Used as the upstream session's
     `initialize` capabilities and as part of the session-pool key."""
-    return {
-        name: client_capabilities[name]
-        for name in ("elicitation", "sampling", "roots")
-        if isinstance(client_capabilities.get(name), dict)
-    }
+    out: dict[str, Any] = {}
+    for name, members in _INPUT_CAPABILITY_MEMBERS.items():
+        declared = client_capabilities.get(name)
+        if isinstance(declared, dict):
+            # Only the members the protocol defines, so the set of distinct upstream sessions
+            # (one per capability set) stays small whatever clients send.
+            out[name] = {m: declared[m] for m in members if m in declared and isinstance(declared[m], (dict, bool))}
+    return out
+
+
+_INPUT_CAPABILITY_MEMBERS = {
+    "elicitation": ("form", "url"),
+    "sampling": ("context", "tools"),
+    "roots": ("listChanged",),
+}
+"""The members of each input capability (core 2025-11-25 / 2026-07-28 `ClientCapabilities`)."""

@@ -30,12 +30,15 @@ class McpError(Exception):
     which are transport failures rather than JSON-RPC codes).
     """
 
-    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None):
+    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None,
+                 request_id: Any = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self.http_status = http_status
+        self.request_id = request_id
+        """The id of the request refused, when it was read before the refusal (else None)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-RPC `error` object: `{"code": int, "message": str, "data"?: any}`."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,16 +90,38 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
 def parse(body: bytes | str) -> Message:
     """Decode and classify one JSON-RPC message.
 
-    Raises `McpError(-32700)` for bytes that are not JSON (or not UTF-8) and `McpError(-32600)`
-    for JSON that is not a JSON-RPC message.
+    Raises `McpError(-32700)` for bytes that are not JSON (or not UTF-8, or that hold `NaN`,
+    `Infinity`, out-of-range numbers or unpaired surrogates) and `McpError(-32600)` for JSON that is
+    not a JSON-RPC message.
     """
     try:
         obj = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
+    raw = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+    if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(obj):
+        # Valid JSON escapes, but no UTF-8 text can carry them onward (a paired surrogate
+        # decodes to one code point and passes).
+        request_id = obj.get("id") if isinstance(obj, dict) else None
+        clean_id = request_id if _valid_id(request_id) and not _has_lone_surrogate(request_id) else None
+        raise McpError(PARSE_ERROR, "Parse error: a string holds an unpaired UTF-16 surrogate", request_id=clean_id)
     return classify(obj)
 
 
@@ -133,5 +156,10 @@ def error_response(id: RequestId | None, error: McpError) -> dict[str, Any]:
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    """Compact UTF-8 JSON bytes of a message."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON bytes of a message. Strings holding lone surrogates (JSON allows the
+    escape `\\ud800`, UTF-8 cannot carry it) are written as ASCII escapes instead."""
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode()

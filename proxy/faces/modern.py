@@ -37,6 +37,7 @@ from translators.envelope import (
     with_server_info,
 )
 from translators.errors import (
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -107,6 +108,13 @@ def _accepts_json(accept: str | None) -> bool:
     return False
 
 
+def _refuse_conflicting_duplicates(request: web.Request) -> None:
+    """A routing header sent twice with different values cannot be checked against the body."""
+    for name in (H_PROTOCOL_VERSION, "Mcp-Method", H_NAME):
+        if len(set(request.headers.getall(name, ()))) > 1:
+            raise McpError(HEADER_MISMATCH, f"{name} header sent more than once with different values")
+
+
 class ModernFace:
     """Handles `POST <path>` for modern clients; everything it answers is JSON."""
 
@@ -137,6 +145,7 @@ class ModernFace:
             if not _accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
             meta = read_meta(params)
+            _refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
             if self.backend.profile is not None and self.backend.profile.dialect == "v2-modern":
                 return await self._relay(request, body)
@@ -148,7 +157,8 @@ class ModernFace:
             reply = await self.dispatch(Call(message.method, params, meta, principal, forward))
         except McpError as exc:
             self._log_refusal(exc, principal, request)
-            return _json_response(jsonrpc.error_response(request_id, exc), modern_http_status(exc))
+            answer_id = request_id if request_id is not None else exc.request_id
+            return _json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
         except UnsupportedBackend as exc:
             error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
             return _json_response(jsonrpc.error_response(request_id, error), 502)
@@ -339,12 +349,23 @@ class ModernFace:
         fields = self.keyring.unseal_request_state(call.params.get("requestState"), call.principal, int(time.time() * 1000))
         responses = read_input_responses(call.params)
         exchange = self.exchanges.take(fields[0] if fields else "", call.principal, call.method, name)
-        await exchange.deliver(responses)
+        try:
+            await exchange.deliver(responses)
+        except SessionLost:
+            self.exchanges.drop(exchange)
+            raise McpError(INVALID_PARAMS, "Unknown or expired requestState: the backend lost the session") from None
         return await self._round(call, exchange)
 
     async def _round(self, call: Call, exchange: Exchange) -> Reply:
         """The next answer of an exchange: the final result, or an `InputRequiredResult`."""
-        requests = await exchange.next_round()
+        try:
+            requests = await exchange.next_round()
+        except asyncio.CancelledError:
+            # The client went away. An exchange never handed out is cancelled upstream (the
+            # backend hears notifications/cancelled); a held one waits for the client's retry.
+            if not self.exchanges.is_held(exchange):
+                exchange.abandon()
+            raise
         if requests is not None:
             self.exchanges.hold(exchange)
             expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms

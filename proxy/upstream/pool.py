@@ -31,15 +31,17 @@ class SessionPool:
 
     def __init__(self, backend: Backend, *, max_sessions: int = 10_000):
         self.backend = backend
-        self._shared: dict[tuple[str, str], UpstreamSession] = {}
+        self._shared: LRUCache[tuple[str, str], UpstreamSession] = LRUCache(maxsize=max_sessions)
         self._by_id: LRUCache[str, UpstreamSession] = LRUCache(maxsize=max_sessions)
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: LRUCache[tuple[str, str], asyncio.Lock] = LRUCache(maxsize=max_sessions)
 
     async def shared(self, principal: str, capabilities: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamSession:
         """The principal's pooled session for these capabilities, initialised on first use and
         re-initialised when the backend lost it. Raises `McpError` when `initialize` fails."""
         key = (principal, _capability_key(capabilities))
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
         async with lock:
             session = self._shared.get(key)
             if session is None or session.lost or not session.session_id:

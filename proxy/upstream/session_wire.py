@@ -64,7 +64,9 @@ class Backend:
             try:
                 response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-                raise backend_unavailable(self.name, f"{exc.__class__.__name__}: {exc}".rstrip(": ")) from None
+                # The client hears the backend's name and the kind of failure, not its address.
+                log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
                 response.release()
@@ -140,8 +142,23 @@ class UpstreamSession:
         await self._post_no_answer(jsonrpc.notification(method, params), headers)
 
     async def respond(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
-        """POST a JSON-RPC response to a server→client request (the backend answers 202)."""
+        """POST a JSON-RPC response to a server→client request (the backend answers 202); failures
+        are logged (use `deliver` when the caller must know)."""
         await self._post_no_answer(message, headers)
+
+    async def deliver(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+        """POST a JSON-RPC response the backend waits for, and make sure it was taken.
+
+        Raises `SessionLost` (404: the backend forgot the session) and `McpError` (HTTP 502) when the
+        backend cannot be reached or refuses it, so the caller keeps the answer to send again.
+        """
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
+        async with response:
+            if response.status == 404 and self.session_id:
+                self.lost = True
+                raise SessionLost(self.session_id)
+            if response.status >= 300:
+                raise backend_unavailable(self.backend.name, f"answered HTTP {response.status} to an answer it asked for")
 
     async def _post_no_answer(self, message: dict[str, Any], headers: Mapping[str, str] | None) -> None:
         if self.backend.http.closed:
