@@ -23,6 +23,7 @@ from .backends import BackendHandle, UnsupportedBackend
 from .config import ConfigError, Settings
 from .faces.modern import ModernFace
 from .faces.session import SessionFace
+from .relay import relay
 from .v1_over_v2 import V1OverV2
 from .keys import load_master_key
 
@@ -44,7 +45,11 @@ class ProxyState:
 
 
 async def _other_method(request: web.Request) -> web.StreamResponse:
-    session_face = request.app[STATE].session_face
+    state = request.app[STATE]
+    session_face = state.session_face
+    if H_SESSION_ID in request.headers and state.backend is not None and state.backend.profile is not None \
+            and state.backend.profile.dialect == "v1":
+        return await relay(request, state.backend.connector, None, state.settings.forward_headers)
     if H_SESSION_ID in request.headers and session_face is not None:
         if request.method == "GET":
             return await session_face.handle_get(request)

@@ -63,6 +63,7 @@ from translators.sealing import Keyring, TaskRef
 from ..backends import BackendHandle, UnsupportedBackend
 from ..config import Settings
 from ..exchanges import Exchange, ExchangeBook
+from ..relay import relay
 from ..upstream.session_wire import SessionLost, UpstreamSession
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,11 @@ class ModernFace:
             request_id = message.id if message.kind == "request" else None
             params = message.params
             if not is_modern(message.method, params):
-                if self.session_face is not None and (H_SESSION_ID in request.headers or message.method == "initialize"):
-                    return await self.session_face.handle_post(request, message)
+                if H_SESSION_ID in request.headers or message.method == "initialize":
+                    if self.backend.profile is not None and self.backend.profile.dialect == "v1":
+                        return await relay(request, self.backend.connector, body, self.settings.forward_headers)
+                    if self.session_face is not None:
+                        return await self.session_face.handle_post(request, message)
                 raise self._not_modern(message, request)
             if not _accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
@@ -148,7 +152,7 @@ class ModernFace:
             _refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
             if self.backend.profile is not None and self.backend.profile.dialect == "v2-modern":
-                return await self._relay(request, body)
+                return await relay(request, self.backend.connector, body, self.settings.forward_headers)
             if message.kind == "notification":
                 return web.Response(status=202)
             if message.kind == "response":
@@ -183,24 +187,6 @@ class ModernFace:
                 raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
             chunks.append(chunk)
         return b"".join(chunks)
-
-    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
-        """Same dialect on both sides (a modern client, a v2-modern backend): forward the body
-        unchanged and stream the answer back (TRANSLATION.md §3 relay; one backend, so task ids
-        pass through)."""
-        wanted = ("Authorization", "Accept", H_PROTOCOL_VERSION, "Mcp-Method", H_NAME, *self.settings.forward_headers)
-        headers = {h: request.headers[h] for h in wanted if h in request.headers}
-        upstream = await self.backend.connector.post(body, headers)
-        async with upstream:
-            response = web.StreamResponse(status=upstream.status)
-            for name in ("Content-Type", H_NAME, "Mcp-Method"):
-                if name in upstream.headers:
-                    response.headers[name] = upstream.headers[name]
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
 
     def _not_modern(self, message: jsonrpc.Message, request: web.Request) -> McpError:
         """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""

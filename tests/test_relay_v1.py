@@ -1,0 +1,49 @@
+"""Relay: a v1 (session-wire) client in front of a v1 backend (TRANSLATION.md §3, §6).
+
+Same dialect on both sides: the proxy forwards the bytes; the backend's session and task ids pass
+through unchanged (one backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import pytest
+
+from session_support import SessionCaller
+from support import running_proxy
+from tap import RecordingTap
+
+pytestmark = pytest.mark.peers
+
+
+@pytest.fixture
+async def tapped(reference_v1_server):
+    tap = await RecordingTap.start(reference_v1_server.url)
+    yield tap
+    await tap.stop()
+
+
+async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
+    async with running_proxy(tapped.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        client = SessionCaller(http, proxy.url)
+        client.on_request = lambda message: asyncio.sleep(0, {"action": "accept", "content": {"confirm": True}})
+        init = await client.initialize()
+        assert init["result"]["serverInfo"]["name"] == "mcp-tasks-proxy-reference-v1"  # the backend answered
+        assert init["result"]["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "R"}}))["result"]["content"] == [
+            {"type": "text", "text": "Hello, R!"}]
+        created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "r.txt"}, "task": {"ttl": 60000}}))["result"]
+        task_id = created["task"]["taskId"]
+        assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)  # mcp 1.30's own id, passed through unsealed
+        result = await client.call("tasks/result", {"taskId": task_id})
+        assert result["result"]["content"] == [{"type": "text", "text": "deleted r.txt"}]
+        assert [r["method"] for r in client.seen_requests] == ["elicitation/create"]
+        listed = (await client.call("tasks/list"))["result"]["tasks"]
+        assert [t["taskId"] for t in listed] == [task_id]
+        async with http.delete(proxy.url, headers=client.headers()) as deleted:
+            assert deleted.status == 200
+        assert (await client.call("tasks/list"))["_status"] == 404
+    assert "initialize" in tapped.methods and "tasks/result" in tapped.methods
