@@ -35,7 +35,8 @@ CHECKS_SCRIPT = Path(__file__).resolve().parents[1] / "proxy" / "demo" / "fastmc
 #: The checks of ``fastmcp4_client_checks.py``, in its run order (kept in step by a test below).
 CHECK_NAMES = ["greet", "slow_compute", "task_lifecycle", "tool_error", "protocol_error", "elicitation", "cancel"]
 #: backend id -> the fixture that yields its running ServerProcess.
-BACKENDS = {"reference": "reference_v1_server", "fastmcp3": "fastmcp3_server"}
+BACKENDS = {"reference": "reference_v1_server", "fastmcp3": "fastmcp3_server", "v2-relay": "reference_v2_server"}
+"""Backends behind the proxy: two v1 servers (translated) and the reference v2 server (relayed)."""
 #: Bound for one whole run of the checks script (seven checks of at most 45 s each, normally ~10 s).
 CHECKS_RUN_TIMEOUT_S = 420.0
 TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"]
