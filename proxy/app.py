@@ -1,15 +1,18 @@
 """The aiohttp application: routes, lifecycle, and an in-process runner for the demo and tests.
 
 Routes: `POST <path>` (and `<path>/`) → the modern face; `GET`/`DELETE <path>` → 405 (the modern
-wire has neither; with an `Mcp-Session-Id` → 404, no such session); `GET /healthz`.
+wire has neither; with an `Mcp-Session-Id` → 404, no such session); `GET /healthz` (alive),
+`GET /readyz` (the backend has answered a probe), `GET /metrics` (Prometheus text format).
+Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -25,11 +28,16 @@ from .faces.modern import ModernFace
 from .faces.session import SessionFace
 from .relay import relay
 from .v1_over_v2 import V1OverV2
+from .v2_session import V2SessionRules
 from .keys import load_master_key
+from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
+from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 STATE: web.AppKey["ProxyState"] = web.AppKey("state")
+REQUEST_ID_KEY = web.RequestKey("request_id", str)
+READY_PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -42,13 +50,14 @@ class ProxyState:
     backend: BackendHandle | None = None
     face: ModernFace | None = None
     session_face: SessionFace | None = None
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 async def _other_method(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     session_face = state.session_face
     if H_SESSION_ID in request.headers and state.backend is not None and state.backend.profile is not None \
-            and state.backend.profile.dialect == "v1":
+            and state.backend.profile.dialect == "v1" and not (session_face and session_face.owns(request.headers[H_SESSION_ID])):
         return await relay(request, state.backend.connector, None, state.settings.forward_headers)
     if H_SESSION_ID in request.headers and session_face is not None:
         if request.method == "GET":
@@ -72,13 +81,54 @@ async def _healthz(_request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def _readyz(request: web.Request) -> web.Response:
+    """200 once the backend has answered a probe; until then each call probes it (at most
+    `READY_PROBE_TIMEOUT_S`) and answers 503 naming the backend and why."""
+    backend = request.app[STATE].backend
+    if backend is None:
+        return web.json_response({"status": "not ready", "backend": None, "reason": "starting"}, status=503)
+    if backend.profile is None:
+        try:
+            await asyncio.wait_for(backend.refresh(), READY_PROBE_TIMEOUT_S)
+        except (McpError, UnsupportedBackend, asyncio.TimeoutError) as exc:
+            reason = exc.message if isinstance(exc, McpError) else str(exc) or "probe timed out"
+            return web.json_response({"status": "not ready", "backend": backend.name, "reason": reason}, status=503)
+    return web.json_response({"status": "ready"})
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return web.Response(body=generate_latest(request.app[STATE].metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@web.middleware
+async def _request_id(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """Give the request its id (see `proxy.logs.request_id_from`) for log lines and the response."""
+    request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+    request[REQUEST_ID_KEY] = request_id
+    token = REQUEST_ID.set(request_id)
+    try:
+        return await handler(request)
+    finally:
+        REQUEST_ID.reset(token)
+
+
+async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """`X-Request-Id` on every response, streamed ones included (set as headers are sent)."""
+    request_id = request.get(REQUEST_ID_KEY)
+    if request_id is not None:
+        response.headers[REQUEST_ID_HEADER] = request_id
+
+
 async def _startup(app: web.Application) -> None:
     state = app[STATE]
     settings = state.settings
     state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True)
-    state.backend = BackendHandle(settings.upstream[0], state.http, settings)
+    state.backend = BackendHandle(settings.upstream[0], state.http, settings, metrics=state.metrics)
     state.face = ModernFace(settings, state.keyring, state.backend)
-    state.session_face = SessionFace(settings, state.keyring, V1OverV2(settings, state.keyring, state.backend))
+    state.session_face = SessionFace(settings, state.keyring, V1OverV2(settings, state.keyring, state.backend),
+                                     V2SessionRules(settings, state.backend, state.face))
     state.face.session_face = state.session_face
     try:
         await state.backend.refresh(force=True)
@@ -111,7 +161,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
         log.info("sealing key from %s", source)
         keyring = Keyring(key)
     # aiohttp's own limit stays above ours so the face can answer 413 with a JSON-RPC body.
-    app = web.Application(client_max_size=settings.max_body_bytes + 1024)
+    app = web.Application(client_max_size=settings.max_body_bytes + 1024, middlewares=[_request_id])
     app[STATE] = ProxyState(settings, keyring)
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
@@ -119,6 +169,9 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
         app.router.add_get(route, _other_method, allow_head=False)
         app.router.add_delete(route, _other_method)
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+    app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
     return app
@@ -142,7 +195,8 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     Raises `UnsupportedBackend` when the backend is not v1, `ConfigError` for bad settings.
     """
     app = create_app(settings, environ=environ, keyring=keyring)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     try:

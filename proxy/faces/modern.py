@@ -55,6 +55,7 @@ from translators.protocol import (
     MODERN_VERSION,
     MRTR_METHODS,
     REMOVED_MODERN_METHODS,
+    TASKS_EXTENSION,
     REMOVED_TASK_METHODS_V2,
     TASK_METHODS_V2,
 )
@@ -63,6 +64,7 @@ from translators.sealing import Keyring, TaskRef
 from ..backends import BackendHandle, UnsupportedBackend
 from ..config import Settings
 from ..exchanges import Exchange, ExchangeBook
+from ..metrics import outcome_of
 from ..relay import relay
 from ..upstream.session_wire import SessionLost, UpstreamSession
 
@@ -97,6 +99,11 @@ class Call:
 
 def _json_response(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
     return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers=headers)
+
+
+def _relay_outcome(response: web.StreamResponse) -> str:
+    """The outcome label of a relayed answer: its body is not read, so only its HTTP status."""
+    return "ok" if response.status < 300 else f"http_{response.status}"
 
 
 def _accepts_json(accept: str | None) -> bool:
@@ -134,17 +141,23 @@ class ModernFace:
     async def handle_post(self, request: web.Request) -> web.StreamResponse:
         principal = self.keyring.principal(request.headers.get(self._identity_header))
         request_id: Any = None
+        method: str | None = None
+        face = "v2-modern"
         try:
             body = await self._read_body(request)
             message = jsonrpc.parse(body)
             request_id = message.id if message.kind == "request" else None
+            method = message.method
             params = message.params
             if not is_modern(message.method, params):
                 if H_SESSION_ID in request.headers or message.method == "initialize":
-                    if self.backend.profile is not None and self.backend.profile.dialect == "v1":
-                        return await relay(request, self.backend.connector, body, self.settings.forward_headers)
+                    if self._relays_session(request, message):
+                        face = "v1"
+                        response = await relay(request, self.backend.connector, body, self.settings.forward_headers)
+                        self._count(method, _relay_outcome(response), face)
+                        return response
                     if self.session_face is not None:
-                        return await self.session_face.handle_post(request, message)
+                        return await self.session_face.handle_post(request, message)  # counted by the session face
                 raise self._not_modern(message, request)
             if not _accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
@@ -152,8 +165,11 @@ class ModernFace:
             _refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
             if self.backend.profile is not None and self.backend.profile.dialect == "v2-modern":
-                return await relay(request, self.backend.connector, body, self.settings.forward_headers)
+                response = await relay(request, self.backend.connector, body, self.settings.forward_headers)
+                self._count(method, _relay_outcome(response))
+                return response
             if message.kind == "notification":
+                self._count(method, "ok")
                 return web.Response(status=202)
             if message.kind == "response":
                 raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
@@ -161,16 +177,24 @@ class ModernFace:
             reply = await self.dispatch(Call(message.method, params, meta, principal, forward))
         except McpError as exc:
             self._log_refusal(exc, principal, request)
+            self._count(method, outcome_of(exc), face)
             answer_id = request_id if request_id is not None else exc.request_id
             return _json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
         except UnsupportedBackend as exc:
+            self._count(method, str(INTERNAL_ERROR), face)
             error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
             return _json_response(jsonrpc.error_response(request_id, error), 502)
         except Exception:  # a proxy bug must not take the connection down without an answer
             log.exception("internal error answering a request from principal=%s", principal)
+            self._count(method, str(INTERNAL_ERROR), face)
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             return _json_response(jsonrpc.error_response(request_id, error), 500)
+        self._count(method, "ok")
         return _json_response(jsonrpc.result_response(request_id, reply.result), 200, reply.headers)
+
+    def _count(self, method: str | None, outcome: str, face: str = "v2-modern") -> None:
+        """One answered request in `mcp_tasks_proxy_requests_total`."""
+        self.backend.metrics.request(face, self.backend.dialect, method, outcome)
 
     async def _read_body(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -187,6 +211,17 @@ class ModernFace:
                 raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
             chunks.append(chunk)
         return b"".join(chunks)
+
+    def _relays_session(self, request: web.Request, message: jsonrpc.Message) -> bool:
+        """A v1 session client in front of a v1 backend is relayed: an `initialize` that does not
+        declare the tasks extension, or a session id the proxy did not issue."""
+        if self.backend.profile is None or self.backend.profile.dialect != "v1":
+            return False
+        if message.method == "initialize" and H_SESSION_ID not in request.headers:
+            capabilities = message.params.get("capabilities")
+            extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+            return not (isinstance(extensions, dict) and TASKS_EXTENSION in extensions)
+        return self.session_face is None or not self.session_face.owns(request.headers.get(H_SESSION_ID, ""))
 
     def _not_modern(self, message: jsonrpc.Message, request: web.Request) -> McpError:
         """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""
@@ -364,6 +399,8 @@ class ModernFace:
             # A plain result (also when the backend ran a task-supporting tool inline after all).
             return Reply(complete_result(exchange.method, answer, cache_ttl_ms=self.settings.cache_ttl_ms))
         created = created_task_to_v2(answer)
+        if created.dropped:
+            self.backend.metrics.dropped(created.dropped, "a v1 CreateTaskResult")
         ref = TaskRef(self.backend.name, exchange.session.session_id or "", created.task_id)
         self.backend.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
         if exchange.context == "wait":

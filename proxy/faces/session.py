@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import json
 import logging
 import secrets
 import time
@@ -26,6 +27,9 @@ from translators.sealing import Keyring
 
 from ..config import Settings
 
+OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)
+"""Where `PostReply.finish` leaves the outcome label of its answer for the request counter."""
+
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
@@ -39,9 +43,12 @@ _request_ids = itertools.count(1)
 class ProxySession:
     """One v1 client session: who it is, what it declared, its GET stream and pending requests."""
 
-    def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int):
+    def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int,
+                 face: str = "v1"):
         self.id = session_id
         self.principal = principal
+        self.face = face
+        """"v1", or "v2-session" when the client declared the tasks extension in `initialize`."""
         capabilities = params.get("capabilities")
         self.client_capabilities: dict[str, Any] = capabilities if isinstance(capabilities, dict) else {}
         info = params.get("clientInfo")
@@ -124,6 +131,8 @@ class PostReply:
             self.session.pending.pop(request_id, None)
 
     async def finish(self, message: dict[str, Any], status: int = 200) -> web.StreamResponse:
+        error = message.get("error")
+        self.request[OUTCOME] = str(error.get("code")) if isinstance(error, dict) else "ok"
         if self.stream is not None:
             await self.stream.write(sse_frame(self.session.event_id(), message))
             await self.stream.write_eof()
@@ -160,6 +169,13 @@ class SessionStore:
     def remove(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
+    def peek(self, session_id: str) -> ProxySession | None:
+        """The session with this id, whoever owns it, without touching its idle time."""
+        return self._sessions.get(session_id)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
     def _sweep(self) -> None:
         now = time.monotonic()
         for sid in [s.id for s in self._sessions.values() if now - s.last_seen > self.idle_s]:
@@ -169,17 +185,40 @@ class SessionStore:
 class SessionFace:
     """HTTP handling of the session wire; what requests mean is `handler` (the v1-over-v2 rules)."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, handler: Any):
+    def __init__(self, settings: Settings, keyring: Keyring, handler: Any, v2_handler: Any = None):
         self.settings = settings
         self.keyring = keyring
         self.handler = handler
+        self.v2_handler = v2_handler
+        """The rules for v2-session clients (None: they are refused)."""
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms)
         self._identity_header = settings.identity_header or "Authorization"
+
+    def owns(self, session_id: str) -> bool:
+        """Whether `session_id` is a live session of this proxy (any principal)."""
+        return session_id in self.sessions
 
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
 
     async def handle_post(self, request: web.Request, message: jsonrpc.Message) -> web.StreamResponse:
+        """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`."""
+        response = await self._handle_post(request, message)
+        backend = getattr(self.handler, "backend", None)
+        if backend is not None:
+            backend.metrics.request(self._face_of(request, message), backend.dialect, message.method, _outcome(request, response))
+        return response
+
+    def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
+        """The face label of a session-wire request: "v1", or "v2-session" for such sessions."""
+        session = self.sessions.peek(request.headers.get(H_SESSION_ID, ""))
+        if session is not None:
+            return getattr(session, "face", "v1")
+        capabilities = message.params.get("capabilities") if message.method == "initialize" else None
+        extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+        return "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
+
+    async def _handle_post(self, request: web.Request, message: jsonrpc.Message) -> web.StreamResponse:
         """A parsed session-wire POST (TRANSLATION.md §2 rules 3–5)."""
         principal = self.principal(request)
         session_id = request.headers.get(H_SESSION_ID)
@@ -199,10 +238,12 @@ class SessionFace:
         if message.method == "initialize":
             return _error(message.id, McpError(INVALID_REQUEST, "Session already initialized"), 400)
         reply = PostReply(request, session)
+        v2 = session.face == "v2-session"
+        handler = self.v2_handler if v2 else self.handler
         try:
-            result = await self.handler.dispatch(session, message.method, message.params, reply, request)
+            result = await handler.dispatch(session, message.method, message.params, reply, request)
         except McpError as exc:
-            error = for_v1_client(exc)
+            error = exc if v2 else for_v1_client(exc)
             log.info("refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
@@ -211,16 +252,18 @@ class SessionFace:
         params = message.params
         capabilities = params.get("capabilities")
         extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-        if isinstance(extensions, dict) and TASKS_EXTENSION in extensions:
-            return _error(message.id, McpError(INVALID_REQUEST, "v2-session clients (the tasks extension in initialize) are served in a later version of mcp-tasks-proxy"), 400)
+        face = "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
+        handler = self.v2_handler if face == "v2-session" else self.handler
+        if handler is None:
+            return _error(message.id, McpError(INVALID_REQUEST, f"{face} clients are not served in front of this backend"), 400)
         try:
-            result = await self.handler.initialize_result(params)
+            result = await handler.initialize_result(params)
         except McpError as exc:
-            return _error(message.id, for_v1_client(exc), exc.http_status or 200)
+            return _error(message.id, for_v1_client(exc) if face == "v1" else exc, exc.http_status or 200)
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_LEGACY_VERSIONS else LEGACY_VERSION
         session_id = self.keyring.seal("session", (secrets.token_urlsafe(12),), principal)
-        self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events))
+        self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events, face))
         body = jsonrpc.result_response(message.id, {**result, "protocolVersion": version})
         return web.Response(body=jsonrpc.dumps(body), content_type=JSON, headers={H_SESSION_ID: session_id})
 
@@ -260,6 +303,21 @@ class SessionFace:
         self.sessions.remove(session.id)
         session.get_stream = None
         return web.Response(status=200)
+
+
+def _outcome(request: web.Request, response: web.StreamResponse) -> str:
+    """The outcome label of a session-wire answer: set by `PostReply.finish`, else read from the
+    small JSON body every other answer is (an `_error`, an `InitializeResult`, or 202)."""
+    outcome = request.get(OUTCOME)
+    if outcome is not None:
+        return outcome
+    if response.status == 202 or not isinstance(response, web.Response) or not isinstance(response.body, bytes):
+        return "ok" if response.status < 300 else f"http_{response.status}"
+    try:
+        error = json.loads(response.body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return str(error.get("code")) if isinstance(error, dict) else "ok"
 
 
 def _error(request_id: Any, error: McpError, status: int) -> web.Response:
