@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from aiohttp import web
@@ -51,7 +51,8 @@ MIN_POLL_S = 0.05
 
 
 def _now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    """Now, as ISO 8601 UTC with microseconds (the precision backends use)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class V1OverV2:
@@ -64,6 +65,7 @@ class V1OverV2:
         self.modern = ModernClient(backend.connector)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
         self._forward = ["Authorization", *settings.forward_headers]
+        backend.metrics.track_live(lambda: len(self.registry))
 
     # -- session start -----------------------------------------------------------------------------
 
@@ -172,6 +174,8 @@ class _Call:
         result = await self.with_input("tools/call", drop_task_param(params))
         if result.get("resultType") == "task":
             created = created_task_from_v2(result)
+            if created.dropped:
+                self.rules.backend.metrics.dropped(created.dropped, "a v2 CreateTaskResult")
             ref = TaskRef(self.rules.backend.name, "", created.task_id)
             if not wants_task:
                 return await self.wait(ref, created)
@@ -239,6 +243,8 @@ class _Call:
                     raise unknown_task() from None
                 raise
             task = task_from_get_result_v2(wire).evolve(task_id=entry.task_id or entry.ref.task)
+            if task.dropped:
+                self.rules.backend.metrics.dropped(task.dropped, "a v2 tasks/get answer")
         if entry.failure is not None:
             task = task.evolve(status="failed", error=entry.failure, result=None, input_requests={})
         elif entry.cancelled and task.status != "cancelled":
@@ -329,8 +335,7 @@ class _Call:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
         await self.rules.modern.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
         entry.cancelled = True
-        cancelled = await self.current(entry)
-        return cancel_answer_v1(cancelled.evolve(last_updated_at=_now_iso()))
+        return cancel_answer_v1(await self.current(entry))
 
 
 def _payload_answer(payload: V1Payload | None, task_id: str) -> dict[str, Any]:
