@@ -140,6 +140,14 @@ async def _startup(app: web.Application) -> None:
         raise
 
 
+async def _shutdown(app: web.Application) -> None:
+    """The proxy is stopping (no longer listening): end the session face's long-lived GET streams
+    so that only real requests in flight are waited for (up to `shutdown_timeout_ms`)."""
+    session_face = app[STATE].session_face
+    if session_face is not None:
+        session_face.close_streams()
+
+
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
     if state.backend is not None:
@@ -173,6 +181,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/metrics", _metrics)
     app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
+    app.on_shutdown.append(_shutdown)
     app.on_cleanup.append(_cleanup)
     return app
 

@@ -18,6 +18,7 @@ from translators.protocol import TaskSupport
 
 from .config import Settings, Upstream
 from .follow import V1Follower
+from .metrics import Metrics
 from .upstream.pool import SessionPool
 from .upstream.probe import BackendProfile, probe
 from .upstream.session_wire import Backend
@@ -35,18 +36,29 @@ class UnsupportedBackend(Exception):
 class BackendHandle:
     """One backend: its connector, its profile (None until a probe succeeded), pool and follower."""
 
-    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings):
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
         self.config = config
         self.name = config.name
         self.connector = Backend(config.name, config.url, http, extra_headers=config.headers,
-                                 request_timeout_ms=settings.upstream_timeout_ms)
+                                 request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms)
+        self.metrics.track_live(lambda: len(self.follower))
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._probe_interval_s = settings.probe_interval_ms / 1000
+
+    @property
+    def metrics(self) -> Metrics:
+        """Where this backend's requests, latencies and dropped fields are counted."""
+        return self.connector.metrics
+
+    @property
+    def dialect(self) -> str:
+        """The probed dialect ("v1", "v2-modern"), "unknown" until a probe succeeded."""
+        return self.profile.dialect if self.profile is not None else "unknown"
 
     def check_supported(self, profile: BackendProfile) -> None:
         """Raise `UnsupportedBackend` unless `profile` is a v1 (2025-11-25 session-wire) or a

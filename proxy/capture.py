@@ -321,6 +321,10 @@ class InputBook:
     def get(self, ref: TaskRef) -> TaskInputs | None:
         return self._tasks.get(ref)
 
+    def __len__(self) -> int:
+        """Tasks whose input state is kept (expired ones are evicted first)."""
+        return len(self._tasks)
+
     def find(self, session: UpstreamSession, task_id: Any) -> TaskInputs | None:
         """The followed task of `session` whose upstream id is `task_id`."""
         if not isinstance(task_id, str):

@@ -23,7 +23,9 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"mcp-tasks-proxy: configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logs import configure
+
+    configure(settings.log_level, settings.log_format)
 
     async def run() -> int:
         try:
@@ -40,6 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
+        logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
         await running.stop()
         return 0
 

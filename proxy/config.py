@@ -69,6 +69,8 @@ class Settings(BaseModel):
     session_idle_ms: int = Field(default=3_600_000, gt=0)
     replay_events: int = Field(default=256, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    shutdown_timeout_ms: int = Field(default=30_000, gt=0)
 
     @field_validator("listen")
     @classmethod

@@ -70,6 +70,8 @@ class V1Follower:
                 raise unknown_task() from None
             raise
         task = task_from_wire(wire, "v1")
+        if task.dropped:
+            session.backend.metrics.dropped(task.dropped, "a v1 tasks/get answer")
         inputs = self.inputs.track(ref, session, headers, ttl_ms=task.ttl_ms)
         inputs.note_status(task.status)
         if task.terminal:
@@ -122,6 +124,10 @@ class V1Follower:
     def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""
         self._terminal.pop(ref, None)
+
+    def __len__(self) -> int:
+        """Tasks followed now: those with input state plus the terminal ones remembered."""
+        return len(self.inputs) + len(self._terminal)
 
     def close(self) -> None:
         self.inputs.close()

@@ -193,6 +193,11 @@ class SessionFace:
         """The rules for v2-session clients (None: they are refused)."""
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms)
         self._identity_header = settings.identity_header or "Authorization"
+        self._closing = asyncio.Event()
+
+    def close_streams(self) -> None:
+        """End every session's GET stream (the proxy is stopping; clients reconnect elsewhere)."""
+        self._closing.set()
 
     def owns(self, session_id: str) -> bool:
         """Whether `session_id` is a live session of this proxy (any principal)."""
@@ -287,8 +292,11 @@ class SessionFace:
                     if event_id > int(last):
                         await stream.write(frame)
             while session.get_stream is stream and self.sessions.get(session.id, session.principal) is session:
-                await asyncio.sleep(15)
-                await stream.write(b": keep-alive\n\n")
+                try:
+                    await asyncio.wait_for(self._closing.wait(), 15)
+                    break  # the proxy is stopping: end the stream so shutdown need not wait for it
+                except asyncio.TimeoutError:
+                    await stream.write(b": keep-alive\n\n")
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:

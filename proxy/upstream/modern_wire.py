@@ -15,8 +15,10 @@ from typing import Any, Mapping
 
 from translators import jsonrpc
 from translators.envelope import ModernMeta, add_envelope, encode_header_value, name_param
+from translators.errors import McpError
 from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
 
+from ..metrics import clock
 from .session_wire import ACCEPT_BOTH, Backend, NotificationHandler, read_answer
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,13 @@ class ModernClient:
         name = name_param(method, params)
         if name is not None:
             request_headers[H_NAME] = encode_header_value(name)
-        response = await self.backend.post(body, request_headers)
-        async with response:
-            return await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
+        started = clock()
+        try:
+            response = await self.backend.post(body, request_headers)
+            async with response:
+                result = await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
+        except McpError:
+            self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+            raise
+        self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+        return result

@@ -21,6 +21,7 @@ from translators import jsonrpc
 from translators.errors import METHOD_NOT_FOUND, McpError, backend_unavailable, from_backend
 from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
 
+from ..metrics import NO_METRICS, Metrics, clock
 from ..sse import iter_events
 
 log = logging.getLogger(__name__)
@@ -42,15 +43,16 @@ class Backend:
     """One backend's address on the session wire and the HTTP client used to reach it.
 
     `url` may change once: a 307/308 redirect (Starlette's `/mcp` → `/mcp/`) is followed with
-    method and body kept, and remembered.
+    method and body kept, and remembered. `metrics` records each request's latency (default: none).
     """
 
     def __init__(self, name: str, url: str, http: aiohttp.ClientSession, *, extra_headers: Mapping[str, str] | None = None,
-                 request_timeout_ms: int = 300_000):
+                 request_timeout_ms: int = 300_000, metrics: Metrics | None = None):
         self.name = name
         self.url = url
         self.http = http
         self.extra_headers = dict(extra_headers or {})
+        self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
     async def post(self, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
@@ -195,8 +197,12 @@ class UpstreamSession:
         """
         request_id = next(self._ids)
         message = jsonrpc.request(request_id, method, params)
+        started = clock()
         try:
-            return await self._exchange(method, message, headers, on_server_request, on_notification)
+            result = await self._exchange(method, message, headers, on_server_request, on_notification)
+        except (McpError, SessionLost):
+            self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+            raise
         except asyncio.CancelledError:
             # The downstream client went away: tell the backend, as the session wire requires
             # (a disconnect is not a cancellation there). A task already created is unaffected.
@@ -206,6 +212,8 @@ class UpstreamSession:
                 _background.add(task)
                 task.add_done_callback(_background.discard)
             raise
+        self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+        return result
 
     async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
                         on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:

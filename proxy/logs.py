@@ -1,0 +1,88 @@
+"""Logging: a request id per HTTP request, and text or JSON lines (config `log_format`).
+
+The application's middleware (`proxy.app`) puts each request's id in `REQUEST_ID` for the time the
+request is handled; `RequestIdFilter` copies it onto every log record as `request_id`, so both
+formats can show it. JSON lines carry `ts`, `level`, `logger`, `msg`, `request_id` (when set) and
+`exc` (a formatted traceback, when there is one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import sys
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from typing import Literal, TextIO
+
+REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_tasks_proxy_request_id", default=None)
+"""The id of the HTTP request being handled (None outside a request)."""
+
+REQUEST_ID_HEADER = "X-Request-Id"
+MAX_REQUEST_ID_CHARS = 128
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def request_id_from(header: str | None) -> str:
+    """The id of a request: the client's `X-Request-Id` when it is safe to log and echo (1–128
+    visible ASCII characters, no spaces or control characters), else a new random one."""
+    if header and len(header) <= MAX_REQUEST_ID_CHARS and all("!" <= c <= "~" for c in header):
+        return header
+    return secrets.token_hex(16)
+
+
+class RequestIdFilter(logging.Filter):
+    """Adds `request_id` (the current request's id, or None) to every record it sees."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            record.request_id = REQUEST_ID.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """The classic line, with ` request_id=<id>` appended inside a request."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        request_id = getattr(record, "request_id", None)
+        return f"{line} request_id={request_id}" if request_id else line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: `ts` (UTC, ISO 8601, milliseconds), `level`, `logger`, `msg`,
+    `request_id` when set, `exc` when the record carries an exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        request_id = getattr(record, "request_id", None)
+        if request_id:
+            entry["request_id"] = request_id
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        elif record.stack_info:
+            entry["exc"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def handler(log_format: Literal["text", "json"], stream: TextIO | None = None) -> logging.Handler:
+    """A stream handler (stderr by default) with the request-id filter and the chosen format."""
+    result = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    result.addFilter(RequestIdFilter())
+    result.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    return result
+
+
+def configure(level: str, log_format: Literal["text", "json"]) -> None:
+    """Set up the root logger for `mcp-tasks-proxy serve` (replacing any handlers it had)."""
+    logging.basicConfig(level=level.upper(), handlers=[handler(log_format)], force=True)

@@ -1,0 +1,168 @@
+"""Prometheus metrics (TRANSLATION.md §6 "Observability"), one registry per application.
+
+* `mcp_tasks_proxy_requests_total{face, backend_dialect, method, outcome}`: every request the proxy
+  answered; `outcome` is "ok", the JSON-RPC error code ("-32601"), or "http_<status>" for a
+  transport refusal (406, 413, 415) that carries no JSON-RPC meaning.
+* `mcp_tasks_proxy_upstream_seconds{backend, method}`: latency of each upstream request (held
+  `tasks/result` requests included, hence buckets up to 300 s).
+* `mcp_tasks_proxy_live_tasks`: tasks the proxy currently follows or holds (read at scrape time
+  from the sources registered with `track_live`).
+* `mcp_tasks_proxy_dropped_fields_total{field}`: task fields dropped in translation (a hub task's
+  `dropped`, e.g. `parentTaskId`); each drop is also logged at debug level.
+
+Label values that a client chooses (methods) are folded into a fixed set (`method_label`), so a
+client cannot grow the label space. `NO_METRICS` is the do-nothing stand-in used where no
+application wired a `Metrics` in (connectors built by `probe`, unit tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from translators.errors import McpError
+
+log = logging.getLogger(__name__)
+
+KNOWN_METHODS = frozenset({
+    # both eras
+    "tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list", "resources/read",
+    "resources/templates/list", "resources/subscribe", "resources/unsubscribe", "completion/complete",
+    "tasks/get", "tasks/cancel",
+    # 2025-11-25 (session wire)
+    "initialize", "ping", "logging/setLevel", "tasks/result", "tasks/list", "notifications/initialized",
+    "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
+    # 2026-07-28 and SEP-2663
+    "server/discover", "subscriptions/listen", "tasks/update",
+    # server→client requests (answers sent upstream)
+    "elicitation/create", "sampling/createMessage", "roots/list",
+})
+"""Method label values kept as they are; any other method is counted as "other"."""
+
+OTHER_METHOD = "other"
+NO_METHOD = "none"
+"""Method label of a request refused before its method was known (transport refusal, bad JSON),
+or of a JSON-RPC response POSTed by a client."""
+
+TRANSPORT_STATUSES = frozenset({406, 413, 415})
+"""HTTP statuses counted as `http_<status>` rather than by JSON-RPC code."""
+
+UPSTREAM_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+def method_label(method: str | None) -> str:
+    """The `method` label of a request: the method if it is a known MCP method, "other" if not,
+    "none" when there is none."""
+    if not method:
+        return NO_METHOD
+    return method if method in KNOWN_METHODS else OTHER_METHOD
+
+
+def outcome_of(error: McpError) -> str:
+    """The `outcome` label of a refusal: "http_<status>" for transport refusals, else the code."""
+    if error.http_status in TRANSPORT_STATUSES:
+        return f"http_{error.http_status}"
+    return str(error.code)
+
+
+class Metrics:
+    """The proxy's metrics in their own `CollectorRegistry` (several proxies may share a process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._requests = Counter(
+            "mcp_tasks_proxy_requests", "Requests answered, by face, backend dialect, method and outcome",
+            ["face", "backend_dialect", "method", "outcome"], registry=self.registry,
+        )
+        self._upstream = Histogram(
+            "mcp_tasks_proxy_upstream_seconds", "Latency of each upstream request, by backend and method",
+            ["backend", "method"], buckets=UPSTREAM_BUCKETS, registry=self.registry,
+        )
+        self._live = Gauge("mcp_tasks_proxy_live_tasks", "Tasks the proxy currently follows or holds", registry=self.registry)
+        self._live.set_function(self._count_live)
+        self._dropped = Counter(
+            "mcp_tasks_proxy_dropped_fields", "Task fields dropped in translation, by field",
+            ["field"], registry=self.registry,
+        )
+        self._live_sources: list[Callable[[], int]] = []
+        # Pre-bound label children: one dict lookup per event instead of prometheus_client's
+        # labels() (validation, lock). Bounded: every label value comes from a fixed set, a
+        # backend name or a JSON-RPC error code.
+        self._request_children: dict[tuple[str, str, str, str], Counter] = {}
+        self._upstream_children: dict[tuple[str, str], Histogram] = {}
+        self._dropped_children: dict[str, Counter] = {}
+
+    # -- recording ----------------------------------------------------------------------------------
+
+    def request(self, face: str, backend_dialect: str, method: str | None, outcome: str) -> None:
+        """Count one answered request."""
+        key = (face, backend_dialect, method_label(method), outcome)
+        child = self._request_children.get(key)
+        if child is None:
+            child = self._request_children[key] = self._requests.labels(*key)
+        child.inc()
+
+    def upstream(self, backend: str, method: str, seconds: float) -> None:
+        """Record the latency of one upstream request."""
+        key = (backend, method_label(method))
+        child = self._upstream_children.get(key)
+        if child is None:
+            child = self._upstream_children[key] = self._upstream.labels(*key)
+        child.observe(seconds)
+
+    def dropped(self, fields: Iterable[str], where: str) -> None:
+        """Count (and log at debug level) task fields dropped in translation; `where` names the
+        message they came in (for the log line)."""
+        for field in fields:
+            child = self._dropped_children.get(field)
+            if child is None:
+                child = self._dropped_children[field] = self._dropped.labels(field)
+            child.inc()
+            log.debug("dropped task field %s from %s (the other dialect cannot carry it)", field, where)
+
+    def track_live(self, source: Callable[[], int]) -> None:
+        """Add a count of live tasks to `mcp_tasks_proxy_live_tasks` (called at scrape time)."""
+        self._live_sources.append(source)
+
+    def _count_live(self) -> float:
+        return float(sum(source() for source in self._live_sources))
+
+    # -- export -------------------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class NoMetrics(Metrics):
+    """Records nothing: the default of connectors and components no application wired up."""
+
+    def __init__(self) -> None:  # no registry at all
+        pass
+
+    def request(self, face: str, backend_dialect: str, method: str | None, outcome: str) -> None:
+        pass
+
+    def upstream(self, backend: str, method: str, seconds: float) -> None:
+        pass
+
+    def dropped(self, fields: Iterable[str], where: str) -> None:
+        for field in fields:
+            log.debug("dropped task field %s from %s (the other dialect cannot carry it)", field, where)
+
+    def track_live(self, source: Callable[[], int]) -> None:
+        pass
+
+    def exposition(self) -> bytes:
+        return b""
+
+
+NO_METRICS = NoMetrics()
+
+clock = time.perf_counter
+"""The clock upstream latencies are measured with."""
