@@ -28,6 +28,8 @@ from translators.differences import (
 )
 from translators.envelope import (
     ModernMeta,
+    encode_header_value,
+    name_param,
     check_headers,
     complete_result,
     is_modern,
@@ -49,6 +51,7 @@ from translators.errors import (
 from translators.inputs import input_required_result, read_input_responses, strip_mrtr
 from translators.policy import creation_decision
 from translators.protocol import (
+    H_METHOD,
     H_NAME,
     H_PROTOCOL_VERSION,
     H_SESSION_ID,
@@ -151,6 +154,7 @@ class ModernFace:
             params = message.params
             if not is_modern(message.method, params):
                 if H_SESSION_ID in request.headers or message.method == "initialize":
+                    await self.backend.current()  # the backend's dialect decides relay or translation
                     if self._relays_session(request, message):
                         face = "v1"
                         response = await relay(request, self.backend.connector, body, self.settings.forward_headers)
@@ -164,8 +168,14 @@ class ModernFace:
             meta = read_meta(params)
             _refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
-            if self.backend.profile is not None and self.backend.profile.dialect == "v2-modern":
-                response = await relay(request, self.backend.connector, body, self.settings.forward_headers)
+            # The dialect decides relay or translation: probe first when it is not known yet (a
+            # backend that was down at start), so a v2 backend is never translated as v1.
+            if (await self.backend.current()).dialect == "v2-modern":
+                routing = {H_METHOD: message.method}
+                name = name_param(message.method, params)
+                if name is not None:
+                    routing[H_NAME] = encode_header_value(name)
+                response = await relay(request, self.backend.connector, body, self.settings.forward_headers, routing)
                 self._count(method, _relay_outcome(response))
                 return response
             if message.kind == "notification":
