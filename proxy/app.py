@@ -57,7 +57,8 @@ async def _other_method(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     session_face = state.session_face
     if H_SESSION_ID in request.headers and state.backend is not None and state.backend.profile is not None \
-            and state.backend.profile.dialect == "v1" and not (session_face and session_face.owns(request.headers[H_SESSION_ID])):
+            and state.backend.profile.dialect in ("v1", "v2-session") \
+            and not (session_face and session_face.owns(request.headers[H_SESSION_ID])):
         return await relay(request, state.backend.connector, None, state.settings.forward_headers)
     if H_SESSION_ID in request.headers and session_face is not None:
         if request.method == "GET":

@@ -57,13 +57,13 @@ class BackendHandle:
 
     @property
     def dialect(self) -> str:
-        """The probed dialect ("v1", "v2-modern"), "unknown" until a probe succeeded."""
+        """The probed dialect ("v1", "v2-modern", "v2-session"), "unknown" until a probe succeeded."""
         return self.profile.dialect if self.profile is not None else "unknown"
 
     def check_supported(self, profile: BackendProfile) -> None:
-        """Raise `UnsupportedBackend` unless `profile` is a v1 (2025-11-25 session-wire) or a
-        v2-modern (2026-07-28) backend; v2-session backends come in a later version."""
-        if profile.dialect not in ("v1", "v2-modern"):
+        """Raise `UnsupportedBackend` unless `profile` is a dialect the proxy serves: v1, v2-modern
+        or v2-session (every dialect today; the check stays for dialects yet to come)."""
+        if profile.dialect not in ("v1", "v2-modern", "v2-session"):
             raise UnsupportedBackend(
                 f"backend {profile.summary()}; this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) "
                 "and v2-modern (2026-07-28) backends"

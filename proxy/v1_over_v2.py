@@ -41,6 +41,7 @@ from .config import Settings
 from .faces.session import PostReply, ProxySession
 from .registry import HELD, Entry, TaskRegistry
 from .upstream.modern_wire import ModernClient
+from .upstream.session_v2 import SessionV2Client
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class V1OverV2:
         self.keyring = keyring
         self.backend = backend
         self.modern = ModernClient(backend.connector)
+        self.session_v2 = SessionV2Client(backend.pool)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
         self._forward = ["Authorization", *settings.forward_headers]
         backend.metrics.track_live(lambda: len(self.registry))
@@ -72,7 +74,7 @@ class V1OverV2:
     async def initialize_result(self, _params: Mapping[str, Any]) -> dict[str, Any]:
         """The proxy's own `InitializeResult` (TRANSLATION.md §5.1), without `protocolVersion`."""
         profile = await self.backend.current()
-        if profile.dialect != "v2-modern":
+        if profile.dialect not in ("v2-modern", "v2-session"):
             raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
                            "version of mcp-tasks-proxy; use the 2026-07-28 wire", http_status=400)
         capabilities = {
@@ -98,7 +100,8 @@ class V1OverV2:
     async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: PostReply,
                        request: web.Request) -> dict[str, Any]:
         """The result of one v1 request. Raises `McpError` (mapped for v1 clients by the face)."""
-        call = _Call(self, session, reply, self._headers(request))
+        profile = await self.backend.current()
+        call = _Call(self, session, reply, self._headers(request), profile.dialect)
         if method == "ping":
             return {}
         if method == "tools/call":
@@ -128,15 +131,27 @@ class V1OverV2:
 class _Call:
     """One v1 request in flight."""
 
-    def __init__(self, rules: V1OverV2, session: ProxySession, reply: PostReply, headers: dict[str, str]):
+    def __init__(self, rules: V1OverV2, session: ProxySession, reply: PostReply, headers: dict[str, str], dialect: str):
         self.rules = rules
         self.session = session
         self.reply = reply
         self.headers = headers
         self.meta = rules._meta(session)
+        self.upstream_client: Any = rules.modern
+        self.extra: dict[str, Any] = {}
+        if dialect == "v2-session":
+            # Session-wire backend: the caller's pooled session; its questions during a call are
+            # put to the v1 client on this POST's stream.
+            self.upstream_client = rules.session_v2
+            self.extra = {"principal": session.principal, "on_server_request": self._relay_question}
+
+    async def _relay_question(self, message: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.reply.ask(str(message.get("method")), dict(message.get("params") or {}))
+        answer = {k: v for k, v in answer.items() if k in ("result", "error")}
+        return {"jsonrpc": "2.0", "id": message.get("id"), **answer}
 
     async def upstream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await self.rules.modern.request(method, params, self.meta, headers=self.headers)
+        return await self.upstream_client.request(method, params, self.meta, headers=self.headers, **self.extra)
 
     async def ask(self, request: InputRequest, task_id: str | None) -> dict[str, Any] | McpError:
         """Put one input request to the v1 client (related-task `_meta` when in a task)."""
@@ -236,7 +251,7 @@ class _Call:
             task = entry.last
         else:
             try:
-                wire = await self.rules.modern.request("tasks/get", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
+                wire = await self.upstream_client.request("tasks/get", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
             except McpError as exc:
                 if exc.code == INVALID_PARAMS:
                     self.rules.registry.remove(entry.task_id)
@@ -275,8 +290,8 @@ class _Call:
                     if isinstance(answer, McpError):
                         await self._fail(entry, answer)
                         break
-                    await self.rules.modern.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                                                    self.meta, headers=self.headers)
+                    await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                    self.meta, headers=self.headers, **self.extra)
                     answered = True
             if not answered:
                 interval = (task.poll_interval_ms or 500) / 1000
@@ -287,7 +302,7 @@ class _Call:
         `failed` with that error (§5.4)."""
         entry.failure = TaskError(code=error.code, message=error.message, data=error.data)
         try:
-            await self.rules.modern.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
+            await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         except McpError as exc:
             log.info("cancelling a failed task upstream: %s", exc.message)
 
@@ -333,7 +348,7 @@ class _Call:
         task = await self.current(entry)
         if task.terminal:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
-        await self.rules.modern.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
+        await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         entry.cancelled = True
         return cancel_answer_v1(await self.current(entry))
 

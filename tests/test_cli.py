@@ -42,9 +42,9 @@ async def test_serve_runs_in_front_of_a_v1_server_and_stops_on_sigterm(reference
         assert await asyncio.wait_for(process.wait(), 15) == 0
 
 
-async def test_serve_refuses_a_v2_session_backend_naming_what_it_found(tmp_path):
+async def test_serve_names_a_v2_session_backend_and_serves_it(tmp_path):
     """A minimal v2-session peer (no public one runs here): a session-wire server whose initialize
-    declares the tasks extension."""
+    declares the tasks extension. Every dialect is served now; the start-up line says which one."""
 
     async def v2_session(request: web.Request) -> web.Response:
         if request.method == "DELETE":
@@ -69,15 +69,14 @@ async def test_serve_refuses_a_v2_session_backend_naming_what_it_found(tmp_path)
     host, port = runner.addresses[0][:2]
     try:
         process = await _spawn("serve", "--upstream", f"http://{host}:{port}/mcp", "--listen", "127.0.0.1:0", tmp_path=tmp_path)
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), 30)
     finally:
         await runner.cleanup()
-    assert process.returncode == 2
-    message = stderr.decode().strip().splitlines()[-1]
-    assert message == (
-        f"mcp-tasks-proxy: refusing to start: backend main at http://{host}:{port}/mcp: v2-session (2025-11-25; tool tasks); "
-        "this version of mcp-tasks-proxy serves v1 (2025-11-25 session-wire) and v2-modern (2026-07-28) backends"
-    )
+    assert line.startswith("mcp-tasks-proxy listening on http://127.0.0.1:")
+    assert process.returncode == 0
+    assert f"backend probed: main at http://{host}:{port}/mcp: v2-session (2025-11-25; tool tasks)" in stderr.decode()
 
 
 async def test_serve_reports_configuration_errors_by_key(tmp_path):

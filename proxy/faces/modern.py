@@ -18,6 +18,7 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.capabilities import server_capabilities_to_v2, tool_to_v2
 from translators.differences import (
+    created_task_from_v2,
     cancel_answer_v2,
     created_task_result_v2,
     created_task_to_v2,
@@ -69,6 +70,7 @@ from ..config import Settings
 from ..exchanges import Exchange, ExchangeBook
 from ..metrics import outcome_of
 from ..relay import relay
+from ..upstream.session_v2 import session_capabilities
 from ..upstream.session_wire import SessionLost, UpstreamSession
 
 log = logging.getLogger(__name__)
@@ -223,14 +225,16 @@ class ModernFace:
         return b"".join(chunks)
 
     def _relays_session(self, request: web.Request, message: jsonrpc.Message) -> bool:
-        """A v1 session client in front of a v1 backend is relayed: an `initialize` that does not
-        declare the tasks extension, or a session id the proxy did not issue."""
-        if self.backend.profile is None or self.backend.profile.dialect != "v1":
+        """A session client of the backend's own dialect is relayed (v1 → v1, v2-session →
+        v2-session): an `initialize` of that dialect, or a session id the proxy did not issue."""
+        dialect = self.backend.profile.dialect if self.backend.profile is not None else None
+        if dialect not in ("v1", "v2-session"):
             return False
         if message.method == "initialize" and H_SESSION_ID not in request.headers:
             capabilities = message.params.get("capabilities")
             extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-            return not (isinstance(extensions, dict) and TASKS_EXTENSION in extensions)
+            client = "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
+            return client == dialect
         return self.session_face is None or not self.session_face.owns(request.headers.get(H_SESSION_ID, ""))
 
     def _not_modern(self, message: jsonrpc.Message, request: web.Request) -> McpError:
@@ -263,11 +267,15 @@ class ModernFace:
         if method == "server/discover":
             return Reply(await self.discover())
         if method == "tools/call":
+            if self.backend.dialect == "v2-session":
+                return await self.call_tool_v2_session(call)
             return await self.call_tool(call)
         if method in TASK_METHODS_V2:
             if not call.meta.declares_tasks:
                 raise missing_tasks_extension(f"{method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
             ref = self._unseal(call)
+            if self.backend.dialect == "v2-session":
+                return await self.task_v2_session(call, ref)
             if method == "tasks/get":
                 return await self.get_task(call, ref)
             if method == "tasks/update":
@@ -291,7 +299,10 @@ class ModernFace:
         return ref
 
     async def _session(self, call: Call) -> UpstreamSession:
-        caps = upstream_client_capabilities(call.meta.client_capabilities)
+        if self.backend.dialect == "v2-session":
+            caps = session_capabilities(call.meta)  # the extension rides on the session
+        else:
+            caps = upstream_client_capabilities(call.meta.client_capabilities)
         return await self.backend.pool.shared(call.principal, caps, call.upstream_headers)
 
     async def _upstream(self, call: Call, method: str, params: dict[str, Any], *, session: UpstreamSession | None = None) -> dict[str, Any]:
@@ -311,6 +322,8 @@ class ModernFace:
             "supportedVersions": [MODERN_VERSION],
             "capabilities": server_capabilities_to_v2(profile.capabilities),
         }
+        if profile.offers_tool_tasks:  # v1 `tasks.requests.tools.call`, or a v2-session backend's extension
+            result["capabilities"]["extensions"] = {TASKS_EXTENSION: {}}
         if profile.instructions:
             result["instructions"] = profile.instructions
         return with_server_info(complete_result("server/discover", result, cache_ttl_ms=self.settings.cache_ttl_ms), SERVER_INFO)
@@ -405,7 +418,12 @@ class ModernFace:
         self.exchanges.release(exchange)
         assert exchange.upstream is not None
         answer = exchange.upstream.result()
-        if exchange.context is None or "task" not in answer:
+        if exchange.context == "v2-session" and answer.get("resultType") == "task":
+            created = created_task_from_v2(answer)
+            ref = TaskRef(self.backend.name, exchange.session.session_id or "", created.task_id)
+            task_id = self.keyring.seal_task_id(ref, call.principal)
+            return Reply(created_task_result_v2(created.evolve(task_id=task_id)), {H_NAME: task_id})
+        if exchange.context in (None, "v2-session") or "task" not in answer:
             # A plain result (also when the backend ran a task-supporting tool inline after all).
             return Reply(complete_result(exchange.method, answer, cache_ttl_ms=self.settings.cache_ttl_ms))
         created = created_task_to_v2(answer)
@@ -417,6 +435,36 @@ class ModernFace:
             return Reply(await self._wait(call, ref, exchange.session))
         task_id = self.keyring.seal_task_id(ref, call.principal)
         return Reply(created_task_result_v2(created.evolve(task_id=task_id)), {H_NAME: task_id})
+
+    # -- v2-session backends: the same v2 semantics, carried on a session ---------------------------
+
+    async def call_tool_v2_session(self, call: Call) -> Reply:
+        """`tools/call` on a v2-session backend: the backend decides; its questions during the call
+        become MRTR rounds; a created task's id is sealed with its session."""
+        name = call.params.get("name")
+        if not isinstance(name, str) or not name:
+            raise McpError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+        if "requestState" in call.params:
+            return await self._resume(call, name)
+        params = strip_mrtr(drop_task_param(strip_envelope(call.params)))
+        return await self._exchange(call, name, params, creates_task="v2-session")
+
+    async def task_v2_session(self, call: Call, ref: TaskRef) -> Reply:
+        """`tasks/get`, `tasks/update`, `tasks/cancel` on the session that owns the task; its id is
+        the client's sealed one in the answer."""
+        session = self.backend.pool.by_id(ref.session)
+        params = {**strip_envelope(call.params), "taskId": ref.task}
+        try:
+            result = await session.request(call.method, params, headers=call.upstream_headers)
+        except SessionLost:
+            raise McpError(INVALID_PARAMS, "Unknown task") from None
+        except McpError as exc:
+            if exc.code == INVALID_PARAMS:
+                raise McpError(INVALID_PARAMS, "Unknown task") from None
+            raise
+        if "taskId" in result:
+            result = {**result, "taskId": call.params["taskId"]}
+        return Reply(result if "resultType" in result else complete_result(call.method, result))
 
     async def _wait(self, call: Call, ref: TaskRef, session: UpstreamSession) -> dict[str, Any]:
         """`required_without_extension = "wait"`: follow the upstream task to its end and answer
