@@ -15,10 +15,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_TIMEOUT_S = 120
 
 
-@pytest.mark.peers
-def test_demo_quiet_passes_every_step() -> None:
+def _run_demo(*options: str) -> tuple[subprocess.CompletedProcess[str], list[str], str]:
+    """Run ``python -m proxy demo *options``; the run, its stdout lines and a report of both streams."""
     completed = subprocess.run(
-        [sys.executable, "-m", "proxy", "demo", "--quiet"],
+        [sys.executable, "-m", "proxy", "demo", *options],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -27,8 +27,13 @@ def test_demo_quiet_passes_every_step() -> None:
         timeout=DEMO_TIMEOUT_S,
     )
     report = f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
+    return completed, completed.stdout.rstrip("\n").splitlines(), report
+
+
+@pytest.mark.peers
+def test_demo_quiet_passes_every_step() -> None:
+    completed, lines, report = _run_demo("--quiet")
     assert completed.returncode == 0, report
-    lines = completed.stdout.rstrip("\n").splitlines()
     assert lines, report
     assert lines[-1] == f"{len(STEPS)}/{len(STEPS)} steps passed", report
 
@@ -38,17 +43,7 @@ def test_reverse_demo_quiet_passes_every_step() -> None:
     """`demo --reverse`: a v1 client walks through the proxy in front of the reference v2 server."""
     from proxy.demo.reverse_walkthrough import STEPS as REVERSE_STEPS
 
-    completed = subprocess.run(
-        [sys.executable, "-m", "proxy", "demo", "--reverse", "--quiet"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=DEMO_TIMEOUT_S,
-    )
-    report = f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
+    completed, lines, report = _run_demo("--reverse", "--quiet")
     assert completed.returncode == 0, report
-    lines = completed.stdout.rstrip("\n").splitlines()
     assert lines, report
     assert lines[-1] == f"{len(REVERSE_STEPS)}/{len(REVERSE_STEPS)} steps passed", report

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from peer_checks import ChecksRun, run_script, run_without_url, script_check_names, serving
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess, start_fastmcp3_server
 from support import Caller, running_proxy
@@ -50,11 +50,7 @@ TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_
 @pytest.fixture(scope="module")
 def fastmcp3_server() -> Iterator[ServerProcess]:
     """The FastMCP 3 v1 fixture server, one per module, stopped by its own handle."""
-    server = start_fastmcp3_server()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(start_fastmcp3_server)
 
 
 @pytest.fixture(scope="session")
@@ -63,49 +59,9 @@ def fastmcp4_python() -> Path:
     return ensure_peer_env("fastmcp4")
 
 
-class ChecksRun:
-    """What one run of the checks script printed: its JSON lines by check, and the rest."""
-
-    def __init__(self, backend: str, returncode: int | None, stdout: str, stderr: str) -> None:
-        self.backend = backend
-        self.returncode = returncode
-        self.stderr = stderr
-        self.lines: dict[str, dict[str, Any]] = {}
-        self.stray: list[str] = []
-        for raw in stdout.splitlines():
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                self.stray.append(raw)
-                continue
-            if isinstance(line, dict) and "check" in line:
-                self.lines[line["check"]] = line
-            else:
-                self.stray.append(raw)
-
-    def explain(self) -> str:
-        tail = "\n".join(self.stderr.strip().splitlines()[-30:])
-        return f"backend {self.backend}: checks script exit {self.returncode}\nstray stdout: {self.stray}\nstderr tail:\n{tail}"
-
-
 async def _run_checks(python: Path, upstream_url: str, state_dir: Path) -> tuple[int | None, str, str]:
     async with running_proxy(upstream_url, state_dir) as proxy:
-        child = await asyncio.create_subprocess_exec(
-            str(python),
-            str(CHECKS_SCRIPT),
-            "--url",
-            proxy.url,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        try:
-            stdout, stderr = await asyncio.wait_for(child.communicate(), CHECKS_RUN_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            child.kill()
-            stdout, stderr = await child.communicate()
-            stderr += f"\n[killed after {CHECKS_RUN_TIMEOUT_S:g} s]".encode()
-        return child.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+        return await run_script(python, CHECKS_SCRIPT, proxy.url, CHECKS_RUN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +77,7 @@ def checks_runs(request: pytest.FixtureRequest, fastmcp4_python: Path) -> Iterat
                 state_dir = Path(tmp) / backend
                 state_dir.mkdir()
                 returncode, stdout, stderr = asyncio.run(_run_checks(fastmcp4_python, server.url, state_dir))
-                cache[backend] = ChecksRun(backend, returncode, stdout, stderr)
+                cache[backend] = ChecksRun(f"backend {backend}", returncode, stdout, stderr)
             return cache[backend]
 
         yield get
@@ -157,9 +113,7 @@ def test_fastmcp4_client_checks_script_reports_every_check_and_its_exit_status(c
 
 
 def test_fastmcp4_client_checks_script_rejects_a_missing_url(fastmcp4_python: Path) -> None:
-    completed = subprocess.run(
-        [str(fastmcp4_python), str(CHECKS_SCRIPT)], capture_output=True, text=True, timeout=120, check=False
-    )
+    completed = run_without_url(fastmcp4_python, CHECKS_SCRIPT)
     assert completed.returncode == 2
     assert "--url" in completed.stderr
 
@@ -310,7 +264,5 @@ async def test_fastmcp3_required_tool_without_extension_is_refused_with_32021(fm
 
 
 def test_checks_script_and_this_module_name_the_same_checks() -> None:
-    source = CHECKS_SCRIPT.read_text(encoding="utf-8")
-    block = source.split("CHECKS: dict[str, Check] = {", 1)[1].split("}", 1)[0]
-    names = [part.split('"')[1] for part in block.strip().splitlines() if '"' in part]
+    names = script_check_names(CHECKS_SCRIPT)
     assert names == CHECK_NAMES

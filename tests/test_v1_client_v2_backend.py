@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from peer_checks import ChecksRun, run_script, run_without_url, script_check_names, serving
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess, start_reference_v2_server
 from support import MODERN, Answer, meta, running_proxy
@@ -92,11 +92,7 @@ TOOLS = [
 @pytest.fixture(scope="module")
 def reference_v2_server() -> Iterator[ServerProcess]:
     """The reference v2 server (FastMCP 4.1.4 + fastmcp-tasks), one per module, stopped by its own handle."""
-    server = start_reference_v2_server()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(start_reference_v2_server)
 
 
 @pytest.fixture(scope="session")
@@ -105,48 +101,8 @@ def mcp_v1_python() -> Path:
     return ensure_peer_env("mcp-v1")
 
 
-class ChecksRun:
-    """What one run of the checks script printed: its JSON lines by check, and the rest."""
-
-    def __init__(self, target: str, returncode: int | None, stdout: str, stderr: str) -> None:
-        self.target = target
-        self.returncode = returncode
-        self.stderr = stderr
-        self.lines: dict[str, dict[str, Any]] = {}
-        self.stray: list[str] = []
-        for raw in stdout.splitlines():
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                self.stray.append(raw)
-                continue
-            if isinstance(line, dict) and "check" in line:
-                self.lines[line["check"]] = line
-            else:
-                self.stray.append(raw)
-
-    def explain(self) -> str:
-        tail = "\n".join(self.stderr.strip().splitlines()[-30:])
-        return f"{self.target}: checks script exit {self.returncode}\nstray stdout: {self.stray}\nstderr tail:\n{tail}"
-
-
 async def _run_script(python: Path, url: str) -> tuple[int | None, str, str]:
-    child = await asyncio.create_subprocess_exec(
-        str(python),
-        str(CHECKS_SCRIPT),
-        "--url",
-        url,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(child.communicate(), CHECKS_RUN_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        child.kill()
-        stdout, stderr = await child.communicate()
-        stderr += f"\n[killed after {CHECKS_RUN_TIMEOUT_S:g} s]".encode()
-    return child.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+    return await run_script(python, CHECKS_SCRIPT, url, CHECKS_RUN_TIMEOUT_S)
 
 
 async def _run_through_proxy(python: Path, upstream_url: str, state_dir: Path) -> tuple[int | None, str, str]:
@@ -201,17 +157,13 @@ def test_checks_script_against_the_reference_v1_server_directly(
 
 
 def test_mcp1_client_checks_script_rejects_a_missing_url(mcp_v1_python: Path) -> None:
-    completed = subprocess.run(
-        [str(mcp_v1_python), str(CHECKS_SCRIPT)], capture_output=True, text=True, timeout=120, check=False
-    )
+    completed = run_without_url(mcp_v1_python, CHECKS_SCRIPT)
     assert completed.returncode == 2
     assert "--url" in completed.stderr
 
 
 def test_checks_script_and_this_module_name_the_same_checks() -> None:
-    source = CHECKS_SCRIPT.read_text(encoding="utf-8")
-    block = source.split("CHECKS: dict[str, Check] = {", 1)[1].split("}", 1)[0]
-    names = [part.split('"')[1] for part in block.strip().splitlines() if '"' in part]
+    names = script_check_names(CHECKS_SCRIPT)
     assert names == CHECK_NAMES
 
 

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import json
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
+from .wire_client import H_PROTOCOL_VERSION, TERMINAL_STATUSES, BaseExchange, HttpClient, json_or_none
 
 __all__ = [
     "CLIENT_INFO",
@@ -60,11 +59,8 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-#: Task statuses after which a task never changes again.
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 CLIENT_INFO: dict[str, str] = {"name": "mcp-tasks-proxy-demo-client", "version": "0.1.0"}
 
-H_PROTOCOL_VERSION = "MCP-Protocol-Version"
 H_METHOD = "Mcp-Method"
 H_NAME = "Mcp-Name"
 #: Response headers an :class:`Exchange` keeps (looked up case-insensitively).
@@ -103,7 +99,7 @@ def _name_param(method: str, params: Mapping[str, Any]) -> Any:
 
 
 @dataclass
-class Exchange:
+class Exchange(BaseExchange):
     """One request and its answer, exactly as they crossed the wire.
 
     Attributes:
@@ -119,36 +115,9 @@ class Exchange:
             JSON (see ``body``).
         body: the raw response body text.
         elapsed_s: wall time of the HTTP round trip.
+
+    ``result``, ``error`` and ``error_code`` read the JSON-RPC response (``None`` when it has none).
     """
-
-    method: str
-    request: dict[str, Any]
-    request_headers: dict[str, str]
-    status: int
-    headers: dict[str, str]
-    response: dict[str, Any] | None
-    body: str = ""
-    elapsed_s: float = 0.0
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        """The JSON-RPC ``result`` object, or ``None`` for an error or a non-JSON answer."""
-        if isinstance(self.response, dict) and isinstance(self.response.get("result"), dict):
-            return self.response["result"]
-        return None
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        """The JSON-RPC ``error`` object ``{code, message, data?}``, or ``None``."""
-        if isinstance(self.response, dict) and isinstance(self.response.get("error"), dict):
-            return self.response["error"]
-        return None
-
-    @property
-    def error_code(self) -> int | None:
-        """``error.code``, or ``None`` when the answer is not a JSON-RPC error."""
-        error = self.error
-        return error.get("code") if error else None
 
     @property
     def result_type(self) -> str | None:
@@ -163,7 +132,7 @@ class Exchange:
         return result.get("status") if result else None
 
 
-class ModernClient:
+class ModernClient(HttpClient):
     """A v2-modern client for one MCP endpoint.
 
     Args:
@@ -190,14 +159,8 @@ class ModernClient:
         client_info: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
     ) -> None:
-        self.url = url
+        super().__init__(url, capabilities, authorization, client_info or CLIENT_INFO, timeout_s)
         self.declare_tasks = declare_tasks
-        self.capabilities: dict[str, Any] = json.loads(json.dumps(dict(capabilities or {})))
-        self.authorization = authorization
-        self.client_info = dict(client_info or CLIENT_INFO)
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._ids = itertools.count(1)
-        self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> ModernClient:
         self._session()
@@ -211,11 +174,6 @@ class ModernClient:
         if self._http is not None:
             await self._http.close()
             self._http = None
-
-    def _session(self) -> aiohttp.ClientSession:
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(timeout=self._timeout)
-        return self._http
 
     def client_capabilities(self) -> dict[str, Any]:
         """The ``clientCapabilities`` object sent: ``capabilities`` plus the extension when declared."""
@@ -262,12 +220,9 @@ class ModernClient:
                 del sent[existing]
             if value is not None:
                 sent[key] = value
-        wire_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **sent}
-        if self.authorization is not None:
-            wire_headers["Authorization"] = self.authorization
 
         started = time.monotonic()
-        async with self._session().post(self.url, data=json.dumps(message), headers=wire_headers) as resp:
+        async with self._session().post(self.url, data=json.dumps(message), headers=self._wire_headers(sent)) as resp:
             text = await resp.text(encoding="utf-8", errors="replace")
             content_type = resp.headers.get("Content-Type", "")
             kept = {h: resp.headers[h] for h in HEADERS_OF_INTEREST if h in resp.headers}
@@ -276,7 +231,7 @@ class ModernClient:
         if content_type.split(";")[0].strip().lower() == "text/event-stream":
             response = _sse_response(text, message["id"])
         else:
-            response = _json_or_none(text)
+            response = json_or_none(text)
         return Exchange(method, message, sent, status, kept, response, text, elapsed)
 
     async def poll(
@@ -323,14 +278,6 @@ class ModernClient:
             await asyncio.sleep(interval)
 
 
-def _json_or_none(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _sse_response(text: str, request_id: Any) -> dict[str, Any] | None:
     """The JSON-RPC response to ``request_id`` in an SSE body (notifications before it are skipped)."""
     data: list[str] = []
@@ -340,7 +287,7 @@ def _sse_response(text: str, request_id: Any) -> dict[str, Any] | None:
         nonlocal found
         payload = "\n".join(data).strip()
         data.clear()
-        message = _json_or_none(payload) if payload else None
+        message = json_or_none(payload) if payload else None
         if message is not None and message.get("id") == request_id and ("result" in message or "error" in message):
             found = message
 

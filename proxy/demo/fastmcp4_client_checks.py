@@ -43,34 +43,21 @@ cancel                 ``call_tool_task(slow_compute 60 s)``, ``cancel()``, then
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import sys
 import time
-import traceback
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+import check_lines  # beside this file, which runs as a script
 import fastmcp_tasks  # registers the tasks extension on every fastmcp.Client
+from check_lines import Check, CheckFailed, Detail, expect, form_answer, texts
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
-
-Detail = dict[str, Any]
-Check = Callable[[str], Awaitable[tuple[bool, Detail]]]
 
 #: Default bound for one check, seconds.
 CHECK_TIMEOUT_S = 45.0
 #: Bound for one transparent call or one handle drive inside a check, seconds.
 CALL_TIMEOUT_S = 30.0
-
-
-class CheckFailed(Exception):
-    """A check's expectation did not hold; ``detail`` says what was seen."""
-
-    def __init__(self, message: str, detail: Detail | None = None) -> None:
-        super().__init__(message)
-        self.detail = detail or {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,26 +77,13 @@ class ElicitationLog:
     async def __call__(self, message: str, response_type: Any, params: Any, context: Any) -> dict[str, Any]:
         schema = getattr(params, "requested_schema", None) or {}
         self.questions.append({"message": message, "requestedSchema": schema})
-        answer: dict[str, Any] = {}
-        for key, prop in (schema.get("properties") or {}).items():
-            kind = prop.get("type") if isinstance(prop, dict) else None
-            if kind == "boolean":
-                answer[key] = True
-            elif kind in ("number", "integer"):
-                answer[key] = 1
-            else:
-                answer[key] = "Alice"
-        return answer
-
-
-def _texts(content: Any) -> list[str]:
-    return [block.text for block in content or [] if getattr(block, "type", None) == "text"]
+        return form_answer(schema, "Alice")
 
 
 def _result_detail(result: Any) -> Detail:
     return {
         "is_error": bool(getattr(result, "is_error", False)),
-        "texts": _texts(getattr(result, "content", None)),
+        "texts": texts(getattr(result, "content", None)),
         "structured_content": getattr(result, "structured_content", None),
     }
 
@@ -121,11 +95,6 @@ def _task_detail(task: Any) -> Detail:
 
 def _exc_detail(exc: BaseException) -> Detail:
     return {"type": type(exc).__name__, "message": str(exc)}
-
-
-def _expect(condition: bool, message: str, detail: Detail) -> None:
-    if not condition:
-        raise CheckFailed(message, detail)
 
 
 def _client(url: str, elicitation: ElicitationLog | None = None) -> Client[Any]:
@@ -141,7 +110,7 @@ async def check_greet(url: str) -> tuple[bool, Detail]:
     async with _client(url) as client:
         result = await client.call_tool("greet", {"name": "World"}, timeout=CALL_TIMEOUT_S)
     detail = _result_detail(result)
-    _expect(not detail["is_error"] and detail["texts"] == ["Hello, World!"], "unexpected greet result", detail)
+    expect(not detail["is_error"] and detail["texts"] == ["Hello, World!"], "unexpected greet result", detail)
     return True, detail
 
 
@@ -152,7 +121,7 @@ async def check_slow_compute(url: str) -> tuple[bool, Detail]:
             "slow_compute", {"seconds": 1, "label": "transparent"}, timeout=CALL_TIMEOUT_S
         )
     detail = {**_result_detail(result), "elapsed_s": round(time.monotonic() - started, 2)}
-    _expect(
+    expect(
         not detail["is_error"] and detail["texts"] == ["computed transparent"], "unexpected slow_compute result", detail
     )
     return True, detail
@@ -168,11 +137,11 @@ async def check_task_lifecycle(url: str) -> tuple[bool, Detail]:
         detail["final_status"] = _task_detail(final)
         result = await handle.result()
         detail["result"] = _result_detail(result)
-    _expect(detail["created"].get("resultType") == "task", "CreateTaskResult without resultType 'task'", detail)
-    _expect(first.task_id == handle.task_id, "tasks/get answered another task id", detail)
-    _expect(first.status == "working", f"first status is {first.status!r}, not 'working'", detail)
-    _expect(final.status == "completed", f"final status is {final.status!r}", detail)
-    _expect(
+    expect(detail["created"].get("resultType") == "task", "CreateTaskResult without resultType 'task'", detail)
+    expect(first.task_id == handle.task_id, "tasks/get answered another task id", detail)
+    expect(first.status == "working", f"first status is {first.status!r}, not 'working'", detail)
+    expect(final.status == "completed", f"final status is {final.status!r}", detail)
+    expect(
         not detail["result"]["is_error"] and detail["result"]["texts"] == ["computed lifecycle"],
         "unexpected task result",
         detail,
@@ -191,9 +160,9 @@ async def check_tool_error(url: str) -> tuple[bool, Detail]:
             detail["raised"] = _exc_detail(exc)
         else:
             detail["raised"] = None
-    _expect(detail["result"]["is_error"], "failing_job did not end as a tool error", detail)
-    _expect(any(expected in text for text in detail["result"]["texts"]), f"no text with {expected!r}", detail)
-    _expect(
+    expect(detail["result"]["is_error"], "failing_job did not end as a tool error", detail)
+    expect(any(expected in text for text in detail["result"]["texts"]), f"no text with {expected!r}", detail)
+    expect(
         detail["raised"] is not None and expected in detail["raised"]["message"],
         f"call_tool did not raise ToolError with {expected!r}",
         detail,
@@ -215,8 +184,8 @@ async def check_protocol_error(url: str) -> tuple[bool, Detail]:
         else:
             detail["raised"] = None
             detail["result"] = _result_detail(result)
-    _expect(final.status in ("failed", "completed"), f"final status is {final.status!r}", detail)
-    _expect(
+    expect(final.status in ("failed", "completed"), f"final status is {final.status!r}", detail)
+    expect(
         detail["raised"] is not None and expected in detail["raised"]["message"],
         f"result() did not raise ToolError with {expected!r}",
         detail,
@@ -236,12 +205,12 @@ async def check_elicitation(url: str) -> tuple[bool, Detail]:
         detail["raised"] = _exc_detail(exc)
         raise CheckFailed(f"confirm_delete raised {type(exc).__name__}", detail) from exc
     detail["result"] = _result_detail(result)
-    _expect(
+    expect(
         [q["message"] for q in questions.questions] == ["Delete probe.txt?"],
         "the handler was not asked exactly 'Delete probe.txt?'",
         detail,
     )
-    _expect(
+    expect(
         not detail["result"]["is_error"] and detail["result"]["texts"] == ["deleted probe.txt"],
         "unexpected confirm_delete result",
         detail,
@@ -260,8 +229,8 @@ async def check_cancel(url: str) -> tuple[bool, Detail]:
         final = await handle.wait(timeout=15)
         detail["final_status"] = _task_detail(final)
         detail["elapsed_s"] = round(time.monotonic() - started, 2)
-    _expect(before.status == "working", f"status before cancel is {before.status!r}", detail)
-    _expect(final.status == "cancelled", f"final status is {final.status!r}", detail)
+    expect(before.status == "working", f"status before cancel is {before.status!r}", detail)
+    expect(final.status == "cancelled", f"final status is {final.status!r}", detail)
     return True, detail
 
 
@@ -278,47 +247,13 @@ CHECKS: dict[str, Check] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Runner
+# Entry point
 # --------------------------------------------------------------------------------------------
 
 
-async def run_check(name: str, url: str, timeout_s: float) -> dict[str, Any]:
-    """Run one check; never raises. Returns the JSON line's object."""
-    try:
-        ok, detail = await asyncio.wait_for(CHECKS[name](url), timeout_s)
-    except CheckFailed as exc:
-        ok, detail = False, {"failure": str(exc), **exc.detail}
-    except (asyncio.TimeoutError, TimeoutError) as exc:
-        ok, detail = False, {"failure": f"timed out after {timeout_s:g} s", **_exc_detail(exc)}
-    except Exception as exc:  # the client raised something unexpected: report it
-        detail = {"failure": f"raised {type(exc).__name__}", **_exc_detail(exc)}
-        detail["traceback"] = traceback.format_exc().splitlines()[-12:]
-        ok = False
-    return {"check": name, "ok": ok, "detail": detail}
-
-
-async def run(url: str, names: list[str], timeout_s: float) -> bool:
-    all_ok = True
-    for name in names:
-        line = await run_check(name, url, timeout_s)
-        all_ok = all_ok and line["ok"]
-        print(json.dumps(line, default=str), flush=True)
-    return all_ok
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--url", required=True, help="the MCP endpoint, e.g. http://127.0.0.1:8000/mcp")
-    parser.add_argument(
-        "--check",
-        action="append",
-        choices=sorted(CHECKS),
-        help="run only this check (repeatable); default: all, in order",
-    )
-    parser.add_argument("--timeout", type=float, default=CHECK_TIMEOUT_S, help="bound for one check, seconds")
-    args = parser.parse_args(argv)
-    names = [name for name in CHECKS if args.check is None or name in args.check]
-    return 0 if asyncio.run(run(args.url, names, args.timeout)) else 1
+    url, names, timeout_s = check_lines.parse_args(__doc__, CHECKS, sorted(CHECKS), CHECK_TIMEOUT_S, argv)
+    return 0 if asyncio.run(check_lines.run(CHECKS, url, names, timeout_s, _exc_detail)) else 1
 
 
 if __name__ == "__main__":

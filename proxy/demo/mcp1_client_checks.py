@@ -77,263 +77,47 @@ passes there only because its tasks are session-scoped; it ignores ``Authorizati
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import sys
 import time
-import traceback
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
-from pydantic import ConfigDict
+import check_lines  # beside this file, which runs as a script
+from check_lines import Check, CheckFailed, Detail, expect
 
 warnings.simplefilter("ignore", DeprecationWarning)  # the experimental tasks API warns on every use
 
 import mcp.types as types  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.streamable_http import streamablehttp_client  # noqa: E402
-from mcp.shared.exceptions import McpError  # noqa: E402
-
-Detail = dict[str, Any]
-Check = Callable[[str], Awaitable[tuple[bool, Detail]]]
+from mcp1_session import (  # noqa: E402  (beside this file, too)
+    RELATED_TASK,
+    SAMPLED_TEXT,
+    TERMINAL,
+    RejectedMessages,
+    create_task,
+    dump,
+    exc_detail,
+    expect_error,
+    open_session,
+    raw_get,
+    result_detail,
+    task_result,
+    wait_status,
+)
 
 #: Default bound for one check, seconds.
 CHECK_TIMEOUT_S = 20.0
-#: Bound for waiting on one task status by fast polling, seconds.
-WAIT_S = 15.0
-#: Fast polling interval of :func:`wait_status` (the checks' own loop, not the server's hint).
-FAST_POLL_S = 0.1
-#: HTTP timeouts given to ``streamablehttp_client``.
-HTTP_TIMEOUT_S = 30.0
-SSE_READ_TIMEOUT_S = 60.0
 
-RELATED_TASK = "io.modelcontextprotocol/related-task"
-TERMINAL = ("completed", "failed", "cancelled")
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
-#: What the sampling callback answers; ``summarize`` returns it as its result.
-SAMPLED_TEXT = "A short summary."
 #: The text ``summarize`` is asked to summarize.
 SUMMARIZE_INPUT = "MCP tasks let a server run a tool call in the background."
 #: The two principals of ``list_tasks``.
 AUTH_A = "Bearer mcp1-checks-alice"
 AUTH_B = "Bearer mcp1-checks-bob"
 UNKNOWN_TASK_ID = "no-such-task"
-
-
-class CheckFailed(Exception):
-    """A check's expectation did not hold; ``detail`` says what was seen."""
-
-    def __init__(self, message: str, detail: Detail | None = None) -> None:
-        super().__init__(message)
-        self.detail = detail or {}
-
-
-class RawResult(types.Result):
-    """Any result, every key kept as received (``Result`` allows extra keys)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    def raw(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, mode="json", exclude_unset=True)
-
-
-# --------------------------------------------------------------------------------------------
-# The session and what it records
-# --------------------------------------------------------------------------------------------
-
-
-class _RejectedMessages(logging.Handler):
-    """Collects the SDK's warnings about server messages it could not validate (and dropped)."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if text.startswith(("Failed to validate notification", "Failed to validate request")):
-            self.messages.append(text[:500])
-
-
-class Recorder:
-    """The client's callbacks: answers questions and records everything the server sent.
-
-    Elicitation: a boolean property is answered ``True``, a number ``1``, anything else
-    ``"Ada"``. Sampling: :data:`SAMPLED_TEXT`. ``in_result`` is set by :func:`task_result` while a
-    ``tasks/result`` is pending, so each question records whether it came during one.
-    """
-
-    def __init__(self) -> None:
-        self.elicitations: list[Detail] = []
-        self.samplings: list[Detail] = []
-        self.progress: list[Detail] = []
-        self.notifications: list[str] = []
-        self.in_result = 0
-
-    @staticmethod
-    def _related(context: Any) -> Any:
-        meta = getattr(context, "meta", None)
-        if meta is None:
-            return None
-        return meta.model_dump(by_alias=True, mode="json", exclude_none=True).get(RELATED_TASK)
-
-    async def elicit(self, context: Any, params: Any) -> types.ElicitResult:
-        schema = getattr(params, "requestedSchema", None) or {}
-        self.elicitations.append(
-            {
-                "message": getattr(params, "message", None),
-                "mode": getattr(params, "mode", None),
-                "requestedSchema": schema,
-                "related_task": self._related(context),
-                "during_tasks_result": self.in_result > 0,
-            }
-        )
-        answer: dict[str, Any] = {}
-        for key, prop in (schema.get("properties") or {}).items():
-            kind = prop.get("type") if isinstance(prop, dict) else None
-            if kind == "boolean":
-                answer[key] = True
-            elif kind in ("number", "integer"):
-                answer[key] = 1
-            else:
-                answer[key] = "Ada"
-        return types.ElicitResult(action="accept", content=answer)
-
-    async def sample(self, context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        texts: list[str] = []
-        for message in params.messages:
-            blocks = message.content if isinstance(message.content, list) else [message.content]
-            texts.extend(block.text for block in blocks if getattr(block, "type", None) == "text")
-        self.samplings.append(
-            {
-                "texts": texts,
-                "maxTokens": params.maxTokens,
-                "related_task": self._related(context),
-                "during_tasks_result": self.in_result > 0,
-            }
-        )
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(type="text", text=SAMPLED_TEXT),
-            model="mcp1-client-checks-model",
-            stopReason="endTurn",
-        )
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ServerNotification):
-            root = message.root
-            self.notifications.append(getattr(root, "method", type(root).__name__))
-            if isinstance(root, types.ProgressNotification):
-                self.progress.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
-
-
-@contextlib.asynccontextmanager
-async def open_session(url: str, *, authorization: str | None = None) -> AsyncIterator[tuple[ClientSession, Recorder]]:
-    """An initialised ``ClientSession`` on ``url`` (with ``Authorization`` if given) and its recorder."""
-    recorder = Recorder()
-    headers = {"Authorization": authorization} if authorization else None
-    async with streamablehttp_client(
-        url, headers=headers, timeout=HTTP_TIMEOUT_S, sse_read_timeout=SSE_READ_TIMEOUT_S
-    ) as (read, write, _session_id):
-        async with ClientSession(
-            read,
-            write,
-            elicitation_callback=recorder.elicit,
-            sampling_callback=recorder.sample,
-            message_handler=recorder.on_message,
-            client_info=types.Implementation(name="mcp1-client-checks", version="1"),
-        ) as session:
-            await session.initialize()
-            yield session, recorder
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _texts(content: Any) -> list[str]:
-    return [block.text for block in content or [] if getattr(block, "type", None) == "text"]
-
-
-def _result_detail(result: types.CallToolResult) -> Detail:
-    return {
-        "is_error": bool(result.isError),
-        "texts": _texts(result.content),
-        "meta": result.meta,
-    }
-
-
-def _dump(model: Any) -> Detail:
-    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-def _exc_detail(exc: BaseException) -> Detail:
-    if isinstance(exc, McpError):
-        return {"type": "McpError", "code": exc.error.code, "message": exc.error.message}
-    return {"type": type(exc).__name__, "message": str(exc)[:500]}
-
-
-def _expect(condition: bool, message: str, detail: Detail) -> None:
-    if not condition:
-        raise CheckFailed(message, detail)
-
-
-async def create_task(session: ClientSession, name: str, arguments: dict[str, Any], **kw: Any) -> types.Task:
-    created = await session.experimental.call_tool_as_task(name, arguments, ttl=60000, **kw)
-    return created.task
-
-
-async def raw_get(session: ClientSession, task_id: str) -> dict[str, Any]:
-    request = types.ClientRequest(types.GetTaskRequest(params=types.GetTaskRequestParams(taskId=task_id)))
-    result = await session.send_request(request, RawResult)
-    return result.raw()
-
-
-async def wait_status(
-    session: ClientSession, task_id: str, statuses: tuple[str, ...] = TERMINAL, timeout_s: float = WAIT_S
-) -> types.GetTaskResult:
-    """Poll ``tasks/get`` every :data:`FAST_POLL_S` until the status is one of ``statuses``."""
-    deadline = time.monotonic() + timeout_s
-    seen: list[str] = []
-    while True:
-        task = await session.experimental.get_task(task_id)
-        if not seen or seen[-1] != task.status:
-            seen.append(task.status)
-        if task.status in statuses:
-            return task
-        if time.monotonic() >= deadline:
-            raise CheckFailed(f"task stayed {task.status!r} for {timeout_s:g} s", {"statuses_seen": seen})
-        await asyncio.sleep(FAST_POLL_S)
-
-
-async def task_result(session: ClientSession, recorder: Recorder, task_id: str) -> types.CallToolResult:
-    recorder.in_result += 1
-    try:
-        return await session.experimental.get_task_result(task_id, types.CallToolResult)
-    finally:
-        recorder.in_result -= 1
-
-
-async def expect_error(awaitable: Awaitable[Any], code: int, what: str, detail: Detail) -> Detail:
-    """Await ``awaitable``; it must raise ``McpError`` with ``code``. Returns the error detail."""
-    try:
-        answer = await awaitable
-    except McpError as exc:
-        seen = _exc_detail(exc)
-        detail[what] = seen
-        _expect(exc.error.code == code, f"{what}: error {exc.error.code}, not {code}", detail)
-        return seen
-    except Exception as exc:
-        detail[what] = _exc_detail(exc)
-        raise CheckFailed(f"{what}: raised {type(exc).__name__}, not an error {code}", detail) from exc
-    detail[what] = {"answered": _dump(answer) if hasattr(answer, "model_dump") else repr(answer)}
-    raise CheckFailed(f"{what}: answered instead of error {code}", detail)
 
 
 # --------------------------------------------------------------------------------------------
@@ -344,8 +128,8 @@ async def expect_error(awaitable: Awaitable[Any], code: int, what: str, detail: 
 async def check_sync_tool(url: str) -> tuple[bool, Detail]:
     async with open_session(url) as (session, _):
         result = await session.call_tool("greet", {"name": "Ada"})
-    detail = _result_detail(result)
-    _expect(not detail["is_error"] and detail["texts"] == ["Hello, Ada!"], "unexpected greet result", detail)
+    detail = result_detail(result)
+    expect(not detail["is_error"] and detail["texts"] == ["Hello, Ada!"], "unexpected greet result", detail)
     return True, detail
 
 
@@ -355,11 +139,11 @@ async def check_create_task_shape(url: str) -> tuple[bool, Detail]:
             "slow_compute", {"seconds": 1, "label": "x"}, ttl=60000
         )
     task = created.task
-    detail: Detail = {"created": _dump(created)}
-    _expect(isinstance(task.taskId, str) and task.taskId != "", "no taskId", detail)
-    _expect(task.status == "working", f"a new task says {task.status!r}, not 'working'", detail)
-    _expect(task.createdAt is not None and task.lastUpdatedAt is not None, "createdAt/lastUpdatedAt missing", detail)
-    _expect(isinstance(task.ttl, int) and task.ttl > 0, f"ttl is {task.ttl!r}, not a positive integer", detail)
+    detail: Detail = {"created": dump(created)}
+    expect(isinstance(task.taskId, str) and task.taskId != "", "no taskId", detail)
+    expect(task.status == "working", f"a new task says {task.status!r}, not 'working'", detail)
+    expect(task.createdAt is not None and task.lastUpdatedAt is not None, "createdAt/lastUpdatedAt missing", detail)
+    expect(isinstance(task.ttl, int) and task.ttl > 0, f"ttl is {task.ttl!r}, not a positive integer", detail)
     return True, detail
 
 
@@ -386,8 +170,8 @@ async def check_get_is_flat(url: str) -> tuple[bool, Detail]:
     detail: Detail = {"while_working": working, "when_finished": finished}
     problems = {"while_working": _flat_problems(working, task.taskId), "when_finished": _flat_problems(finished, task.taskId)}
     detail["problems"] = problems
-    _expect(not problems["while_working"] and not problems["when_finished"], "tasks/get is not a flat v1 Task", detail)
-    _expect(finished.get("status") == "completed", f"slow_compute ended {finished.get('status')!r}", detail)
+    expect(not problems["while_working"] and not problems["when_finished"], "tasks/get is not a flat v1 Task", detail)
+    expect(finished.get("status") == "completed", f"slow_compute ended {finished.get('status')!r}", detail)
     return True, detail
 
 
@@ -402,10 +186,10 @@ async def check_tool_error_failed(url: str) -> tuple[bool, Detail]:
             final = status
         result = await task_result(session, recorder, task.taskId)
     assert final is not None
-    detail: Detail = {"statuses": statuses, "final": _dump(final), "result": _result_detail(result)}
-    _expect(final.status == "failed", f"failing_job ended {final.status!r}, not 'failed'", detail)
-    _expect(final.statusMessage == expected, f"statusMessage is {final.statusMessage!r}", detail)
-    _expect(
+    detail: Detail = {"statuses": statuses, "final": dump(final), "result": result_detail(result)}
+    expect(final.status == "failed", f"failing_job ended {final.status!r}, not 'failed'", detail)
+    expect(final.statusMessage == expected, f"statusMessage is {final.statusMessage!r}", detail)
+    expect(
         detail["result"]["is_error"] and detail["result"]["texts"] == [expected],
         "tasks/result is not the isError CallToolResult",
         detail,
@@ -419,14 +203,14 @@ async def check_result_related_meta(url: str) -> tuple[bool, Detail]:
         await wait_status(session, task.taskId)
         got = await raw_get(session, task.taskId)
         result = await task_result(session, recorder, task.taskId)
-    detail: Detail = {"task_id": task.taskId, "tasks_get": got, "tasks_result": _result_detail(result)}
-    _expect(
+    detail: Detail = {"task_id": task.taskId, "tasks_get": got, "tasks_result": result_detail(result)}
+    expect(
         (result.meta or {}).get(RELATED_TASK) == {"taskId": task.taskId},
         "tasks/result lacks the related-task _meta naming this task",
         detail,
     )
-    _expect(RELATED_TASK not in (got.get("_meta") or {}), "tasks/get carries related-task _meta", detail)
-    _expect(detail["tasks_result"]["texts"] == ["computed meta"], "unexpected tasks/result content", detail)
+    expect(RELATED_TASK not in (got.get("_meta") or {}), "tasks/get carries related-task _meta", detail)
+    expect(detail["tasks_result"]["texts"] == ["computed meta"], "unexpected tasks/result content", detail)
     return True, detail
 
 
@@ -439,15 +223,15 @@ async def check_cancel(url: str) -> tuple[bool, Detail]:
         await asyncio.sleep(1.0)
         later = await session.experimental.get_task(task.taskId)
     detail: Detail = {
-        "before": _dump(before),
-        "cancel_answer": _dump(answer),
-        "one_second_later": _dump(later),
+        "before": dump(before),
+        "cancel_answer": dump(answer),
+        "one_second_later": dump(later),
         "elapsed_s": round(time.monotonic() - started, 2),
     }
-    _expect(before.status == "working", f"status before cancel is {before.status!r}", detail)
-    _expect(answer.taskId == task.taskId, "tasks/cancel answered another task", detail)
-    _expect(answer.status == "cancelled", f"tasks/cancel answered status {answer.status!r}", detail)
-    _expect(later.status == "cancelled", f"tasks/get after cancel says {later.status!r}", detail)
+    expect(before.status == "working", f"status before cancel is {before.status!r}", detail)
+    expect(answer.taskId == task.taskId, "tasks/cancel answered another task", detail)
+    expect(answer.status == "cancelled", f"tasks/cancel answered status {answer.status!r}", detail)
+    expect(later.status == "cancelled", f"tasks/get after cancel says {later.status!r}", detail)
     return True, detail
 
 
@@ -456,8 +240,8 @@ async def check_cancel_finished_and_unknown(url: str) -> tuple[bool, Detail]:
     async with open_session(url) as (session, _):
         task = await create_task(session, "slow_compute", {"seconds": 0, "label": "done"})
         finished = await wait_status(session, task.taskId)
-        detail["finished"] = _dump(finished)
-        _expect(finished.status == "completed", f"slow_compute ended {finished.status!r}", detail)
+        detail["finished"] = dump(finished)
+        expect(finished.status == "completed", f"slow_compute ended {finished.status!r}", detail)
         await expect_error(session.experimental.cancel_task(task.taskId), INVALID_PARAMS, "cancel_finished", detail)
         await expect_error(session.experimental.get_task(UNKNOWN_TASK_ID), INVALID_PARAMS, "get_unknown", detail)
         await expect_error(session.experimental.cancel_task(UNKNOWN_TASK_ID), INVALID_PARAMS, "cancel_unknown", detail)
@@ -468,8 +252,8 @@ async def check_required_without_task(url: str) -> tuple[bool, Detail]:
     started = time.monotonic()
     async with open_session(url) as (session, _):
         result = await session.call_tool("failing_job", {})
-    detail = {**_result_detail(result), "elapsed_s": round(time.monotonic() - started, 2)}
-    _expect(
+    detail = {**result_detail(result), "elapsed_s": round(time.monotonic() - started, 2)}
+    expect(
         detail["is_error"] and detail["texts"] == ["failing_job always fails"],
         "a plain call of failing_job did not return the tool's own isError result",
         detail,
@@ -510,10 +294,10 @@ async def check_list_tasks(url: str) -> tuple[bool, Detail]:
         listed_a = await _all_task_ids(session_a)
         listed_b = await _all_task_ids(session_b)
         detail: Detail = {"task_a": task_a.taskId, "task_b": task_b.taskId, "listed_a": listed_a, "listed_b": listed_b}
-        _expect(task_a.taskId in listed_a, "client A's tasks/list lacks its own task", detail)
-        _expect(task_b.taskId in listed_b, "client B's tasks/list lacks its own task", detail)
-        _expect(task_b.taskId not in listed_a, "client A's tasks/list shows client B's task", detail)
-        _expect(task_a.taskId not in listed_b, "client B's tasks/list shows client A's task", detail)
+        expect(task_a.taskId in listed_a, "client A's tasks/list lacks its own task", detail)
+        expect(task_b.taskId in listed_b, "client B's tasks/list lacks its own task", detail)
+        expect(task_b.taskId not in listed_a, "client A's tasks/list shows client B's task", detail)
+        expect(task_a.taskId not in listed_b, "client B's tasks/list shows client A's task", detail)
         await expect_error(session_b.experimental.get_task(task_a.taskId), INVALID_PARAMS, "b_gets_a", detail)
     return True, detail
 
@@ -525,8 +309,8 @@ async def check_concurrent_creations(url: str) -> tuple[bool, Detail]:
         )
     ids = [task.taskId for task in tasks]
     detail: Detail = {"ids": ids, "statuses": [task.status for task in tasks]}
-    _expect(len(set(ids)) == 5 and all(ids), "five creations did not give five distinct ids", detail)
-    _expect(all(task.status == "working" for task in tasks), "not every new task says 'working'", detail)
+    expect(len(set(ids)) == 5 and all(ids), "five creations did not give five distinct ids", detail)
+    expect(all(task.status == "working" for task in tasks), "not every new task says 'working'", detail)
     return True, detail
 
 
@@ -537,10 +321,10 @@ async def check_finished_still_readable(url: str) -> tuple[bool, Detail]:
         await asyncio.sleep(1.0)
         later = await session.experimental.get_task(task.taskId)
         result = await task_result(session, recorder, task.taskId)
-    detail: Detail = {"finished": _dump(finished), "one_second_later": _dump(later), "result": _result_detail(result)}
-    _expect(finished.status == "completed", f"slow_compute ended {finished.status!r}", detail)
-    _expect(later.status == "completed", f"1 s after it ended, tasks/get says {later.status!r}", detail)
-    _expect(
+    detail: Detail = {"finished": dump(finished), "one_second_later": dump(later), "result": result_detail(result)}
+    expect(finished.status == "completed", f"slow_compute ended {finished.status!r}", detail)
+    expect(later.status == "completed", f"1 s after it ended, tasks/get says {later.status!r}", detail)
+    expect(
         not detail["result"]["is_error"] and detail["result"]["texts"] == ["computed late"],
         "unexpected tasks/result 1 s after the end",
         detail,
@@ -556,30 +340,30 @@ async def check_elicitation_in_task(url: str) -> tuple[bool, Detail]:
         result = await task_result(session, recorder, task.taskId)
         final = await wait_status(session, task.taskId)
     detail: Detail = {
-        "parked": _dump(parked),
+        "parked": dump(parked),
         "elicitations": recorder.elicitations,
         "asked_before_tasks_result": asked_before_result,
-        "result": _result_detail(result),
-        "final": _dump(final),
+        "result": result_detail(result),
+        "final": dump(final),
         "notifications": recorder.notifications,
     }
-    _expect(parked.status == "input_required", f"tasks/get never said input_required (got {parked.status!r})", detail)
-    _expect(len(recorder.elicitations) == 1, f"the callback was asked {len(recorder.elicitations)} times, not once", detail)
+    expect(parked.status == "input_required", f"tasks/get never said input_required (got {parked.status!r})", detail)
+    expect(len(recorder.elicitations) == 1, f"the callback was asked {len(recorder.elicitations)} times, not once", detail)
     question = recorder.elicitations[0]
-    _expect(question["message"] == "Delete notes.txt?", "unexpected question", detail)
-    _expect(
+    expect(question["message"] == "Delete notes.txt?", "unexpected question", detail)
+    expect(
         (question["requestedSchema"].get("properties") or {}).get("confirm", {}).get("type") == "boolean",
         "the question does not ask for a boolean 'confirm'",
         detail,
     )
-    _expect(question["during_tasks_result"], "the question did not come while tasks/result was pending", detail)
-    _expect(question["related_task"] == {"taskId": task.taskId}, "the question lacks related-task _meta for this task", detail)
-    _expect(
+    expect(question["during_tasks_result"], "the question did not come while tasks/result was pending", detail)
+    expect(question["related_task"] == {"taskId": task.taskId}, "the question lacks related-task _meta for this task", detail)
+    expect(
         not detail["result"]["is_error"] and detail["result"]["texts"] == ["deleted notes.txt"],
         "unexpected confirm_delete result",
         detail,
     )
-    _expect(final.status == "completed", f"the task ended {final.status!r}", detail)
+    expect(final.status == "completed", f"the task ended {final.status!r}", detail)
     return True, detail
 
 
@@ -590,29 +374,29 @@ async def check_sampling_in_task(url: str) -> tuple[bool, Detail]:
         result = await task_result(session, recorder, task.taskId)
         final = await wait_status(session, task.taskId)
     detail: Detail = {
-        "parked": _dump(parked),
+        "parked": dump(parked),
         "samplings": recorder.samplings,
         "elicitations": recorder.elicitations,
-        "result": _result_detail(result),
-        "final": _dump(final),
+        "result": result_detail(result),
+        "final": dump(final),
     }
-    _expect(parked.status == "input_required", f"tasks/get never said input_required (got {parked.status!r})", detail)
-    _expect(len(recorder.samplings) == 1, f"the sampling callback was asked {len(recorder.samplings)} times, not once", detail)
+    expect(parked.status == "input_required", f"tasks/get never said input_required (got {parked.status!r})", detail)
+    expect(len(recorder.samplings) == 1, f"the sampling callback was asked {len(recorder.samplings)} times, not once", detail)
     request = recorder.samplings[0]
-    _expect(request["texts"] == [f"Summarize: {SUMMARIZE_INPUT}"], "unexpected sampling messages", detail)
-    _expect(request["during_tasks_result"], "the sampling request did not come while tasks/result was pending", detail)
-    _expect(request["related_task"] == {"taskId": task.taskId}, "the request lacks related-task _meta for this task", detail)
-    _expect(
+    expect(request["texts"] == [f"Summarize: {SUMMARIZE_INPUT}"], "unexpected sampling messages", detail)
+    expect(request["during_tasks_result"], "the sampling request did not come while tasks/result was pending", detail)
+    expect(request["related_task"] == {"taskId": task.taskId}, "the request lacks related-task _meta for this task", detail)
+    expect(
         not detail["result"]["is_error"] and detail["result"]["texts"] == [SAMPLED_TEXT],
         "summarize did not return the model's text",
         detail,
     )
-    _expect(final.status == "completed", f"the task ended {final.status!r}", detail)
+    expect(final.status == "completed", f"the task ended {final.status!r}", detail)
     return True, detail
 
 
 async def check_progress_well_formed(url: str) -> tuple[bool, Detail]:
-    rejected = _RejectedMessages()
+    rejected = RejectedMessages()
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.WARNING)  # the SDK reports what it drops with logging.warning
@@ -637,21 +421,21 @@ async def check_progress_well_formed(url: str) -> tuple[bool, Detail]:
         root.removeHandler(rejected)
         root.setLevel(level)
     detail: Detail = {
-        "plain": _result_detail(plain),
-        "tasked": _result_detail(tasked),
+        "plain": result_detail(plain),
+        "tasked": result_detail(tasked),
         "progress_notifications": recorder.progress,
         "progress_callback_calls": callback_calls,
         "rejected_by_sdk": rejected.messages,
     }
-    _expect(detail["plain"]["texts"] == ["computed progress"], "unexpected plain slow_compute result", detail)
-    _expect(detail["tasked"]["texts"] == ["computed progress-task"], "unexpected tasked slow_compute result", detail)
+    expect(detail["plain"]["texts"] == ["computed progress"], "unexpected plain slow_compute result", detail)
+    expect(detail["tasked"]["texts"] == ["computed progress-task"], "unexpected tasked slow_compute result", detail)
     bad_progress = [text for text in rejected.messages if "notifications/progress" in text]
-    _expect(not bad_progress, "the SDK rejected malformed notifications/progress", detail)
+    expect(not bad_progress, "the SDK rejected malformed notifications/progress", detail)
     for params in recorder.progress:
         token = params.get("progressToken")
         progress = params.get("progress")
-        _expect(isinstance(token, (str, int)) and not isinstance(token, bool), "a progress notification lacks progressToken", detail)
-        _expect(
+        expect(isinstance(token, (str, int)) and not isinstance(token, bool), "a progress notification lacks progressToken", detail)
+        expect(
             isinstance(progress, (int, float)) and not isinstance(progress, bool),
             "a progress notification has no numeric progress",
             detail,
@@ -680,57 +464,16 @@ CHECKS: dict[str, Check] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Runner
+# Entry point
 # --------------------------------------------------------------------------------------------
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio task groups wrap the session's errors)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-async def run_check(name: str, url: str, timeout_s: float) -> dict[str, Any]:
-    """Run one check; never raises. Returns the JSON line's object."""
-    try:
-        ok, detail = await asyncio.wait_for(CHECKS[name](url), timeout_s)
-    except (asyncio.TimeoutError, TimeoutError) as exc:
-        ok, detail = False, {"failure": f"timed out after {timeout_s:g} s", **_exc_detail(exc)}
-    except Exception as exc:
-        leaf = _unwrap(exc)
-        if isinstance(leaf, CheckFailed):
-            ok, detail = False, {"failure": str(leaf), **leaf.detail}
-        else:  # the client raised something unexpected: report it
-            detail = {"failure": f"raised {type(leaf).__name__}", **_exc_detail(leaf)}
-            detail["traceback"] = traceback.format_exception(leaf)[-12:]
-            ok = False
-    return {"check": name, "ok": ok, "detail": detail}
-
-
-async def run(url: str, names: list[str], timeout_s: float) -> bool:
-    all_ok = True
-    for name in names:
-        line = await run_check(name, url, timeout_s)
-        all_ok = all_ok and line["ok"]
-        print(json.dumps(line, default=str), flush=True)
-    return all_ok
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--url", required=True, help="the MCP endpoint, e.g. http://127.0.0.1:8000/mcp")
-    parser.add_argument(
-        "--check",
-        action="append",
-        choices=list(CHECKS),
-        help="run only this check (repeatable); default: all, in order",
-    )
-    parser.add_argument("--timeout", type=float, default=CHECK_TIMEOUT_S, help="bound for one check, seconds")
-    args = parser.parse_args(argv)
+    url, names, timeout_s = check_lines.parse_args(__doc__, CHECKS, list(CHECKS), CHECK_TIMEOUT_S, argv)
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    names = [name for name in CHECKS if args.check is None or name in args.check]
-    return 0 if asyncio.run(run(args.url, names, args.timeout)) else 1
+    # anyio task groups wrap the session's errors: judge the first leaf of a group
+    run = check_lines.run(CHECKS, url, names, timeout_s, exc_detail, unwrap_groups=True, traceback_by_line=False)
+    return 0 if asyncio.run(run) else 1
 
 
 if __name__ == "__main__":

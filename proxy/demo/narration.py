@@ -12,7 +12,8 @@ its own clients and ways of talking. This module holds the parts that do not dep
 * :func:`summary` (the last line) and :func:`run_demo` (start the server, run the proxy in this
   process in front of it, walk the steps, stop everything, also on failure or Ctrl-C).
 
-Exchanges are duck-typed: a check helper needs ``status``, ``response`` and ``error_code``.
+Exchanges are duck-typed: a check helper needs ``status``, ``response`` and ``error_code``; the
+printing helpers also ``request_headers``, ``headers``, ``body`` and ``elapsed_s``.
 """
 
 from __future__ import annotations
@@ -145,6 +146,13 @@ class _Answer(Protocol):
     def error_code(self) -> int | None: ...
 
 
+class _Exchange(_Answer, Protocol):
+    request_headers: dict[str, str]
+    headers: dict[str, str]
+    body: str
+    elapsed_s: float
+
+
 class Narrator:
     """Printing and check recording for a demo; subclasses add the clients and the talking.
 
@@ -172,6 +180,13 @@ class Narrator:
         if len(value) > SHORT_ID_OVER:
             self._task_ids.add(value)
 
+    def remember(self, *values: Any) -> None:
+        """Show these long ids (task ids, a session id) as ``abcd…wxyz`` from now on; values that
+        are not strings are skipped."""
+        for value in values:
+            if isinstance(value, str):
+                self.abbreviate(value)
+
     def _shorten(self, text: str) -> str:
         for task_id in sorted(self._task_ids, key=len, reverse=True):
             text = text.replace(task_id, short_id(task_id))
@@ -185,6 +200,38 @@ class Narrator:
         text = json.dumps(shown, indent=2, ensure_ascii=False)
         text = text.replace(json.dumps(_ELIDED), "{…}")
         return self._shorten(text)
+
+    # The parts of printing an exchange (a subclass's ``show``), verbose mode only.
+
+    def print_request_line(self, verb: str, exchange: _Exchange, note: str = "") -> None:
+        """``  → POST  <the MCP headers sent>   (note)``."""
+        headers = "  ".join(f"{k}: {v}" for k, v in exchange.request_headers.items())
+        print(f"  → {verb}  {self._shorten(headers)}" + (f"   ({note})" if note else ""))
+
+    def print_status_line(self, exchange: _Exchange, kind: str = "") -> None:
+        """``  ← HTTP <status>  <headers of interest but Content-Type><kind>   (<n> ms)``."""
+        answer_headers = "".join(f"  {k}: {v}" for k, v in exchange.headers.items() if k != "Content-Type")
+        print(f"  ← HTTP {exchange.status}{self._shorten(answer_headers)}{kind}   ({exchange.elapsed_s * 1000:.0f} ms)")
+
+    def print_response(self, exchange: _Exchange, elide: Iterable[str] = ()) -> None:
+        """The JSON-RPC response (``elide`` paths shown as ``{…}``), or the start of a body that
+        is none, then a blank line."""
+        if exchange.response is not None:
+            print(_indent(self.pretty(exchange.response, elide)))
+        else:
+            print(_indent(exchange.body[:500] or "(empty body)"))
+        print(flush=True)
+
+    def show_polls(self, polls: Sequence[_Exchange], started: float, label: Callable[[Any], str]) -> None:
+        """Say how a task was followed (``label`` of each ``tasks/get``, in order) and show the
+        last ``tasks/get``."""
+        sequence = " → ".join(label(p) for p in polls)
+        self.say(f"  … tasks/get ×{len(polls)} in {time.monotonic() - started:.1f} s: {sequence}; the last one:")
+        self.show(polls[-1])
+
+    def show(self, exchange: Any) -> None:
+        """Print one exchange (subclasses: the request, the answer and what came with it)."""
+        raise NotImplementedError
 
     # -- checks --------------------------------------------------------------------------------
 

@@ -115,12 +115,6 @@ class Demo(Narrator):
 
     # -- printing ------------------------------------------------------------------------------
 
-    def remember(self, *values: Any) -> None:
-        """Show these long ids (task ids, the session id) as ``abcd…wxyz`` from now on."""
-        for value in values:
-            if isinstance(value, str) and len(value) > SHORT_ID_OVER:
-                self._task_ids.add(value)
-
     def _remember_ids(self, exchange: Exchange) -> None:
         result = exchange.result or {}
         task = result.get("task") if isinstance(result.get("task"), dict) else {}
@@ -134,14 +128,10 @@ class Demo(Narrator):
         self._remember_ids(exchange)
         if not self.verbose:
             return
-        headers = "  ".join(f"{k}: {v}" for k, v in exchange.request_headers.items())
-        verb = "DELETE" if exchange.method == "DELETE" else "POST"
-        print(f"  → {verb}  {self._shorten(headers)}" + (f"   ({note})" if note else ""))
+        self.print_request_line("DELETE" if exchange.method == "DELETE" else "POST", exchange, note)
         if exchange.request:
             print(_indent(self.pretty(exchange.request)))
-        answer_headers = "".join(f"  {k}: {v}" for k, v in exchange.headers.items() if k != "Content-Type")
-        kind = "   text/event-stream" if exchange.streamed else ""
-        print(f"  ← HTTP {exchange.status}{self._shorten(answer_headers)}{kind}   ({exchange.elapsed_s * 1000:.0f} ms)")
+        self.print_status_line(exchange, "   text/event-stream" if exchange.streamed else "")
         for answered in exchange.answered:
             print("    ⇠ on the stream, a request to the client:")
             print(_indent(self.pretty(answered.request), "      "))
@@ -152,11 +142,7 @@ class Demo(Narrator):
             print(_indent(self.pretty(notification), "      "))
         if exchange.streamed:
             print("    ⇠ on the stream, the response:")
-        if exchange.response is not None:
-            print(_indent(self.pretty(exchange.response, elide)))
-        else:
-            print(_indent(exchange.body[:500] or "(empty body)"))
-        print(flush=True)
+        self.print_response(exchange, elide)
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -222,9 +208,7 @@ class Demo(Narrator):
             interval = (last.result or {}).get("pollInterval")
             interval_s = interval / 1000 if isinstance(interval, (int, float)) and interval > 0 else MAX_POLL_INTERVAL_S
             await asyncio.sleep(min(interval_s, MAX_POLL_INTERVAL_S))
-        sequence = " → ".join(p.task_status or f"HTTP {p.status} error" for p in polls)
-        self.say(f"  … tasks/get ×{len(polls)} in {time.monotonic() - started:.1f} s: {sequence}; the last one:")
-        self.show(last)
+        self.show_polls(polls, started, lambda p: p.task_status or f"HTTP {p.status} error")
         self.expect("tasks/get: HTTP 200", last.status, 200)
         self.expect_at(last, "result.taskId", task_id, "tasks/get: taskId = the id the client was given")
         self.check_v1_task(last.result, "tasks/get")
@@ -331,16 +315,26 @@ async def _result(demo: Demo) -> None:
     demo.check("resultType" not in (ex.result or {}), "no resultType", (ex.result or {}).get("resultType"))
 
 
+async def _failed_then_result(demo: Demo, tool: str, message: str) -> tuple[str, Exchange] | None:
+    """Call ``tool`` (no arguments) as a task, follow it to its end, check it ended ``failed`` with
+    ``statusMessage`` ``message``, then ask ``tasks/result``. Returns the task id and that
+    exchange, or ``None`` when no task came back."""
+    task_id = await demo.task_call(tool)
+    if task_id is None:
+        return None
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", "failed")
+    demo.expect_at(last, "result.statusMessage", message)
+    return task_id, await demo.call("tasks/result", {"taskId": task_id})
+
+
 @step("A tool error: failing_job", "A v2 task completed with an isError result is a failed v1 task; "
       "tasks/result answers that isError result.")
 async def _tool_error(demo: Demo) -> None:
-    task_id = await demo.task_call("failing_job")
-    if task_id is None:
+    ended = await _failed_then_result(demo, "failing_job", "failing_job always fails")
+    if ended is None:
         return
-    last = await demo.follow(task_id)
-    demo.expect_at(last, "result.status", "failed")
-    demo.expect_at(last, "result.statusMessage", "failing_job always fails")
-    ex = await demo.call("tasks/result", {"taskId": task_id})
+    task_id, ex = ended
     demo.expect("tasks/result: HTTP 200", ex.status, 200)
     demo.expect_at(ex, "result.isError", True, "tasks/result: result.isError = true")
     demo.expect_at(ex, "result.content.0.text", "failing_job always fails", 'tasks/result: content text = "failing_job always fails"')
@@ -350,13 +344,10 @@ async def _tool_error(demo: Demo) -> None:
 @step("A protocol error: protocol_error_job", "A failed v2 task is a failed v1 task; tasks/result answers its "
       "JSON-RPC error.")
 async def _protocol_error(demo: Demo) -> None:
-    task_id = await demo.task_call("protocol_error_job")
-    if task_id is None:
+    ended = await _failed_then_result(demo, "protocol_error_job", "protocol_error_job: simulated internal failure")
+    if ended is None:
         return
-    last = await demo.follow(task_id)
-    demo.expect_at(last, "result.status", "failed")
-    demo.expect_at(last, "result.statusMessage", "protocol_error_job: simulated internal failure")
-    ex = await demo.call("tasks/result", {"taskId": task_id})
+    _, ex = ended
     demo.expect_error(ex, 200, -32603, "tasks/result")
     demo.expect_at(ex, "error.message", "protocol_error_job: simulated internal failure",
                    'tasks/result: error.message = "protocol_error_job: simulated internal failure"')

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -48,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+
+from .wire_client import H_PROTOCOL_VERSION, TERMINAL_STATUSES, BaseExchange, HttpClient, json_or_none
 
 __all__ = [
     "Answered",
@@ -61,14 +62,10 @@ __all__ = [
 
 PROTOCOL_VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
-#: Task statuses after which a task never changes again.
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 CLIENT_INFO: dict[str, str] = {"name": "mcp-tasks-proxy-demo-v1-client", "version": "0.1.0"}
 
-H_PROTOCOL_VERSION = "MCP-Protocol-Version"
 H_SESSION_ID = "Mcp-Session-Id"
 SSE = "text/event-stream"
-ACCEPT = f"application/json, {SSE}"
 #: Response headers an :class:`Exchange` keeps.
 HEADERS_OF_INTEREST: tuple[str, ...] = (H_SESSION_ID, "Content-Type")
 
@@ -113,7 +110,7 @@ class Answered:
 
 
 @dataclass
-class Exchange:
+class Exchange(BaseExchange):
     """One request and its answer, exactly as they crossed the wire.
 
     Attributes:
@@ -131,16 +128,10 @@ class Exchange:
         answered: the server→client requests that arrived on the SSE answer, in order, each with
             the client's reply.
         notifications: notifications that arrived on the SSE answer.
+
+    ``result``, ``error`` and ``error_code`` read the JSON-RPC response (``None`` when it has none).
     """
 
-    method: str
-    request: dict[str, Any]
-    request_headers: dict[str, str]
-    status: int
-    headers: dict[str, str]
-    response: dict[str, Any] | None
-    body: str = ""
-    elapsed_s: float = 0.0
     answered: list[Answered] = field(default_factory=list)
     notifications: list[dict[str, Any]] = field(default_factory=list)
 
@@ -148,26 +139,6 @@ class Exchange:
     def streamed(self) -> bool:
         """The answer was a server-sent event stream."""
         return self.headers.get("Content-Type", "").split(";")[0].strip().lower() == SSE
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        """The JSON-RPC ``result`` object, or ``None`` for an error or no response."""
-        if isinstance(self.response, dict) and isinstance(self.response.get("result"), dict):
-            return self.response["result"]
-        return None
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        """The JSON-RPC ``error`` object ``{code, message, data?}``, or ``None``."""
-        if isinstance(self.response, dict) and isinstance(self.response.get("error"), dict):
-            return self.response["error"]
-        return None
-
-    @property
-    def error_code(self) -> int | None:
-        """``error.code``, or ``None`` when the answer is not a JSON-RPC error."""
-        error = self.error
-        return error.get("code") if error else None
 
     @property
     def task_status(self) -> str | None:
@@ -180,7 +151,7 @@ class Exchange:
         return task.get("status") if isinstance(task, dict) else None
 
 
-class SessionClient:
+class SessionClient(HttpClient):
     """A v1 client of one MCP endpoint, holding one session.
 
     Args:
@@ -207,35 +178,18 @@ class SessionClient:
         client_info: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
     ) -> None:
-        self.url = url
-        self.capabilities: dict[str, Any] = json.loads(json.dumps(dict(capabilities or {})))
+        super().__init__(url, capabilities, authorization, client_info or CLIENT_INFO, timeout_s)
         self.on_request = on_request
-        self.authorization = authorization
-        self.client_info = dict(client_info or CLIENT_INFO)
         self.session_id: str | None = None
         self.stream_messages: list[dict[str, Any]] = []
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._ids = itertools.count(1)
-        self._http: aiohttp.ClientSession | None = None
         self._listener: asyncio.Task[None] | None = None
         self._stream_changed = asyncio.Event()
-
-    def _session(self) -> aiohttp.ClientSession:
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(timeout=self._timeout)
-        return self._http
 
     def mcp_headers(self) -> dict[str, str]:
         """The MCP headers of every request: protocol version, and the session id once known."""
         headers = {H_PROTOCOL_VERSION: PROTOCOL_VERSION}
         if self.session_id is not None:
             headers[H_SESSION_ID] = self.session_id
-        return headers
-
-    def _wire_headers(self, sent: Mapping[str, str], accept: str = ACCEPT) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": accept, **sent}
-        if self.authorization is not None:
-            headers["Authorization"] = self.authorization
         return headers
 
     # -- the session ----------------------------------------------------------------------------
@@ -278,7 +232,7 @@ class SessionClient:
         async with self._session().delete(self.url, headers=self._wire_headers(sent)) as resp:
             text = await resp.text(encoding="utf-8", errors="replace")
             status, kept = resp.status, _kept(resp.headers)
-        return Exchange("DELETE", {}, sent, status, kept, _json_or_none(text), text, time.monotonic() - started)
+        return Exchange("DELETE", {}, sent, status, kept, json_or_none(text), text, time.monotonic() - started)
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -292,7 +246,7 @@ class SessionClient:
         async with self._session().post(self.url, data=json.dumps(message), headers=self._wire_headers(sent)) as resp:
             text = await resp.text(encoding="utf-8", errors="replace")
             status, kept = resp.status, _kept(resp.headers)
-        return Exchange(method, message, sent, status, kept, _json_or_none(text), text, time.monotonic() - started)
+        return Exchange(method, message, sent, status, kept, json_or_none(text), text, time.monotonic() - started)
 
     async def request(
         self, method: str, params: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
@@ -326,7 +280,7 @@ class SessionClient:
                 text = "".join(raw)
             else:
                 text = await resp.text(encoding="utf-8", errors="replace")
-                response = _json_or_none(text)
+                response = json_or_none(text)
         return Exchange(method, message, sent, status, kept, response, text, time.monotonic() - started, answered, notifications)
 
     async def _answer(self, message: dict[str, Any]) -> Answered:
@@ -404,14 +358,6 @@ def _kept(headers: Mapping[str, str]) -> dict[str, str]:
     return {h: headers[h] for h in HEADERS_OF_INTEREST if h in headers}
 
 
-def _json_or_none(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _is_request(message: Mapping[str, Any]) -> bool:
     return "method" in message and "id" in message
 
@@ -430,7 +376,7 @@ async def _events(content: aiohttp.StreamReader, raw: list[str]) -> AsyncIterato
         if line == "":
             payload = "\n".join(data).strip()
             data.clear()
-            message = _json_or_none(payload) if payload else None
+            message = json_or_none(payload) if payload else None
             if message is not None:
                 yield message
         elif not line.startswith(":"):

@@ -77,20 +77,16 @@ Where FastMCP 3 cannot express a fixture exactly, and how this server deviates:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import ipaddress
 import logging
-import socket
-import sys
-import warnings
 from dataclasses import dataclass
 
-import uvicorn
+import loopback_serve  # beside this file, which runs as a script
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.elicitation import AcceptedElicitation
 from fastmcp.utilities.tasks import TaskConfig
+from fastmcp_tools import add_common_tools  # beside this file, too
 
 SERVER_NAME = "tasks-fixture-v1-fastmcp3"
 
@@ -132,21 +128,7 @@ def _action(answer: object) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@mcp.tool(description="Greets someone by name (no task support).")
-async def greet(name: str) -> str:
-    return f"Hello, {name}!"
-
-
-@mcp.tool(description="Sleeps for `seconds`, then reports `computed <label>`.", task=OPTIONAL)
-async def slow_compute(seconds: float, label: str) -> str:
-    await asyncio.sleep(max(0.0, float(seconds)))
-    return f"computed {label}"
-
-
-@mcp.tool(description="After about a second, ends with a tool error.", task=REQUIRED)
-async def failing_job() -> str:
-    await asyncio.sleep(1.0)
-    raise ToolError("failing_job always fails")
+add_common_tools(mcp, optional=OPTIONAL, required=REQUIRED)  # greet, slow_compute, failing_job
 
 
 @mcp.tool(description="Its task fails with an internal error.", task=REQUIRED)
@@ -188,55 +170,11 @@ async def test_tool_with_task(ctx: Context) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _loopback_socket(host: str, port: int) -> socket.socket:
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        raise SystemExit(f"--host must be a loopback IP address, not {host!r}") from None
-    if not address.is_loopback:
-        raise SystemExit(f"--host must be a loopback address, not {host!r}")
-    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
-async def _serve(host: str, port: int) -> None:
-    sock = _loopback_socket(host, port)
-    bound_port = sock.getsockname()[1]
-    url_host = f"[{host}]" if ":" in host else host
+def main(argv: list[str] | None = None) -> None:
+    """Parse ``--host``/``--port`` and serve ``FastMCP.http_app`` (endpoint ``/mcp``) until SIGTERM or SIGINT."""
     # The app's lifespan enters FastMCP's own lifespan, which starts Docket and its worker.
     # Host/Origin protection stays on FastMCP's "auto" default (loopback Host headers only).
-    app = mcp.http_app(path="/mcp", transport="http")
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-    )
-    uv_server = uvicorn.Server(config)
-    serving = asyncio.create_task(uv_server.serve(sockets=[sock]))
-    while not uv_server.started:
-        if serving.done():
-            await serving  # startup failed: surface the error
-            raise SystemExit("uvicorn stopped during startup")
-        await asyncio.sleep(0.02)
-    print(f"LISTENING http://{url_host}:{bound_port}/mcp", flush=True)
-    await serving
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Parse ``--host``/``--port`` and serve until SIGTERM or SIGINT."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one (default)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    warnings.simplefilter("ignore", DeprecationWarning)
-    asyncio.run(_serve(args.host, args.port))
+    loopback_serve.main(__doc__, lambda: mcp.http_app(path="/mcp", transport="http"), argv)
 
 
 if __name__ == "__main__":

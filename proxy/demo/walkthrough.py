@@ -28,7 +28,6 @@ from .client import TASKS_EXTENSION, TERMINAL_STATUSES, Exchange, ModernClient
 from .narration import (  # noqa: F401  (short_id, summary, Step, StepOutcome: also this module's API)
     _MISSING,
     _indent,
-    SHORT_ID_OVER,
     STEP_TIMEOUT_S,
     Narrator,
     Step,
@@ -110,13 +109,11 @@ class Demo(Narrator):
     # -- printing ------------------------------------------------------------------------------
 
     def _remember_ids(self, exchange: Exchange) -> None:
-        for candidate in (
+        self.remember(
             (exchange.result or {}).get("taskId"),
             (exchange.request.get("params") or {}).get("taskId"),
             exchange.headers.get("Mcp-Name") if exchange.result_type == "task" else None,
-        ):
-            if isinstance(candidate, str) and len(candidate) > SHORT_ID_OVER:
-                self._task_ids.add(candidate)
+        )
 
     def show(self, exchange: Exchange, *, elide: Iterable[str] = (), note: str = "") -> None:
         """Print one exchange: request line with the MCP headers, request body, status, answer.
@@ -131,16 +128,10 @@ class Demo(Narrator):
         envelope_key = json.dumps(params.get("_meta"), sort_keys=True)
         request_elide = [] if envelope_key not in self._envelopes_shown else ["params._meta"]
         self._envelopes_shown.add(envelope_key)
-        headers = "  ".join(f"{k}: {v}" for k, v in exchange.request_headers.items())
-        print(f"  → POST  {self._shorten(headers)}" + (f"   ({note})" if note else ""))
+        self.print_request_line("POST", exchange, note)
         print(_indent(self.pretty(exchange.request, request_elide)))
-        answer_headers = "".join(f"  {k}: {v}" for k, v in exchange.headers.items() if k != "Content-Type")
-        print(f"  ← HTTP {exchange.status}{self._shorten(answer_headers)}   ({exchange.elapsed_s * 1000:.0f} ms)")
-        if exchange.response is not None:
-            print(_indent(self.pretty(exchange.response, elide)))
-        else:
-            print(_indent(exchange.body[:500] or "(empty body)"))
-        print(flush=True)
+        self.print_status_line(exchange)
+        self.print_response(exchange, elide)
 
     # -- talking -------------------------------------------------------------------------------
 
@@ -222,10 +213,8 @@ class Demo(Narrator):
             if time.monotonic() + 0.1 > deadline:
                 break
             await asyncio.sleep(0.1)
-        sequence = " → ".join(_poll_label(p) for p in polls)
-        self.say(f"  … tasks/get ×{len(polls)} in {time.monotonic() - started:.1f} s: {sequence}; the last one:")
+        self.show_polls(polls, started, _poll_label)
         last = polls[-1]
-        self.show(last)
         self.expect("tasks/get: HTTP 200", last.status, 200)
         self.expect_at(last, "result.resultType", "complete", 'tasks/get: resultType = "complete"')
         self.expect_at(last, "result.taskId", task_id, "tasks/get: taskId = the id the client was given")
@@ -305,13 +294,22 @@ async def _server_task(demo: Demo) -> None:
     demo.check(not (isinstance(meta, dict) and RELATED_TASK in meta), "no related-task _meta in the inlined result", meta)
 
 
+async def _ended(demo: Demo, tool: str, status: str) -> Exchange | None:
+    """Call ``tool`` (no arguments) as a task, follow it to its end and check it ended ``status``.
+    Returns the last ``tasks/get``, or ``None`` when no task came back."""
+    task_id = await demo.task_call(tool)
+    if task_id is None:
+        return None
+    last = await demo.follow(task_id)
+    demo.expect_at(last, "result.status", status)
+    return last
+
+
 @step("A tool error: failing_job", "A v1 task that ends with an isError tool result is a completed v2 task.")
 async def _tool_error(demo: Demo) -> None:
-    task_id = await demo.task_call("failing_job")
-    if task_id is None:
+    last = await _ended(demo, "failing_job", "completed")
+    if last is None:
         return
-    last = await demo.follow(task_id)
-    demo.expect_at(last, "result.status", "completed")
     demo.expect_at(last, "result.result.isError", True)
     demo.expect_at(last, "result.result.content.0.text", "failing_job always fails")
     demo.check("error" not in (last.result or {}), "no error member (isError is not a JSON-RPC error)", (last.result or {}).get("error"))
@@ -319,11 +317,9 @@ async def _tool_error(demo: Demo) -> None:
 
 @step("A protocol error: protocol_error_job", "A v1 task failed by a JSON-RPC error is a failed v2 task carrying that error.")
 async def _protocol_error(demo: Demo) -> None:
-    task_id = await demo.task_call("protocol_error_job")
-    if task_id is None:
+    last = await _ended(demo, "protocol_error_job", "failed")
+    if last is None:
         return
-    last = await demo.follow(task_id)
-    demo.expect_at(last, "result.status", "failed")
     demo.expect_at(last, "result.error.code", -32603)
     message = demo.dig(last.response, "result.error.message")
     demo.check(isinstance(message, str) and "simulated internal failure" in message,
