@@ -48,6 +48,8 @@ class BackendHandle:
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
+        self._suspect = False
+        self.connector.on_trouble = self.suspect
         self._probe_interval_s = settings.probe_interval_ms / 1000
 
     @property
@@ -78,6 +80,7 @@ class BackendHandle:
             if self.profile is not None and (now - self._last_probe < REPROBE_MIN_INTERVAL_S or (fresh and not force)):
                 return self.profile
             self._last_probe = now
+            self.connector.url = self.connector.configured_url  # a replaced backend may not redirect
             profile = await probe(self.connector)
             self.check_supported(profile)
             if self.profile is None or self.profile.dialect != profile.dialect:
@@ -86,10 +89,24 @@ class BackendHandle:
             return profile
 
     async def current(self) -> BackendProfile:
-        """The profile, probing first when there is none yet or it is older than the interval."""
+        """The profile, probing first when there is none yet, it is older than the interval, or the
+        backend answered in a way the profile cannot explain (`suspect`)."""
+        if self._suspect:
+            try:
+                profile = await self.refresh(force=True)
+            except McpError:
+                raise
+            self._suspect = False
+            return profile
         if self.profile is not None and time.monotonic() - self._last_probe < self._probe_interval_s:
             return self.profile
         return await self.refresh()
+
+    def suspect(self) -> None:
+        """The backend contradicted its profile (it forgot a session, refused a connection, or a
+        "v1" backend answered -32601 to a task method): probe again on next use, at most once a
+        second (TRANSLATION.md §2: a rolling upgrade is noticed on the first contradicting answer)."""
+        self._suspect = True
 
     async def tool_support(self, name: str) -> TaskSupport | None:
         """A tool's task support; a name the cached list lacks triggers one throttled re-probe.

@@ -28,6 +28,11 @@ def _serve(args: argparse.Namespace) -> int:
     configure(settings.log_level, settings.log_format)
 
     async def run() -> int:
+        # Handlers first: a signal that arrives while starting stops the proxy gracefully too.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         try:
             running = await start(settings)
         except (UnsupportedBackend, ConfigError) as exc:
@@ -37,17 +42,20 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
             return 2
         print(f"mcp-tasks-proxy listening on {running.url} (backend {settings.upstream[0].url})", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
         await running.stop()
         return 0
 
-    return asyncio.run(run())
+    from .eventloop import loop_factory, run as run_on_event_loop
+
+    try:
+        loop_name, factory = loop_factory()
+    except (RuntimeError, ValueError) as exc:
+        print(f"mcp-tasks-proxy: {exc}", file=sys.stderr)
+        return 2
+    return run_on_event_loop(run, loop_name, factory)
 
 
 def _probe(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from typing import Mapping
 from cachetools import TLRUCache
 
 from translators.differences import V1Payload, outcome_to_v2
-from translators.errors import INVALID_PARAMS, McpError, unknown_task
+from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, unknown_task
 from translators.fields import task_from_wire
 from translators.model import CanonicalTask
 from translators.sealing import TaskRef
@@ -66,6 +66,12 @@ class V1Follower:
             raise unknown_task() from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
+                self.inputs.finish(ref)
+                raise unknown_task() from None
+            if exc.code == METHOD_NOT_FOUND:
+                # A "v1" backend that does not know tasks/get was upgraded (or replaced): the task
+                # is gone with it, and the backend is probed again.
+                session.backend.on_trouble()
                 self.inputs.finish(ref)
                 raise unknown_task() from None
             raise

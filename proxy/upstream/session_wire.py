@@ -50,8 +50,12 @@ class Backend:
                  request_timeout_ms: int = 300_000, metrics: Metrics | None = None):
         self.name = name
         self.url = url
+        self.configured_url = url
         self.http = http
         self.extra_headers = dict(extra_headers or {})
+        self.on_trouble: Callable[[], None] = lambda: None
+        """Called when the backend contradicts what is known of it (refused connection, forgotten
+        session); the backend's handle then probes it again."""
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
@@ -68,6 +72,7 @@ class Backend:
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
                 # The client hears the backend's name and the kind of failure, not its address.
                 log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                self.on_trouble()
                 raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
@@ -158,6 +163,7 @@ class UpstreamSession:
         async with response:
             if response.status == 404 and self.session_id:
                 self.lost = True
+                self.backend.on_trouble()
                 raise SessionLost(self.session_id)
             if response.status >= 300:
                 raise backend_unavailable(self.backend.name, f"answered HTTP {response.status} to an answer it asked for")
@@ -221,6 +227,7 @@ class UpstreamSession:
         async with response:
             if response.status == 404 and self.session_id:
                 self.lost = True
+                self.backend.on_trouble()
                 raise SessionLost(self.session_id)
             if method == "initialize" and H_SESSION_ID in response.headers:
                 self.session_id = response.headers[H_SESSION_ID]
