@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     reference.add_argument("kind", choices=["v1", "v2", "fastmcp3"],
                            help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
     reference.set_defaults(run=_reference_server)
+    from .bench.cli import add_bench_parser
+
+    add_bench_parser(commands)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     args = parser.parse_args(argv)
     return args.run(args)

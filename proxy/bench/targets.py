@@ -1,0 +1,336 @@
+"""The processes the benchmark measures, and what the operating system says about them.
+
+Each process is started here and stopped by its own handle (its PID): the fast upstream, the proxy
+(`python -m proxy serve`), FastMCP 3.4.11's proxy server (in the `fastmcp3` peer environment) and
+nginx (Debian's package, installed here when absent and this runs as root). CPU seconds are the
+time on a CPU of every thread of the process (`/proc/<pid>/task/*/schedstat`, nanoseconds; else
+`utime + stime` of `/proc/<pid>/stat`); memory is `VmRSS` of `/proc/<pid>/status`. nginx is its
+master and its worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Callable
+
+from proxy.demo.processes import ServerProcess, ServerStartError
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FASTMCP3_PROXY_SCRIPT = Path(__file__).resolve().with_name("fastmcp3_proxy.py")
+APT_TIMEOUT_S = 240.0
+APT_UPDATE_TIMEOUT_S = 180.0
+_PROXY_READY = re.compile(r"^mcp-tasks-proxy listening on (\S+)")
+
+
+# -- what the operating system reports -------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by process `pid`, all its threads: the nanoseconds on a CPU of each
+    live thread (`/proc/<pid>/task/<tid>/schedstat`), or, where the kernel has no schedstat,
+    `utime + stime` of `/proc/<pid>/stat` (in clock ticks, 10 ms)."""
+    total_ns = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                    total_ns += int(fh.read().split()[0])
+            except FileNotFoundError:
+                continue  # the thread ended meanwhile
+        return total_ns / 1e9
+    except (FileNotFoundError, NotADirectoryError, ValueError, IndexError):
+        pass
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process `pid` in bytes."""
+    with open(f"/proc/{pid}/status", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def children(pid: int) -> list[int]:
+    """PIDs whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            found.append(int(entry))
+    return found
+
+
+class Measured:
+    """A process (or a master and its workers) whose CPU seconds and RSS can be read."""
+
+    name: str = ""
+    url: str = ""
+
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def cpu(self) -> float:
+        total = 0.0
+        for pid in self.pids():
+            try:
+                total += cpu_seconds(pid)
+            except OSError:
+                pass
+        return total
+
+    def rss(self) -> int:
+        total = 0
+        for pid in self.pids():
+            try:
+                total += rss_bytes(pid)
+            except OSError:
+                pass
+        return total
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class ChildServer(Measured):
+    """A child process that announced its URL on stdout (`proxy.demo.processes.ServerProcess`)."""
+
+    def __init__(self, name: str, process: ServerProcess):
+        self.name = name
+        self.process = process
+        self.url = process.url
+
+    def pids(self) -> list[int]:
+        return [self.process.pid]
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+class _AnnouncingProcess(ServerProcess):
+    """A `ServerProcess` whose readiness line is `mcp-tasks-proxy listening on <url> ...`."""
+
+    def _drain(self, stream: IO[str] | None) -> None:
+        if stream is None:
+            return
+        try:
+            for raw in stream:
+                line = raw.rstrip("\r\n")
+                with self._lines_lock:
+                    self._lines.append(line)
+                match = _PROXY_READY.match(line)
+                if not self._ready.is_set() and match:
+                    self.url = match.group(1)
+                    self._ready.set()
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> ChildServer:
+    """The fast upstream (`proxy.bench.upstream`) in a process of its own."""
+    argv = [sys.executable, "-m", "proxy.bench.upstream", "--wire", wire, "--poll-interval-ms", str(poll_interval_ms)]
+    return ChildServer(f"fast upstream ({wire})", ServerProcess.start(argv, ready_timeout_s=30))
+
+
+def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = None, **settings: object) -> ChildServer:
+    """`python -m proxy serve` in front of `upstream_url`, with a fresh key and `settings` (TOML
+    values: str, int) in a config file under `workdir`; `event_loop` sets
+    `MCP_TASKS_PROXY_EVENT_LOOP` (auto, uvloop, asyncio) for it."""
+    from proxy.eventloop import ENV_EVENT_LOOP
+    from proxy.keys import new_key_text
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    lines = [f'state_dir = "{workdir / "state"}"']
+    for key, value in settings.items():
+        lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}")
+    config = workdir / "proxy.toml"
+    config.write_text("\n".join(lines) + "\n")
+    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--upstream", upstream_url]
+    env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
+    if event_loop is not None:
+        env[ENV_EVENT_LOOP] = event_loop
+    process = _AnnouncingProcess.start(argv, env=env, ready_timeout_s=60)
+    return ChildServer("mcp-tasks-proxy", process)
+
+
+def start_fastmcp3_proxy(upstream_url: str) -> ChildServer:
+    """FastMCP 3.4.11's proxy server (`create_proxy(url)`, served as FastMCP serves it) in front
+    of `upstream_url`. Builds the `fastmcp3` peer environment first if needed."""
+    from proxy.demo.peers import ensure_peer_env
+
+    python = ensure_peer_env("fastmcp3")
+    argv = [str(python), str(FASTMCP3_PROXY_SCRIPT), "--upstream", upstream_url]
+    env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", "FASTMCP_LOG_LEVEL": "WARNING"}
+    return ChildServer("FastMCP 3.4.11 proxy", ServerProcess.start(argv, env=env, ready_timeout_s=90))
+
+
+# -- nginx -------------------------------------------------------------------------------------------
+
+
+class NginxUnavailable(Exception):
+    """nginx is not installed and could not be installed; the message says why."""
+
+
+def _run(argv: list[str], timeout_s: float) -> tuple[bool, str]:
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout_s, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, check=False)
+    except subprocess.TimeoutExpired:
+        return False, f"{' '.join(argv)} timed out after {timeout_s:.0f} s"
+    except OSError as exc:
+        return False, f"{' '.join(argv)}: {exc.strerror}"
+    tail = " | ".join(done.stdout.strip().splitlines()[-3:])
+    return done.returncode == 0, tail
+
+
+def ensure_nginx(log: Callable[[str], None] = lambda _m: None) -> str:
+    """The nginx executable; installs Debian's `nginx` package with apt-get when it is missing.
+
+    Raises `NginxUnavailable` when it is missing and cannot be installed (not root, no apt-get, the
+    install failed or timed out). Every step is bounded in time.
+    """
+    found = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None)
+    if found:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise NginxUnavailable("nginx is not installed and this is not root with apt-get (run `apt-get install -y nginx`)")
+    log("installing nginx (apt-get install -y nginx)")
+    service_pid = Path("/run/nginx.pid")
+    running_before = service_pid.exists()
+    ok, tail = _run(["apt-get", "install", "-y", "-q", "nginx"], APT_TIMEOUT_S)
+    if not ok:
+        log("apt-get install failed; running apt-get update once and trying again")
+        _run(["apt-get", "update", "-q"], APT_UPDATE_TIMEOUT_S)
+        ok, tail = _run(["apt-get", "install", "-y", "-q", "nginx"], APT_TIMEOUT_S)
+    if not running_before and service_pid.exists():
+        # Where no policy forbids it, the package starts its own service on port 80: that one is
+        # ours to stop (by the PID it wrote), the benchmark starts its own nginx.
+        try:
+            os.kill(int(service_pid.read_text().strip()), signal.SIGQUIT)
+        except (OSError, ValueError):
+            pass
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    if not ok or not found:
+        raise NginxUnavailable(f"apt-get install nginx failed: {tail}")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    client_max_body_size 4m;
+    upstream backend {{
+        server {upstream};
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host {upstream};
+            proxy_buffering off;
+            proxy_request_buffering off;
+            proxy_read_timeout 3600s;
+        }}
+    }}
+}}
+"""
+
+
+class Nginx(Measured):
+    """nginx as a plain reverse proxy on 127.0.0.1:<free port> in front of one upstream."""
+
+    name = "nginx"
+
+    def __init__(self, executable: str, upstream_url: str):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(upstream_url)
+        self.dir = Path(tempfile.mkdtemp(prefix="mcp-bench-nginx-"))
+        os.chmod(self.dir, 0o755)
+        port = _free_port()
+        conf = self.dir / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, port=port))
+        self.url = f"http://127.0.0.1:{port}{parts.path}"
+        self.popen = subprocess.Popen([executable, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while True:
+            if self.popen.poll() is not None:
+                error = (self.popen.stderr.read() if self.popen.stderr else b"").decode(errors="replace")
+                raise NginxUnavailable(f"nginx exited with status {self.popen.returncode}: {error.strip()[-300:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise NginxUnavailable("nginx did not accept connections within 10 s") from None
+                time.sleep(0.05)
+        self._workers = children(self.popen.pid)
+
+    def pids(self) -> list[int]:
+        return [self.popen.pid, *self._workers]
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+        if self.popen.stderr:
+            self.popen.stderr.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None) -> Nginx:
+    """nginx in front of `upstream_url`. Raises `NginxUnavailable` with the reason."""
+    return Nginx(ensure_nginx(log), upstream_url)
+
+
+__all__ = ["ChildServer", "Measured", "Nginx", "NginxUnavailable", "ServerStartError", "cpu_seconds", "rss_bytes",
+           "start_fast_upstream", "start_fastmcp3_proxy", "start_nginx", "start_proxy"]

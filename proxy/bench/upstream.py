@@ -1,0 +1,449 @@
+"""The benchmark's fast upstream: a small aiohttp MCP server, so that the proxy is what is measured.
+
+Run it as a process of its own (its CPU seconds are read from the operating system)::
+
+    python -m proxy.bench.upstream [--wire v1|modern] [--port 0] [--poll-interval-ms 100]
+
+It prints one line ``LISTENING http://127.0.0.1:<port>/mcp`` once it accepts connections (the
+protocol of `proxy.demo.processes.ServerProcess`) and stops on SIGTERM or SIGINT. Loopback only.
+
+``--wire v1`` (the default) speaks the session wire (Streamable HTTP, 2025-11-25) with v1 tasks:
+`initialize` issues an `Mcp-Session-Id`; a request without one gets 400 "Missing session ID" (as
+mcp 1.x answers the proxy's `server/discover` probe), an unknown one 404; tasks are bound to the
+session that created them; `GET` holds the session's SSE stream, `DELETE` ends the session.
+``--wire modern`` speaks the stateless 2026-07-28 wire with the SEP-2663 tasks extension, for the
+relay row of modern clients (a legacy `initialize` gets -32022, GET and DELETE 405).
+
+Tools:
+
+==========  ===========  ===============================================================
+tool        taskSupport  behaviour
+==========  ===========  ===============================================================
+echo(text)  (none)       ``{"content": [{"type": "text", "text": text}]}``, at once
+nowork      required     a task with no work: ``working`` when created, ``completed``
+                         (result ``done``) from then on
+sleep       required     a task that stays ``working`` for ``seconds``, then ``completed``
+(seconds)
+progress    (none)       with a ``progressToken``: an SSE answer of ``count`` (default 100)
+(count)                  ``notifications/progress``, then the result ``progress done``
+==========  ===========  ===============================================================
+
+State is bounded: at most `MAX_TASKS` tasks and `MAX_SESSIONS` sessions (oldest dropped first).
+Stdlib and aiohttp only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import ipaddress
+import json
+import secrets
+import signal
+import socket
+import time
+from typing import Any
+
+from aiohttp import web
+
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+TASKS_EXT = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+SERVER_INFO = {"name": "mcp-tasks-proxy-bench-upstream", "version": "0.1.0"}
+MAX_TASKS = 200_000
+MAX_SESSIONS = 50_000
+KEEPALIVE_S = 15.0
+DEFAULT_PROGRESS_COUNT = 100
+
+_SCHEMA = {"type": "object"}
+TOOLS_V1: list[dict[str, Any]] = [
+    {"name": "echo", "description": "Answer the text at once.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+    {"name": "nowork", "description": "A task with no work.", "inputSchema": _SCHEMA,
+     "execution": {"taskSupport": "required"}},
+    {"name": "sleep", "description": "A task that stays working for `seconds`.",
+     "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+     "execution": {"taskSupport": "required"}},
+    {"name": "progress", "description": "Stream `count` progress notifications, then answer.",
+     "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}},
+]
+TOOLS_MODERN = [{k: v for k, v in tool.items() if k != "execution"} for tool in TOOLS_V1]
+TASK_TOOLS = frozenset({"nowork", "sleep"})
+DONE = {"content": [{"type": "text", "text": "done"}], "isError": False}
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_iso_cache: list[Any] = [0, ""]
+
+
+def _now_iso() -> str:
+    second = int(time.time())
+    if _iso_cache[0] != second:
+        _iso_cache[0] = second
+        _iso_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+    return _iso_cache[1]
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, status: int = 200, data: Any = None):
+        super().__init__(message)
+        self.code, self.message, self.status, self.data = code, message, status, data
+
+    def body(self, request_id: Any) -> bytes:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+class Task:
+    __slots__ = ("id", "owner", "created", "done_at", "ttl", "cancelled")
+
+    def __init__(self, task_id: str, owner: str, done_at: float, ttl: int | None):
+        self.id = task_id
+        self.owner = owner
+        self.created = _now_iso()
+        self.done_at = done_at
+        self.ttl = ttl
+        self.cancelled = False
+
+    def status(self, now: float) -> str:
+        if self.cancelled:
+            return "cancelled"
+        return "completed" if now >= self.done_at else "working"
+
+    def v1(self, poll_ms: int, now: float) -> dict[str, Any]:
+        status = self.status(now)
+        updated = self.created if status == "working" else _now_iso()
+        return {"taskId": self.id, "status": status, "createdAt": self.created, "lastUpdatedAt": updated,
+                "ttl": self.ttl, "pollInterval": poll_ms}
+
+    def modern(self, poll_ms: int, now: float) -> dict[str, Any]:
+        status = self.status(now)
+        updated = self.created if status == "working" else _now_iso()
+        return {"taskId": self.id, "status": status, "createdAt": self.created, "lastUpdatedAt": updated,
+                "ttlMs": self.ttl, "pollIntervalMs": poll_ms}
+
+
+class Session:
+    __slots__ = ("id", "stream")
+
+    def __init__(self, session_id: str):
+        self.id = session_id
+        self.stream: web.StreamResponse | None = None
+
+
+class FastUpstream:
+    """The request handling of both wires; state in bounded ordered dicts."""
+
+    def __init__(self, *, poll_interval_ms: int):
+        self.poll_ms = poll_interval_ms
+        self.tasks: collections.OrderedDict[str, Task] = collections.OrderedDict()
+        self.sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
+
+    # -- shared ----------------------------------------------------------------------------------
+
+    def _new_task(self, owner: str, name: str, arguments: dict[str, Any], ttl: Any) -> Task:
+        delay = 0.0
+        if name == "sleep":
+            seconds = arguments.get("seconds", 1)
+            delay = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 1.0
+        task = Task(secrets.token_hex(16), owner, time.monotonic() + delay,
+                    ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None)
+        self.tasks[task.id] = task
+        if len(self.tasks) > MAX_TASKS:
+            self.tasks.popitem(last=False)
+        return task
+
+    def _task(self, owner: str, params: dict[str, Any]) -> Task:
+        task = self.tasks.get(params.get("taskId"))  # type: ignore[arg-type]
+        if task is None or task.owner != owner:
+            raise RpcError(-32602, "Task not found", 400)
+        return task
+
+    @staticmethod
+    async def _progress(request: web.Request, request_id: Any, token: Any, count: int,
+                        headers: dict[str, str], *, modern: bool = False) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+        await response.prepare(request)
+        for i in range(1, count + 1):
+            note = {"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": i, "total": count}}
+            await response.write(b"event: message\ndata: " + _dumps(note) + b"\n\n")
+        result = {"content": [{"type": "text", "text": "progress done"}], "isError": False}
+        if modern:
+            result["resultType"] = "complete"
+        await response.write(b"event: message\ndata: " + _dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + b"\n\n")
+        await response.write_eof()
+        return response
+
+    # -- session wire (v1) -------------------------------------------------------------------------
+
+    async def post_v1(self, request: web.Request) -> web.StreamResponse:
+        accept = request.headers.get("Accept", "")
+        if "application/json" not in accept or "text/event-stream" not in accept:
+            return _json(RpcError(-32600, "Not Acceptable: Client must accept both application/json and text/event-stream",
+                                  406).body("server-error"), 406)
+        try:
+            message = json.loads(await request.read())
+        except ValueError:
+            return _json(RpcError(-32700, "Parse error", 400).body(None), 400)
+        if not isinstance(message, dict):
+            return _json(RpcError(-32600, "Invalid request", 400).body(None), 400)
+        method = message.get("method")
+        request_id = message.get("id")
+        session_id = request.headers.get("Mcp-Session-Id")
+        if session_id is None:
+            if method == "initialize" and request_id is not None:
+                return self._initialize(request_id)
+            return _json(RpcError(-32600, "Bad Request: Missing session ID", 400).body("server-error"), 400)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return _json(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+        if not isinstance(method, str) or request_id is None:
+            return web.Response(status=202)
+        params = message.get("params") or {}
+        try:
+            if method == "tools/call" and params.get("name") == "progress":
+                token = (params.get("_meta") or {}).get("progressToken")
+                if token is not None:
+                    return await self._progress(request, request_id, token, _count(params), {"Mcp-Session-Id": session_id})
+            result = await self._dispatch_v1(session, method, params)
+        except RpcError as exc:
+            return _json(exc.body(request_id), 200)
+        return _json(_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), 200)
+
+    def _initialize(self, request_id: Any) -> web.Response:
+        session = Session(secrets.token_hex(16))
+        self.sessions[session.id] = session
+        if len(self.sessions) > MAX_SESSIONS:
+            self.sessions.popitem(last=False)
+        result = {"protocolVersion": LEGACY, "serverInfo": SERVER_INFO,
+                  "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}}
+        return web.Response(body=_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}),
+                            content_type="application/json", headers={"Mcp-Session-Id": session.id})
+
+    async def _dispatch_v1(self, session: Session, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "tools/call":
+            name = params.get("name")
+            arguments = params.get("arguments") or {}
+            task = params.get("task")
+            if name == "echo":
+                if task is not None:
+                    raise RpcError(-32601, "Tool echo does not support task-augmented invocation")
+                return {"content": [{"type": "text", "text": str(arguments.get("text", ""))}], "isError": False}
+            if name in TASK_TOOLS:
+                if not isinstance(task, dict):
+                    raise RpcError(-32601, f"Tool {name} requires task-augmented invocation")
+                created = self._new_task(session.id, name, arguments, task.get("ttl"))
+                return {"task": created.v1(self.poll_ms, time.monotonic() if name == "sleep" else created.done_at - 1)}
+            if name == "progress":
+                return {"content": [{"type": "text", "text": "progress done"}], "isError": False}
+            raise RpcError(-32602, f"Unknown tool: {name}")
+        if method == "tasks/get":
+            return self._task(session.id, params).v1(self.poll_ms, time.monotonic())
+        if method == "tasks/result":
+            task = self._task(session.id, params)
+            wait = task.done_at - time.monotonic()
+            if wait > 0 and not task.cancelled:
+                await asyncio.sleep(wait)
+            if task.cancelled:
+                raise RpcError(-32602, "Task was cancelled")
+            return {**DONE, "_meta": {RELATED_TASK: {"taskId": task.id}}}
+        if method == "tasks/cancel":
+            task = self._task(session.id, params)
+            if task.status(time.monotonic()) != "working":
+                raise RpcError(-32602, "Cannot cancel a task in a terminal status")
+            task.cancelled = True
+            return task.v1(self.poll_ms, time.monotonic())
+        if method == "tasks/list":
+            now = time.monotonic()
+            return {"tasks": [t.v1(self.poll_ms, now) for t in list(self.tasks.values())[-50:] if t.owner == session.id]}
+        if method == "tools/list":
+            return {"tools": TOOLS_V1}
+        if method == "ping":
+            return {}
+        raise RpcError(-32601, f"Method not found: {method}")
+
+    async def get_v1(self, request: web.Request) -> web.StreamResponse:
+        session = self.sessions.get(request.headers.get("Mcp-Session-Id", ""))
+        if session is None:
+            return _json(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+        if "text/event-stream" not in request.headers.get("Accept", ""):
+            return _json(RpcError(-32600, "Not Acceptable", 406).body("server-error"), 406)
+        if session.stream is not None:
+            return _json(RpcError(-32000, "Conflict: Only one SSE stream is allowed per session", 409).body("server-error"), 409)
+        stream = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Mcp-Session-Id": session.id})
+        await stream.prepare(request)
+        session.stream = stream
+        try:
+            while session.stream is stream and self.sessions.get(session.id) is session:
+                await asyncio.sleep(KEEPALIVE_S)
+                await stream.write(b": keep-alive\n\n")
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if session.stream is stream:
+                session.stream = None
+        return stream
+
+    async def delete_v1(self, request: web.Request) -> web.Response:
+        session = self.sessions.pop(request.headers.get("Mcp-Session-Id", ""), None)
+        if session is None:
+            return _json(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+        session.stream = None
+        return web.Response(status=200)
+
+    # -- modern wire (2026-07-28) --------------------------------------------------------------------
+
+    async def post_modern(self, request: web.Request) -> web.StreamResponse:
+        try:
+            message = json.loads(await request.read())
+        except ValueError:
+            return _json(RpcError(-32700, "Parse error", 400).body(None), 400)
+        if not isinstance(message, dict):
+            return _json(RpcError(-32600, "Invalid request", 400).body(None), 400)
+        method = message.get("method")
+        request_id = message.get("id")
+        params = message.get("params") or {}
+        meta = params.get("_meta") or {}
+        try:
+            version = meta.get("io.modelcontextprotocol/protocolVersion")
+            if version != MODERN:
+                raise RpcError(-32022, "Unsupported protocol version", 400, {"supported": [MODERN], "requested": version})
+            if request.headers.get("MCP-Protocol-Version") != MODERN or (
+                    isinstance(method, str) and request.headers.get("Mcp-Method") != method):
+                raise RpcError(-32020, "Header mismatch", 400)
+            if not isinstance(method, str):
+                raise RpcError(-32600, "Invalid request", 400)
+            if request_id is None:
+                return web.Response(status=202)
+            capabilities = meta.get("io.modelcontextprotocol/clientCapabilities") or {}
+            declared = TASKS_EXT in (capabilities.get("extensions") or {})
+            if method == "tools/call" and params.get("name") == "progress":
+                token = meta.get("progressToken")
+                if token is not None:
+                    return await self._progress(request, request_id, token, _count(params), {}, modern=True)
+            result = self._dispatch_modern(method, params, declared)
+        except RpcError as exc:
+            return _json(exc.body(request_id), exc.status)
+        return _json(_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), 200)
+
+    def _dispatch_modern(self, method: str, params: dict[str, Any], declared: bool) -> dict[str, Any]:
+        if method == "tools/call":
+            name = params.get("name")
+            arguments = params.get("arguments") or {}
+            if name == "echo":
+                return {"content": [{"type": "text", "text": str(arguments.get("text", ""))}], "isError": False,
+                        "resultType": "complete"}
+            if name in TASK_TOOLS:
+                if not declared:
+                    raise RpcError(-32021, f"Tool {name} needs the tasks extension", 400,
+                                   {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}})
+                created = self._new_task("", name, arguments, 3_600_000)
+                now = time.monotonic() if name == "sleep" else created.done_at - 1
+                return {"resultType": "task", **created.modern(self.poll_ms, now)}
+            if name == "progress":
+                return {"content": [{"type": "text", "text": "progress done"}], "isError": False, "resultType": "complete"}
+            raise RpcError(-32602, f"Unknown tool: {name}", 400)
+        if method in ("tasks/get", "tasks/cancel", "tasks/update"):
+            if not declared:
+                raise RpcError(-32021, "The tasks extension is not declared", 400,
+                               {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}})
+            task = self._task("", params)
+            if method == "tasks/cancel":
+                task.cancelled = task.cancelled or task.status(time.monotonic()) == "working"
+                return {"resultType": "complete"}
+            if method == "tasks/update":
+                return {"resultType": "complete"}
+            detailed: dict[str, Any] = {"resultType": "complete", **task.modern(self.poll_ms, time.monotonic())}
+            if detailed["status"] == "completed":
+                detailed["result"] = DONE
+            return detailed
+        if method == "server/discover":
+            return {"resultType": "complete", "supportedVersions": [MODERN],
+                    "capabilities": {"tools": {}, "extensions": {TASKS_EXT: {}}}, "ttlMs": 0, "cacheScope": "private",
+                    "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
+        if method == "tools/list":
+            return {"tools": TOOLS_MODERN, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+        raise RpcError(-32601, f"Method not found: {method}", 404)
+
+    @staticmethod
+    async def not_allowed(_request: web.Request) -> web.Response:
+        return _json(RpcError(-32600, "Method Not Allowed", 405).body(None), 405)
+
+
+def _count(params: dict[str, Any]) -> int:
+    count = (params.get("arguments") or {}).get("count", DEFAULT_PROGRESS_COUNT)
+    return max(0, min(int(count), 100_000)) if isinstance(count, int) and not isinstance(count, bool) else DEFAULT_PROGRESS_COUNT
+
+
+def _json(body: bytes, status: int) -> web.Response:
+    return web.Response(body=body, status=status, content_type="application/json")
+
+
+def create_app(wire: str = "v1", *, poll_interval_ms: int = 100) -> web.Application:
+    """The fast upstream as an aiohttp application serving `/mcp` (and `/mcp/`)."""
+    server = FastUpstream(poll_interval_ms=poll_interval_ms)
+    app = web.Application(client_max_size=4 * 1024 * 1024)
+    for path in ("/mcp", "/mcp/"):
+        if wire == "modern":
+            app.router.add_post(path, server.post_modern)
+            app.router.add_get(path, server.not_allowed, allow_head=False)
+            app.router.add_delete(path, server.not_allowed)
+        else:
+            app.router.add_post(path, server.post_v1)
+            app.router.add_get(path, server.get_v1, allow_head=False)
+            app.router.add_delete(path, server.delete_v1)
+    return app
+
+
+def _loopback_socket(host: str, port: int) -> socket.socket:
+    if not ipaddress.ip_address(host).is_loopback:
+        raise SystemExit(f"--host must be a loopback address, not {host!r}")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(wire: str, host: str, port: int, poll_interval_ms: int) -> None:
+    """Serve until SIGTERM or SIGINT; print the readiness line once listening."""
+    sock = _loopback_socket(host, port)
+    runner = web.AppRunner(create_app(wire, poll_interval_ms=poll_interval_ms), access_log=None,
+                           handler_cancellation=True, shutdown_timeout=1)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    url_host = f"[{host}]" if ":" in host else host
+    print(f"LISTENING http://{url_host}:{sock.getsockname()[1]}/mcp", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="The benchmark's fast MCP upstream.")
+    parser.add_argument("--wire", choices=["v1", "modern"], default="v1")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--poll-interval-ms", type=int, default=100)
+    args = parser.parse_args(argv)
+    asyncio.run(serve(args.wire, args.host, args.port, args.poll_interval_ms))
+
+
+if __name__ == "__main__":
+    main()
