@@ -26,7 +26,6 @@ from translators.differences import (
     drop_task_param,
     get_task_result_v1,
     outcome_to_v1,
-    strip_result_type,
     task_from_get_result_v2,
 )
 from translators.envelope import ModernMeta, legacy_result, upstream_client_capabilities

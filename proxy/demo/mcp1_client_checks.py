@@ -83,6 +83,7 @@ import logging
 import sys
 import time
 import warnings
+from typing import Any
 
 import check_lines  # beside this file, which runs as a script
 from check_lines import Check, CheckFailed, Detail, expect
