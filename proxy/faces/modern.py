@@ -40,7 +40,6 @@ from translators.envelope import (
     with_server_info,
 )
 from translators.errors import (
-    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -54,7 +53,6 @@ from translators.policy import creation_decision
 from translators.protocol import (
     H_METHOD,
     H_NAME,
-    H_PROTOCOL_VERSION,
     H_SESSION_ID,
     MODERN_VERSION,
     MRTR_METHODS,
@@ -68,6 +66,14 @@ from translators.sealing import Keyring, TaskRef
 from ..backends import BackendHandle, UnsupportedBackend
 from ..config import Settings
 from ..exchanges import Exchange, ExchangeBook
+from .http_checks import (
+    accepts_json,
+    json_response,
+    not_modern_error,
+    read_body,
+    refuse_conflicting_duplicates,
+    relay_outcome,
+)
 from ..metrics import outcome_of
 from ..relay import relay
 from ..upstream.session_v2 import session_capabilities
@@ -76,7 +82,6 @@ from ..upstream.session_wire import SessionLost, UpstreamSession
 log = logging.getLogger(__name__)
 
 SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
-JSON = "application/json"
 
 
 class Reply:
@@ -102,32 +107,6 @@ class Call:
         self.upstream_headers = upstream_headers
 
 
-def _json_response(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers=headers)
-
-
-def _relay_outcome(response: web.StreamResponse) -> str:
-    """The outcome label of a relayed answer: its body is not read, so only its HTTP status."""
-    return "ok" if response.status < 300 else f"http_{response.status}"
-
-
-def _accepts_json(accept: str | None) -> bool:
-    if not accept:
-        return True
-    for part in accept.split(","):
-        media = part.split(";")[0].strip().lower()
-        if media in (JSON, "application/*", "*/*"):
-            return True
-    return False
-
-
-def _refuse_conflicting_duplicates(request: web.Request) -> None:
-    """A routing header sent twice with different values cannot be checked against the body."""
-    for name in (H_PROTOCOL_VERSION, "Mcp-Method", H_NAME):
-        if len(set(request.headers.getall(name, ()))) > 1:
-            raise McpError(HEADER_MISMATCH, f"{name} header sent more than once with different values")
-
-
 class ModernFace:
     """Handles `POST <path>` for modern clients; everything it answers is JSON."""
 
@@ -149,7 +128,7 @@ class ModernFace:
         method: str | None = None
         face = "v2-modern"
         try:
-            body = await self._read_body(request)
+            body = await read_body(request, self.settings.max_body_bytes)
             message = jsonrpc.parse(body)
             request_id = message.id if message.kind == "request" else None
             method = message.method
@@ -160,15 +139,15 @@ class ModernFace:
                     if self._relays_session(request, message):
                         face = "v1"
                         response = await relay(request, self.backend.connector, body, self.settings.forward_headers)
-                        self._count(method, _relay_outcome(response), face)
+                        self._count(method, relay_outcome(response), face)
                         return response
                     if self.session_face is not None:
                         return await self.session_face.handle_post(request, message)  # counted by the session face
-                raise self._not_modern(message, request)
-            if not _accepts_json(request.headers.get("Accept")):
+                raise not_modern_error(message, request)
+            if not accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
             meta = read_meta(params)
-            _refuse_conflicting_duplicates(request)
+            refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
             # The dialect decides relay or translation: probe first when it is not known yet (a
             # backend that was down at start), so a v2 backend is never translated as v1.
@@ -178,7 +157,7 @@ class ModernFace:
                 if name is not None:
                     routing[H_NAME] = encode_header_value(name)
                 response = await relay(request, self.backend.connector, body, self.settings.forward_headers, routing)
-                self._count(method, _relay_outcome(response))
+                self._count(method, relay_outcome(response))
                 return response
             if message.kind == "notification":
                 self._count(method, "ok")
@@ -191,38 +170,22 @@ class ModernFace:
             self._log_refusal(exc, principal, request)
             self._count(method, outcome_of(exc), face)
             answer_id = request_id if request_id is not None else exc.request_id
-            return _json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
+            return json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
         except UnsupportedBackend as exc:
             self._count(method, str(INTERNAL_ERROR), face)
             error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
-            return _json_response(jsonrpc.error_response(request_id, error), 502)
+            return json_response(jsonrpc.error_response(request_id, error), 502)
         except Exception:  # a proxy bug must not take the connection down without an answer
             log.exception("internal error answering a request from principal=%s", principal)
             self._count(method, str(INTERNAL_ERROR), face)
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
-            return _json_response(jsonrpc.error_response(request_id, error), 500)
+            return json_response(jsonrpc.error_response(request_id, error), 500)
         self._count(method, "ok")
-        return _json_response(jsonrpc.result_response(request_id, reply.result), 200, reply.headers)
+        return json_response(jsonrpc.result_response(request_id, reply.result), 200, reply.headers)
 
     def _count(self, method: str | None, outcome: str, face: str = "v2-modern") -> None:
         """One answered request in `mcp_tasks_proxy_requests_total`."""
         self.backend.metrics.request(face, self.backend.dialect, method, outcome)
-
-    async def _read_body(self, request: web.Request) -> bytes:
-        limit = self.settings.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
-        content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if content_type != JSON:
-            raise McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.content.iter_chunked(65536):
-            size += len(chunk)
-            if size > limit:
-                raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     def _relays_session(self, request: web.Request, message: jsonrpc.Message) -> bool:
         """A session client of the backend's own dialect is relayed (v1 → v1, v2-session →
@@ -236,22 +199,6 @@ class ModernFace:
             client = "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
             return client == dialect
         return self.session_face is None or not self.session_face.owns(request.headers.get(H_SESSION_ID, ""))
-
-    def _not_modern(self, message: jsonrpc.Message, request: web.Request) -> McpError:
-        """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""
-        if request.headers.get(H_PROTOCOL_VERSION) == MODERN_VERSION:
-            return McpError(INVALID_PARAMS, "Missing required _meta key 'io.modelcontextprotocol/protocolVersion'")
-        if message.method == "initialize" or H_SESSION_ID in request.headers:
-            return McpError(
-                INVALID_REQUEST,
-                "Session-wire clients (initialize, Mcp-Session-Id) are served only in front of a v2-modern backend "
-                f"in this version of mcp-tasks-proxy; use the {MODERN_VERSION} wire (supported versions: {MODERN_VERSION})",
-            )
-        return McpError(
-            INVALID_REQUEST,
-            "Bad Request: Missing session ID (session-wire clients start with initialize; 2026-07-28 clients send "
-            "the MCP-Protocol-Version header and params._meta)",
-        )
 
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> None:
         if exc.http_status == 502:

@@ -1,0 +1,79 @@
+"""HTTP-level checks and answers of the modern face (TRANSLATION.md §2 rule 1–5, §6 "Bad input"):
+body size and media type, Accept, conflicting duplicate routing headers, what a POST that is not a
+modern request gets, and JSON answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from aiohttp import web
+
+from translators import jsonrpc
+from translators.errors import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, McpError
+from translators.protocol import H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID, MODERN_VERSION
+
+JSON = "application/json"
+
+
+def json_response(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers=headers)
+
+
+def relay_outcome(response: web.StreamResponse) -> str:
+    """The outcome label of a relayed answer: its body is not read, so only its HTTP status."""
+    return "ok" if response.status < 300 else f"http_{response.status}"
+
+
+def accepts_json(accept: str | None) -> bool:
+    if not accept:
+        return True
+    for part in accept.split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in (JSON, "application/*", "*/*"):
+            return True
+    return False
+
+
+def refuse_conflicting_duplicates(request: web.Request) -> None:
+    """A routing header sent twice with different values cannot be checked against the body."""
+    for name in (H_PROTOCOL_VERSION, "Mcp-Method", H_NAME):
+        if len(set(request.headers.getall(name, ()))) > 1:
+            raise McpError(HEADER_MISMATCH, f"{name} header sent more than once with different values")
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The request body, at most `limit` bytes, of Content-Type application/json.
+
+    Raises `McpError` with HTTP 413 (too large) or 415 (another media type).
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if content_type != JSON:
+        raise McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(65536):
+        size += len(chunk)
+        if size > limit:
+            raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def not_modern_error(message: jsonrpc.Message, request: web.Request) -> McpError:
+    """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""
+    if request.headers.get(H_PROTOCOL_VERSION) == MODERN_VERSION:
+        return McpError(INVALID_PARAMS, "Missing required _meta key 'io.modelcontextprotocol/protocolVersion'")
+    if message.method == "initialize" or H_SESSION_ID in request.headers:
+        return McpError(
+            INVALID_REQUEST,
+            "Session-wire clients (initialize, Mcp-Session-Id) are not served by this endpoint; "
+            f"use the {MODERN_VERSION} wire (supported versions: {MODERN_VERSION})",
+        )
+    return McpError(
+        INVALID_REQUEST,
+        "Bad Request: Missing session ID (session-wire clients start with initialize; 2026-07-28 clients send "
+        "the MCP-Protocol-Version header and params._meta)",
+    )
