@@ -49,6 +49,7 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     state_dir: str = "~/.local/state/mcp-tasks-proxy"
     key_file: str | None = None
+    replicas: int = Field(default=1, ge=1)
     identity_header: str | None = None
     forward_headers: list[str] = Field(default_factory=list)
     task_ttl_ms: int = Field(default=3_600_000, ge=0)

@@ -49,6 +49,11 @@ def load_master_key(settings: Settings, environ: Mapping[str, str] = os.environ)
     """
     if environ.get(ENV_KEY):
         return decode_key(environ[ENV_KEY], ENV_KEY), "environment"
+    if settings.replicas > 1 and not settings.key_file:
+        raise ConfigError(
+            f"replicas: {settings.replicas} replicas must share one sealing key: set {ENV_KEY} or key_file "
+            "(an auto-created key would differ on each replica)"
+        )
     if settings.key_file:
         path = Path(settings.key_file).expanduser()
         try:

@@ -54,3 +54,15 @@ def test_configuration_errors_name_the_key(tmp_path, text, message):
         load(path)
     assert message in str(caught.value)
     assert str(path) in str(caught.value)
+
+
+def test_replicas_refuse_an_auto_created_key(tmp_path):
+    from proxy.keys import load_master_key, new_key_text
+
+    settings = load(None, {"replicas": 2, "state_dir": str(tmp_path), "upstream": [{"url": "http://127.0.0.1:1/mcp"}]})
+    with pytest.raises(ConfigError) as caught:
+        load_master_key(settings, {})
+    assert str(caught.value).startswith("replicas: 2 replicas must share one sealing key")
+    assert not (tmp_path / "key").exists()
+    key, source = load_master_key(settings, {"MCP_TASKS_PROXY_KEY": new_key_text()})
+    assert (len(key), source) == (64, "environment")
