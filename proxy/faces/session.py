@@ -176,6 +176,9 @@ class SessionStore:
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._sessions
 
+    def __len__(self) -> int:
+        return len(self._sessions)
+
     def _sweep(self) -> None:
         now = time.monotonic()
         for sid in [s.id for s in self._sessions.values() if now - s.last_seen > self.idle_s]:
