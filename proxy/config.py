@@ -47,6 +47,7 @@ class Settings(BaseModel):
     path: str = "/mcp"
     upstream: list[Upstream] = Field(default_factory=list)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    body_timeout_ms: int = Field(default=30_000, gt=0)
     state_dir: str = "~/.local/state/mcp-tasks-proxy"
     key_file: str | None = None
     replicas: int = Field(default=1, ge=1)

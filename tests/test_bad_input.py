@@ -213,3 +213,18 @@ async def test_backend_answering_garbage_is_502(tmp_path, content_type, body):
             assert health.status == 200
     finally:
         await runner.cleanup()
+
+
+async def test_a_body_that_trickles_in_too_slowly_is_408(tapped, tmp_path):
+    import asyncio as _asyncio
+
+    async with running_proxy(tapped.url, tmp_path, body_timeout_ms=300) as proxy:
+        host, port = proxy.base_url.removeprefix("http://").split(":")
+        reader, writer = await _asyncio.open_connection(host, int(port))
+        body = modern_body().encode()
+        writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"MCP-Protocol-Version: 2026-07-28\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:10])
+        await writer.drain()
+        head = await _asyncio.wait_for(reader.readline(), 5)
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 408")

@@ -5,6 +5,7 @@ modern request gets, and JSON answers.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Mapping
 
 from aiohttp import web
@@ -42,10 +43,11 @@ def refuse_conflicting_duplicates(request: web.Request) -> None:
             raise McpError(HEADER_MISMATCH, f"{name} header sent more than once with different values")
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The request body, at most `limit` bytes, of Content-Type application/json.
+async def read_body(request: web.Request, limit: int, timeout_s: float = 30.0) -> bytes:
+    """The request body, at most `limit` bytes, of Content-Type application/json, received within
+    `timeout_s` seconds (a client that trickles its body cannot hold a connection for ever).
 
-    Raises `McpError` with HTTP 413 (too large) or 415 (another media type).
+    Raises `McpError` with HTTP 413 (too large), 415 (another media type) or 408 (too slow).
     """
     if request.content_length is not None and request.content_length > limit:
         raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
@@ -54,11 +56,15 @@ async def read_body(request: web.Request, limit: int) -> bytes:
         raise McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.content.iter_chunked(65536):
-        size += len(chunk)
-        if size > limit:
-            raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.content.iter_chunked(65536):
+                size += len(chunk)
+                if size > limit:
+                    raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise McpError(INVALID_REQUEST, f"Request body not received within {timeout_s:g} s", http_status=408) from None
     return b"".join(chunks)
 
 

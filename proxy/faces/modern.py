@@ -128,7 +128,7 @@ class ModernFace:
         method: str | None = None
         face = "v2-modern"
         try:
-            body = await read_body(request, self.settings.max_body_bytes)
+            body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
             message = jsonrpc.parse(body)
             request_id = message.id if message.kind == "request" else None
             method = message.method
