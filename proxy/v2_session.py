@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from translators.capabilities import server_capabilities_to_v2
-from translators.envelope import ModernMeta, legacy_result, upstream_client_capabilities
+from translators.envelope import ModernMeta, session_v2_result, upstream_client_capabilities
 from translators.errors import INTERNAL_ERROR, McpError
 from translators.inputs import input_response_from_v1
 from translators.model import InputRequest
@@ -29,8 +29,6 @@ from .faces.session import PostReply, ProxySession
 from .upstream.modern_wire import ModernClient
 
 SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
-TASK_RESULT_METHODS = frozenset({"tools/call", "tasks/get", "tasks/update", "tasks/cancel"})
-"""Methods whose results keep `resultType` on the session wire (SEP-2663 task-related results)."""
 MAX_ROUNDS = 16
 """Most input rounds one request may take before the proxy gives up on it."""
 
@@ -90,4 +88,4 @@ class V2SessionRules:
             if "requestState" in result:
                 retry["requestState"] = result["requestState"]
             result = await once(retry)
-        return result if method in TASK_RESULT_METHODS else legacy_result(method, result)
+        return session_v2_result(method, result)

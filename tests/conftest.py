@@ -60,3 +60,14 @@ def reference_v2_server() -> Iterator[ServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+async def tapped(reference_v1_server: ServerProcess):
+    """The reference v1 server behind a recording tap (``tests/tap.py``): tests give the proxy
+    ``tapped.url`` as its backend and read what reached the server in ``tapped.methods``."""
+    from tap import RecordingTap
+
+    tap = await RecordingTap.start(reference_v1_server.url)
+    yield tap
+    await tap.stop()

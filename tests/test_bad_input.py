@@ -14,19 +14,11 @@ import pytest
 from aiohttp import web
 
 from support import Caller, TEST_KEY, meta, running_proxy
-from tap import RecordingTap
 from translators.sealing import Keyring, TaskRef
 
 pytestmark = pytest.mark.peers
 
 JSON_HEADERS = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture
-async def tapped(reference_v1_server):
-    tap = await RecordingTap.start(reference_v1_server.url)
-    yield tap
-    await tap.stop()
 
 
 @pytest.fixture

@@ -13,20 +13,12 @@ import pytest
 
 from proxy.app import STATE
 from support import Caller, TEST_KEY, running_proxy
-from tap import RecordingTap
 from translators.sealing import Keyring
 
 pytestmark = pytest.mark.peers
 
 CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
 VALUE_SCHEMA = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
-
-
-@pytest.fixture
-async def tapped(reference_v1_server):
-    tap = await RecordingTap.start(reference_v1_server.url)
-    yield tap
-    await tap.stop()
 
 
 @pytest.fixture

@@ -14,16 +14,8 @@ import pytest
 
 from session_support import SessionCaller
 from support import running_proxy
-from tap import RecordingTap
 
 pytestmark = pytest.mark.peers
-
-
-@pytest.fixture
-async def tapped(reference_v1_server):
-    tap = await RecordingTap.start(reference_v1_server.url)
-    yield tap
-    await tap.stop()
 
 
 async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):

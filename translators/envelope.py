@@ -205,6 +205,16 @@ def legacy_result(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+TASK_RESULT_METHODS = frozenset({"tools/call", "tasks/get", "tasks/update", "tasks/cancel"})
+"""Methods whose results keep `resultType` on the session wire (SEP-2663 task-related results)."""
+
+
+def session_v2_result(method: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A v2 result as a v2-session client gets it: task-related results keep `resultType` (as
+    v2-session servers send it); the others lose the modern-only members (`legacy_result`)."""
+    return dict(result) if method in TASK_RESULT_METHODS else legacy_result(method, result)
+
+
 def with_server_info(result: Mapping[str, Any], server_info: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `result` with `_meta["io.modelcontextprotocol/serverInfo"]` set (core 2026-07-28)."""
     meta = dict(result.get("_meta") or {})

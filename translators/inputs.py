@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from . import jsonrpc
-from .differences import add_result_type
+from .differences import add_related_task, add_result_type, strip_related_task
 from .errors import INVALID_PARAMS, McpError
 from .model import InputRequest
 from .protocol import INPUT_REQUEST_METHODS, META_RELATED_TASK
@@ -39,23 +39,13 @@ def is_input_request(message: Mapping[str, Any]) -> bool:
 def input_request_from_v1(message: Mapping[str, Any]) -> InputRequest:
     """A v1 server request as a v2 `InputRequest` `{method, params}`, related-task `_meta` removed
     (SEP-2663: input request params carry no related-task key). Inverse: `input_request_to_v1`."""
-    params = dict(message.get("params") or {})
-    meta = params.get("_meta")
-    if isinstance(meta, dict) and META_RELATED_TASK in meta:
-        rest = {k: v for k, v in meta.items() if k != META_RELATED_TASK}
-        if rest:
-            params["_meta"] = rest
-        else:
-            del params["_meta"]
-    return InputRequest(method=str(message.get("method")), params=params)
+    return InputRequest(method=str(message.get("method")), params=strip_related_task(dict(message.get("params") or {})))
 
 
 def input_request_to_v1(request: InputRequest, request_id: jsonrpc.RequestId, task_id: str | None) -> dict[str, Any]:
     """A v2 `InputRequest` as a v1 server→client JSON-RPC request, with related-task `_meta` when it
     belongs to a task (core 2025-11-25: task-related requests MUST carry it)."""
-    params = dict(request.params)
-    if task_id is not None:
-        params["_meta"] = {**(params.get("_meta") or {}), META_RELATED_TASK: {"taskId": task_id}}
+    params = add_related_task(request.params, task_id) if task_id is not None else dict(request.params)
     return jsonrpc.request(request_id, request.method, params)
 
 

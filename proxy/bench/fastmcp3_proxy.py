@@ -14,29 +14,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
-import socket
 import sys
 import warnings
+from pathlib import Path
 
 
-def _loopback_socket(host: str, port: int) -> socket.socket:
-    if not ipaddress.ip_address(host).is_loopback:
-        raise SystemExit(f"--host must be a loopback address, not {host!r}")
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demo"))  # runs as a script in a peer env
+from loopback_serve import loopback_socket  # noqa: E402
 
 
 async def _serve(upstream: str, host: str, port: int) -> None:
     import uvicorn
     from fastmcp.server import create_proxy
 
-    sock = _loopback_socket(host, port)
+    sock = loopback_socket(host, port, backlog=1024)
     proxy = create_proxy(upstream, name="fastmcp3-bench-proxy")
     app = proxy.http_app(path="/mcp", transport="http")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, access_log=False))

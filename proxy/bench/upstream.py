@@ -37,15 +37,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import ipaddress
 import json
 import secrets
 import signal
-import socket
 import time
 from typing import Any
 
 from aiohttp import web
+
+from proxy.demo.loopback_serve import loopback_socket
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -405,20 +405,9 @@ def create_app(wire: str = "v1", *, poll_interval_ms: int = 100) -> web.Applicat
     return app
 
 
-def _loopback_socket(host: str, port: int) -> socket.socket:
-    if not ipaddress.ip_address(host).is_loopback:
-        raise SystemExit(f"--host must be a loopback address, not {host!r}")
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
 async def serve(wire: str, host: str, port: int, poll_interval_ms: int) -> None:
     """Serve until SIGTERM or SIGINT; print the readiness line once listening."""
-    sock = _loopback_socket(host, port)
+    sock = loopback_socket(host, port, backlog=1024)
     runner = web.AppRunner(create_app(wire, poll_interval_ms=poll_interval_ms), access_log=None,
                            handler_cancellation=True, shutdown_timeout=1)
     await runner.setup()

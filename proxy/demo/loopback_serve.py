@@ -22,14 +22,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import uvicorn
-
 #: Builds the ASGI app to serve (called once the socket is bound).
 AppFactory = Callable[[], Any]
 
 
-def loopback_socket(host: str, port: int) -> socket.socket:
-    """A listening, non-blocking socket bound to ``host`` (a loopback IP address) and ``port``."""
+def loopback_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
+    """A listening, non-blocking socket bound to ``host`` (a loopback IP address) and ``port``.
+    Stdlib only, so the benchmark's own servers share it too."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -40,7 +39,7 @@ def loopback_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(128)
+    sock.listen(backlog)
     sock.setblocking(False)
     return sock
 
@@ -50,6 +49,8 @@ async def serve(build_app: AppFactory, host: str, port: int) -> None:
     sock = loopback_socket(host, port)
     bound_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
+    import uvicorn  # here, so that `loopback_socket` needs nothing beyond the stdlib
+
     config = uvicorn.Config(build_app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     uv_server = uvicorn.Server(config)
     serving = asyncio.create_task(uv_server.serve(sockets=[sock]))

@@ -153,6 +153,14 @@ class UpstreamSession:
         are logged (use `deliver` when the caller must know)."""
         await self._post_no_answer(message, headers)
 
+    def _raise_if_lost(self, response: aiohttp.ClientResponse) -> None:
+        """A 404 to a request carrying our session id: the backend forgot the session (it is
+        marked lost, the backend suspected) — raises `SessionLost`."""
+        if response.status == 404 and self.session_id:
+            self.lost = True
+            self.backend.on_trouble()
+            raise SessionLost(self.session_id)
+
     async def deliver(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
         """POST a JSON-RPC response the backend waits for, and make sure it was taken.
 
@@ -161,10 +169,7 @@ class UpstreamSession:
         """
         response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
         async with response:
-            if response.status == 404 and self.session_id:
-                self.lost = True
-                self.backend.on_trouble()
-                raise SessionLost(self.session_id)
+            self._raise_if_lost(response)
             if response.status >= 300:
                 raise backend_unavailable(self.backend.name, f"answered HTTP {response.status} to an answer it asked for")
 
@@ -225,10 +230,7 @@ class UpstreamSession:
                         on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
         response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
         async with response:
-            if response.status == 404 and self.session_id:
-                self.lost = True
-                self.backend.on_trouble()
-                raise SessionLost(self.session_id)
+            self._raise_if_lost(response)
             if method == "initialize" and H_SESSION_ID in response.headers:
                 self.session_id = response.headers[H_SESSION_ID]
 

@@ -13,14 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adv_support import FlakyTap, RestartableBackend  # noqa: E402
-from tap import RecordingTap  # noqa: E402
-
-
-@pytest.fixture
-async def tapped(reference_v1_server):
-    tap = await RecordingTap.start(reference_v1_server.url)
-    yield tap
-    await tap.stop()
 
 
 @pytest.fixture
