@@ -1,8 +1,9 @@
 """The aiohttp application: routes, lifecycle, and an in-process runner for the demo and tests.
 
-Routes: `POST <path>` (and `<path>/`) → the modern face; `GET`/`DELETE <path>` → 405 (the modern
-wire has neither; with an `Mcp-Session-Id` → 404, no such session); `GET /healthz` (alive),
-`GET /readyz` (the backend has answered a probe), `GET /metrics` (Prometheus text format).
+Routes: `POST <path>` (and `<path>/`) → the entry face, which routes to a backend (`proxy.fleet`);
+`GET`/`DELETE <path>` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
+neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (every backend has answered
+a probe), `GET /metrics` (Prometheus text format).
 Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
 """
 
@@ -26,9 +27,8 @@ from .backends import BackendHandle, UnsupportedBackend
 from .config import ConfigError, Settings
 from .faces.modern import ModernFace
 from .faces.session import SessionFace
+from .fleet import Fleet, Stack
 from .relay import relay
-from .v1_over_v2 import V1OverV2
-from .v2_session import V2SessionRules
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
@@ -42,11 +42,13 @@ READY_PROBE_TIMEOUT_S = 5.0
 
 @dataclass
 class ProxyState:
-    """What the handlers share: settings, keys, the backend and the face."""
+    """What the handlers share: settings, keys, the backends (`fleet`) and the session face.
+    `backend` and `face` are the first backend's (the entry face routes to the others)."""
 
     settings: Settings
     keyring: Keyring
     http: aiohttp.ClientSession | None = None
+    fleet: Fleet | None = None
     backend: BackendHandle | None = None
     face: ModernFace | None = None
     session_face: SessionFace | None = None
@@ -54,17 +56,23 @@ class ProxyState:
 
 
 async def _other_method(request: web.Request) -> web.StreamResponse:
+    """GET and DELETE: the proxy's own sessions, relayed sessions (routed like their POSTs), else
+    404 for a session id and 405 without one (the modern wire has neither)."""
     state = request.app[STATE]
     session_face = state.session_face
-    if H_SESSION_ID in request.headers and state.backend is not None and state.backend.profile is not None \
-            and state.backend.profile.dialect in ("v1", "v2-session") \
-            and not (session_face and session_face.owns(request.headers[H_SESSION_ID])):
-        return await relay(request, state.backend.connector, None, state.settings.forward_headers)
-    if H_SESSION_ID in request.headers and session_face is not None:
+    session_id = request.headers.get(H_SESSION_ID)
+    if session_id is not None and state.fleet is not None and not (session_face and session_face.owns(session_id)):
+        routed = state.fleet.relayed_session(session_id)
+        if routed is not None:
+            stack, upstream_id = routed
+            profile = stack.backend.profile
+            if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
+                return await relay(request, stack.backend.connector, None, state.settings.forward_headers, session_id=upstream_id)
+    if session_id is not None and session_face is not None:
         if request.method == "GET":
             return await session_face.handle_get(request)
         return await session_face.handle_delete(request)
-    if H_SESSION_ID in request.headers:
+    if session_id is not None:
         error = McpError(INVALID_REQUEST, "Session not found")
         return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=404, content_type="application/json")
     error = McpError(INVALID_REQUEST, f"Method Not Allowed: the 2026-07-28 wire has no {request.method}")
@@ -83,17 +91,19 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """200 once the backend has answered a probe; until then each call probes it (at most
-    `READY_PROBE_TIMEOUT_S`) and answers 503 naming the backend and why."""
-    backend = request.app[STATE].backend
-    if backend is None:
+    """200 once every backend has answered a probe; until then each call probes the others (at
+    most `READY_PROBE_TIMEOUT_S` each) and answers 503 naming the first backend not ready and why."""
+    fleet = request.app[STATE].fleet
+    if fleet is None:
         return web.json_response({"status": "not ready", "backend": None, "reason": "starting"}, status=503)
-    if backend.profile is None:
-        try:
-            await asyncio.wait_for(backend.refresh(), READY_PROBE_TIMEOUT_S)
-        except (McpError, UnsupportedBackend, asyncio.TimeoutError) as exc:
-            reason = exc.message if isinstance(exc, McpError) else str(exc) or "probe timed out"
-            return web.json_response({"status": "not ready", "backend": backend.name, "reason": reason}, status=503)
+    for stack in fleet.stacks:
+        backend = stack.backend
+        if backend.profile is None:
+            try:
+                await asyncio.wait_for(backend.refresh(), READY_PROBE_TIMEOUT_S)
+            except (McpError, UnsupportedBackend, asyncio.TimeoutError) as exc:
+                reason = exc.message if isinstance(exc, McpError) else str(exc) or "probe timed out"
+                return web.json_response({"status": "not ready", "backend": backend.name, "reason": reason}, status=503)
     return web.json_response({"status": "ready"})
 
 
@@ -126,15 +136,16 @@ async def _startup(app: web.Application) -> None:
     state = app[STATE]
     settings = state.settings
     state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True)
-    state.backend = BackendHandle(settings.upstream[0], state.http, settings, metrics=state.metrics)
-    state.face = ModernFace(settings, state.keyring, state.backend)
-    state.session_face = SessionFace(settings, state.keyring, V1OverV2(settings, state.keyring, state.backend),
-                                     V2SessionRules(settings, state.backend, state.face))
-    state.face.session_face = state.session_face
+    state.fleet = Fleet((Stack(upstream, state.http, settings, state.keyring, state.metrics) for upstream in settings.upstream),
+                        state.keyring)
+    state.session_face = SessionFace(settings, state.keyring)
+    for stack in state.fleet.stacks:
+        stack.face.fleet = state.fleet
+        stack.face.session_face = state.session_face
+    state.backend = state.fleet.first.backend
+    state.face = state.fleet.first.face
     try:
-        await state.backend.refresh(force=True)
-    except McpError as exc:
-        log.warning("backend %s not reachable at start (%s); requests will probe it again", state.backend.name, exc.message)
+        await state.fleet.refresh_all()
     except UnsupportedBackend:
         await state.http.close()
         state.http = None
@@ -151,8 +162,8 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    if state.backend is not None:
-        await state.backend.close()
+    if state.fleet is not None:
+        await state.fleet.close()
     if state.http is not None:
         await state.http.close()
 
@@ -163,8 +174,8 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
-    if len(settings.upstream) != 1:
-        raise ConfigError("upstream: exactly one backend is supported in this version (give --upstream URL)")
+    if not settings.upstream:
+        raise ConfigError("upstream: at least one backend is required (give --upstream URL, or [[upstream]] tables in the config file)")
     if keyring is None:
         key, source = load_master_key(settings, environ)
         log.info("sealing key from %s", source)

@@ -50,6 +50,9 @@ class BackendHandle:
         self._last_probe = 0.0
         self._suspect = False
         self.connector.on_trouble = self.suspect
+        self.unreachable_at: float | None = None
+        """When a connection to the backend was last refused (monotonic s); None once a probe answered."""
+        self.connector.on_unreachable = self._unreachable
         self._probe_interval_s = settings.probe_interval_ms / 1000
 
     @property
@@ -71,18 +74,24 @@ class BackendHandle:
                 "and v2-modern (2026-07-28) backends"
             )
 
-    async def refresh(self, *, force: bool = False) -> BackendProfile:
-        """Probe now unless a probe ran less than a second ago (or the profile is fresh and not
-        `force`). Raises `McpError` (502) when unreachable and `UnsupportedBackend`."""
+    def _unreachable(self) -> None:
+        self.unreachable_at = time.monotonic()
+
+    async def refresh(self, *, force: bool = False, throttle: bool = True) -> BackendProfile:
+        """Probe now unless a probe ran less than a second ago (`throttle`) or the profile is fresh
+        and not `force`. Raises `McpError` (502) when unreachable and `UnsupportedBackend`."""
         async with self._probe_lock:
             now = time.monotonic()
             fresh = self.profile is not None and now - self._last_probe < self._probe_interval_s
-            if self.profile is not None and (now - self._last_probe < REPROBE_MIN_INTERVAL_S or (fresh and not force)):
+            recent = throttle and now - self._last_probe < REPROBE_MIN_INTERVAL_S
+            if self.profile is not None and (recent or (fresh and not force)):
                 return self.profile
             self._last_probe = now
             self.connector.url = self.connector.configured_url  # a replaced backend may not redirect
-            profile = await probe(self.connector)
+            profile = await probe(self.connector, self.config.dialect)
             self.check_supported(profile)
+            self.unreachable_at = None
+            self._suspect = False
             if self.profile is None or self.profile.dialect != profile.dialect:
                 log.info("backend probed: %s", profile.summary())
             self.profile = profile

@@ -20,14 +20,16 @@ class ConfigError(Exception):
 
 
 class Upstream(BaseModel):
-    """One backend: `name` (used in logs, errors and sealed ids), `url` of its MCP endpoint,
-    `dialect` ("auto" = probe), extra `headers` sent on every upstream request."""
+    """One backend: `name` (used in logs, errors and sealed ids; unique), `url` of its MCP endpoint,
+    `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends),
+    extra `headers` sent on every upstream request."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="main", min_length=1, max_length=64)
     url: str
     dialect: DialectSetting = "auto"
+    weight: int = Field(default=1, ge=1, le=1000)
     headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("url")
@@ -73,6 +75,15 @@ class Settings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout_ms: int = Field(default=30_000, gt=0)
+
+    @field_validator("upstream")
+    @classmethod
+    def _unique_names(cls, value: list[Upstream]) -> list[Upstream]:
+        names = [u.name for u in value]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
+        return value
 
     @field_validator("listen")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -94,6 +95,13 @@ class Caller:
                 return result
             assert asyncio.get_running_loop().time() < deadline, f"task stayed {result['status']}"
             await asyncio.sleep(0.1)
+
+
+def free_port() -> int:
+    """A loopback port free right now (for a server that must come back on the same port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @contextlib.asynccontextmanager

@@ -6,33 +6,20 @@ new work reaches the new server, for modern and v1 clients alike."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import pytest
 
-from proxy.demo.peers import ensure_peer_env
-from proxy.demo.processes import V1_SERVER_SCRIPT, V2_SERVER_SCRIPT, ServerProcess
+from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
 from session_support import SessionCaller
-from support import Caller, running_proxy
+from support import Caller, free_port, running_proxy
 
 pytestmark = pytest.mark.peers
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _start(env: str, script, port: int) -> ServerProcess:
-    argv = [str(ensure_peer_env(env)), str(script), "--host", "127.0.0.1", "--port", str(port)]
-    return ServerProcess.start(argv, env={"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off"})
-
-
 async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
-    port = _free_port()
-    old = _start("mcp-v1", V1_SERVER_SCRIPT, port)
+    port = free_port()
+    old = start_reference_v1_server(port)
     new = None
     try:
         async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
@@ -40,7 +27,7 @@ async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
             before = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "old"}})).result
             assert before["resultType"] == "task"
             old.stop()
-            new = _start("fastmcp4", V2_SERVER_SCRIPT, port)
+            new = start_reference_v2_server(port)
             lost = await modern.call("tasks/get", {"taskId": before["taskId"]})
             assert (lost.status, lost.error["code"], lost.error["message"]) == (400, -32602, "Unknown task")
             await asyncio.sleep(1.1)  # on-demand probes are at least a second apart

@@ -215,8 +215,9 @@ class ServerProcess:
         return f"<ServerProcess pid={self.pid} url={self.url!r} {state}>"
 
 
-def start_reference_v1_server(**kw: Any) -> ServerProcess:
-    """Start the reference v1 server (``v1_server.py`` on ``mcp==1.30.0``) on an ephemeral port.
+def start_reference_v1_server(port: int = 0, **kw: Any) -> ServerProcess:
+    """Start the reference v1 server (``v1_server.py`` on ``mcp==1.30.0``) on 127.0.0.1:``port``
+    (0: an ephemeral port).
 
     Builds the ``mcp-v1`` peer environment first if needed (see :func:`proxy.demo.peers.ensure_peer_env`).
     Keyword arguments go to :meth:`ServerProcess.start` (``env``, ``ready_timeout_s``).
@@ -231,7 +232,7 @@ def start_reference_v1_server(**kw: Any) -> ServerProcess:
     from proxy.demo.peers import ensure_peer_env
 
     python = ensure_peer_env("mcp-v1")
-    argv = [str(python), str(V1_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    argv = [str(python), str(V1_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port)]
     return ServerProcess.start(argv, **kw)
 
 
@@ -258,8 +259,9 @@ def start_fastmcp3_server(**kw: Any) -> ServerProcess:
     return ServerProcess.start(argv, env=env, **kw)
 
 
-def start_reference_v2_server(**kw: Any) -> ServerProcess:
-    """Start the reference v2 server (``v2_server.py`` on FastMCP 4.1.4 + fastmcp-tasks) on an ephemeral port.
+def start_reference_v2_server(port: int = 0, **kw: Any) -> ServerProcess:
+    """Start the reference v2 server (``v2_server.py`` on FastMCP 4.1.4 + fastmcp-tasks) on
+    127.0.0.1:``port`` (0: an ephemeral port).
 
     Builds the ``fastmcp4`` peer environment (``fastmcp==4.1.4``, ``fastmcp-tasks==4.1.4``) first
     if needed (see :func:`proxy.demo.peers.ensure_peer_env`). Keyword arguments go to
@@ -277,6 +279,6 @@ def start_reference_v2_server(**kw: Any) -> ServerProcess:
     from proxy.demo.peers import ensure_peer_env
 
     python = ensure_peer_env("fastmcp4")
-    argv = [str(python), str(V2_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    argv = [str(python), str(V2_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port)]
     env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
     return ServerProcess.start(argv, env=env, **kw)

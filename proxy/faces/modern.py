@@ -11,7 +11,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from aiohttp import web
 
@@ -61,6 +61,7 @@ from translators.protocol import (
     REMOVED_TASK_METHODS_V2,
     TASK_METHODS_V2,
 )
+from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.sealing import Keyring, TaskRef
 
 from ..backends import BackendHandle, UnsupportedBackend
@@ -77,7 +78,15 @@ from .http_checks import (
 from ..metrics import outcome_of
 from ..relay import relay
 from ..upstream.session_v2 import session_capabilities
-from ..upstream.session_wire import SessionLost, UpstreamSession
+from ..upstream.session_wire import BackendUnreachable, SessionLost, UpstreamSession
+
+if TYPE_CHECKING:
+    from ..fleet import Fleet
+
+RELAY_SESSION = "relay-session"
+"""Sealing purpose of a relayed session's id when several backends sit behind the proxy."""
+RELAY_STATE = "relay-state"
+"""Sealing purpose of a relayed backend's MRTR `requestState` when several backends sit behind the proxy."""
 
 log = logging.getLogger(__name__)
 
@@ -118,15 +127,21 @@ class ModernFace:
         self._forward = ["Authorization", *settings.forward_headers]
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
         self.session_face: Any = None
-        """The session face for v1 clients, when the backend can serve them (set by the app)."""
+        """The session face for v1 and v2-session clients (set by the app)."""
+        self.fleet: Fleet | None = None
+        """All backends and the router (set by the app; with one backend, a fleet of this face's)."""
 
     # -- HTTP ------------------------------------------------------------------------------------
 
     async def handle_post(self, request: web.Request) -> web.StreamResponse:
+        """Every POST: parse it, work out its dialect (TRANSLATION.md §2) and its backend (the
+        fleet's router, `proxy/fleet.py`), and answer. New work that finds its backend unreachable
+        goes to the next one; nothing was sent to the first."""
         principal = self.keyring.principal(request.headers.get(self._identity_header))
         request_id: Any = None
         method: str | None = None
         face = "v2-modern"
+        target = self
         try:
             body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
             message = jsonrpc.parse(body)
@@ -135,53 +150,183 @@ class ModernFace:
             params = message.params
             if not is_modern(message.method, params):
                 if H_SESSION_ID in request.headers or message.method == "initialize":
-                    await self.backend.current()  # the backend's dialect decides relay or translation
-                    if self._relays_session(request, message):
-                        face = "v1"
-                        response = await relay(request, self.backend.connector, body, self.settings.forward_headers)
-                        self._count(method, relay_outcome(response), face)
-                        return response
-                    if self.session_face is not None:
-                        return await self.session_face.handle_post(request, message)  # counted by the session face
+                    face = "v1"
+                    return await self._session_wire(request, message, body)
                 raise not_modern_error(message, request)
             if not accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
             meta = read_meta(params)
             refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
-            # The dialect decides relay or translation: probe first when it is not known yet (a
-            # backend that was down at start), so a v2 backend is never translated as v1.
-            if (await self.backend.current()).dialect == "v2-modern":
-                routing = {H_METHOD: message.method}
-                name = name_param(message.method, params)
-                if name is not None:
-                    routing[H_NAME] = encode_header_value(name)
-                response = await relay(request, self.backend.connector, body, self.settings.forward_headers, routing)
-                self._count(method, relay_outcome(response))
-                return response
-            if message.kind == "notification":
-                self._count(method, "ok")
-                return web.Response(status=202)
-            if message.kind == "response":
-                raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
-            forward = {h: request.headers[h] for h in self._forward if h in request.headers}
-            reply = await self.dispatch(Call(message.method, params, meta, principal, forward))
+            target, bound = await self._route(message, meta, principal)
+            tried: set[str] = set()
+            while True:
+                try:
+                    return await target._serve(request, body, message, meta, principal)
+                except BackendUnreachable:
+                    tried.add(target.backend.name)
+                    if bound or len(tried) >= len(self._fleet.stacks):
+                        raise
+                    target = (await self._fleet.pick(frozenset(tried))).face
         except McpError as exc:
             self._log_refusal(exc, principal, request)
-            self._count(method, outcome_of(exc), face)
+            target._count(method, outcome_of(exc), face)
             answer_id = request_id if request_id is not None else exc.request_id
             return json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
         except UnsupportedBackend as exc:
-            self._count(method, str(INTERNAL_ERROR), face)
+            target._count(method, str(INTERNAL_ERROR), face)
             error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
             return json_response(jsonrpc.error_response(request_id, error), 502)
         except Exception:  # a proxy bug must not take the connection down without an answer
             log.exception("internal error answering a request from principal=%s", principal)
-            self._count(method, str(INTERNAL_ERROR), face)
+            target._count(method, str(INTERNAL_ERROR), face)
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             return json_response(jsonrpc.error_response(request_id, error), 500)
-        self._count(method, "ok")
-        return json_response(jsonrpc.result_response(request_id, reply.result), 200, reply.headers)
+
+    @property
+    def _fleet(self) -> "Fleet":
+        assert self.fleet is not None, "the application has not started"
+        return self.fleet
+
+    async def _route(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> tuple["ModernFace", bool]:
+        """The face of the backend that must answer, and whether the request is bound to it: a
+        task by the backend sealed in its id, an MRTR retry by the one sealed in its
+        `requestState`; other requests are new work for the router. With one backend, always it
+        (ids that do not unseal are then refused where they are read, as before)."""
+        fleet = self._fleet
+        if not fleet.multi:
+            return fleet.first.face, True
+        params = message.params
+        if message.method in TASK_METHODS_V2 and meta.declares_tasks:
+            ref = self.keyring.unseal_task_id(params.get("taskId"), principal)
+            return fleet.named(ref.backend).face, True
+        if message.method in MRTR_METHODS and "requestState" in params:
+            return fleet.named(self._state_backend(params["requestState"], principal)).face, True
+        return (await fleet.pick()).face, False
+
+    def _state_backend(self, token: Any, principal: str) -> str:
+        """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange,
+        or wrapping a relayed backend's own state. Raises `McpError(-32602)` for anything else."""
+        try:
+            return self.keyring.unseal(RELAY_STATE, str(token), principal)[0]
+        except ValueError:
+            fields = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))
+        if len(fields) != 2:
+            raise McpError(INVALID_PARAMS, "Invalid requestState")
+        return fields[1]
+
+    async def _serve(self, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta,
+                     principal: str) -> web.StreamResponse:
+        """A checked modern request, answered by this face's backend: relayed to a v2-modern
+        backend, translated for the others."""
+        # The dialect decides relay or translation: probe first when it is not known yet (a
+        # backend that was down at start), so a v2 backend is never translated as v1.
+        if (await self.backend.current()).dialect == "v2-modern":
+            response = await self._relay_modern(request, body, message, principal)
+            self._count(message.method, relay_outcome(response))
+            return response
+        if message.kind == "notification":
+            self._count(message.method, "ok")
+            return web.Response(status=202)
+        if message.kind == "response":
+            raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
+        forward = {h: request.headers[h] for h in self._forward if h in request.headers}
+        reply = await self.dispatch(Call(message.method, message.params, meta, principal, forward))
+        self._count(message.method, "ok")
+        return json_response(jsonrpc.result_response(message.id, reply.result), 200, reply.headers)
+
+    async def _relay_modern(self, request: web.Request, body: bytes, message: jsonrpc.Message, principal: str) -> web.StreamResponse:
+        """Relay to a v2-modern backend (TRANSLATION.md §3). With several backends, task ids and
+        relayed `requestState`s are sealed toward the client and opened toward the backend
+        (`translators.fleet_ids`), and the routing headers name the backend's own id."""
+        params = message.params
+        rewrite = None
+        if self._fleet.multi:
+            name = self.backend.name
+            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal),
+                                      functools.partial(self._relayed_state, principal=principal))
+            body = jsonrpc.dumps(outbound)
+            params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
+
+            def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
+                return ids_to_client(answer, lambda task: self.keyring.seal_task_id(TaskRef(name, "", task), principal),
+                                     lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
+        routing = {H_METHOD: message.method}
+        name_value = name_param(message.method, params)
+        if name_value is not None:
+            routing[H_NAME] = encode_header_value(name_value)
+        if rewrite is None:
+            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing)
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite)
+
+    def _relayed_task(self, task_id: str, *, principal: str) -> str:
+        """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
+        A task sealed for another backend, or created on a session (before this backend was
+        upgraded), is unknown here: -32602."""
+        ref = self.keyring.unseal_task_id(task_id, principal)
+        if ref.backend != self.backend.name or ref.session:
+            raise McpError(INVALID_PARAMS, "Unknown task")
+        return ref.task
+
+    def _relayed_state(self, token: str, *, principal: str) -> str:
+        """The backend's own `requestState` inside one the proxy wrapped. Raises `McpError(-32602)`."""
+        try:
+            backend, state = self.keyring.unseal(RELAY_STATE, token, principal)
+        except ValueError:
+            raise McpError(INVALID_PARAMS, "Invalid requestState") from None
+        if backend != self.backend.name:
+            raise McpError(INVALID_PARAMS, "Invalid requestState")
+        return state
+
+    # -- session-wire POSTs: relayed, or the proxy's own sessions -----------------------------------
+
+    async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
+        """A session-wire POST (TRANSLATION.md §2 rules 3–5): the proxy's own session, a relayed
+        session (routed by the backend sealed in its id), or an `initialize` the router places."""
+        fleet = self._fleet
+        session_id = request.headers.get(H_SESSION_ID)
+        if session_id is not None:
+            if self.session_face is not None and self.session_face.owns(session_id):
+                return await self.session_face.handle_post(request, message)  # counted by the session face
+            routed = fleet.relayed_session(session_id)
+            if routed is not None:
+                stack, upstream_id = routed
+                await stack.backend.current()
+                if upstream_id is not None or stack.face._relays_session(request, message):
+                    return await stack.face._relay_session(request, body, message, upstream_id)
+            if self.session_face is not None:
+                return await self.session_face.handle_post(request, message)  # 404: no such session
+            raise not_modern_error(message, request)
+        tried: set[str] = set()
+        while True:
+            stack = await fleet.pick(frozenset(tried))
+            try:
+                await stack.backend.current()  # the backend's dialect decides relay or translation
+                if stack.face._relays_session(request, message):
+                    return await stack.face._relay_session(request, body, message, None)
+                break
+            except BackendUnreachable:
+                tried.add(stack.name)
+                if len(tried) >= len(fleet.stacks):
+                    raise
+        if self.session_face is None:
+            raise not_modern_error(message, request)
+        return await self.session_face.handle_post(request, message, stack)
+
+    async def _relay_session(self, request: web.Request, body: bytes, message: jsonrpc.Message,
+                             upstream_id: str | None) -> web.StreamResponse:
+        """Relay a session of the backend's own dialect; with several backends the session id the
+        backend hands out is sealed with the backend's name (and opened again: `upstream_id`)."""
+        seal = None
+        if self._fleet.multi:
+            name = self.backend.name
+
+            def seal(session_id: str) -> str:
+                return self.keyring.seal(RELAY_SESSION, (name, session_id), "")
+        response = await relay(request, self.backend.connector, body, self.settings.forward_headers,
+                               session_id=upstream_id, seal_session=seal)
+        self._count(message.method, relay_outcome(response), "v1")
+        return response
 
     def _count(self, method: str | None, outcome: str, face: str = "v2-modern") -> None:
         """One answered request in `mcp_tasks_proxy_requests_total`."""
@@ -240,8 +385,11 @@ class ModernFace:
         return await self.forward(call)
 
     def _unseal(self, call: Call) -> TaskRef:
+        """The task a translated `tasks/*` call names: sealed for this backend, on an upstream
+        session (an id without one was relayed to this backend when it spoke v2-modern). Raises
+        `McpError(-32602)` "Unknown task"."""
         ref = self.keyring.unseal_task_id(call.params.get("taskId"), call.principal)
-        if ref.backend != self.backend.name:
+        if ref.backend != self.backend.name or not ref.session:
             raise McpError(INVALID_PARAMS, "Unknown task")
         return ref
 
@@ -360,7 +508,7 @@ class ModernFace:
         if requests is not None:
             self.exchanges.hold(exchange)
             expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms
-            state = self.keyring.seal_request_state((exchange.id,), call.principal, expires_ms)
+            state = self.keyring.seal_request_state((exchange.id, self.backend.name), call.principal, expires_ms)
             return Reply(input_required_result(requests, state))
         self.exchanges.release(exchange)
         assert exchange.upstream is not None

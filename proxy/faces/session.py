@@ -44,11 +44,14 @@ class ProxySession:
     """One v1 client session: who it is, what it declared, its GET stream and pending requests."""
 
     def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int,
-                 face: str = "v1"):
+                 face: str = "v1", rules: Any = None):
         self.id = session_id
         self.principal = principal
         self.face = face
         """"v1", or "v2-session" when the client declared the tasks extension in `initialize`."""
+        self.rules = rules
+        """What the session's requests mean: the rules of its face in front of the backend the
+        router gave it at `initialize` (`V1OverV2` or `V2SessionRules`); every request goes there."""
         capabilities = params.get("capabilities")
         self.client_capabilities: dict[str, Any] = capabilities if isinstance(capabilities, dict) else {}
         info = params.get("clientInfo")
@@ -186,14 +189,12 @@ class SessionStore:
 
 
 class SessionFace:
-    """HTTP handling of the session wire; what requests mean is `handler` (the v1-over-v2 rules)."""
+    """HTTP handling of the session wire; what requests mean is each session's `rules`, chosen at
+    `initialize` from the stack (`proxy.fleet.Stack`) the router picked."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, handler: Any, v2_handler: Any = None):
+    def __init__(self, settings: Settings, keyring: Keyring):
         self.settings = settings
         self.keyring = keyring
-        self.handler = handler
-        self.v2_handler = v2_handler
-        """The rules for v2-session clients (None: they are refused)."""
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms)
         self._identity_header = settings.identity_header or "Authorization"
         self._closing = asyncio.Event()
@@ -209,10 +210,12 @@ class SessionFace:
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
 
-    async def handle_post(self, request: web.Request, message: jsonrpc.Message) -> web.StreamResponse:
-        """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`."""
-        response = await self._handle_post(request, message)
-        backend = getattr(self.handler, "backend", None)
+    async def handle_post(self, request: web.Request, message: jsonrpc.Message, stack: Any = None) -> web.StreamResponse:
+        """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`.
+        `stack` is the backend's (`proxy.fleet.Stack`) for an `initialize`."""
+        response = await self._handle_post(request, message, stack)
+        session = self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
+        backend = session.rules.backend if session is not None else getattr(stack, "backend", None)
         if backend is not None:
             backend.metrics.request(self._face_of(request, message), backend.dialect, message.method, _outcome(request, response))
         return response
@@ -226,13 +229,13 @@ class SessionFace:
         extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
         return "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
 
-    async def _handle_post(self, request: web.Request, message: jsonrpc.Message) -> web.StreamResponse:
+    async def _handle_post(self, request: web.Request, message: jsonrpc.Message, stack: Any) -> web.StreamResponse:
         """A parsed session-wire POST (TRANSLATION.md §2 rules 3–5)."""
         principal = self.principal(request)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is None:
-            if message.kind == "request" and message.method == "initialize":
-                return await self._initialize(request, message, principal)
+            if message.kind == "request" and message.method == "initialize" and stack is not None:
+                return await self._initialize(request, message, principal, stack)
             return _error(message.id if message.kind == "request" else None,
                           McpError(INVALID_REQUEST, "Bad Request: Missing session ID"), 400)
         session = self.sessions.get(session_id, principal)
@@ -247,23 +250,20 @@ class SessionFace:
             return _error(message.id, McpError(INVALID_REQUEST, "Session already initialized"), 400)
         reply = PostReply(request, session)
         v2 = session.face == "v2-session"
-        handler = self.v2_handler if v2 else self.handler
         try:
-            result = await handler.dispatch(session, message.method, message.params, reply, request)
+            result = await session.rules.dispatch(session, message.method, message.params, reply, request)
         except McpError as exc:
             error = exc if v2 else for_v1_client(exc)
             log.info("refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
-    async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str) -> web.StreamResponse:
+    async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str, stack: Any) -> web.StreamResponse:
         params = message.params
         capabilities = params.get("capabilities")
         extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
         face = "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
-        handler = self.v2_handler if face == "v2-session" else self.handler
-        if handler is None:
-            return _error(message.id, McpError(INVALID_REQUEST, f"{face} clients are not served in front of this backend"), 400)
+        handler = stack.v2_rules if face == "v2-session" else stack.v1_rules
         try:
             result = await handler.initialize_result(params)
         except McpError as exc:
@@ -271,7 +271,7 @@ class SessionFace:
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_LEGACY_VERSIONS else LEGACY_VERSION
         session_id = self.keyring.seal("session", (secrets.token_urlsafe(12),), principal)
-        self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events, face))
+        self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events, face, handler))
         body = jsonrpc.result_response(message.id, {**result, "protocolVersion": version})
         return web.Response(body=jsonrpc.dumps(body), content_type=JSON, headers={H_SESSION_ID: session_id})
 

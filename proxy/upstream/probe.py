@@ -115,13 +115,17 @@ async def _legacy_task_support(backend: Backend) -> dict[str, TaskSupport]:
         await session.close()
 
 
-async def probe(backend: Backend) -> BackendProfile:
-    """Probe `backend` (both steps) and return its profile.
+async def probe(backend: Backend, pinned: str = "auto") -> BackendProfile:
+    """Probe `backend` and return its profile. `pinned` is the configured dialect: "auto" tries
+    `server/discover`, then `initialize` (TRANSLATION.md §2); "v2-modern" tries only the first,
+    "v1" and "v2-session" only the second, and the profile carries the pinned dialect.
 
-    Raises `McpError` (HTTP 502) when it is unreachable or answers neither probe like MCP.
+    Raises `McpError` (HTTP 502) when it is unreachable or answers the probe(s) unlike MCP.
     """
     now = int(time.time() * 1000)
-    discovered = await discover(backend)
+    discovered = await discover(backend) if pinned in ("auto", "v2-modern") else None
+    if discovered is None and pinned == "v2-modern":
+        raise McpError(-32603, f"Backend {backend.name!r} is pinned to v2-modern but did not answer server/discover", http_status=502)
     if discovered is not None:
         extensions = (discovered.get("capabilities") or {}).get("extensions") or {}
         return BackendProfile(
@@ -144,6 +148,8 @@ async def probe(backend: Backend) -> BackendProfile:
         dialect: Dialect = "v1"
         if TASKS_EXTENSION in extensions and not v1_offers_tool_tasks(capabilities):
             dialect = "v2-session"
+        if pinned in ("v1", "v2-session"):
+            dialect = pinned  # type: ignore[assignment]
         tools = await list_tools(session) if "tools" in capabilities else []
     except SessionLost:
         raise McpError(-32603, f"Backend {backend.name!r} lost the probe session at once", http_status=502) from None

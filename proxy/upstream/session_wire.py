@@ -39,6 +39,11 @@ class SessionLost(Exception):
     """The backend no longer knows this session (HTTP 404 on a request carrying its id)."""
 
 
+class BackendUnreachable(McpError):
+    """-32603 (HTTP 502): no connection to the backend could be made, so nothing was sent to it
+    and the request may go to another backend."""
+
+
 class Backend:
     """One backend's address on the session wire and the HTTP client used to reach it.
 
@@ -56,6 +61,8 @@ class Backend:
         self.on_trouble: Callable[[], None] = lambda: None
         """Called when the backend contradicts what is known of it (refused connection, forgotten
         session); the backend's handle then probes it again."""
+        self.on_unreachable: Callable[[], None] = lambda: None
+        """Called when no connection to the backend could be made (the router then leaves it out)."""
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
@@ -73,6 +80,9 @@ class Backend:
                 # The client hears the backend's name and the kind of failure, not its address.
                 log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
                 self.on_trouble()
+                if isinstance(exc, aiohttp.ClientConnectorError):
+                    self.on_unreachable()
+                    raise self.unreachable(exc) from None
                 raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
@@ -81,6 +91,11 @@ class Backend:
                 continue
             return response
         raise backend_unavailable(self.name, "too many redirects")
+
+    def unreachable(self, exc: BaseException) -> BackendUnreachable:
+        """The error for a connection that could not be made (see `BackendUnreachable`)."""
+        error = backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})")
+        return BackendUnreachable(error.code, error.message, http_status=502)
 
 
 class UpstreamSession:

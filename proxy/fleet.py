@@ -1,0 +1,138 @@
+"""Several backends behind one proxy: one stack of rules per backend, and the router that spreads new
+work over them by weight (TRANSLATION.md §2 "Upstream", §6 "Task ids"; issue 5).
+
+What is already bound to a backend goes back to it, whatever the weights say: a task by the backend
+sealed in its id, an MRTR retry by the backend sealed in its `requestState`, a session by the
+backend it was opened on (a proxy session remembers it; a relayed session's id is sealed with it).
+Only new work (a `tools/call` without `requestState`, an `initialize`, any other request) is routed:
+smooth weighted round robin over the backends that can be reached. A backend whose connection was
+refused is left out of new work; at most once a second a request probes it again, and it is back
+as soon as a probe answers (a restarted or replaced backend, with its new dialect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Iterable
+
+import aiohttp
+
+from translators.errors import INVALID_PARAMS, McpError
+from translators.sealing import Keyring
+
+from .backends import BackendHandle, UnsupportedBackend
+from .config import Settings, Upstream
+from .faces.modern import RELAY_SESSION, ModernFace
+from .metrics import Metrics
+from .v1_over_v2 import V1OverV2
+from .v2_session import V2SessionRules
+
+log = logging.getLogger(__name__)
+
+REVIVE_INTERVAL_S = 1.0
+"""An unreachable backend is probed again by new work at most this often."""
+
+
+class Stack:
+    """One backend and the rules each face uses in front of it."""
+
+    def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics):
+        self.name = upstream.name
+        self.weight = upstream.weight
+        self.backend = BackendHandle(upstream, http, settings, metrics=metrics)
+        self.face = ModernFace(settings, keyring, self.backend)
+        self.v1_rules = V1OverV2(settings, keyring, self.backend)
+        self.v2_rules = V2SessionRules(settings, self.backend, self.face)
+        self._revive_lock = asyncio.Lock()
+        self._revive_at = 0.0
+
+    async def usable(self) -> bool:
+        """Whether new work may go here: the backend's connection was not refused, or a probe
+        (at most once per `REVIVE_INTERVAL_S`, one at a time) has just found it answering again."""
+        if self.backend.unreachable_at is None:
+            return True
+        if self._revive_lock.locked() or time.monotonic() - self._revive_at < REVIVE_INTERVAL_S:
+            return False
+        async with self._revive_lock:
+            self._revive_at = time.monotonic()
+            try:
+                await self.backend.refresh(force=True, throttle=False)
+            except (McpError, UnsupportedBackend) as exc:
+                log.info("backend %s still unreachable: %s", self.name, exc)
+                return False
+            log.info("backend %s answers again: %s", self.name, self.backend.dialect)
+            return True
+
+
+class Fleet:
+    """The configured backends, in configuration order. `multi` says whether relays must seal the
+    ids they pass on (TRANSLATION.md §6: with one backend they pass through unchanged)."""
+
+    def __init__(self, stacks: Iterable[Stack], keyring: Keyring):
+        self.stacks = list(stacks)
+        self.keyring = keyring
+        if not self.stacks:
+            raise ValueError("a fleet needs at least one backend")
+        self._by_name = {stack.name: stack for stack in self.stacks}
+        self._current = {stack.name: 0 for stack in self.stacks}
+        self.multi = len(self.stacks) > 1
+
+    @property
+    def first(self) -> Stack:
+        return self.stacks[0]
+
+    def named(self, name: str) -> Stack:
+        """The stack of the backend `name` sealed in an id. Raises `McpError(-32602)` "Unknown task"
+        for a name no longer configured (the id outlived its backend)."""
+        stack = self._by_name.get(name)
+        if stack is None:
+            raise McpError(INVALID_PARAMS, "Unknown task")
+        return stack
+
+    def relayed_session(self, session_id: str) -> tuple[Stack, str | None] | None:
+        """Where a session id the proxy's own sessions do not hold goes: with one backend, to it
+        unchanged (`(stack, None)`); with several, to the backend sealed in it, with the backend's
+        own id; None for an id that does not unseal (no such session: 404)."""
+        if not self.multi:
+            return self.first, None
+        try:
+            name, upstream_id = self.keyring.unseal(RELAY_SESSION, session_id, "")
+        except ValueError:
+            return None
+        stack = self._by_name.get(name)
+        return (stack, upstream_id) if stack is not None else None
+
+    async def pick(self, exclude: frozenset[str] = frozenset()) -> Stack:
+        """The backend for new work: smooth weighted round robin (each backend's share of picks is
+        its weight over the sum) over the reachable backends not in `exclude`; when none is
+        reachable, over all of them, so that the answer names a backend that failed."""
+        candidates = [stack for stack in self.stacks if stack.name not in exclude] or self.stacks
+        if len(candidates) == 1:
+            return candidates[0]
+        usable = [stack for stack in candidates if await stack.usable()] or candidates
+        return self._next(usable)
+
+    def _next(self, stacks: list[Stack]) -> Stack:
+        """Smooth weighted round robin: each turn every candidate gains its weight, the largest
+        total wins and pays back the sum of the weights (spreads a 3:1 split as A A B A, not A A A B)."""
+        total = sum(stack.weight for stack in stacks)
+        for stack in stacks:
+            self._current[stack.name] += stack.weight
+        chosen = max(stacks, key=lambda stack: self._current[stack.name])
+        self._current[chosen.name] -= total
+        return chosen
+
+    async def refresh_all(self) -> None:
+        """Probe every backend once (at start); unreachable ones are logged and left for later.
+        Raises `UnsupportedBackend` for a backend that speaks no dialect the proxy serves."""
+        for stack in self.stacks:
+            try:
+                await stack.backend.refresh(force=True)
+            except McpError as exc:
+                log.warning("backend %s not reachable at start (%s); requests will probe it again", stack.name, exc.message)
+
+    async def close(self) -> None:
+        for stack in self.stacks:
+            await stack.backend.close()

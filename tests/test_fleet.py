@@ -1,0 +1,100 @@
+"""The router of several backends (proxy/fleet.py) and their configuration, without servers:
+smooth weighted round robin, unreachable backends left out of new work, relayed session ids."""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+import pytest
+
+from proxy.config import ConfigError, load
+from proxy.faces.modern import RELAY_SESSION
+from proxy.fleet import Fleet, Stack
+from proxy.metrics import Metrics
+from support import TEST_KEY
+from translators.errors import McpError
+from translators.sealing import Keyring
+
+KEYRING = Keyring(TEST_KEY)
+
+
+def _settings(*weights: int):
+    upstream = [{"name": name, "url": f"http://127.0.0.1:9/{name}", "weight": weight} for name, weight in zip("abc", weights)]
+    return load(None, {"upstream": upstream})
+
+
+async def _fleet(*weights: int) -> tuple[Fleet, aiohttp.ClientSession]:
+    settings = _settings(*weights)
+    http = aiohttp.ClientSession()
+    metrics = Metrics()
+    return Fleet([Stack(u, http, settings, KEYRING, metrics) for u in settings.upstream], KEYRING), http
+
+
+@pytest.mark.parametrize(("weights", "expected"), [
+    ((1, 1), "abababab"),
+    ((3, 1), "aabaaaba"),
+    ((2, 1), "abaaba"),
+    ((1, 2, 1), "bacbbacb"),
+])
+async def test_new_work_is_spread_by_smooth_weighted_round_robin(weights, expected):
+    fleet, http = await _fleet(*weights)
+    try:
+        assert "".join([(await fleet.pick()).name for _ in expected]) == expected
+    finally:
+        await http.close()
+
+
+async def test_an_unreachable_backend_is_left_out_and_excluded_ones_are_skipped():
+    fleet, http = await _fleet(1, 1)
+    try:
+        b = fleet.named("b")
+        b.backend.unreachable_at = time.monotonic()
+        b._revive_at = time.monotonic()  # a probe has just failed: none again within a second
+        assert [(await fleet.pick()).name for _ in range(4)] == ["a", "a", "a", "a"]
+        assert (await fleet.pick(frozenset({"a"}))).name == "b"  # the only one left
+        fleet.named("a").backend.unreachable_at = time.monotonic()
+        fleet.named("a")._revive_at = time.monotonic()
+        assert {(await fleet.pick()).name for _ in range(4)} == {"a", "b"}  # none reachable: all, so the error names one
+    finally:
+        await http.close()
+
+
+async def test_relayed_session_ids_name_their_backend_only_with_several_backends():
+    fleet, http = await _fleet(1, 1)
+    single, http1 = await _fleet(1)
+    try:
+        sealed = KEYRING.seal(RELAY_SESSION, ("b", "upstream-session-7"), "")
+        routed = fleet.relayed_session(sealed)
+        assert routed is not None and (routed[0].name, routed[1]) == ("b", "upstream-session-7")
+        assert fleet.relayed_session("upstream-session-7") is None
+        assert fleet.relayed_session(KEYRING.seal(RELAY_SESSION, ("gone", "s"), "")) is None
+        only = single.relayed_session("upstream-session-7")
+        assert only is not None and (only[0].name, only[1]) == ("a", None)
+    finally:
+        await http.close()
+        await http1.close()
+
+
+async def test_a_backend_no_longer_configured_is_an_unknown_task():
+    fleet, http = await _fleet(1, 1)
+    try:
+        with pytest.raises(McpError) as refused:
+            fleet.named("retired")
+        assert (refused.value.code, refused.value.message) == (-32602, "Unknown task")
+    finally:
+        await http.close()
+
+
+@pytest.mark.parametrize(("upstream", "message"), [
+    ([{"name": "a", "url": "http://x/mcp"}, {"name": "a", "url": "http://y/mcp"}],
+     "upstream: Value error, backend names must be unique; 'a' is given 2 times"),
+    ([{"name": "a", "url": "http://x/mcp", "weight": 0}], "upstream.0.weight: Input should be greater than or equal to 1 (got 0)"),
+    ([{"name": "a", "url": "http://x/mcp", "weight": 1001}], "upstream.0.weight: Input should be less than or equal to 1000 (got 1001)"),
+    ([{"name": "a", "url": "http://x/mcp", "dialect": "v3"}],
+     "upstream.0.dialect: Input should be 'auto', 'v1', 'v2-session' or 'v2-modern' (got 'v3')"),
+])
+def test_backend_configuration_errors_name_the_key(upstream, message):
+    with pytest.raises(ConfigError) as refused:
+        load(None, {"upstream": upstream})
+    assert str(refused.value).startswith(f"configuration: {message}")

@@ -1,0 +1,104 @@
+"""Task ids and MRTR `requestState`s in v2-modern messages relayed to one of several v2-modern backends.
+
+With several backends the proxy rewrites task ids, and nothing else (TRANSLATION.md §6 "Task ids"):
+toward the client each backend task id becomes a sealed id naming its backend, and toward the
+backend the sealed id becomes the backend's own id again. MRTR `requestState`s get the same
+treatment, so that a retry finds its backend. The callables do the sealing; this module only
+knows where the values are. Places, on the 2026-07-28 wire with the SEP-2663 tasks extension:
+
+* `params.taskId`: `tasks/get`, `tasks/update`, `tasks/cancel` requests (SEP-2663); the
+  `DetailedTask` params of `notifications/tasks` (SEP-2663, TaskStatusNotification).
+* `result.taskId`: `CreateTaskResult` (`resultType: "task"`) and `GetTaskResult` (a
+  `DetailedTask`) (SEP-2663, tools/call and tasks/get).
+* `_meta["io.modelcontextprotocol/related-task"].taskId` in `params._meta` and `result._meta`,
+  and in `inputRequests[key].params._meta` of a `params` or `result` (mcpkit keeps it there,
+  WIRE.md §7).
+* `params.notifications.taskIds[*]`: `subscriptions/listen` requests and
+  `notifications/subscriptions/acknowledged` (SEP-2663, TaskSubscriptionNotifications).
+* `params.requestState` (an MRTR retry) and `result.requestState` (`InputRequiredResult`)
+  (core 2026-07-28, MRTR).
+
+Only strings are mapped; anything else (missing, null, a number) is left as it is. A v2-modern
+task has no `task` wrapper (WIRE.md §3.2), and tool arguments, tool results and `inputRequests`
+keys are payload, so none of them is touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .protocol import META_RELATED_TASK
+
+Relabel = Callable[[str], str]
+
+
+def relabel(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -> dict[str, Any]:
+    """A copy of the JSON-RPC message (request, notification, result response or error response) with every
+    task id mapped through `task_id` and every requestState through `request_state`; nothing else changes.
+    Exceptions raised by the callables propagate unchanged.
+
+    The input is never mutated: the containers on the way to a changed value are copied, every other
+    value is shared with the input."""
+
+    def body(holder: dict[str, Any]) -> dict[str, Any]:
+        holder = _mapped(holder, "taskId", task_id)
+        holder = _mapped(holder, "requestState", request_state)
+        holder = _related_task(holder, task_id)
+        holder = _nested(holder, "inputRequests", lambda requests: _input_requests(requests, task_id))
+        return _nested(holder, "notifications", lambda wanted: _task_ids(wanted, task_id))
+
+    return _nested(_nested(dict(message), "params", body), "result", body)
+
+
+def ids_to_client(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -> dict[str, Any]:
+    """A backend's message on its way to the client: backend task ids and requestStates mapped to
+    sealed ones (`task_id`, `request_state` seal). Inverse: `ids_to_backend`."""
+    return relabel(message, task_id, request_state)
+
+
+def ids_to_backend(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -> dict[str, Any]:
+    """A client's message on its way to a backend: sealed task ids and requestStates mapped back to
+    the backend's own (`task_id`, `request_state` unseal). Inverse: `ids_to_client`."""
+    return relabel(message, task_id, request_state)
+
+
+# --- helpers: each returns its argument itself when nothing in it changes ------------------------
+
+
+def _mapped(holder: dict[str, Any], key: str, fn: Relabel) -> dict[str, Any]:
+    """`holder` with the string at `key` mapped through `fn`."""
+    value = holder.get(key)
+    return {**holder, key: fn(value)} if isinstance(value, str) else holder
+
+
+def _nested(holder: dict[str, Any], key: str, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """`holder` with the object at `key` replaced by `fn(object)`."""
+    inner = holder.get(key)
+    if not isinstance(inner, dict):
+        return holder
+    changed = fn(inner)
+    return holder if changed is inner else {**holder, key: changed}
+
+
+def _related_task(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
+    """`holder` with `_meta["io.modelcontextprotocol/related-task"].taskId` mapped."""
+    return _nested(
+        holder, "_meta", lambda meta: _nested(meta, META_RELATED_TASK, lambda related: _mapped(related, "taskId", task_id))
+    )
+
+
+def _input_requests(requests: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
+    """`inputRequests` (key -> `{method, params}`) with the related-task id in each `params._meta` mapped."""
+    changed = {
+        key: _nested(entry, "params", lambda params: _related_task(params, task_id)) if isinstance(entry, dict) else entry
+        for key, entry in requests.items()
+    }
+    return requests if all(changed[key] is requests[key] for key in requests) else changed
+
+
+def _task_ids(wanted: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
+    """A subscription filter with each string in `taskIds` mapped."""
+    ids = wanted.get("taskIds")
+    if not isinstance(ids, list) or not any(isinstance(one, str) for one in ids):
+        return wanted
+    return {**wanted, "taskIds": [task_id(one) if isinstance(one, str) else one for one in ids]}
