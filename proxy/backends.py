@@ -19,6 +19,7 @@ from translators.protocol import TaskSupport
 from .config import Settings, Upstream
 from .follow import V1Follower
 from .metrics import Metrics
+from .store import TaskStateStore
 from .upstream.pool import SessionPool
 from .upstream.probe import BackendProfile, probe
 from .upstream.session_wire import Backend
@@ -34,16 +35,18 @@ class UnsupportedBackend(Exception):
 
 
 class BackendHandle:
-    """One backend: its connector, its profile (None until a probe succeeded), pool and follower."""
+    """One backend: its connector, its profile (None until a probe succeeded), pool and follower.
+    `store` keeps the task state replicas would share (`proxy/store.py`; default: in memory)."""
 
-    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None,
+                 store: TaskStateStore | None = None):
         self.config = config
         self.name = config.name
         self.connector = Backend(config.name, config.url, http, extra_headers=config.headers,
                                  request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
-                                   input_capture_wait_ms=settings.input_capture_wait_ms)
+                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store)
         self.metrics.track_live(lambda: len(self.follower))
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()

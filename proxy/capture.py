@@ -6,7 +6,8 @@ shows them to the v2 client as `inputRequests` under keys it mints (never reused
 answers each upstream, same session and same request id, when the client's `tasks/update` brings
 the answer.
 
-* `TaskInputs`: one task's outstanding requests, its key counter and the held `tasks/result`.
+* `TaskInputs`: one task's held `tasks/result`; its outstanding requests and key counter are kept
+  in the `TaskStateStore` (`proxy/store.py`), the state replicas would share.
 * `SessionListener`: one upstream session's GET stream, attributing what arrives to a task.
 * `InputBook`: all of it for one backend, bounded in count (least recently used first) and time
   (the task's ttl, or `max_task_state_ms` when the ttl is null); what is evicted stops listening.
@@ -17,18 +18,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cachetools import TLRUCache
 
-from translators import jsonrpc
 from translators.differences import V1Payload
 from translators.errors import INVALID_PARAMS, McpError
-from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request, related_task_id
+from translators.inputs import input_request_from_v1, input_response_to_v1, is_input_request, related_task_id
 from translators.model import InputRequest
 from translators.sealing import TaskRef
 
+from .store import CapturedInput, TaskStateStore
 from .upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
 
 log = logging.getLogger(__name__)
@@ -37,18 +37,9 @@ GET_STREAM_RETRY_S = 0.5
 """Pause before the GET stream of a session with live tasks is opened again after it ended."""
 
 
-@dataclass(frozen=True, slots=True)
-class Captured:
-    """A request for input held by the proxy: where to answer it and what it asks."""
-
-    key: str
-    upstream_id: jsonrpc.RequestId
-    request: InputRequest
-    session: UpstreamSession
-
-
 class TaskInputs:
-    """What the proxy holds for one upstream v1 task.
+    """What the proxy holds for one upstream v1 task: the machinery that captures its requests for
+    input (the held `tasks/result`) — the requests themselves are kept in the `TaskStateStore`.
 
     `status` is the last upstream status seen (from `tasks/get` or a status notification);
     `payload` is filled when a held `tasks/result` returns; `nonblocking` is set for backends whose
@@ -56,48 +47,49 @@ class TaskInputs:
     `tasks/get` alone.
     """
 
-    def __init__(self, ref: TaskRef, session: UpstreamSession, keep_s: float):
+    def __init__(self, ref: TaskRef, session: UpstreamSession, keep_s: float, store: TaskStateStore):
         self.ref = ref
         self.session = session
         self.keep_s = keep_s
+        self.store = store
         self.status = "working"
         self.announced = 0
         """Status notifications that marked the task `input_required` whose request has not been
         attributed yet (FastMCP 3 announces, then sends the request without related-task `_meta`)."""
-        self.outstanding: dict[str, Captured] = {}
         self.payload: V1Payload | None = None
         self.nonblocking = False
-        self._count = 0
-        self._seen_ids: set[jsonrpc.RequestId] = set()
         self._arrived = asyncio.Event()
         self._holder: asyncio.Task[None] | None = None
         self._held_error: McpError | None = None
 
     # -- capture and answer ----------------------------------------------------------------------
 
-    def capture(self, session: UpstreamSession, message: Mapping[str, Any]) -> str | None:
-        """Hold a server request for input under a fresh key; None when already held (same id)."""
-        upstream_id = message.get("id")
-        if upstream_id in self._seen_ids:
-            return None
-        self._seen_ids.add(upstream_id)  # type: ignore[arg-type]
-        self._count += 1
-        key = input_key("input-", self._count)
-        self.outstanding[key] = Captured(key, upstream_id, input_request_from_v1(message), session)  # type: ignore[arg-type]
-        self._arrived.set()
+    @property
+    def outstanding(self) -> dict[str, CapturedInput]:
+        """Requests held and not answered yet, by key, in the order they arrived."""
+        return self.store.inputs(self.ref)
+
+    def capture(self, message: Mapping[str, Any]) -> str | None:
+        """Hold a server request for input (it came on this task's session) under a fresh key;
+        None when already held (same id)."""
+        key = self.store.capture_input(self.ref, message.get("id"), input_request_from_v1(message), self.keep_s)  # type: ignore[arg-type]
+        if key is not None:
+            self._arrived.set()
         return key
 
     async def answer(self, responses: Mapping[str, Any], headers: Mapping[str, str]) -> list[str]:
         """Send each outstanding key's answer upstream (same session, same request id); unknown or
         already answered keys are ignored (TRANSLATION.md §4.5). Returns the keys delivered."""
         delivered = []
+        outstanding = self.outstanding
         for key, value in responses.items():
-            captured = self.outstanding.get(key)
+            captured = outstanding.get(key)
             if captured is None:
                 continue
             # Raises when the backend did not take it; the key then stays outstanding.
-            await captured.session.deliver(input_response_to_v1(captured.upstream_id, value), headers=headers)
-            self.outstanding.pop(key, None)
+            await self.session.deliver(input_response_to_v1(captured.upstream_id, value), headers=headers)
+            self.store.answered(self.ref, key)
+            outstanding.pop(key, None)
             delivered.append(key)
         return delivered
 
@@ -143,7 +135,7 @@ class TaskInputs:
     async def _on_stream_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if not is_input_request(message):
             return await refuse_server_request(message)
-        self.capture(self.session, message)
+        self.capture(message)
         return None
 
     def note_status(self, status: str) -> None:
@@ -158,7 +150,7 @@ class TaskInputs:
         """Stop holding anything for this task (it ended, or its state was evicted)."""
         if self._holder is not None and not self._holder.done():
             self._holder.cancel()
-        self.outstanding.clear()
+        self.store.drop_inputs(self.ref)
 
 
 class SessionListener:
@@ -240,7 +232,7 @@ class SessionListener:
                 inputs.announced -= 1
         if inputs is None:
             return False
-        inputs.capture(self.session, message)
+        inputs.capture(message)
         return True
 
     def retry(self) -> None:
@@ -269,8 +261,9 @@ class _ClosingTLRU(TLRUCache):
 class InputBook:
     """Input state of every followed task of one backend, and its sessions' GET listeners."""
 
-    def __init__(self, *, max_tasks: int, max_task_state_ms: int):
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int, store: TaskStateStore):
         self._max_state_s = max_task_state_ms / 1000
+        self.store = store
         self._tasks: TLRUCache[TaskRef, TaskInputs] = _ClosingTLRU(maxsize=max_tasks, ttu=self._deadline, timer=time.monotonic)
         self._listeners: dict[str, SessionListener] = {}
         self._ephemeral: set[str] = set()
@@ -285,7 +278,7 @@ class InputBook:
         inputs = self._tasks.get(ref)
         if inputs is None:
             keep_s = self._max_state_s if ttl_ms is None else min(ttl_ms / 1000, self._max_state_s)
-            inputs = TaskInputs(ref, session, keep_s)
+            inputs = TaskInputs(ref, session, keep_s, self.store)
             self._tasks[ref] = inputs
             listener = self.listener(session, headers)
             if listener is not None:

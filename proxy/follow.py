@@ -11,10 +11,7 @@ within `max_tasks` entries.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Mapping
-
-from cachetools import TLRUCache
 
 from translators.differences import V1Payload, outcome_to_v2
 from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, unknown_task
@@ -23,6 +20,7 @@ from translators.model import CanonicalTask
 from translators.sealing import TaskRef
 
 from .capture import InputBook, TaskInputs
+from .store import MemoryTaskStore, TaskStateStore
 from .upstream.session_wire import SessionLost, UpstreamSession
 
 PAYLOAD_TIMEOUT_S = 30.0
@@ -32,17 +30,15 @@ PAYLOAD_TIMEOUT_S = 30.0
 class V1Follower:
     """Status, input requests and outcome of v1 tasks; terminal tasks remembered (bounded)."""
 
-    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int):
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int, store: TaskStateStore | None = None):
         self._max_state_s = max_task_state_ms / 1000
         self._capture_wait_s = input_capture_wait_ms / 1000
-        self.inputs = InputBook(max_tasks=max_tasks, max_task_state_ms=max_task_state_ms)
-        self._terminal: TLRUCache[TaskRef, CanonicalTask] = TLRUCache(
-            maxsize=max_tasks, ttu=self._expiry, timer=time.monotonic
-        )
+        self.store: TaskStateStore = store if store is not None else MemoryTaskStore(max_tasks=max_tasks)
+        """Terminal outcomes and captured requests for input (`proxy/store.py`)."""
+        self.inputs = InputBook(max_tasks=max_tasks, max_task_state_ms=max_task_state_ms, store=self.store)
 
-    def _expiry(self, _ref: TaskRef, task: CanonicalTask, now: float) -> float:
-        keep = self._max_state_s if task.ttl_ms is None else min(task.ttl_ms / 1000, self._max_state_s)
-        return now + keep
+    def _keep_s(self, task: CanonicalTask) -> float:
+        return self._max_state_s if task.ttl_ms is None else min(task.ttl_ms / 1000, self._max_state_s)
 
     def created(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], ttl_ms: int | None) -> None:
         """Start following a task just created through the proxy (its session's GET stream is held,
@@ -56,7 +52,7 @@ class V1Follower:
         Raises `McpError(-32602)` when the backend does not know the task or forgot its session,
         and `McpError` (HTTP 502) when the backend is unreachable.
         """
-        cached = self._terminal.get(ref)
+        cached = self.store.outcome(ref)
         if cached is not None:
             return cached
         try:
@@ -85,7 +81,7 @@ class V1Follower:
                 payload = inputs.payload or await self._payload(ref, session, headers)
                 task = outcome_to_v2(task, payload)
             self.inputs.finish(ref)
-            self._terminal[ref] = task
+            self.store.keep_outcome(ref, task, self._keep_s(task))
             return task
         return await self._with_inputs(task, inputs, headers)
 
@@ -113,9 +109,12 @@ class V1Follower:
         """Deliver `tasks/update` answers: each outstanding key goes upstream as the JSON-RPC
         response to the request it names; other keys (unknown, answered, or of an ended task) are
         ignored (TRANSLATION.md §4.5)."""
-        if ref in self._terminal:
+        if self.store.outcome(ref) is not None:
             return
         inputs = self.inputs.get(ref)
+        if inputs is None and self.store.inputs(ref):
+            # Requests another replica captured (a shared store): answer them from here.
+            inputs = self.inputs.track(ref, session, headers)
         if inputs is None:
             # Not followed in this process (a restart, or lost with its session): the backend must
             # still know the task, else it is unknown (TRANSLATION.md §4.1, §4.5).
@@ -129,11 +128,11 @@ class V1Follower:
 
     def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""
-        self._terminal.pop(ref, None)
+        self.store.forget_outcome(ref)
 
     def __len__(self) -> int:
         """Tasks followed now: those with input state plus the terminal ones remembered."""
-        return len(self.inputs) + len(self._terminal)
+        return len(self.inputs) + self.store.outcome_count()
 
     def close(self) -> None:
         self.inputs.close()

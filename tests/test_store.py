@@ -1,0 +1,100 @@
+"""The task state replicas would share (proxy/store.py): the memory store's rules, and two replicas
+given one store answering each other's captured requests for input (issue 5 item 5: a shared store
+is added without touching the faces)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import aiohttp
+import pytest
+
+from proxy.app import start
+from proxy.config import load
+from proxy.store import CapturedInput, MemoryTaskStore
+from support import TEST_KEY, Caller
+from translators.model import CanonicalTask, InputRequest
+from translators.sealing import Keyring, TaskRef
+
+REF = TaskRef("main", "session-1", "task-1")
+OTHER = TaskRef("main", "session-1", "task-2")
+ASK = InputRequest(method="elicitation/create", params={"message": "Delete a.txt?"})
+
+
+def _task(status: str = "completed") -> CanonicalTask:
+    return CanonicalTask(task_id="task-1", status=status, created_at="2026-11-30T08:00:00Z",
+                         last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
+
+
+def test_captured_requests_get_fresh_keys_never_reused_within_a_task():
+    store = MemoryTaskStore(max_tasks=10)
+    assert store.capture_input(REF, 7, ASK, 60) == "input-1"
+    assert store.capture_input(REF, 7, ASK, 60) is None  # the same upstream request again
+    assert store.capture_input(REF, 8, ASK, 60) == "input-2"
+    assert store.capture_input(OTHER, 7, ASK, 60) == "input-1"  # keys are per task
+    store.answered(REF, "input-1")
+    assert store.capture_input(REF, 9, ASK, 60) == "input-3"
+    assert store.inputs(REF) == {"input-2": CapturedInput("input-2", 8, ASK), "input-3": CapturedInput("input-3", 9, ASK)}
+    store.drop_inputs(REF)
+    assert store.inputs(REF) == {}
+    assert store.inputs(OTHER) == {"input-1": CapturedInput("input-1", 7, ASK)}
+
+
+def test_inputs_returns_a_copy():
+    store = MemoryTaskStore(max_tasks=10)
+    store.capture_input(REF, 1, ASK, 60)
+    store.inputs(REF).clear()
+    assert list(store.inputs(REF)) == ["input-1"]
+
+
+def test_outcomes_are_kept_forgotten_and_expire():
+    store = MemoryTaskStore(max_tasks=10)
+    store.keep_outcome(REF, _task(), 60)
+    store.keep_outcome(OTHER, _task(), 0)  # expires at once
+    assert (store.outcome(REF), store.outcome(OTHER), store.outcome_count()) == (_task(), None, 1)
+    store.forget_outcome(REF)
+    assert (store.outcome(REF), store.outcome_count()) == (None, 0)
+
+
+def test_the_memory_store_is_bounded_in_count_least_recently_used_first():
+    store = MemoryTaskStore(max_tasks=2)
+    refs = [TaskRef("main", "s", f"t{i}") for i in range(3)]
+    store.keep_outcome(refs[0], _task(), 60)
+    store.keep_outcome(refs[1], _task(), 60)
+    assert store.outcome(refs[0]) == _task()  # refs[1] is now the least recently used
+    store.keep_outcome(refs[2], _task(), 60)
+    assert [store.outcome(r) is not None for r in refs] == [True, False, True]
+    for i, ref in enumerate(refs):
+        store.capture_input(ref, i, ASK, 60)
+    assert [bool(store.inputs(r)) for r in refs] == [False, True, True]
+
+
+@pytest.mark.peers
+async def test_two_replicas_with_one_store_answer_each_others_captured_requests(reference_v1_server, tmp_path):
+    store = MemoryTaskStore(max_tasks=100)
+    async with contextlib.AsyncExitStack() as stack:
+        replicas = []
+        for name in ("a", "b"):
+            settings = load(None, {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": reference_v1_server.url}],
+                                   "state_dir": str(tmp_path / name)})
+            running = await start(settings, keyring=Keyring(TEST_KEY), store=store)
+            stack.push_async_callback(running.stop)
+            replicas.append(running)
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        on_a, on_b = Caller(http, replicas[0].url), Caller(http, replicas[1].url)
+        created = (await on_a.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "shared.txt"}})).result
+        for _ in range(100):  # replica a captures the backend's question
+            seen_by_a = (await on_a.call("tasks/get", {"taskId": created["taskId"]})).result
+            if seen_by_a["status"] == "input_required":
+                break
+            await asyncio.sleep(0.1)
+        assert list(seen_by_a["inputRequests"]) == ["input-1"]
+        seen_by_b = (await on_b.call("tasks/get", {"taskId": created["taskId"]})).result
+        assert (seen_by_b["status"], seen_by_b["inputRequests"]) == ("input_required", seen_by_a["inputRequests"])
+        ack = await on_b.call("tasks/update", {"taskId": created["taskId"],
+                                               "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+        assert (ack.status, ack.result) == (200, {"resultType": "complete"})
+        final = await on_b.poll(created["taskId"])
+        assert final["result"]["content"] == [{"type": "text", "text": "deleted shared.txt"}]
+        assert (await on_a.poll(created["taskId"]))["result"] == final["result"]
