@@ -29,6 +29,7 @@ from .faces.modern import ModernFace
 from .faces.session import SessionFace
 from .fleet import Fleet, Stack
 from .relay import relay
+from .store import TaskStateStore
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
@@ -53,6 +54,8 @@ class ProxyState:
     face: ModernFace | None = None
     session_face: SessionFace | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    store: TaskStateStore | None = None
+    """The task state replicas would share (`proxy/store.py`); None: each backend keeps its own in memory."""
 
 
 async def _other_method(request: web.Request) -> web.StreamResponse:
@@ -136,7 +139,7 @@ async def _startup(app: web.Application) -> None:
     state = app[STATE]
     settings = state.settings
     state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True)
-    state.fleet = Fleet((Stack(upstream, state.http, settings, state.keyring, state.metrics) for upstream in settings.upstream),
+    state.fleet = Fleet((Stack(upstream, state.http, settings, state.keyring, state.metrics, state.store) for upstream in settings.upstream),
                         state.keyring)
     state.session_face = SessionFace(settings, state.keyring)
     for stack in state.fleet.stacks:
@@ -168,9 +171,11 @@ async def _cleanup(app: web.Application) -> None:
         await state.http.close()
 
 
-def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None) -> web.Application:
-    """The proxy as an aiohttp `Application`. Startup probes the backend and raises
-    `UnsupportedBackend` when it is not a v1 backend.
+def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
+               store: TaskStateStore | None = None) -> web.Application:
+    """The proxy as an aiohttp `Application`. Startup probes every backend and raises
+    `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
+    to share with other replicas (`proxy/store.py`); by default each backend keeps its own in memory.
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
@@ -182,7 +187,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
         keyring = Keyring(key)
     # aiohttp's own limit stays above ours so the face can answer 413 with a JSON-RPC body.
     app = web.Application(client_max_size=settings.max_body_bytes + 1024, middlewares=[_request_id])
-    app[STATE] = ProxyState(settings, keyring)
+    app[STATE] = ProxyState(settings, keyring, store=store)
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
         app.router.add_post(route, _post)
@@ -210,12 +215,13 @@ class RunningProxy:
         await self.runner.cleanup()
 
 
-async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None) -> RunningProxy:
+async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
+                store: TaskStateStore | None = None) -> RunningProxy:
     """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral).
 
-    Raises `UnsupportedBackend` when the backend is not v1, `ConfigError` for bad settings.
+    Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.
     """
-    app = create_app(settings, environ=environ, keyring=keyring)
+    app = create_app(settings, environ=environ, keyring=keyring, store=store)
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()

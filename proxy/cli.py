@@ -41,7 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
             return 2
-        print(f"mcp-tasks-proxy listening on {running.url} (backend {settings.upstream[0].url})", flush=True)
+        backends = ", ".join(f"{u.name} {u.url}" for u in settings.upstream)
+        print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
@@ -104,7 +105,7 @@ def _reference_server(args: argparse.Namespace) -> int:
 
     start = {"v1": processes.start_reference_v1_server, "v2": processes.start_reference_v2_server,
              "fastmcp3": processes.start_fastmcp3_server}[args.kind]
-    server = start()
+    server = start(args.port)
     print(f"reference {args.kind} server listening on {server.url} (pid {server.pid}); Ctrl-C stops it", flush=True)
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     reference.add_argument("kind", choices=["v1", "v2", "fastmcp3"],
                            help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
+    reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
     from .bench.cli import add_bench_parser
 

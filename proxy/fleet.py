@@ -26,6 +26,7 @@ from .backends import BackendHandle, UnsupportedBackend
 from .config import Settings, Upstream
 from .faces.modern import RELAY_SESSION, ModernFace
 from .metrics import Metrics
+from .store import TaskStateStore
 from .v1_over_v2 import V1OverV2
 from .v2_session import V2SessionRules
 
@@ -38,10 +39,11 @@ REVIVE_INTERVAL_S = 1.0
 class Stack:
     """One backend and the rules each face uses in front of it."""
 
-    def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics):
+    def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics,
+                 store: TaskStateStore | None = None):
         self.name = upstream.name
         self.weight = upstream.weight
-        self.backend = BackendHandle(upstream, http, settings, metrics=metrics)
+        self.backend = BackendHandle(upstream, http, settings, metrics=metrics, store=store)
         self.face = ModernFace(settings, keyring, self.backend)
         self.v1_rules = V1OverV2(settings, keyring, self.backend)
         self.v2_rules = V2SessionRules(settings, self.backend, self.face)
@@ -91,6 +93,10 @@ class Fleet:
             raise McpError(INVALID_PARAMS, "Unknown task")
         return stack
 
+    def get(self, name: str) -> Stack | None:
+        """The stack of the backend `name`, None when no such backend is configured."""
+        return self._by_name.get(name)
+
     def relayed_session(self, session_id: str) -> tuple[Stack, str | None] | None:
         """Where a session id the proxy's own sessions do not hold goes: with one backend, to it
         unchanged (`(stack, None)`); with several, to the backend sealed in it, with the backend's
@@ -102,7 +108,9 @@ class Fleet:
         except ValueError:
             return None
         stack = self._by_name.get(name)
-        return (stack, upstream_id) if stack is not None else None
+        if stack is None or not _visible_ascii(upstream_id):
+            return None  # a backend no longer configured, or an id no backend could have given
+        return stack, upstream_id
 
     async def pick(self, exclude: frozenset[str] = frozenset()) -> Stack:
         """The backend for new work: smooth weighted round robin (each backend's share of picks is
@@ -136,3 +144,9 @@ class Fleet:
     async def close(self) -> None:
         for stack in self.stacks:
             await stack.backend.close()
+
+
+def _visible_ascii(session_id: str) -> bool:
+    """Whether `session_id` is a session id a backend may hand out: visible ASCII (0x21–0x7E),
+    the characters the session wire allows (core 2025-11-25, Session Management)."""
+    return bool(session_id) and all("!" <= ch <= "~" for ch in session_id)

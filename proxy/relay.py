@@ -20,6 +20,7 @@ from translators import jsonrpc
 from translators.errors import McpError, backend_unavailable
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 
+from .metrics import clock
 from .sse import SseParser
 from .upstream.session_wire import Backend
 
@@ -35,11 +36,13 @@ WHOLE_BODY_MAX = 1024 * 1024
 async def relay(request: web.Request, backend: Backend, body: bytes | None, forward_headers: Iterable[str] = (),
                 add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
-                rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> web.StreamResponse:
+                rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, TRANSLATION.md §6); `set_headers` replace the
-    client's. `session_id`, `seal_session` and `rewrite`: see the module docstring.
+    client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
+    JSON-RPC method of a POST, whose time to the backend's response headers is recorded in
+    `mcp_tasks_proxy_upstream_seconds`.
 
     A POST that cannot be sent raises the connector's `McpError` (`BackendUnreachable` when no
     connection could be made, so that new work may go to another backend); a GET or DELETE that
@@ -52,9 +55,12 @@ async def relay(request: web.Request, backend: Backend, body: bytes | None, forw
     headers.update(set_headers or {})
     if session_id is not None:
         headers[H_SESSION_ID] = session_id
+    started = clock()
     try:
         if request.method == "POST":
             upstream = await backend.post(body or b"", headers)
+            if method is not None:
+                backend.metrics.upstream(backend.name, method, clock() - started)
         else:
             upstream = await backend.http.request(request.method, backend.url, headers={**backend.extra_headers, **headers},
                                                   timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))

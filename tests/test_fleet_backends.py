@@ -164,6 +164,12 @@ async def test_modern_clients_relayed_to_two_v2_backends_get_sealed_ids(referenc
             final = await caller.poll(task["taskId"])
             assert final["result"]["content"][0]["text"] == "Hello, Alice! test_tool_with_task finished."
 
+        # Relayed calls are timed per backend: 2 + 1 + 2 tools/call each (tasks, a question, an MRTR pair).
+        async with http.get(proxy.base_url + "/metrics") as scraped:
+            metrics = await scraped.text()
+        for name in "ab":
+            assert f'mcp_tasks_proxy_upstream_seconds_count{{backend="{name}",method="tools/call"}} 5.0' in metrics
+
         # Ids the proxy did not hand out never reach a backend.
         raw = await caller.call("tasks/get", {"taskId": "not-a-sealed-id"})
         assert (raw.status, raw.error["code"], raw.error["message"]) == (400, -32602, "Unknown task")

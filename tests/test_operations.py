@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxy.app import STATE
 from proxy.config import load
 from proxy.follow import V1Follower
 from proxy.keys import new_key_text
@@ -197,6 +198,30 @@ async def test_readyz_is_503_in_front_of_a_closed_port(tmp_path):
     assert body["status"] == "not ready"
     assert body["backend"] == "main"
     assert "127.0.0.1" not in json.dumps(body)  # the backend's address stays out of answers
+
+
+@pytest.mark.peers
+async def test_readyz_waits_for_every_backend(reference_v1_server, tmp_path):
+    upstream = [{"name": "up", "url": reference_v1_server.url}, {"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"}]
+    async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
+        async with http.get(proxy.base_url + "/readyz") as response:
+            body = await response.json()
+            assert (response.status, body["status"], body["backend"]) == (503, "not ready", "down")
+            assert body["reason"] == "Backend 'down' unavailable: cannot reach it (ClientConnectorError)"
+
+
+@pytest.mark.peers
+async def test_a_pinned_dialect_is_the_only_probe(reference_v1_server, tmp_path):
+    pinned_modern = [{"name": "main", "url": reference_v1_server.url, "dialect": "v2-modern"}]
+    async with running_proxy("", tmp_path, upstream=pinned_modern) as proxy, aiohttp.ClientSession() as http:
+        async with http.get(proxy.base_url + "/readyz") as response:
+            assert (response.status, await response.json()) == (503, {
+                "status": "not ready", "backend": "main",
+                "reason": "Backend 'main' is pinned to v2-modern but did not answer server/discover"})
+    pinned_v1 = [{"name": "main", "url": reference_v1_server.url, "dialect": "v1"}]
+    async with running_proxy("", tmp_path, upstream=pinned_v1) as proxy:
+        backend = proxy.runner.app[STATE].backend
+        assert (backend.dialect, "slow_compute" in backend.profile.tools) == ("v1", True)
 
 
 # -- X-Request-Id and logs ---------------------------------------------------------------------------

@@ -236,8 +236,9 @@ def start_reference_v1_server(port: int = 0, **kw: Any) -> ServerProcess:
     return ServerProcess.start(argv, **kw)
 
 
-def start_fastmcp3_server(**kw: Any) -> ServerProcess:
-    """Start the FastMCP 3 v1 fixture server (``v1_fastmcp3_server.py``) on an ephemeral port.
+def start_fastmcp3_server(port: int = 0, **kw: Any) -> ServerProcess:
+    """Start the FastMCP 3 v1 fixture server (``v1_fastmcp3_server.py``) on 127.0.0.1:``port``
+    (0: an ephemeral port).
 
     Builds the ``fastmcp3`` peer environment (``fastmcp[tasks]==3.4.11``) first if needed (see
     :func:`proxy.demo.peers.ensure_peer_env`). Keyword arguments go to :meth:`ServerProcess.start`
@@ -254,7 +255,7 @@ def start_fastmcp3_server(**kw: Any) -> ServerProcess:
     from proxy.demo.peers import ensure_peer_env
 
     python = ensure_peer_env("fastmcp3")
-    argv = [str(python), str(V1_FASTMCP3_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    argv = [str(python), str(V1_FASTMCP3_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port)]
     env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
     return ServerProcess.start(argv, env=env, **kw)
 

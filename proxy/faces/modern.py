@@ -93,6 +93,13 @@ log = logging.getLogger(__name__)
 SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
 
 
+def _listened_task_ids(params: Mapping[str, Any]) -> list[Any]:
+    """The task ids a `subscriptions/listen` request names (`params.notifications.taskIds`)."""
+    wanted = params.get("notifications")
+    ids = wanted.get("taskIds") if isinstance(wanted, dict) else None
+    return list(ids) if isinstance(ids, list) else []
+
+
 class Reply:
     """A successful answer: the `result` object and extra HTTP headers."""
 
@@ -197,23 +204,37 @@ class ModernFace:
         if not fleet.multi:
             return fleet.first.face, True
         params = message.params
-        if message.method in TASK_METHODS_V2 and meta.declares_tasks:
+        if message.method in TASK_METHODS_V2:
+            if not meta.declares_tasks:
+                raise missing_tasks_extension(f"{message.method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
             ref = self.keyring.unseal_task_id(params.get("taskId"), principal)
             return fleet.named(ref.backend).face, True
+        if message.method == "subscriptions/listen":
+            names = {self.keyring.unseal_task_id(task_id, principal).backend for task_id in _listened_task_ids(params)}
+            if len(names) > 1:
+                raise McpError(INVALID_PARAMS, "subscriptions/listen: with several backends, one subscription can only name tasks of one backend")
+            if names:
+                return fleet.named(names.pop()).face, True
         if message.method in MRTR_METHODS and "requestState" in params:
-            return fleet.named(self._state_backend(params["requestState"], principal)).face, True
+            stack = fleet.get(self._state_backend(params["requestState"], principal))
+            if stack is None:
+                raise McpError(INVALID_PARAMS, "Invalid requestState")
+            return stack.face, True
         return (await fleet.pick()).face, False
 
     def _state_backend(self, token: Any, principal: str) -> str:
-        """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange,
-        or wrapping a relayed backend's own state. Raises `McpError(-32602)` for anything else."""
+        """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange
+        (exchange id, backend), or wrapping a relayed backend's own state (backend, state). Raises
+        `McpError(-32602)` "Invalid requestState" for anything else (expired ones say so)."""
         try:
-            return self.keyring.unseal(RELAY_STATE, str(token), principal)[0]
+            fields = self.keyring.unseal(RELAY_STATE, str(token), principal)
+            backend = 0
         except ValueError:
             fields = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))
+            backend = 1
         if len(fields) != 2:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
-        return fields[1]
+        return fields[backend]
 
     async def _serve(self, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta,
                      principal: str) -> web.StreamResponse:
@@ -256,8 +277,9 @@ class ModernFace:
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
         if rewrite is None:
-            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing)
-        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite)
+            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing, method=message.method)
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
+                           method=message.method)
 
     def _relayed_task(self, task_id: str, *, principal: str) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -272,7 +294,7 @@ class ModernFace:
         """The backend's own `requestState` inside one the proxy wrapped. Raises `McpError(-32602)`."""
         try:
             backend, state = self.keyring.unseal(RELAY_STATE, token, principal)
-        except ValueError:
+        except ValueError:  # does not unseal, or not two fields
             raise McpError(INVALID_PARAMS, "Invalid requestState") from None
         if backend != self.backend.name:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
@@ -324,7 +346,7 @@ class ModernFace:
             def seal(session_id: str) -> str:
                 return self.keyring.seal(RELAY_SESSION, (name, session_id), "")
         response = await relay(request, self.backend.connector, body, self.settings.forward_headers,
-                               session_id=upstream_id, seal_session=seal)
+                               session_id=upstream_id, seal_session=seal, method=message.method)
         self._count(message.method, relay_outcome(response), "v1")
         return response
 
