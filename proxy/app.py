@@ -10,6 +10,7 @@ Every response carries `X-Request-Id` (the client's when safe, else a new one; a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class ProxyState:
     face: ModernFace | None = None
     session_face: SessionFace | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    prober: asyncio.Future[None] | None = None
+    """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     store: TaskStateStore | None = None
     """The task state replicas would share (`proxy/store.py`); None: each backend keeps its own in memory."""
 
@@ -153,6 +156,7 @@ async def _startup(app: web.Application) -> None:
         await state.http.close()
         state.http = None
         raise
+    state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
 
 
 async def _shutdown(app: web.Application) -> None:
@@ -165,6 +169,10 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
+    if state.prober is not None:
+        state.prober.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await state.prober
     if state.fleet is not None:
         await state.fleet.close()
     if state.http is not None:

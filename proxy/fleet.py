@@ -141,6 +141,18 @@ class Fleet:
             except McpError as exc:
                 log.warning("backend %s not reachable at start (%s); requests will probe it again", stack.name, exc.message)
 
+    async def keep_probing(self, interval_s: float) -> None:
+        """Probe every backend again every `interval_s` seconds, for ever (run as a task; cancel to
+        stop), so that a backend replaced while no request reached it is noticed within one interval
+        (TRANSLATION.md §2) and `/readyz` reflects it."""
+        while True:
+            await asyncio.sleep(interval_s)
+            for stack in self.stacks:
+                try:
+                    await stack.backend.refresh(force=True)
+                except (McpError, UnsupportedBackend) as exc:
+                    log.info("backend %s: timed probe failed: %s", stack.name, exc)
+
     async def close(self) -> None:
         for stack in self.stacks:
             await stack.backend.close()

@@ -10,6 +10,7 @@ import asyncio
 import aiohttp
 import pytest
 
+from proxy.app import STATE
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
 from session_support import SessionCaller
 from support import Caller, free_port, running_proxy
@@ -48,6 +49,27 @@ async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
             created = (await v1_client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "v1"}, "task": {}}))["result"]
             result = await v1_client.call("tasks/result", {"taskId": created["task"]["taskId"]})
             assert result["result"]["content"][0]["text"] == "computed v1"
+    finally:
+        old.stop()
+        if new is not None:
+            new.stop()
+
+
+async def test_a_backend_replaced_while_idle_is_noticed_within_one_probe_interval(tmp_path):
+    port = free_port()
+    old = start_reference_v1_server(port)
+    new = None
+    try:
+        async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=300) as proxy:
+            backend = proxy.runner.app[STATE].backend
+            assert backend.dialect == "v1"
+            await asyncio.to_thread(old.stop)
+            new = await asyncio.to_thread(start_reference_v2_server, port)
+            for _ in range(50):  # no client request reaches the proxy meanwhile
+                if backend.dialect == "v2-modern":
+                    break
+                await asyncio.sleep(0.1)
+            assert backend.dialect == "v2-modern"
     finally:
         old.stop()
         if new is not None:
