@@ -90,6 +90,8 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""One decoder for every message (`json.loads` with hooks would build a new one per call)."""
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -112,7 +114,8 @@ def parse(body: bytes | str) -> Message:
     not a JSON-RPC message.
     """
     try:
-        obj = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+        text = body.decode(json.detect_encoding(body), "surrogatepass") if isinstance(body, bytes) else body
+        obj = _DECODER.decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
     raw = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")

@@ -54,6 +54,13 @@ async def read_body(request: web.Request, limit: int, timeout_s: float = 30.0) -
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type != JSON:
         raise McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
+    content = request.content
+    if content.is_eof():
+        # The whole body has arrived with the headers (the common case): no reading to time.
+        body = content.read_nowait()
+        if len(body) > limit:
+            raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+        return body
     chunks: list[bytes] = []
     size = 0
     try:
