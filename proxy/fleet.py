@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 import aiohttp
 
@@ -96,6 +96,15 @@ class Fleet:
     def get(self, name: str) -> Stack | None:
         """The stack of the backend `name`, None when no such backend is configured."""
         return self._by_name.get(name)
+
+    def session_sealer(self, stack: Stack) -> Callable[[str], str] | None:
+        """How the session ids `stack`'s backend hands out are shown to relayed clients: sealed with
+        the backend's name when there are several backends (inverse: `relayed_session`), else as
+        they are (None)."""
+        if not self.multi:
+            return None
+        name = stack.name
+        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
 
     def relayed_session(self, session_id: str) -> tuple[Stack, str | None] | None:
         """Where a session id the proxy's own sessions do not hold goes: with one backend, to it

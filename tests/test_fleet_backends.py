@@ -116,6 +116,7 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
             assert result["result"]["content"][0]["text"] == f"computed s{i}"
         async with http.get(proxy.url, headers=clients[1].headers()) as stream:
             assert (stream.status, stream.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")
+            assert stream.headers["Mcp-Session-Id"] == clients[1].session_id  # sealed again, never the backend's own
         async with http.delete(proxy.url, headers=clients[1].headers()) as ended:
             assert ended.status == 200
         gone = await clients[1].call("tools/list")

@@ -339,12 +339,7 @@ class ModernFace:
                              upstream_id: str | None) -> web.StreamResponse:
         """Relay a session of the backend's own dialect; with several backends the session id the
         backend hands out is sealed with the backend's name (and opened again: `upstream_id`)."""
-        seal = None
-        if self._fleet.multi:
-            name = self.backend.name
-
-            def seal(session_id: str) -> str:
-                return self.keyring.seal(RELAY_SESSION, (name, session_id), "")
+        seal = self._fleet.session_sealer(self._fleet.named(self.backend.name))
         response = await relay(request, self.backend.connector, body, self.settings.forward_headers,
                                session_id=upstream_id, seal_session=seal, method=message.method)
         self._count(message.method, relay_outcome(response), "v1")
