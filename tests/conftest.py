@@ -9,11 +9,11 @@ Sections:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from proxy.demo.processes import ServerProcess, start_reference_v1_server
+from proxy.demo.processes import ServerProcess, start_reference_v1_server, start_reference_v2_server
 
 # ============================================================================================
 # Session hooks
@@ -34,6 +34,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # ============================================================================================
 
 
+def _running(start: Callable[[], ServerProcess]) -> Iterator[ServerProcess]:
+    """A server started by `start`, stopped by its own handle when the fixture ends."""
+    server = start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def reference_v1_server() -> Iterator[ServerProcess]:
     """The reference v1 server (``proxy/demo/v1_server.py`` on ``mcp==1.30.0``), one per run.
@@ -42,24 +51,26 @@ def reference_v1_server() -> Iterator[ServerProcess]:
     The first use builds the ``mcp-v1`` peer environment (network access to PyPI needed once).
     The server is stopped by its own handle when the run ends.
     """
-    server = start_reference_v1_server()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _running(start_reference_v1_server)
 
 
 @pytest.fixture(scope="session")
 def reference_v2_server() -> Iterator[ServerProcess]:
     """The reference v2 server (``proxy/demo/v2_server.py`` on ``fastmcp==4.1.4`` +
     ``fastmcp-tasks==4.1.4``), one per run, stopped by its own handle at the end."""
-    from proxy.demo.processes import start_reference_v2_server
+    yield from _running(start_reference_v2_server)
 
-    server = start_reference_v2_server()
-    try:
-        yield server
-    finally:
-        server.stop()
+
+@pytest.fixture(scope="session")
+def second_v1_server() -> Iterator[ServerProcess]:
+    """A second reference v1 server, for tests with several backends (one per run)."""
+    yield from _running(start_reference_v1_server)
+
+
+@pytest.fixture(scope="session")
+def second_v2_server() -> Iterator[ServerProcess]:
+    """A second reference v2 server, for tests with several backends (one per run)."""
+    yield from _running(start_reference_v2_server)
 
 
 @pytest.fixture

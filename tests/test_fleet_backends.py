@@ -7,12 +7,10 @@ clients, v2-modern backends)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import aiohttp
 import pytest
 
-from proxy.demo.processes import ServerProcess, start_reference_v1_server, start_reference_v2_server
 from proxy.faces.modern import RELAY_SESSION, RELAY_STATE
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
@@ -23,24 +21,6 @@ pytestmark = pytest.mark.peers
 KEYRING = Keyring(TEST_KEY)
 NAME_ANSWER = {"action": "accept", "content": {"name": "Alice"}}
 V2_SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-proxy-reference-v2", "version": "4.1.4"}}
-
-
-@pytest.fixture(scope="module")
-def second_v1_server() -> Iterator[ServerProcess]:
-    server = start_reference_v1_server()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def second_v2_server() -> Iterator[ServerProcess]:
-    server = start_reference_v2_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _backend(task_id: str) -> tuple[str, str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,7 +28,6 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy.demo.processes import ServerProcess, start_reference_v2_server
 from proxy.faces.modern import RELAY_SESSION, RELAY_STATE
 from proxy.sse import SseParser
 from session_support import SessionCaller
@@ -52,15 +50,6 @@ CLIENT_METHODS = {"tools/call", "prompts/get", "resources/read", "tasks/get", "t
 
 
 # --- backends and taps ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def second_v2_server() -> Iterator[ServerProcess]:
-    server = start_reference_v2_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class HeaderTap(RecordingTap):
