@@ -78,7 +78,7 @@ from .http_checks import (
 from ..metrics import outcome_of
 from ..relay import relay
 from ..upstream.session_v2 import session_capabilities
-from ..upstream.session_wire import BackendUnreachable, SessionLost, UpstreamSession
+from ..upstream.session_wire import BackendUnreachable, SessionLost, UpstreamSession, reconnect_wait
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
@@ -132,6 +132,7 @@ class ModernFace:
         self.backend = backend
         self._identity_header = settings.identity_header or "Authorization"
         self._forward = ["Authorization", *settings.forward_headers]
+        self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
         self.session_face: Any = None
         """The session face for v1 and v2-session clients (set by the app)."""
@@ -158,7 +159,10 @@ class ModernFace:
             if not is_modern(message.method, params):
                 if H_SESSION_ID in request.headers or message.method == "initialize":
                     face = "v1"
-                    return await self._session_wire(request, message, body)
+                    # A session is bound to its backend; with one backend, so is everything.
+                    bound = H_SESSION_ID in request.headers or not self._fleet.multi
+                    with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
+                        return await self._session_wire(request, message, body)
                 raise not_modern_error(message, request)
             if not accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
@@ -169,7 +173,8 @@ class ModernFace:
             tried: set[str] = set()
             while True:
                 try:
-                    return await target._serve(request, body, message, meta, principal)
+                    with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
+                        return await target._serve(request, body, message, meta, principal)
                 except BackendUnreachable:
                     tried.add(target.backend.name)
                     if bound or len(tried) >= len(self._fleet.stacks):

@@ -9,10 +9,12 @@ Source: MCP core 2025-11-25 §Transports (Streamable HTTP); WIRE.md §5.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
-from typing import Any, Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 import aiohttp
 from yarl import URL
@@ -37,6 +39,25 @@ _background: set[asyncio.Future[Any]] = set()
 
 class SessionLost(Exception):
     """The backend no longer knows this session (HTTP 404 on a request carrying its id)."""
+
+
+RECONNECT_WAIT_S: ContextVar[float] = ContextVar("mcp_tasks_proxy_reconnect_wait_s", default=0.0)
+"""How long a POST made in this context waits for a backend that refuses connections to accept
+them again (seconds; 0: not at all). Set per request by the entry face for requests bound to their
+backend (config `reconnect_wait_ms`), so that a restarted or replaced backend costs their clients a
+delay rather than an error; new work does not wait, it goes to another backend."""
+RECONNECT_PAUSE_S = 0.2
+"""Pause between connection attempts while waiting."""
+
+
+@contextlib.contextmanager
+def reconnect_wait(seconds: float) -> Iterator[None]:
+    """Within the block, POSTs wait up to `seconds` for a backend refusing connections."""
+    token = RECONNECT_WAIT_S.set(seconds)
+    try:
+        yield
+    finally:
+        RECONNECT_WAIT_S.reset(token)
 
 
 class BackendUnreachable(McpError):
@@ -73,21 +94,31 @@ class Backend:
         The caller must release the returned response.
         """
         all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
-        for _ in range(4):
+        deadline: float | None = None
+        redirects = 0
+        while redirects < 4:
             try:
                 response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                if isinstance(exc, aiohttp.ClientConnectorError):
+                    # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S).
+                    now = asyncio.get_running_loop().time()
+                    deadline = now + RECONNECT_WAIT_S.get() if deadline is None else deadline
+                    self.on_unreachable()
+                    if now < deadline:
+                        await asyncio.sleep(min(RECONNECT_PAUSE_S, deadline - now))
+                        continue
                 # The client hears the backend's name and the kind of failure, not its address.
                 log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
                 self.on_trouble()
                 if isinstance(exc, aiohttp.ClientConnectorError):
-                    self.on_unreachable()
                     raise self.unreachable(exc) from None
                 raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
                 response.release()
                 self.url = str(response.url.join(URL(location)))
+                redirects += 1
                 continue
             return response
         raise backend_unavailable(self.name, "too many redirects")

@@ -97,9 +97,9 @@ async def test_a_client_disconnect_mid_call_sends_notifications_cancelled_upstre
 
 async def test_a_killed_and_restarted_backend_is_502_then_served_again(restartable, tmp_path):
     """What held up: while the backend is down every forwarded request is 502 / -32603 naming the
-    backend (nothing hangs, /healthz stays up); after it restarts, pooled sessions are re-created
-    and tasks lost with the old sessions are unknown (-32602), never invented."""
-    async with running_proxy(restartable.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+    backend (with `reconnect_wait_ms = 0` at once; /healthz stays up); after it restarts, pooled
+    sessions are re-created and tasks lost with the old sessions are unknown (-32602), never invented."""
+    async with running_proxy(restartable.url, tmp_path, reconnect_wait_ms=0) as proxy, aiohttp.ClientSession() as http:
         client = Caller(http, proxy.url)
         created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "lost"}})).result
         restartable.kill()
@@ -118,12 +118,27 @@ async def test_a_killed_and_restarted_backend_is_502_then_served_again(restartab
         assert await healthz_ok(http, proxy.base_url)
 
 
+async def test_a_request_made_while_the_backend_restarts_waits_for_it(restartable, tmp_path):
+    """`reconnect_wait_ms`: a request that finds its backend refusing connections tries again until
+    the backend is back (here after about a second), and is answered normally."""
+    async with running_proxy(restartable.url, tmp_path, reconnect_wait_ms=20_000) as proxy, aiohttp.ClientSession() as http:
+        client = Caller(http, proxy.url)
+        assert (await client.call("tools/list")).status == 200
+        restartable.kill()
+        pending = asyncio.ensure_future(client.call("tools/call", {"name": "greet", "arguments": {"name": "patient"}}))
+        await asyncio.sleep(1.0)
+        assert not pending.done()  # waiting, not failed
+        await asyncio.to_thread(restartable.restart)
+        answer = await asyncio.wait_for(pending, 20)
+        assert (answer.status, answer.result["content"]) == (200, [{"type": "text", "text": "Hello, patient!"}])
+
+
 async def test_tasks_update_for_a_task_lost_in_a_backend_restart_is_32602(restartable, tmp_path):
     """TRANSLATION.md §4.5 "Unknown task → -32602" and §4.1 "tasks lost with a forgotten session
     are reported as unknown (-32602)". `tasks/get` does so; `tasks/update` acknowledges instead
     (its answer goes to a session the backend answers 404 for, which `_post_no_answer` only
     records). docs/decisions.md #5 covers ended tasks, not lost ones."""
-    async with running_proxy(restartable.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+    async with running_proxy(restartable.url, tmp_path, reconnect_wait_ms=0) as proxy, aiohttp.ClientSession() as http:
         client = Caller(http, proxy.url)
         created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "r.txt"}})).result
         await wait_for_input(client, created["taskId"])
