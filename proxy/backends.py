@@ -46,7 +46,8 @@ class BackendHandle:
                                  request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
-                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store)
+                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store,
+                                   backend=config.name)
         self.metrics.track_live(lambda: len(self.follower))
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()

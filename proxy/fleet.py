@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import aiohttp
 
 from translators.errors import INVALID_PARAMS, McpError
-from translators.sealing import Keyring
+from translators.fleet_ids import ids_to_backend, ids_to_client
+from translators.sealing import Keyring, TaskRef
 
 from .backends import BackendHandle, UnsupportedBackend
 from .config import Settings, Upstream
@@ -32,6 +33,8 @@ from .v2_session import V2SessionRules
 
 log = logging.getLogger(__name__)
 
+Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
+"""A whole JSON-RPC message in, the same message with its ids rewritten out."""
 REVIVE_INTERVAL_S = 1.0
 """An unreachable backend is probed again by new work at most this often."""
 
@@ -105,6 +108,32 @@ class Fleet:
             return None
         name = stack.name
         return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
+
+    def session_task_ids(self, stack: Stack, upstream_id: str) -> tuple[Rewrite, Rewrite] | None:
+        """With several backends, how task ids travel on a session relayed to `stack`'s backend
+        (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
+        whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
+        sealed with the backend and the session (principal "", like the session id: decision 25);
+        toward the backend only ids sealed for this very session open, others are "Unknown task"
+        (`McpError(-32602)`). None with one backend: ids pass through unchanged."""
+        if not self.multi:
+            return None
+        name = stack.name
+
+        def seal(task_id: str) -> str:
+            return self.keyring.seal_task_id(TaskRef(name, upstream_id, task_id), "")
+
+        def unseal(task_id: str) -> str:
+            ref = self.keyring.unseal_task_id(task_id, "")
+            if (ref.backend, ref.session) != (name, upstream_id):
+                raise McpError(INVALID_PARAMS, "Unknown task")
+            return ref.task
+
+        def unchanged(value: str) -> str:
+            return value
+
+        return (lambda message: ids_to_backend(message, unseal, unchanged),
+                lambda message: ids_to_client(message, seal, unchanged))
 
     def relayed_session(self, session_id: str) -> tuple[Stack, str | None] | None:
         """Where a session id the proxy's own sessions do not hold goes: with one backend, to it

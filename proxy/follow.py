@@ -21,8 +21,10 @@ from translators.sealing import TaskRef
 
 from .capture import InputBook, TaskInputs
 from .store import MemoryTaskStore, TaskStateStore
-from .upstream.session_wire import SessionLost, UpstreamSession
+from .upstream.session_wire import BackendUnreachable, SessionLost, UpstreamSession
 
+RETRY_PAUSE_S = 0.2
+"""Pause before a `tasks/get` whose answer broke off is asked again."""
 PAYLOAD_TIMEOUT_S = 30.0
 """How long a terminal task's `tasks/result` may take before the payload counts as unobtainable."""
 
@@ -30,9 +32,11 @@ PAYLOAD_TIMEOUT_S = 30.0
 class V1Follower:
     """Status, input requests and outcome of v1 tasks; terminal tasks remembered (bounded)."""
 
-    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int, store: TaskStateStore | None = None):
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int, store: TaskStateStore | None = None,
+                 backend: str = "main"):
         self._max_state_s = max_task_state_ms / 1000
         self._capture_wait_s = input_capture_wait_ms / 1000
+        self.backend = backend
         self.store: TaskStateStore = store if store is not None else MemoryTaskStore(max_tasks=max_tasks)
         """Terminal outcomes and captured requests for input (`proxy/store.py`)."""
         self.inputs = InputBook(max_tasks=max_tasks, max_task_state_ms=max_task_state_ms, store=self.store)
@@ -56,7 +60,7 @@ class V1Follower:
         if cached is not None:
             return cached
         try:
-            wire = await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
+            wire = await self._tasks_get(ref, session, headers)
         except SessionLost:
             self.inputs.finish(ref)
             raise unknown_task() from None
@@ -84,6 +88,20 @@ class V1Follower:
             self.store.keep_outcome(ref, task, self._keep_s(task))
             return task
         return await self._with_inputs(task, inputs, headers)
+
+    async def _tasks_get(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> dict[str, object]:
+        """`tasks/get` upstream, asked once more when the backend's answer broke off (it stopped
+        or restarted mid-answer): the request has no effect, and the second try meets the
+        restarted backend (or waits for it, `reconnect_wait_ms`) instead of failing the client."""
+        try:
+            return await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
+        except BackendUnreachable:
+            raise  # already waited for it
+        except McpError as exc:
+            if exc.http_status != 502:
+                raise
+            await asyncio.sleep(RETRY_PAUSE_S)
+            return await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
 
     async def _with_inputs(self, task: CanonicalTask, inputs: TaskInputs, headers: Mapping[str, str]) -> CanonicalTask:
         if task.status == "input_required":
@@ -132,7 +150,7 @@ class V1Follower:
 
     def __len__(self) -> int:
         """Tasks followed now: those with input state plus the terminal ones remembered."""
-        return len(self.inputs) + self.store.outcome_count()
+        return len(self.inputs) + self.store.outcome_count(self.backend)
 
     def close(self) -> None:
         self.inputs.close()

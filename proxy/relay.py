@@ -22,7 +22,7 @@ from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_V
 
 from .metrics import clock
 from .sse import SseParser
-from .upstream.session_wire import Backend
+from .upstream.session_wire import IDEMPOTENT_METHODS, Backend
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ async def relay(request: web.Request, backend: Backend, body: bytes | None, forw
     started = clock()
     try:
         if request.method == "POST":
-            upstream = await backend.post(body or b"", headers)
+            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS)
             if method is not None:
                 backend.metrics.upstream(backend.name, method, clock() - started)
         else:

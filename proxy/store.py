@@ -74,8 +74,8 @@ class TaskStateStore(Protocol):
     def drop_inputs(self, ref: TaskRef) -> None:
         """The task ended (or its state was evicted): forget its requests."""
 
-    def outcome_count(self) -> int:
-        """Terminal outcomes remembered now (for `mcp_tasks_proxy_live_tasks`)."""
+    def outcome_count(self, backend: str) -> int:
+        """Terminal outcomes of `backend`'s tasks remembered now (for `mcp_tasks_proxy_live_tasks`)."""
 
 
 @dataclass
@@ -128,6 +128,6 @@ class MemoryTaskStore:
     def drop_inputs(self, ref: TaskRef) -> None:
         self._inputs.pop(ref, None)
 
-    def outcome_count(self) -> int:
+    def outcome_count(self, backend: str) -> int:
         self._outcomes.expire()
-        return len(self._outcomes)
+        return sum(1 for ref in self._outcomes if ref.backend == backend)

@@ -89,11 +89,21 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
         sessions = [KEYRING.unseal(RELAY_SESSION, client.session_id, "") for client in clients]
         assert [name for name, _ in sessions] == ["a", "b", "a", "b"]
         assert len({upstream_id for _, upstream_id in sessions}) == 4
+        task_ids = []
         for i, client in enumerate(clients):
             created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": f"s{i}"},
                                                         "task": {"ttl": 60_000}}))["result"]
-            result = await client.call("tasks/result", {"taskId": created["task"]["taskId"]})
+            task_id = created["task"]["taskId"]
+            ref = KEYRING.unseal_task_id(task_id, "")  # sealed with its backend and session, like the session id
+            assert (ref.backend, ref.session) == sessions[i]
+            task_ids.append(task_id)
+            result = await client.call("tasks/result", {"taskId": task_id})
             assert result["result"]["content"][0]["text"] == f"computed s{i}"
+            assert result["result"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+            listed = (await client.call("tasks/list"))["result"]["tasks"]
+            assert [t["taskId"] for t in listed] == [task_id]
+        stranger = await clients[2].call("tasks/get", {"taskId": task_ids[0]})  # same backend, another session
+        assert (stranger["_status"], stranger["error"]["code"], stranger["error"]["message"]) == (200, -32602, "Unknown task")
         async with http.get(proxy.url, headers=clients[1].headers()) as stream:
             assert (stream.status, stream.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")
             assert stream.headers["Mcp-Session-Id"] == clients[1].session_id  # sealed again, never the backend's own

@@ -10,11 +10,13 @@ server (FastMCP 4) starts on its port. Every task is followed to its end and cou
 * wrong: any other answer (another task's result, a failure, a cancel nobody asked for) — must be 0;
 * other errors: anything else a client sees once a task was started — must be none.
 
-While `b` is down, requests bound to it wait for it (`reconnect_wait_ms`) instead of failing: no
-client may see an HTTP 502. A v1 session relayed to `b` sees what it would see without the proxy
-when `b` dies mid-answer: its SSE stream ends; a poll is then retried (counted as a cut stream), a
-`tools/call` cut off that way never learnt its task (counted apart, allowed only on `b`).
-New work that finds `b` down goes to `a` (nothing was sent to `b`), so starting a task never fails.
+While `b` is down, requests bound to it wait for it (`reconnect_wait_ms`) instead of failing, and
+a `tasks/get` whose answer `b` broke off by dying is asked again: no poll may see an HTTP 502. A
+v1 session relayed to `b` sees what it would see without the proxy when `b` dies mid-answer: its
+SSE stream ends; a poll is then retried (counted as a cut stream). A `tools/call` that `b` was
+answering when it died never learns its task (a cut stream, or HTTP 502 saying the backend broke
+off), and one sent on a session `b` no longer has gets HTTP 404, after which the client opens a new
+session: both counted apart, allowed only on `b`.
 After the upgrade new work must reach both backends from both kinds of client.
 """
 
@@ -49,15 +51,21 @@ class Tally:
     """(client kind, outcome) → tasks; outcome is finished, unknown or wrong."""
     unknown_on: collections.Counter = field(default_factory=collections.Counter)
     """(phase, backend) of each task reported unknown."""
-    http_502: int = 0
-    """Answers HTTP 502 (a backend that stayed down longer than `reconnect_wait_ms`); must be 0."""
+    http_502: list = field(default_factory=list)
+    """(client kind, label, method, error) of every HTTP 502 a poll got; must be none."""
     cut_streams: int = 0
     """Relayed SSE answers cut off by the backend's death; the client polled again."""
     failed_starts: list = field(default_factory=list)
+    lost_sessions: list = field(default_factory=list)
+    """Backends of relayed v1 sessions found gone (HTTP 404) when starting a task: the client opened
+    a new one, as the session wire says."""
     cut_starts: list = field(default_factory=list)
-    """Backends of v1 sessions whose `tools/call` stream was cut off by the backend's death (the
-    client cannot know whether the task was created; it died with the backend anyway)."""
+    """Backends of `tools/call`s cut off by the backend's death while it answered (a v1 session's
+    stream ends; a modern client gets HTTP 502 naming the backend and saying so): the client
+    cannot know whether the task was created; it died with the backend anyway."""
     other_errors: list = field(default_factory=list)
+    wrong: list = field(default_factory=list)
+    """(client kind, label, phase, backend, what it got) of every wrong answer."""
     relayed_after: int = 0
     """Modern tasks on `b` after the upgrade whose sealed id names no session (relayed to v2-modern)."""
 
@@ -73,6 +81,9 @@ async def _modern_worker(http: aiohttp.ClientSession, url: str, tally: Tally, st
         label = f"m{worker}-{n}"
         phase = tally.phase
         created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": TASK_SECONDS, "label": label}})
+        if created.status == 502 and _cut_off(created.error["message"]):
+            tally.cut_starts.append(created.error["message"].split("'")[1])  # the backend it names
+            continue
         if created.status != 200 or "result" not in created.body:
             tally.failed_starts.append(("modern", label, created.status, created.body))
             continue
@@ -84,7 +95,7 @@ async def _modern_worker(http: aiohttp.ClientSession, url: str, tally: Tally, st
         while True:
             answer = await caller.call("tasks/get", {"taskId": task_id})
             if answer.status == 502:
-                tally.http_502 += 1
+                tally.http_502.append(("modern", label, "tasks/get", answer.body))
                 await asyncio.sleep(0.2)
                 continue
             if "error" in answer.body:
@@ -95,14 +106,19 @@ async def _modern_worker(http: aiohttp.ClientSession, url: str, tally: Tally, st
                     tally.other_errors.append(("modern", label, answer.status, answer.body))
                 break
             status = answer.result["status"]
-            if status == "completed":
-                text = answer.result["result"]["content"][0]["text"]
-                tally.outcomes[("modern", "finished" if text == f"computed {label}" else "wrong")] += 1
+            if status == "completed" and answer.result["result"]["content"][0]["text"] == f"computed {label}":
+                tally.outcomes[("modern", "finished")] += 1
                 break
-            if status in ("failed", "cancelled"):
+            if status in ("completed", "failed", "cancelled"):
                 tally.outcomes[("modern", "wrong")] += 1
+                tally.wrong.append(("modern", label, phase, ref.backend, answer.result))
                 break
             await asyncio.sleep(0.1)
+
+
+def _cut_off(message: str) -> bool:
+    """Whether a 502 says the backend died while answering (the request had reached it)."""
+    return "stream broke" in message or "connection failed while reading" in message or "closed the response stream" in message
 
 
 def _relayed_backend(client: SessionCaller) -> str | None:
@@ -153,9 +169,13 @@ async def _v1_worker(http: aiohttp.ClientSession, url: str, tally: Tally, stop: 
             tally.cut_starts.append(_relayed_backend(client))
             client = None
             continue
+        if created["_status"] == 404:
+            tally.lost_sessions.append(_relayed_backend(client))
+            client = None  # the session was lost with its backend: a new one, as the session wire says
+            continue
         if "result" not in created:
             tally.failed_starts.append(("v1", label, created["_status"], created))
-            client = None  # a session lost before the task started: start a new one
+            client = None
             continue
         task_id = created["result"]["task"]["taskId"]
         backend, _relayed = _v1_backend(client, task_id)
@@ -166,7 +186,7 @@ async def _v1_worker(http: aiohttp.ClientSession, url: str, tally: Tally, stop: 
                 if answer["_status"] == 0:
                     tally.cut_streams += 1
                 else:
-                    tally.http_502 += 1
+                    tally.http_502.append(("v1", label, "tasks/get", answer))
                 await asyncio.sleep(0.2)
                 continue
             unknown = answer["_status"] == 404 or (answer.get("error") or {}).get("code") == -32602
@@ -186,10 +206,15 @@ async def _v1_worker(http: aiohttp.ClientSession, url: str, tally: Tally, stop: 
                     tally.cut_streams += 1
                     continue
                 text = (result.get("result") or {}).get("content", [{}])[0].get("text")
-                tally.outcomes[("v1", "finished" if text == f"computed {label}" else "wrong")] += 1
+                if text == f"computed {label}":
+                    tally.outcomes[("v1", "finished")] += 1
+                else:
+                    tally.outcomes[("v1", "wrong")] += 1
+                    tally.wrong.append(("v1", label, phase, backend, result))
                 break
             if status in ("failed", "cancelled"):
                 tally.outcomes[("v1", "wrong")] += 1
+                tally.wrong.append(("v1", label, phase, backend, answer))
                 break
             await asyncio.sleep(0.1)
 
@@ -236,14 +261,16 @@ async def test_rolling_upgrade_of_one_backend_of_two(tmp_path):
     unknown = tally.outcomes[("modern", "unknown")] + tally.outcomes[("v1", "unknown")]
     wrong = tally.outcomes[("modern", "wrong")] + tally.outcomes[("v1", "wrong")]
     print(f"\nrolling upgrade: started={started} finished={finished} unknown={unknown} wrong={wrong} "
-          f"http_502={tally.http_502} cut_streams={tally.cut_streams} cut_starts={len(tally.cut_starts)} failed_starts={len(tally.failed_starts)} "
+          f"http_502={len(tally.http_502)} cut_streams={tally.cut_streams} cut_starts={len(tally.cut_starts)} lost_sessions={len(tally.lost_sessions)} failed_starts={len(tally.failed_starts)} "
           f"other_errors={len(tally.other_errors)}")
     print(f"started by (client, phase, backend): {dict(sorted(tally.started.items()))}")
     print(f"unknown by (phase, backend): {dict(tally.unknown_on)}; modern tasks relayed to b after: {tally.relayed_after}")
     assert tally.other_errors == []
-    assert tally.http_502 == 0
+    assert tally.http_502 == []
     assert tally.failed_starts == []
     assert set(tally.cut_starts) <= {"b"}
+    assert set(tally.lost_sessions) <= {"b"}
+    assert tally.wrong == []
     assert wrong == 0
     assert started == finished + unknown
     # Only tasks that lived on the stopped backend, started before it was replaced, are unknown.

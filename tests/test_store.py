@@ -52,9 +52,10 @@ def test_outcomes_are_kept_forgotten_and_expire():
     store = MemoryTaskStore(max_tasks=10)
     store.keep_outcome(REF, _task(), 60)
     store.keep_outcome(OTHER, _task(), 0)  # expires at once
-    assert (store.outcome(REF), store.outcome(OTHER), store.outcome_count()) == (_task(), None, 1)
+    store.keep_outcome(TaskRef("other", "s", "t"), _task(), 60)
+    assert (store.outcome(REF), store.outcome(OTHER), store.outcome_count("main"), store.outcome_count("other")) == (_task(), None, 1, 1)
     store.forget_outcome(REF)
-    assert (store.outcome(REF), store.outcome_count()) == (None, 0)
+    assert (store.outcome(REF), store.outcome_count("main")) == (None, 0)
 
 
 def test_the_memory_store_is_bounded_in_count_least_recently_used_first():

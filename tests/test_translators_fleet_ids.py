@@ -440,6 +440,36 @@ def test_subscriptions_acknowledged_task_ids() -> None:
     }
 
 
+# --- v1 shapes (session-wire relays) ---------------------------------------------------------------
+
+
+def test_v1_create_task_result_nested_task() -> None:
+    message = {"jsonrpc": "2.0", "id": 2, "result": {"task": {"taskId": BACKEND_TASK, "status": "working", "ttl": 60000}}}
+    assert to_client(message) == {"jsonrpc": "2.0", "id": 2, "result": {"task": {"taskId": SEALED_TASK, "status": "working", "ttl": 60000}}}
+    assert to_backend(to_client(message)) == message
+
+
+def test_v1_tasks_list_entries() -> None:
+    message = {"jsonrpc": "2.0", "id": 3, "result": {"tasks": [{"taskId": BACKEND_TASK, "status": "completed"}, {"taskId": "t2"}, "odd"],
+                                                     "nextCursor": "c1"}}
+    assert to_client(message) == {"jsonrpc": "2.0", "id": 3, "result": {
+        "tasks": [{"taskId": SEALED_TASK, "status": "completed"}, {"taskId": "sealed:t2"}, "odd"], "nextCursor": "c1"}}
+    assert to_backend(to_client(message)) == message
+
+
+def test_v1_related_task_of_a_server_request_and_of_tasks_result() -> None:
+    ask = {"jsonrpc": "2.0", "id": 9, "method": "elicitation/create",
+           "params": {"message": "Sure?", "requestedSchema": {}, "_meta": {RELATED: {"taskId": BACKEND_TASK}}}}
+    assert to_client(ask)["params"]["_meta"] == {RELATED: {"taskId": SEALED_TASK}}
+    result = {"jsonrpc": "2.0", "id": 4, "result": {"content": [], "_meta": {RELATED: {"taskId": BACKEND_TASK}}}}
+    assert to_client(result)["result"] == {"content": [], "_meta": {RELATED: {"taskId": SEALED_TASK}}}
+
+
+def test_tasks_list_without_changes_is_the_same_object() -> None:
+    message = {"jsonrpc": "2.0", "id": 3, "result": {"tasks": [{"status": "working"}]}}
+    assert relabel(message, never, never)["result"] is message["result"]
+
+
 # --- untouched -----------------------------------------------------------------------------------------
 
 

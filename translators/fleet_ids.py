@@ -18,6 +18,14 @@ knows where the values are. Places, on the 2026-07-28 wire with the SEP-2663 tas
 * `params.requestState` (an MRTR retry) and `result.requestState` (`InputRequiredResult`)
   (core 2026-07-28, MRTR).
 
+On the session wire (v1 and v2-session relays with several backends) also the v1 shapes
+(core 2025-11-25, Tasks):
+
+* `result.task.taskId`: the v1 `CreateTaskResult`;
+* `result.tasks[*].taskId`: `tasks/list`;
+* `params.taskId` of `notifications/tasks/status`, `tasks/result` and the others above, and the
+  related-task `_meta` of server→client requests and of `tasks/result` results, as above.
+
 Only strings are mapped; anything else (missing, null, a number) is left as it is. A v2-modern
 task has no `task` wrapper (WIRE.md §3.2), and tool arguments, tool results and `inputRequests`
 keys are payload, so none of them is touched.
@@ -45,6 +53,8 @@ def relabel(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -
         holder = _mapped(holder, "requestState", request_state)
         holder = _related_task(holder, task_id)
         holder = _nested(holder, "inputRequests", lambda requests: _input_requests(requests, task_id))
+        holder = _nested(holder, "task", lambda task: _mapped(task, "taskId", task_id))
+        holder = _listed_tasks(holder, task_id)
         return _nested(holder, "notifications", lambda wanted: _task_ids(wanted, task_id))
 
     return _nested(_nested(dict(message), "params", body), "result", body)
@@ -102,3 +112,12 @@ def _task_ids(wanted: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
     if not isinstance(ids, list) or not any(isinstance(one, str) for one in ids):
         return wanted
     return {**wanted, "taskIds": [task_id(one) if isinstance(one, str) else one for one in ids]}
+
+
+def _listed_tasks(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
+    """A v1 `tasks/list` result with the `taskId` of each entry of `tasks` mapped."""
+    tasks = holder.get("tasks")
+    if not isinstance(tasks, list):
+        return holder
+    changed = [_mapped(task, "taskId", task_id) if isinstance(task, dict) else task for task in tasks]
+    return holder if all(a is b for a, b in zip(changed, tasks)) else {**holder, "tasks": changed}

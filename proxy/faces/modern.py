@@ -343,10 +343,23 @@ class ModernFace:
     async def _relay_session(self, request: web.Request, body: bytes, message: jsonrpc.Message,
                              upstream_id: str | None) -> web.StreamResponse:
         """Relay a session of the backend's own dialect; with several backends the session id the
-        backend hands out is sealed with the backend's name (and opened again: `upstream_id`)."""
-        seal = self._fleet.session_sealer(self._fleet.named(self.backend.name))
+        backend hands out is sealed with the backend's name (and opened again: `upstream_id`), and
+        task ids are sealed with backend and session both ways (`Fleet.session_task_ids`)."""
+        fleet = self._fleet
+        stack = fleet.named(self.backend.name)
+        task_ids = fleet.session_task_ids(stack, upstream_id) if upstream_id is not None else None
+        rewrite = None
+        if task_ids is not None:
+            to_backend, rewrite = task_ids
+            try:
+                body = jsonrpc.dumps(to_backend(message.raw))
+            except McpError as exc:  # a task id not sealed for this session: never sent upstream
+                answer_id = message.id if message.kind == "request" else None
+                self._count(message.method, outcome_of(exc), "v1")
+                return json_response(jsonrpc.error_response(answer_id, exc), 200)
         response = await relay(request, self.backend.connector, body, self.settings.forward_headers,
-                               session_id=upstream_id, seal_session=seal, method=message.method)
+                               session_id=upstream_id, seal_session=fleet.session_sealer(stack), rewrite=rewrite,
+                               method=message.method)
         self._count(message.method, relay_outcome(response), "v1")
         return response
 

@@ -19,7 +19,7 @@ from translators.errors import McpError
 from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
 
 from ..metrics import clock
-from .session_wire import ACCEPT_BOTH, Backend, NotificationHandler, read_answer
+from .session_wire import ACCEPT_BOTH, IDEMPOTENT_METHODS, Backend, NotificationHandler, read_answer
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class ModernClient:
             request_headers[H_NAME] = encode_header_value(name)
         started = clock()
         try:
-            response = await self.backend.post(body, request_headers)
+            response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS)
             async with response:
                 result = await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
         except McpError:

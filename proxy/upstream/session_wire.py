@@ -48,6 +48,14 @@ backend (config `reconnect_wait_ms`), so that a restarted or replaced backend co
 delay rather than an error; new work does not wait, it goes to another backend."""
 RECONNECT_PAUSE_S = 0.2
 """Pause between connection attempts while waiting."""
+IDEMPOTENT_METHODS = frozenset({
+    "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+    "tasks/get", "tasks/list", "tasks/result",
+})
+"""Requests that read and change nothing: one the connection failed under (a kept-alive connection
+the backend had closed, a reset) is sent again on a new connection (at most `RESEND_ATTEMPTS` more
+times), since even if the backend received it, receiving it twice does no harm."""
+RESEND_ATTEMPTS = 2
 
 
 @contextlib.contextmanager
@@ -87,7 +95,7 @@ class Backend:
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
-    async def post(self, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
         Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
@@ -96,10 +104,15 @@ class Backend:
         all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
         deadline: float | None = None
         redirects = 0
+        resends = RESEND_ATTEMPTS if idempotent else 0
         while redirects < 4:
             try:
                 response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                if resends > 0 and isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)) \
+                        and not isinstance(exc, aiohttp.ClientConnectorError):
+                    resends -= 1  # a connection the backend had closed: a read goes again on a new one
+                    continue
                 if isinstance(exc, aiohttp.ClientConnectorError):
                     # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S).
                     now = asyncio.get_running_loop().time()
@@ -274,7 +287,7 @@ class UpstreamSession:
 
     async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
                         on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
-        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS)
         async with response:
             self._raise_if_lost(response)
             if method == "initialize" and H_SESSION_ID in response.headers:
