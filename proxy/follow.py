@@ -21,7 +21,7 @@ from translators.sealing import TaskRef
 
 from .capture import InputBook, TaskInputs
 from .store import MemoryTaskStore, TaskStateStore
-from .upstream.session_wire import BackendUnreachable, SessionLost, UpstreamSession
+from .upstream.session_wire import RECONNECT_WAIT_S, BackendUnreachable, SessionLost, UpstreamSession
 
 RETRY_PAUSE_S = 0.2
 """Pause before a `tasks/get` whose answer broke off is asked again."""
@@ -90,18 +90,22 @@ class V1Follower:
         return await self._with_inputs(task, inputs, headers)
 
     async def _tasks_get(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> dict[str, object]:
-        """`tasks/get` upstream, asked once more when the backend's answer broke off (it stopped
-        or restarted mid-answer): the request has no effect, and the second try meets the
-        restarted backend (or waits for it, `reconnect_wait_ms`) instead of failing the client."""
-        try:
-            return await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
-        except BackendUnreachable:
-            raise  # already waited for it
-        except McpError as exc:
-            if exc.http_status != 502:
-                raise
+        """`tasks/get` upstream, asked again while the backend's answers break off (it is stopping
+        or restarting) for as long as requests may wait for it (`reconnect_wait_ms`, at least
+        once): the request has no effect, and a later try meets the restarted backend instead of
+        failing the client."""
+        deadline = asyncio.get_running_loop().time() + RECONNECT_WAIT_S.get()
+        tries = 0
+        while True:
+            try:
+                return await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
+            except BackendUnreachable:
+                raise  # already waited for it
+            except McpError as exc:
+                tries += 1
+                if exc.http_status != 502 or (tries > 1 and asyncio.get_running_loop().time() >= deadline):
+                    raise
             await asyncio.sleep(RETRY_PAUSE_S)
-            return await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
 
     async def _with_inputs(self, task: CanonicalTask, inputs: TaskInputs, headers: Mapping[str, str]) -> CanonicalTask:
         if task.status == "input_required":
