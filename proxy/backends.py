@@ -22,7 +22,7 @@ from .metrics import Metrics
 from .store import TaskStateStore
 from .upstream.pool import SessionPool
 from .upstream.probe import BackendProfile, probe
-from .upstream.session_wire import Backend
+from .upstream.session_wire import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, Backend, BackendUnreachable, reconnect_wait
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,8 @@ class BackendHandle:
                 return self.profile
             self._last_probe = now
             self.connector.url = self.connector.configured_url  # a replaced backend may not redirect
-            profile = await probe(self.connector, self.config.dialect)
+            with reconnect_wait(0.0):  # a probe never waits for the backend (it holds the probe lock)
+                profile = await probe(self.connector, self.config.dialect)
             self.check_supported(profile)
             self.unreachable_at = None
             self._suspect = False
@@ -103,17 +104,36 @@ class BackendHandle:
 
     async def current(self) -> BackendProfile:
         """The profile, probing first when there is none yet, it is older than the interval, or the
-        backend answered in a way the profile cannot explain (`suspect`)."""
-        if self._suspect:
-            try:
+        backend answered in a way the profile cannot explain (`suspect`). A backend that refuses
+        connections keeps its last profile; raises `McpError` (502) only when there is none."""
+        try:
+            if self._suspect:
                 profile = await self.refresh(force=True)
-            except McpError:
-                raise
-            self._suspect = False
-            return profile
-        if self.profile is not None and time.monotonic() - self._last_probe < self._probe_interval_s:
-            return self.profile
-        return await self.refresh()
+                self._suspect = False
+                return profile
+            if self.profile is not None and time.monotonic() - self._last_probe < self._probe_interval_s:
+                return self.profile
+            return await self.refresh()
+        except BackendUnreachable as exc:
+            if self.profile is not None:
+                # Down for now: the last profile stands, and the request itself decides whether to
+                # wait for the backend (`reconnect_wait_ms`) or to go elsewhere.
+                return self.profile
+            return await self._first_profile(exc)
+
+    async def _first_profile(self, refused: BackendUnreachable) -> BackendProfile:
+        """No profile yet and the backend refuses connections: probe again until a request in this
+        context may wait no longer (`reconnect_wait_ms` for requests bound to the backend, else at
+        once), then raise the refusal."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RECONNECT_WAIT_S.get()
+        while loop.time() < deadline:
+            await asyncio.sleep(min(RECONNECT_PAUSE_S, max(deadline - loop.time(), 0.0)))
+            try:
+                return await self.refresh(force=True, throttle=False)
+            except BackendUnreachable as exc:
+                refused = exc
+        raise refused
 
     def suspect(self) -> None:
         """The backend contradicted its profile (it forgot a session, refused a connection, or a

@@ -81,15 +81,16 @@ class TaskInputs:
         """Send each outstanding key's answer upstream (same session, same request id); unknown or
         already answered keys are ignored (TRANSLATION.md §4.5). Returns the keys delivered."""
         delivered = []
-        outstanding = self.outstanding
         for key, value in responses.items():
-            captured = outstanding.get(key)
+            captured = self.store.claim_input(self.ref, key)  # one answer per key, however many arrive at once
             if captured is None:
                 continue
-            # Raises when the backend did not take it; the key then stays outstanding.
-            await self.session.deliver(input_response_to_v1(captured.upstream_id, value), headers=headers)
+            try:
+                await self.session.deliver(input_response_to_v1(captured.upstream_id, value), headers=headers)
+            except BaseException:
+                self.store.release_input(self.ref, key)  # the backend did not take it: the key stays outstanding
+                raise
             self.store.answered(self.ref, key)
-            outstanding.pop(key, None)
             delivered.append(key)
         return delivered
 
@@ -122,7 +123,7 @@ class TaskInputs:
                 "tasks/result", {"taskId": self.ref.task}, headers=headers, on_server_request=self._on_stream_request
             )
         except SessionLost:
-            self.payload = V1Payload("unobtainable")
+            pass  # the backend forgot the session: the next tasks/get finds the task unknown
         except McpError as exc:
             if exc.http_status is None:
                 self._held_error = exc  # an answer, not a dropped stream: see note_status()
@@ -146,11 +147,13 @@ class TaskInputs:
             self.nonblocking = self._held_error.code == INVALID_PARAMS
             self._held_error = None
 
-    def close(self) -> None:
-        """Stop holding anything for this task (it ended, or its state was evicted)."""
+    def close(self, *, ended: bool = False) -> None:
+        """Stop holding anything for this task here (its state was evicted from this process, or
+        the proxy stops); when the task `ended`, its requests are dropped from the store too."""
         if self._holder is not None and not self._holder.done():
             self._holder.cancel()
-        self.store.drop_inputs(self.ref)
+        if ended:
+            self.store.drop_inputs(self.ref)
 
 
 class SessionListener:
@@ -336,7 +339,7 @@ class InputBook:
         """The task ended: stop holding its stream and requests."""
         inputs = self._tasks.pop(ref, None)
         if inputs is not None:
-            inputs.close()
+            inputs.close(ended=True)
             sid = inputs.session.session_id or ""
             if sid in self._ephemeral and not self.tasks_of(inputs.session):
                 self._ephemeral.discard(sid)

@@ -62,11 +62,14 @@ class Exchange:
         """Answer upstream each outstanding key present in `responses`; other keys are ignored.
         Raises `McpError` (502) or `SessionLost` when the backend does not take an answer."""
         for key, value in responses.items():
-            held = self.outstanding.get(key)
-            if held is not None:
-                # Raises when the backend did not take it; the key then stays outstanding.
+            held = self.outstanding.pop(key, None)  # taken at once: a concurrent retry finds it answered
+            if held is None:
+                continue
+            try:
                 await self.session.deliver(input_response_to_v1(held[0], value), headers=self.headers)
-                self.outstanding.pop(key, None)
+            except BaseException:
+                self.outstanding[key] = held  # the backend did not take it: the key stays outstanding
+                raise
 
     async def next_round(self) -> dict[str, InputRequest] | None:
         """Wait until the upstream call ends (None; its result is `upstream.result()`) or requests

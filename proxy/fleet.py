@@ -132,8 +132,13 @@ class Fleet:
         def unchanged(value: str) -> str:
             return value
 
-        return (lambda message: ids_to_backend(message, unseal, unchanged),
-                lambda message: ids_to_client(message, seal, unchanged))
+        def to_backend(message: dict[str, Any]) -> dict[str, Any]:
+            params = message.get("params")
+            if isinstance(params, dict) and "taskId" in params and not isinstance(params["taskId"], str):
+                self.keyring.unseal_task_id(params["taskId"], "")  # raises: not an id the proxy issued
+            return ids_to_backend(message, unseal, unchanged)
+
+        return to_backend, lambda message: ids_to_client(message, seal, unchanged)
 
     def relayed_session(self, session_id: str) -> tuple[Stack, str | None] | None:
         """Where a session id the proxy's own sessions do not hold goes: with one backend, to it

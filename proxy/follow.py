@@ -119,7 +119,12 @@ class V1Follower:
         try:
             async with asyncio.timeout(PAYLOAD_TIMEOUT_S):
                 result = await session.request("tasks/result", {"taskId": ref.task}, headers=headers)
-        except (SessionLost, TimeoutError):
+        except SessionLost:
+            # The backend forgot the session (restarted, replaced) between the status and the
+            # payload: the task is unknown, as on `tasks/get` — not "failed", which would be wrong.
+            self.inputs.finish(ref)
+            raise unknown_task() from None
+        except TimeoutError:
             return V1Payload("unobtainable")
         except McpError as exc:
             if exc.http_status is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from cachetools import TLRUCache
 
@@ -63,16 +63,25 @@ class TaskStateStore(Protocol):
 
     def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         """Hold a request for input under a fresh key (keys are never reused within a task: `input-1`,
-        `input-2`, …); None when a request with this `upstream_id` was held before."""
+        `input-2`, …, also after the store had to forget the task); None when a request with this
+        `upstream_id` was held before."""
 
     def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         """The outstanding requests of a task by key, in the order they arrived."""
+
+    def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+        """Take the right to answer `key` (atomically: of two concurrent claims, on any replica,
+        one wins): the request, or None when it is not outstanding or already claimed. End the
+        claim with `answered` (delivered) or `release_input` (the backend did not take it)."""
+
+    def release_input(self, ref: TaskRef, key: str) -> None:
+        """Give up a claim (the answer did not reach the backend): `key` may be answered again."""
 
     def answered(self, ref: TaskRef, key: str) -> None:
         """The backend took the answer to `key`: it is no longer outstanding."""
 
     def drop_inputs(self, ref: TaskRef) -> None:
-        """The task ended (or its state was evicted): forget its requests."""
+        """The task ended: forget its requests."""
 
     def outcome_count(self, backend: str) -> int:
         """Terminal outcomes of `backend`'s tasks remembered now (for `mcp_tasks_proxy_live_tasks`)."""
@@ -81,9 +90,31 @@ class TaskStateStore(Protocol):
 @dataclass
 class _Inputs:
     keep_s: float
+    first: int = 1
     outstanding: dict[str, CapturedInput] = field(default_factory=dict)
     seen: set[jsonrpc.RequestId] = field(default_factory=set)
-    numbers: itertools.count = field(default_factory=lambda: itertools.count(1))
+    claimed: set[str] = field(default_factory=set)
+    numbers: itertools.count = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.numbers = itertools.count(self.first)
+
+
+class _Forgetful(TLRUCache):
+    """A TLRU cache that notes when it let an entry go before its owner dropped it (bounds, age)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.forgot = False
+
+    def expire(self, time: float | None = None) -> list[tuple[Any, Any]]:  # type: ignore[override]
+        expired = super().expire(time)
+        self.forgot = self.forgot or bool(expired)
+        return expired
+
+    def popitem(self) -> tuple[Any, Any]:
+        self.forgot = True
+        return super().popitem()
 
 
 class MemoryTaskStore:
@@ -92,8 +123,10 @@ class MemoryTaskStore:
     def __init__(self, *, max_tasks: int):
         self._outcomes: TLRUCache[TaskRef, tuple[CanonicalTask, float]] = TLRUCache(
             maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry[1], timer=time.monotonic)
-        self._inputs: TLRUCache[TaskRef, _Inputs] = TLRUCache(
-            maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry.keep_s, timer=time.monotonic)
+        self._inputs: _Forgetful = _Forgetful(maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry.keep_s, timer=time.monotonic)
+        self._highest = 0
+        """The highest key number handed out: once an entry was let go while its task may live on,
+        new entries number after it, so a task whose entry was forgotten never gets a key again."""
 
     def outcome(self, ref: TaskRef) -> CanonicalTask | None:
         entry = self._outcomes.get(ref)
@@ -108,11 +141,13 @@ class MemoryTaskStore:
     def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         entry = self._inputs.get(ref)
         if entry is None:
-            entry = self._inputs[ref] = _Inputs(keep_s)
+            entry = self._inputs[ref] = _Inputs(keep_s, self._highest + 1 if self._inputs.forgot else 1)
         if upstream_id in entry.seen:
             return None
         entry.seen.add(upstream_id)
-        key = input_key("input-", next(entry.numbers))
+        number = next(entry.numbers)
+        self._highest = max(self._highest, number)
+        key = input_key("input-", number)
         entry.outstanding[key] = CapturedInput(key, upstream_id, request)
         return key
 
@@ -120,10 +155,23 @@ class MemoryTaskStore:
         entry = self._inputs.get(ref)
         return dict(entry.outstanding) if entry is not None else {}
 
+    def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+        entry = self._inputs.get(ref)
+        if entry is None or key not in entry.outstanding or key in entry.claimed:
+            return None
+        entry.claimed.add(key)
+        return entry.outstanding[key]
+
+    def release_input(self, ref: TaskRef, key: str) -> None:
+        entry = self._inputs.get(ref)
+        if entry is not None:
+            entry.claimed.discard(key)
+
     def answered(self, ref: TaskRef, key: str) -> None:
         entry = self._inputs.get(ref)
         if entry is not None:
             entry.outstanding.pop(key, None)
+            entry.claimed.discard(key)
 
     def drop_inputs(self, ref: TaskRef) -> None:
         self._inputs.pop(ref, None)

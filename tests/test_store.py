@@ -99,3 +99,23 @@ async def test_two_replicas_with_one_store_answer_each_others_captured_requests(
         final = await on_b.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "deleted shared.txt"}]
         assert (await on_a.poll(created["taskId"]))["result"] == final["result"]
+
+
+def test_one_claim_per_key_until_answered_or_released():
+    store = MemoryTaskStore(max_tasks=10)
+    store.capture_input(REF, 7, ASK, 60)
+    assert store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    assert store.claim_input(REF, "input-1") is None  # a concurrent answer to the same key
+    store.release_input(REF, "input-1")  # the backend did not take the first
+    assert store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    store.answered(REF, "input-1")
+    assert (store.claim_input(REF, "input-1"), store.inputs(REF)) == (None, {})
+    assert store.claim_input(REF, "input-9") is None
+
+
+def test_a_task_forgotten_under_pressure_never_gets_a_key_again():
+    store = MemoryTaskStore(max_tasks=1)
+    assert store.capture_input(REF, 1, ASK, 60) == "input-1"
+    assert store.capture_input(OTHER, 1, ASK, 60) == "input-1"  # REF's entry is let go
+    assert store.capture_input(REF, 2, ASK, 60) == "input-2"  # not input-1 again
+    store.drop_inputs(REF)  # ended: dropping is not forgetting
