@@ -143,7 +143,9 @@ async def _echo_request_id(request: web.Request, response: web.StreamResponse) -
 async def _startup(app: web.Application) -> None:
     state = app[STATE]
     settings = state.settings
-    state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True)
+    # No cookie jar: a backend's cookies must never travel from one client's request to another's.
+    state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True,
+                                       cookie_jar=aiohttp.DummyCookieJar())
     state.fleet = Fleet((Stack(upstream, state.http, settings, state.keyring, state.metrics, state.store) for upstream in settings.upstream),
                         state.keyring)
     state.session_face = SessionFace(settings, state.keyring)

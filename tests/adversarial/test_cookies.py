@@ -1,0 +1,49 @@
+"""Backends' cookies stay out of other clients' requests: the proxy's upstream HTTP client keeps
+no cookie jar. Otherwise a `Set-Cookie` from a backend answering one client would be sent back on
+every later request of every client (the proxy shares one HTTP client)."""
+
+from __future__ import annotations
+
+import json
+
+import aiohttp
+from aiohttp import web
+
+from support import Caller, running_proxy
+
+DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+
+
+async def test_a_backend_cookie_is_never_sent_back(tmp_path):
+    cookies_seen: list[str | None] = []
+
+    async def backend(request: web.Request) -> web.Response:
+        message = json.loads(await request.read())
+        cookies_seen.append(request.headers.get("Cookie"))
+        if message["method"] == "server/discover":
+            result = DISCOVER
+        elif message["method"] == "tools/list":
+            result = {"tools": [], "resultType": "complete"}
+        else:
+            return web.Response(status=404)
+        response = web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        response.set_cookie("session-of-someone", "secret", path="/")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/mcp", backend)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        # A host name, not an address: cookie jars keep cookies of host names only.
+        async with running_proxy(f"http://localhost:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
+            for who in ("alice", "bob"):
+                answer = await Caller(http, proxy.url, authorization=f"Bearer {who}").call("tools/list")
+                assert (answer.status, answer.result["tools"]) == (200, [])
+    finally:
+        await runner.cleanup()
+    assert len(cookies_seen) >= 4  # probes, then both clients' requests
+    assert set(cookies_seen) == {None}
