@@ -73,9 +73,9 @@ async def _other_method(request: web.Request) -> web.StreamResponse:
             stack, upstream_id = routed
             profile = stack.backend.profile
             if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
-                task_ids = state.fleet.session_task_ids(stack, upstream_id) if upstream_id is not None else None
+                task_ids = state.fleet.session_task_ids(stack.name, upstream_id)
                 return await relay(request, stack.backend.connector, None, state.settings.forward_headers, session_id=upstream_id,
-                                   seal_session=state.fleet.session_sealer(stack), rewrite=task_ids[1] if task_ids else None)
+                                   seal_session=state.fleet.session_sealer(stack.name), rewrite=task_ids[1] if task_ids else None)
     if session_id is not None and session_face is not None:
         if request.method == "GET":
             return await session_face.handle_get(request)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -100,6 +100,11 @@ class Settings(BaseModel):
         if not value.startswith("/"):
             raise ValueError("must start with /")
         return value
+
+    def upstream_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """The client's request headers that go upstream unchanged: `Authorization` and the
+        configured `forward_headers` (TRANSLATION.md §6 "Headers upstream")."""
+        return {h: headers[h] for h in ("Authorization", *self.forward_headers) if h in headers}
 
     @property
     def host(self) -> str:

@@ -100,25 +100,24 @@ class Fleet:
         """The stack of the backend `name`, None when no such backend is configured."""
         return self._by_name.get(name)
 
-    def session_sealer(self, stack: Stack) -> Callable[[str], str] | None:
-        """How the session ids `stack`'s backend hands out are shown to relayed clients: sealed with
-        the backend's name when there are several backends (inverse: `relayed_session`), else as
-        they are (None)."""
+    def session_sealer(self, name: str) -> Callable[[str], str] | None:
+        """How the session ids the backend `name` hands out are shown to relayed clients: sealed
+        with the backend's name when there are several backends (inverse: `relayed_session`), else
+        as they are (None)."""
         if not self.multi:
             return None
-        name = stack.name
         return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
 
-    def session_task_ids(self, stack: Stack, upstream_id: str) -> tuple[Rewrite, Rewrite] | None:
-        """With several backends, how task ids travel on a session relayed to `stack`'s backend
+    def session_task_ids(self, name: str, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
+        """With several backends, how task ids travel on a session relayed to the backend `name`
         (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
         whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
         sealed with the backend and the session (principal "", like the session id: decision 25);
         toward the backend only ids sealed for this very session open, others are "Unknown task"
-        (`McpError(-32602)`). None with one backend: ids pass through unchanged."""
-        if not self.multi:
+        (`McpError(-32602)`). None with one backend, or before the session exists (`initialize`,
+        which carries no task ids): ids pass through unchanged."""
+        if not self.multi or upstream_id is None:
             return None
-        name = stack.name
 
         def seal(task_id: str) -> str:
             return self.keyring.seal_task_id(TaskRef(name, upstream_id, task_id), "")

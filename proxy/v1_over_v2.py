@@ -37,6 +37,7 @@ from translators.sealing import Keyring, TaskRef
 
 from .backends import BackendHandle
 from .config import Settings
+from .faces.modern import SERVER_INFO
 from .faces.session import PostReply, ProxySession
 from .registry import HELD, Entry, TaskRegistry
 from .upstream.modern_wire import ModernClient
@@ -44,7 +45,6 @@ from .upstream.session_v2 import SessionV2Client
 
 log = logging.getLogger(__name__)
 
-SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
 MAX_POLL_S = 1.0
 """`tasks/result` and waits poll upstream at the task's `pollIntervalMs`, at most this far apart."""
 MIN_POLL_S = 0.05
@@ -65,7 +65,6 @@ class V1OverV2:
         self.modern = ModernClient(backend.connector)
         self.session_v2 = SessionV2Client(backend.pool)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
-        self._forward = ["Authorization", *settings.forward_headers]
         backend.metrics.track_live(lambda: len(self.registry))
 
     # -- session start -----------------------------------------------------------------------------
@@ -92,7 +91,7 @@ class V1OverV2:
         return ModernMeta(MODERN_VERSION, caps, session.client_info)
 
     def _headers(self, request: web.Request) -> dict[str, str]:
-        return {h: request.headers[h] for h in self._forward if h in request.headers}
+        return self.settings.upstream_headers(request.headers)
 
     # -- dispatch ------------------------------------------------------------------------------------
 

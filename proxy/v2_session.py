@@ -24,11 +24,10 @@ from translators.protocol import MODERN_VERSION, MRTR_METHODS, TASKS_EXTENSION
 
 from .backends import BackendHandle
 from .config import Settings
-from .faces.modern import Call, ModernFace
+from .faces.modern import SERVER_INFO, Call, ModernFace
 from .faces.session import PostReply, ProxySession
 from .upstream.modern_wire import ModernClient
 
-SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
 MAX_ROUNDS = 16
 """Most input rounds one request may take before the proxy gives up on it."""
 
@@ -41,7 +40,6 @@ class V2SessionRules:
         self.backend = backend
         self.modern_face = modern_face
         self.modern = ModernClient(backend.connector)
-        self._forward = ["Authorization", *settings.forward_headers]
 
     async def initialize_result(self, _params: dict[str, Any]) -> dict[str, Any]:
         """`InitializeResult` without `protocolVersion`: the backend's capabilities with the tasks
@@ -62,7 +60,7 @@ class V2SessionRules:
             return {}
         meta = ModernMeta(MODERN_VERSION, {**upstream_client_capabilities(session.client_capabilities),
                                            "extensions": {TASKS_EXTENSION: {}}}, session.client_info)
-        headers = {h: request.headers[h] for h in self._forward if h in request.headers}
+        headers = self.settings.upstream_headers(request.headers)
         profile = await self.backend.current()
         once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
         if profile.dialect == "v1":

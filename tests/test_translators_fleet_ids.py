@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from translators.errors import McpError
-from translators.fleet_ids import ids_to_backend, ids_to_client, relabel
+from translators.fleet_ids import ids_to_backend, ids_to_client, listened_task_ids, relabel
 
 RELATED = "io.modelcontextprotocol/related-task"
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -438,6 +438,13 @@ def test_subscriptions_acknowledged_task_ids() -> None:
         "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": {SUBSCRIPTION: 9}, "notifications": {"taskIds": [SEALED_TASK]}},
     }
+
+
+def test_listened_task_ids() -> None:
+    assert listened_task_ids({"notifications": {"taskIds": ["a", 3]}}) == ["a", 3]
+    assert listened_task_ids({"notifications": {}}) == []
+    assert listened_task_ids({"notifications": "x"}) == []
+    assert listened_task_ids({}) == []
 
 
 # --- v1 shapes (session-wire relays) ---------------------------------------------------------------

@@ -60,6 +60,14 @@ def relabel(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -
     return _nested(_nested(dict(message), "params", body), "result", body)
 
 
+def listened_task_ids(params: dict[str, Any]) -> list[Any]:
+    """The task ids a `subscriptions/listen` request names (`params.notifications.taskIds`, SEP-2663),
+    as given (strings or not); [] when it names none."""
+    wanted = params.get("notifications")
+    ids = wanted.get("taskIds") if isinstance(wanted, dict) else None
+    return list(ids) if isinstance(ids, list) else []
+
+
 def ids_to_client(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -> dict[str, Any]:
     """A backend's message on its way to the client: backend task ids and requestStates mapped to
     sealed ones (`task_id`, `request_state` seal). Inverse: `ids_to_backend`."""

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Callable
+from typing import Callable
 
 from proxy.demo.processes import ServerProcess, ServerStartError
 
@@ -128,25 +128,9 @@ class ChildServer(Measured):
 class _AnnouncingProcess(ServerProcess):
     """A `ServerProcess` whose readiness line is `mcp-tasks-proxy listening on <url> ...`."""
 
-    def _drain(self, stream: IO[str] | None) -> None:
-        if stream is None:
-            return
-        try:
-            for raw in stream:
-                line = raw.rstrip("\r\n")
-                with self._lines_lock:
-                    self._lines.append(line)
-                match = _PROXY_READY.match(line)
-                if not self._ready.is_set() and match:
-                    self.url = match.group(1)
-                    self._ready.set()
-        except (OSError, ValueError):
-            pass
-        finally:
-            try:
-                stream.close()
-            except OSError:
-                pass
+    def ready_url(self, line: str) -> str | None:
+        match = _PROXY_READY.match(line)
+        return match.group(1) if match else None
 
 
 def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> ChildServer:

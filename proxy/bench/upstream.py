@@ -190,12 +190,9 @@ class FastUpstream:
         if "application/json" not in accept or "text/event-stream" not in accept:
             return _json(RpcError(-32600, "Not Acceptable: Client must accept both application/json and text/event-stream",
                                   406).body("server-error"), 406)
-        try:
-            message = json.loads(await request.read())
-        except ValueError:
-            return _json(RpcError(-32700, "Parse error", 400).body(None), 400)
-        if not isinstance(message, dict):
-            return _json(RpcError(-32600, "Invalid request", 400).body(None), 400)
+        message = await _read_message(request)
+        if isinstance(message, web.Response):
+            return message
         method = message.get("method")
         request_id = message.get("id")
         session_id = request.headers.get("Mcp-Session-Id")
@@ -304,12 +301,9 @@ class FastUpstream:
     # -- modern wire (2026-07-28) --------------------------------------------------------------------
 
     async def post_modern(self, request: web.Request) -> web.StreamResponse:
-        try:
-            message = json.loads(await request.read())
-        except ValueError:
-            return _json(RpcError(-32700, "Parse error", 400).body(None), 400)
-        if not isinstance(message, dict):
-            return _json(RpcError(-32600, "Invalid request", 400).body(None), 400)
+        message = await _read_message(request)
+        if isinstance(message, web.Response):
+            return message
         method = message.get("method")
         request_id = message.get("id")
         params = message.get("params") or {}
@@ -383,6 +377,17 @@ class FastUpstream:
 def _count(params: dict[str, Any]) -> int:
     count = (params.get("arguments") or {}).get("count", DEFAULT_PROGRESS_COUNT)
     return max(0, min(int(count), 100_000)) if isinstance(count, int) and not isinstance(count, bool) else DEFAULT_PROGRESS_COUNT
+
+
+async def _read_message(request: web.Request) -> dict[str, Any] | web.Response:
+    """The POSTed JSON-RPC object, or the 400 answer for a body that is not one."""
+    try:
+        message = json.loads(await request.read())
+    except ValueError:
+        return _json(RpcError(-32700, "Parse error", 400).body(None), 400)
+    if not isinstance(message, dict):
+        return _json(RpcError(-32600, "Invalid request", 400).body(None), 400)
+    return message
 
 
 def _json(body: bytes, status: int) -> web.Response:

@@ -122,6 +122,11 @@ class ServerProcess:
             raise
         return proc
 
+    def ready_url(self, line: str) -> str | None:
+        """The URL a line of the child's output announces it serves, or None (this class:
+        ``LISTENING <url>``; subclasses read other announcements)."""
+        return line[len(LISTENING_PREFIX) :].strip() if line.startswith(LISTENING_PREFIX) else None
+
     def _drain(self, stream: IO[str] | None) -> None:
         if stream is None:
             return
@@ -130,8 +135,9 @@ class ServerProcess:
                 line = raw.rstrip("\r\n")
                 with self._lines_lock:
                     self._lines.append(line)
-                if not self._ready.is_set() and line.startswith(LISTENING_PREFIX):
-                    self.url = line[len(LISTENING_PREFIX) :].strip()
+                url = None if self._ready.is_set() else self.ready_url(line)
+                if url is not None:
+                    self.url = url
                     self._ready.set()
         except (OSError, ValueError):
             pass  # the pipe was closed under us during stop()
@@ -215,6 +221,17 @@ class ServerProcess:
         return f"<ServerProcess pid={self.pid} url={self.url!r} {state}>"
 
 
+def _start_peer(env_name: str, script: Path, port: int, *, fastmcp: bool, **kw: Any) -> ServerProcess:
+    """`script` on 127.0.0.1:`port` in the peer environment `env_name` (built first if needed);
+    for FastMCP servers their banner and update check are off unless `env` says otherwise."""
+    from proxy.demo.peers import ensure_peer_env
+
+    argv = [str(ensure_peer_env(env_name)), str(script), "--host", "127.0.0.1", "--port", str(port)]
+    if fastmcp:
+        kw["env"] = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
+    return ServerProcess.start(argv, **kw)
+
+
 def start_reference_v1_server(port: int = 0, **kw: Any) -> ServerProcess:
     """Start the reference v1 server (``v1_server.py`` on ``mcp==1.30.0``) on 127.0.0.1:``port``
     (0: an ephemeral port).
@@ -229,11 +246,7 @@ def start_reference_v1_server(port: int = 0, **kw: Any) -> ServerProcess:
         RuntimeError: the peer environment could not be built.
         ServerStartError: the server did not come up.
     """
-    from proxy.demo.peers import ensure_peer_env
-
-    python = ensure_peer_env("mcp-v1")
-    argv = [str(python), str(V1_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port)]
-    return ServerProcess.start(argv, **kw)
+    return _start_peer("mcp-v1", V1_SERVER_SCRIPT, port, fastmcp=False, **kw)
 
 
 def start_fastmcp3_server(port: int = 0, **kw: Any) -> ServerProcess:
@@ -252,12 +265,7 @@ def start_fastmcp3_server(port: int = 0, **kw: Any) -> ServerProcess:
         RuntimeError: the peer environment could not be built.
         ServerStartError: the server did not come up.
     """
-    from proxy.demo.peers import ensure_peer_env
-
-    python = ensure_peer_env("fastmcp3")
-    argv = [str(python), str(V1_FASTMCP3_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port)]
-    env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
-    return ServerProcess.start(argv, env=env, **kw)
+    return _start_peer("fastmcp3", V1_FASTMCP3_SERVER_SCRIPT, port, fastmcp=True, **kw)
 
 
 def start_reference_v2_server(port: int = 0, **kw: Any) -> ServerProcess:
@@ -277,9 +285,4 @@ def start_reference_v2_server(port: int = 0, **kw: Any) -> ServerProcess:
         RuntimeError: the peer environment could not be built.
         ServerStartError: the server did not come up.
     """
-    from proxy.demo.peers import ensure_peer_env
-
-    python = ensure_peer_env("fastmcp4")
-    argv = [str(python), str(V2_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port)]
-    env = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}
-    return ServerProcess.start(argv, env=env, **kw)
+    return _start_peer("fastmcp4", V2_SERVER_SCRIPT, port, fastmcp=True, **kw)

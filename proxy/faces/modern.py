@@ -61,7 +61,7 @@ from translators.protocol import (
     REMOVED_TASK_METHODS_V2,
     TASK_METHODS_V2,
 )
-from translators.fleet_ids import ids_to_backend, ids_to_client
+from translators.fleet_ids import ids_to_backend, ids_to_client, listened_task_ids
 from translators.sealing import Keyring, TaskRef
 
 from ..backends import BackendHandle, UnsupportedBackend
@@ -91,13 +91,6 @@ RELAY_STATE = "relay-state"
 log = logging.getLogger(__name__)
 
 SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
-
-
-def _listened_task_ids(params: Mapping[str, Any]) -> list[Any]:
-    """The task ids a `subscriptions/listen` request names (`params.notifications.taskIds`)."""
-    wanted = params.get("notifications")
-    ids = wanted.get("taskIds") if isinstance(wanted, dict) else None
-    return list(ids) if isinstance(ids, list) else []
 
 
 class Reply:
@@ -131,7 +124,6 @@ class ModernFace:
         self.keyring = keyring
         self.backend = backend
         self._identity_header = settings.identity_header or "Authorization"
-        self._forward = ["Authorization", *settings.forward_headers]
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
         self.session_face: Any = None
@@ -215,7 +207,7 @@ class ModernFace:
             ref = self.keyring.unseal_task_id(params.get("taskId"), principal)
             return fleet.named(ref.backend).face, True
         if message.method == "subscriptions/listen":
-            names = {self.keyring.unseal_task_id(task_id, principal).backend for task_id in _listened_task_ids(params)}
+            names = {self.keyring.unseal_task_id(task_id, principal).backend for task_id in listened_task_ids(params)}
             if len(names) > 1:
                 raise McpError(INVALID_PARAMS, "subscriptions/listen: with several backends, one subscription can only name tasks of one backend")
             if names:
@@ -232,14 +224,15 @@ class ModernFace:
         (exchange id, backend), or wrapping a relayed backend's own state (backend, state). Raises
         `McpError(-32602)` "Invalid requestState" for anything else (expired ones say so)."""
         try:
-            fields = self.keyring.unseal(RELAY_STATE, str(token), principal)
-            backend = 0
+            relayed = self.keyring.unseal(RELAY_STATE, str(token), principal)  # (backend, its state)
         except ValueError:
-            fields = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))
-            backend = 1
-        if len(fields) != 2:
+            held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend)
+            if len(held) != 2:
+                raise McpError(INVALID_PARAMS, "Invalid requestState") from None
+            return held[1]
+        if len(relayed) != 2:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
-        return fields[backend]
+        return relayed[0]
 
     async def _serve(self, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta,
                      principal: str) -> web.StreamResponse:
@@ -256,7 +249,7 @@ class ModernFace:
             return web.Response(status=202)
         if message.kind == "response":
             raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
-        forward = {h: request.headers[h] for h in self._forward if h in request.headers}
+        forward = self.settings.upstream_headers(request.headers)
         reply = await self.dispatch(Call(message.method, message.params, meta, principal, forward))
         self._count(message.method, "ok")
         return json_response(jsonrpc.result_response(message.id, reply.result), 200, reply.headers)
@@ -346,8 +339,7 @@ class ModernFace:
         backend hands out is sealed with the backend's name (and opened again: `upstream_id`), and
         task ids are sealed with backend and session both ways (`Fleet.session_task_ids`)."""
         fleet = self._fleet
-        stack = fleet.named(self.backend.name)
-        task_ids = fleet.session_task_ids(stack, upstream_id) if upstream_id is not None else None
+        task_ids = fleet.session_task_ids(self.backend.name, upstream_id)
         rewrite = None
         if task_ids is not None:
             to_backend, rewrite = task_ids
@@ -358,7 +350,7 @@ class ModernFace:
                 self._count(message.method, outcome_of(exc), "v1")
                 return json_response(jsonrpc.error_response(answer_id, exc), 200)
         response = await relay(request, self.backend.connector, body, self.settings.forward_headers,
-                               session_id=upstream_id, seal_session=fleet.session_sealer(stack), rewrite=rewrite,
+                               session_id=upstream_id, seal_session=fleet.session_sealer(self.backend.name), rewrite=rewrite,
                                method=message.method)
         self._count(message.method, relay_outcome(response), "v1")
         return response
