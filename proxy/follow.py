@@ -11,7 +11,7 @@ within `max_tasks` entries.
 from __future__ import annotations
 
 import asyncio
-from typing import Mapping
+from typing import Any, Mapping
 
 from translators.differences import V1Payload, outcome_to_v2
 from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, unknown_task
@@ -24,7 +24,7 @@ from .store import MemoryTaskStore, TaskStateStore
 from .upstream.session_wire import RECONNECT_WAIT_S, BackendUnreachable, SessionLost, UpstreamSession
 
 RETRY_PAUSE_S = 0.2
-"""Pause before a `tasks/get` whose answer broke off is asked again."""
+"""Pause before a read whose answer broke off is asked again."""
 PAYLOAD_TIMEOUT_S = 30.0
 """How long a terminal task's `tasks/result` may take before the payload counts as unobtainable."""
 
@@ -60,7 +60,7 @@ class V1Follower:
         if cached is not None:
             return cached
         try:
-            wire = await self._tasks_get(ref, session, headers)
+            wire = await self._read("tasks/get", ref, session, headers)
         except SessionLost:
             self.inputs.finish(ref)
             raise unknown_task() from None
@@ -89,16 +89,16 @@ class V1Follower:
             return task
         return await self._with_inputs(task, inputs, headers)
 
-    async def _tasks_get(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> dict[str, object]:
-        """`tasks/get` upstream, asked again while the backend's answers break off (it is stopping
-        or restarting) for as long as requests may wait for it (`reconnect_wait_ms`, at least
-        once): the request has no effect, and a later try meets the restarted backend instead of
-        failing the client."""
+    async def _read(self, method: str, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> dict[str, Any]:
+        """`tasks/get` or `tasks/result` upstream, asked again while the backend's answers break off
+        (it is stopping or restarting) for as long as requests may wait for it
+        (`reconnect_wait_ms`, at least once): both only read, and a later try meets the restarted
+        backend instead of failing the client."""
         deadline = asyncio.get_running_loop().time() + RECONNECT_WAIT_S.get()
         tries = 0
         while True:
             try:
-                return await session.request("tasks/get", {"taskId": ref.task}, headers=headers)
+                return await session.request(method, {"taskId": ref.task}, headers=headers)
             except BackendUnreachable:
                 raise  # already waited for it
             except McpError as exc:
@@ -118,7 +118,7 @@ class V1Follower:
     async def _payload(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> V1Payload:
         try:
             async with asyncio.timeout(PAYLOAD_TIMEOUT_S):
-                result = await session.request("tasks/result", {"taskId": ref.task}, headers=headers)
+                result = await self._read("tasks/result", ref, session, headers)
         except SessionLost:
             # The backend forgot the session (restarted, replaced) between the status and the
             # payload: the task is unknown, as on `tasks/get` — not "failed", which would be wrong.
