@@ -2,8 +2,8 @@
 
 Routes: `POST <path>` (and `<path>/`) → the entry face, which routes to a backend (`proxy.fleet`);
 `GET`/`DELETE <path>` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
-neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (every backend has answered
-a probe), `GET /metrics` (Prometheus text format).
+neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
+backend now), `GET /metrics` (Prometheus text format).
 Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
 """
 
@@ -99,19 +99,14 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """200 once every backend has answered a probe; until then each call probes the others (at
-    most `READY_PROBE_TIMEOUT_S` each) and answers 503 naming the first backend not ready and why."""
+    """200 while new work can reach at least one backend (`Fleet.readiness`); else 503 naming the
+    first backend not ready and why (probing each first, at most `READY_PROBE_TIMEOUT_S` each)."""
     fleet = request.app[STATE].fleet
     if fleet is None:
         return web.json_response({"status": "not ready", "backend": None, "reason": "starting"}, status=503)
-    for stack in fleet.stacks:
-        backend = stack.backend
-        if backend.profile is None:
-            try:
-                await asyncio.wait_for(backend.refresh(), READY_PROBE_TIMEOUT_S)
-            except (McpError, UnsupportedBackend, asyncio.TimeoutError) as exc:
-                reason = exc.message if isinstance(exc, McpError) else str(exc) or "probe timed out"
-                return web.json_response({"status": "not ready", "backend": backend.name, "reason": reason}, status=503)
+    not_ready = await fleet.readiness(READY_PROBE_TIMEOUT_S)
+    if not_ready is not None:
+        return web.json_response({"status": "not ready", "backend": not_ready[0], "reason": not_ready[1]}, status=503)
     return web.json_response({"status": "ready"})
 
 

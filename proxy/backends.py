@@ -2,7 +2,9 @@
 
 The profile is probed at start, refreshed every `probe_interval_ms`, and re-probed (throttled)
 when a request finds it missing or stale, e.g. a tool name the cached `tools/list` lacks
-(TRANSLATION.md §2 "Upstream").
+(TRANSLATION.md §2 "Upstream"). The probes of one backend share one session-wire session, never
+ended (docs/decisions.md §2). A backend is down from a refused connection or a failed probe until
+a probe answers again; each change is logged once (docs/decisions.md, "Readiness").
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .follow import V1Follower
 from .metrics import Metrics
 from .store import TaskStateStore
 from .upstream.pool import SessionPool
-from .upstream.probe import BackendProfile, probe
+from .upstream.probe import BackendProfile, ProbeSession, probe
 from .upstream.session_wire import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, Backend, BackendUnreachable, reconnect_wait
 
 log = logging.getLogger(__name__)
@@ -53,9 +55,13 @@ class BackendHandle:
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._suspect = False
+        self._probe_session = ProbeSession(self.connector)
         self.connector.on_trouble = self.suspect
         self.unreachable_at: float | None = None
         """When a connection to the backend was last refused (monotonic s); None once a probe answered."""
+        self.down: str | None = None
+        """Why the backend is down (a refused connection or a failed probe: the error's message);
+        None while it answers, and before its first probe."""
         self.connector.on_unreachable = self._unreachable
         self._probe_interval_s = settings.probe_interval_ms / 1000
 
@@ -78,8 +84,21 @@ class BackendHandle:
                 "and v2-modern (2026-07-28) backends"
             )
 
-    def _unreachable(self) -> None:
+    @property
+    def ready(self) -> bool:
+        """Whether new work can reach the backend now: a probe has answered, and neither a
+        connection nor a probe has failed since."""
+        return self.profile is not None and self.down is None
+
+    def _unreachable(self, error: McpError) -> None:
         self.unreachable_at = time.monotonic()
+        self._mark_down(error.message)
+
+    def _mark_down(self, reason: str) -> None:
+        """Record that the backend is down; only the change from up is logged (one line)."""
+        if self.down is None:
+            log.warning("backend %s is down: %s", self.name, reason)
+        self.down = reason
 
     async def refresh(self, *, force: bool = False, throttle: bool = True) -> BackendProfile:
         """Probe now unless a probe ran less than a second ago (`throttle`) or the profile is fresh
@@ -92,13 +111,23 @@ class BackendHandle:
                 return self.profile
             self._last_probe = now
             self.connector.url = self.connector.configured_url  # a replaced backend may not redirect
-            with reconnect_wait(0.0):  # a probe never waits for the backend (it holds the probe lock)
-                profile = await probe(self.connector, self.config.dialect)
-            self.check_supported(profile)
+            try:
+                with reconnect_wait(0.0):  # a probe never waits for the backend (it holds the probe lock)
+                    profile = await probe(self.connector, self.config.dialect, self._probe_session, self.profile)
+                self.check_supported(profile)
+            except McpError as exc:
+                self._mark_down(exc.message)
+                raise
+            except UnsupportedBackend as exc:
+                self._mark_down(str(exc))
+                raise
             self.unreachable_at = None
             self._suspect = False
-            if self.profile is None or self.profile.dialect != profile.dialect:
+            if self.down is not None:
+                log.warning("backend %s is back: %s", self.name, profile.summary())
+            elif self.profile is None or self.profile.dialect != profile.dialect:
                 log.info("backend probed: %s", profile.summary())
+            self.down = None
             self.profile = profile
             return profile
 
@@ -153,6 +182,8 @@ class BackendHandle:
         return profile.tools.get(name)
 
     async def close(self) -> None:
-        """Release the backend's state; upstream sessions are left open on purpose."""
+        """Release the backend's state; upstream sessions (the probes' one too) are left open on
+        purpose (docs/decisions.md §2)."""
         self.follower.close()
         self.pool.forget_all()
+        self._probe_session.session = None

@@ -65,10 +65,9 @@ class Stack:
             try:
                 await self.backend.refresh(force=True, throttle=False)
             except (McpError, UnsupportedBackend) as exc:
-                log.info("backend %s still unreachable: %s", self.name, exc)
+                log.debug("backend %s still unreachable: %s", self.name, exc)
                 return False
-            log.info("backend %s answers again: %s", self.name, self.backend.dialect)
-            return True
+            return True  # the backend's handle has logged that it is back
 
 
 class Fleet:
@@ -174,14 +173,35 @@ class Fleet:
         self._current[chosen.name] -= total
         return chosen
 
+    async def readiness(self, probe_timeout_s: float) -> tuple[str, str] | None:
+        """None when new work can reach at least one backend now (docs/decisions.md, "Readiness"):
+        one has answered a probe and neither a connection to it nor a probe of it has failed since.
+        Otherwise every backend is probed (at most once a second each, up to `probe_timeout_s`
+        each) and, if none answers, the first backend's name and why it is not ready."""
+        if any(stack.backend.ready for stack in self.stacks):
+            return None
+        first: tuple[str, str] | None = None
+        for stack in self.stacks:
+            backend = stack.backend
+            try:
+                await asyncio.wait_for(backend.refresh(force=True), probe_timeout_s)
+            except (McpError, UnsupportedBackend, asyncio.TimeoutError) as exc:
+                reason = exc.message if isinstance(exc, McpError) else str(exc) or "probe timed out"
+            else:
+                if backend.ready:
+                    return None
+                reason = backend.down or "not probed yet"  # probed less than a second ago
+            first = first or (backend.name, reason)
+        return first
+
     async def refresh_all(self) -> None:
         """Probe every backend once (at start); unreachable ones are logged and left for later.
         Raises `UnsupportedBackend` for a backend that speaks no dialect the proxy serves."""
         for stack in self.stacks:
             try:
                 await stack.backend.refresh(force=True)
-            except McpError as exc:
-                log.warning("backend %s not reachable at start (%s); requests will probe it again", stack.name, exc.message)
+            except McpError as exc:  # logged by the handle as down; requests and the timer probe it again
+                log.debug("backend %s not reachable at start: %s", stack.name, exc.message)
 
     async def keep_probing(self, interval_s: float) -> None:
         """Probe every backend again every `interval_s` seconds, for ever (run as a task; cancel to
@@ -192,8 +212,8 @@ class Fleet:
             for stack in self.stacks:
                 try:
                     await stack.backend.refresh(force=True)
-                except (McpError, UnsupportedBackend) as exc:
-                    log.info("backend %s: timed probe failed: %s", stack.name, exc)
+                except (McpError, UnsupportedBackend) as exc:  # logged by the handle when it goes down
+                    log.debug("backend %s: timed probe failed: %s", stack.name, exc)
 
     async def close(self) -> None:
         for stack in self.stacks:

@@ -74,6 +74,16 @@ def second_v2_server() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
+def plain_mcp1_server() -> Iterator[ServerProcess]:
+    """A plain mcp 1.30 low-level server with tasks (``tests/peers/plain_mcp1_server.py``), as
+    deployments run the official SDK: one per test, since a fault it suffers lasts for the life
+    of its process. Stopped by its own handle."""
+    from support import start_plain_mcp1_server
+
+    yield from _running(start_plain_mcp1_server)
+
+
+@pytest.fixture
 async def tapped(reference_v1_server: ServerProcess):
     """The reference v1 server behind a recording tap (``tests/tap.py``): tests give the proxy
     ``tapped.url`` as its backend and read what reached the server in ``tapped.methods``."""

@@ -14,11 +14,23 @@ import aiohttp
 
 from proxy.app import RunningProxy, start
 from proxy.config import load
+from proxy.demo.processes import ServerProcess
 from translators.sealing import KEY_BYTES, Keyring
 
 MODERN = "2026-07-28"
 TASKS_EXT = "io.modelcontextprotocol/tasks"
 TEST_KEY = bytes(range(KEY_BYTES))
+PLAIN_MCP1_SERVER = Path(__file__).resolve().parent / "peers" / "plain_mcp1_server.py"
+
+
+def start_plain_mcp1_server(port: int = 0) -> ServerProcess:
+    """The plain mcp 1.30 server (`tests/peers/plain_mcp1_server.py`, none of the reference
+    server's SDK workarounds) on 127.0.0.1:`port` (0: ephemeral), in the `mcp-v1` peer
+    environment; its `url` is `http://127.0.0.1:<port>/mcp`. Stop it with `.stop()`."""
+    from proxy.demo.peers import ensure_peer_env
+
+    argv = [str(ensure_peer_env("mcp-v1")), str(PLAIN_MCP1_SERVER), "--host", "127.0.0.1", "--port", str(port)]
+    return ServerProcess.start(argv)
 
 
 def meta(*, declare: bool = True, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -24,6 +24,8 @@ class RecordingTap:
         a real dropped stream, for fault tests."""
         self.methods: list[str] = []
         self.bodies: list[Any] = []
+        self.deletes = 0
+        """DELETE requests seen (a client ending its session)."""
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -55,6 +57,8 @@ class RecordingTap:
 
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        if request.method == "DELETE":
+            self.deletes += 1
         if request.method == "POST":
             try:
                 parsed = json.loads(body)

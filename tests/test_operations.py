@@ -201,13 +201,21 @@ async def test_readyz_is_503_in_front_of_a_closed_port(tmp_path):
 
 
 @pytest.mark.peers
-async def test_readyz_waits_for_every_backend(reference_v1_server, tmp_path):
-    upstream = [{"name": "up", "url": reference_v1_server.url}, {"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"}]
+async def test_readyz_is_200_while_one_backend_of_several_is_reachable(reference_v1_server, tmp_path):
+    upstream = [{"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"}, {"name": "up", "url": reference_v1_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/readyz") as response:
-            body = await response.json()
-            assert (response.status, body["status"], body["backend"]) == (503, "not ready", "down")
-            assert body["reason"] == "Backend 'down' unavailable: cannot reach it (ClientConnectorError)"
+            assert (response.status, await response.json()) == (200, {"status": "ready"})
+
+
+async def test_readyz_names_the_first_backend_when_none_is_reachable(tmp_path):
+    upstream = [{"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"},
+                {"name": "also-down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"}]
+    async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
+        async with http.get(proxy.base_url + "/readyz") as response:
+            assert (response.status, await response.json()) == (503, {
+                "status": "not ready", "backend": "down",
+                "reason": "Backend 'down' unavailable: cannot reach it (ClientConnectorError)"})
 
 
 @pytest.mark.peers

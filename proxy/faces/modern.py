@@ -373,7 +373,9 @@ class ModernFace:
         return self.session_face is None or not self.session_face.owns(request.headers.get(H_SESSION_ID, ""))
 
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> None:
-        if exc.http_status == 502:
+        if isinstance(exc, BackendUnreachable):  # the backend's handle logged it going down, once
+            log.info("backend unreachable for principal=%s: %s", principal, exc.message)
+        elif exc.http_status == 502:
             log.warning("backend failure for principal=%s: %s", principal, exc.message)
         else:
             log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, exc.message)

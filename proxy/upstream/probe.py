@@ -5,6 +5,13 @@ modern JSON-RPC error such as -32022) means a modern backend. Anything else (mcp
 answer 400 "Missing session ID") leads to step 2: `initialize` on the session wire, declaring both
 the v1 `tasks` capability and the extension so either answer shows. On a session-wire backend the
 probe also reads `tools/list` for each tool's `execution.taskSupport`.
+
+Probes never end a session (docs/decisions.md §2): each backend's probes keep one session-wire
+session (`ProbeSession`) and re-probe a backend known to speak the session wire with `tools/list`
+on it. Only when that session is gone (the backend restarted or was replaced) is the backend
+probed from step 1 again, since on the official `mcp` 1.30 SDK even a refused sessionless POST
+(such as `server/discover`) starts and ends a server session, and ending any session stops task
+creation in every other session of that server process.
 """
 
 from __future__ import annotations
@@ -21,9 +28,13 @@ from translators.errors import HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_
 from translators.protocol import H_METHOD, H_PROTOCOL_VERSION, MODERN_VERSION, TASKS_EXTENSION, TaskSupport
 
 from ..sse import SseParser
-from .session_wire import ACCEPT_BOTH, Backend, SessionLost, UpstreamSession
+from .session_wire import ACCEPT_BOTH, Backend, BackendUnreachable, SessionLost, UpstreamSession
 
 Dialect = Literal["v1", "v2-session", "v2-modern"]
+PROBE_CLIENT = {"name": "mcp-tasks-proxy-probe", "version": "0.1.0"}
+V1_PROBE_CAPABILITIES: dict[str, Any] = {"tasks": {"list": {}, "cancel": {}}, "extensions": {TASKS_EXTENSION: {}}}
+"""Declared by the session-wire probe: the v1 `tasks` capability and the extension, so that
+either answer shows."""
 
 
 @dataclass
@@ -59,7 +70,7 @@ async def discover(backend: Backend) -> dict[str, Any] | None:
 
     Raises `McpError` (HTTP 502) when the backend cannot be reached.
     """
-    meta = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, {"name": "mcp-tasks-proxy-probe", "version": "0.1.0"})
+    meta = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, PROBE_CLIENT)
     body = jsonrpc.dumps(jsonrpc.request(1, "server/discover", add_envelope({}, meta)))
     headers = {"Accept": ACCEPT_BOTH, H_PROTOCOL_VERSION: MODERN_VERSION, H_METHOD: "server/discover"}
     response = await backend.post(body, headers)
@@ -102,27 +113,78 @@ async def list_tools(session: UpstreamSession) -> list[dict[str, Any]]:
     return tools
 
 
-async def _legacy_task_support(backend: Backend) -> dict[str, TaskSupport]:
+class ProbeSession:
+    """The one session-wire session a backend's probes hold (docs/decisions.md §2): opened by the
+    first probe that needs it, reused by every later one, never ended (no DELETE). `session` is
+    None until then, after the backend forgot it, or for a backend that gives no session ids.
+    """
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.session: UpstreamSession | None = None
+
+    def held(self, capabilities: dict[str, Any]) -> UpstreamSession | None:
+        """The held session when it was opened with `capabilities` and is not known to be lost."""
+        session = self.session
+        if session is None or session.lost or not session.session_id or session.client_capabilities != capabilities:
+            return None
+        return session
+
+    async def tools(self, capabilities: dict[str, Any]) -> tuple[UpstreamSession, list[dict[str, Any]]]:
+        """The session (the held one, else a new one initialised with `capabilities` and held from
+        then on) and every tool its `tools/list` names (none when it declares no `tools`).
+
+        Raises `SessionLost` when a new session is lost at once and `McpError` (HTTP 502) when the
+        backend cannot be reached or answers unlike MCP.
+        """
+        session = self.held(capabilities)
+        if session is not None:
+            try:
+                return session, await list_tools(session) if "tools" in session.server_capabilities else []
+            except SessionLost:
+                pass  # forgotten (a restarted or replaced backend): a new session below
+        self.session = None  # a replaced session is dropped, never ended: its backend forgot it
+        session = UpstreamSession(self.backend, capabilities, client_info=PROBE_CLIENT)
+        await session.initialize()
+        if session.session_id:
+            self.session = session
+        return session, await list_tools(session) if "tools" in session.server_capabilities else []
+
+
+async def _legacy_task_support(held: ProbeSession) -> dict[str, TaskSupport]:
     """Each tool's `execution.taskSupport` as a dual-era backend (FastMCP 4) shows it on its session
     wire (the 2026 `Tool` has no `execution`); empty when it has no session wire."""
-    session = UpstreamSession(backend, {}, client_info={"name": "mcp-tasks-proxy-probe", "version": "0.1.0"})
     try:
-        await session.initialize()
-        return {t["name"]: task_support(t) for t in await list_tools(session)}
+        _, tools = await held.tools({})
     except (McpError, SessionLost):
         return {}
-    finally:
-        await session.close()
+    return {t["name"]: task_support(t) for t in tools}
 
 
-async def probe(backend: Backend, pinned: str = "auto") -> BackendProfile:
+async def probe(backend: Backend, pinned: str = "auto", held: ProbeSession | None = None,
+                last: BackendProfile | None = None) -> BackendProfile:
     """Probe `backend` and return its profile. `pinned` is the configured dialect: "auto" tries
     `server/discover`, then `initialize` (TRANSLATION.md §2); "v2-modern" tries only the first,
     "v1" and "v2-session" only the second, and the profile carries the pinned dialect.
 
+    `held` keeps the probes' session-wire session between calls (a new one when None). When
+    `last` (the previous profile) is session-wire and `held` still holds its session, the probe is
+    `tools/list` on that session alone: a backend that still knows the session is the same server
+    process. Any answer but a refused connection drops that session and probes from step 1.
+
     Raises `McpError` (HTTP 502) when it is unreachable or answers the probe(s) unlike MCP.
     """
     now = int(time.time() * 1000)
+    held = held if held is not None else ProbeSession(backend)
+    session = held.held(V1_PROBE_CAPABILITIES) if last is not None and last.dialect in ("v1", "v2-session") else None
+    if session is not None:
+        try:
+            tools = await list_tools(session) if "tools" in session.server_capabilities else []
+            return _session_wire_profile(backend, pinned, session, tools, now)
+        except BackendUnreachable:
+            raise
+        except (McpError, SessionLost):
+            held.session = None  # forgotten or answered by another server: never ended, only dropped
     discovered = await discover(backend) if pinned in ("auto", "v2-modern") else None
     if discovered is None and pinned == "v2-modern":
         raise McpError(-32603, f"Backend {backend.name!r} is pinned to v2-modern but did not answer server/discover", http_status=502)
@@ -134,27 +196,25 @@ async def probe(backend: Backend, pinned: str = "auto") -> BackendProfile:
             capabilities=discovered.get("capabilities") or {},
             server_info=((discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}),
             instructions=discovered.get("instructions"), offers_tool_tasks=TASKS_EXTENSION in extensions, probed_at_ms=now,
-            tools=await _legacy_task_support(backend),
+            tools=await _legacy_task_support(held),
         )
-    probe_capabilities = {
-        "tasks": {"list": {}, "cancel": {}},
-        "extensions": {TASKS_EXTENSION: {}},
-    }
-    session = UpstreamSession(backend, probe_capabilities, client_info={"name": "mcp-tasks-proxy-probe", "version": "0.1.0"})
     try:
-        await session.initialize()
-        capabilities = session.server_capabilities
-        extensions = capabilities.get("extensions") if isinstance(capabilities.get("extensions"), dict) else {}
-        dialect: Dialect = "v1"
-        if TASKS_EXTENSION in extensions and not v1_offers_tool_tasks(capabilities):
-            dialect = "v2-session"
-        if pinned in ("v1", "v2-session"):
-            dialect = pinned  # type: ignore[assignment]
-        tools = await list_tools(session) if "tools" in capabilities else []
+        session, tools = await held.tools(V1_PROBE_CAPABILITIES)
     except SessionLost:
         raise McpError(-32603, f"Backend {backend.name!r} lost the probe session at once", http_status=502) from None
-    finally:
-        await session.close()
+    return _session_wire_profile(backend, pinned, session, tools, now)
+
+
+def _session_wire_profile(backend: Backend, pinned: str, session: UpstreamSession, tools: list[dict[str, Any]],
+                          now: int) -> BackendProfile:
+    """The profile of a session-wire backend from its initialised `session` and its `tools`."""
+    capabilities = session.server_capabilities
+    extensions = capabilities.get("extensions") if isinstance(capabilities.get("extensions"), dict) else {}
+    dialect: Dialect = "v1"
+    if TASKS_EXTENSION in extensions and not v1_offers_tool_tasks(capabilities):
+        dialect = "v2-session"
+    if pinned in ("v1", "v2-session"):
+        dialect = pinned  # type: ignore[assignment]
     return BackendProfile(
         name=backend.name, url=backend.url, dialect=dialect, protocol_versions=[session.protocol_version],
         capabilities=capabilities, server_info=session.server_info, instructions=session.instructions,

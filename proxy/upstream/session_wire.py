@@ -90,8 +90,9 @@ class Backend:
         self.on_trouble: Callable[[], None] = lambda: None
         """Called when the backend contradicts what is known of it (refused connection, forgotten
         session); the backend's handle then probes it again."""
-        self.on_unreachable: Callable[[], None] = lambda: None
-        """Called when no connection to the backend could be made (the router then leaves it out)."""
+        self.on_unreachable: Callable[[BackendUnreachable], None] = lambda error: None
+        """Called with the error a request would raise each time no connection to the backend could
+        be made (the router then leaves it out; the backend's handle logs the change, once)."""
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
@@ -115,17 +116,20 @@ class Backend:
                     continue
                 if isinstance(exc, aiohttp.ClientConnectorError):
                     # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S).
+                    # Each refusal is a debug line; the handle logs the backend going down once.
                     now = asyncio.get_running_loop().time()
                     deadline = now + RECONNECT_WAIT_S.get() if deadline is None else deadline
-                    self.on_unreachable()
+                    log.debug("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                    error = self.unreachable(exc)
+                    self.on_unreachable(error)
                     if now < deadline:
                         await asyncio.sleep(min(RECONNECT_PAUSE_S, deadline - now))
                         continue
+                    self.on_trouble()
+                    raise error from None
                 # The client hears the backend's name and the kind of failure, not its address.
                 log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
                 self.on_trouble()
-                if isinstance(exc, aiohttp.ClientConnectorError):
-                    raise self.unreachable(exc) from None
                 raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
@@ -148,6 +152,7 @@ class UpstreamSession:
     `client_capabilities` are declared in `initialize` exactly as given (TRANSLATION.md §4.1).
     After `initialize()`, `server_capabilities`, `server_info`, `instructions` and
     `protocol_version` hold the backend's answer; `session_id` the id it issued (or None).
+    There is no way to end one: the proxy never ends an upstream session (docs/decisions.md §2).
     """
 
     def __init__(self, backend: Backend, client_capabilities: Mapping[str, Any], *, session_id: str | None = None,
@@ -183,17 +188,6 @@ class UpstreamSession:
         self.lost = False
         await self.notify("notifications/initialized", headers=headers)
         return result
-
-    async def close(self) -> None:
-        """End the session with DELETE (best effort; errors are ignored)."""
-        if not self.session_id:
-            return
-        try:
-            async with self.backend.http.delete(self.backend.url, headers=self._headers(None), timeout=aiohttp.ClientTimeout(total=5)):
-                pass
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
-            pass
-        self.session_id = None
 
     # -- messages ------------------------------------------------------------------------------
 

@@ -1,0 +1,45 @@
+"""The proxy in front of a plain server on the official `mcp` 1.30 SDK (`tests/peers/`), which,
+unlike the reference v1 server, keeps the SDK's one task group for all sessions: ending any
+session, or a sessionless POST it refuses, stops task creation in every other session of the
+process (docs/decisions.md §2). The proxy's timed probes must never do either to a live backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+
+from support import Caller, running_proxy
+from tap import RecordingTap
+
+pytestmark = pytest.mark.peers
+
+PROBE_INTERVAL_MS = 300
+
+
+async def _run_task(caller: Caller, text: str) -> dict:
+    created = await caller.call("tools/call", {"name": "slow_echo", "arguments": {"text": text, "seconds": 0.2}})
+    assert created.status == 200, created.body
+    assert created.result["resultType"] == "task", created.result
+    return await caller.poll(created.result["taskId"])
+
+
+async def test_tasks_still_run_after_ten_probe_intervals(plain_mcp1_server, tmp_path):
+    tap = await RecordingTap.start(plain_mcp1_server.url + "/")  # Starlette serves /mcp/ (no 307 to count twice)
+    try:
+        async with running_proxy(tap.url, tmp_path, probe_interval_ms=PROBE_INTERVAL_MS) as proxy, aiohttp.ClientSession() as http:
+            caller = Caller(http, proxy.url)
+            first = await _run_task(caller, "one")
+            assert (first["status"], first["result"]["content"]) == ("completed", [{"type": "text", "text": "echo one"}])
+            mark = len(tap.methods)
+            await asyncio.sleep(10 * PROBE_INTERVAL_MS / 1000)  # ten timed re-probes, no client request
+            assert "tools/list" in tap.methods[mark:]  # the backend was probed meanwhile
+            second = await _run_task(caller, "two")
+            assert (second["status"], second["result"]["content"]) == ("completed", [{"type": "text", "text": "echo two"}])
+    finally:
+        await tap.stop()
+    # One session for the probes and one pooled session, each opened once; one sessionless probe (at start).
+    assert (tap.methods.count("initialize"), tap.methods.count("server/discover")) == (2, 1), tap.methods
+    assert tap.deletes == 0
