@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import sqlite3
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -30,6 +32,7 @@ from .faces.modern import ModernFace
 from .faces.session import SessionFace
 from .fleet import Fleet, Stack
 from .relay import relay
+from .sqlite_store import SqliteTaskStore
 from .store import TaskStateStore
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
@@ -58,7 +61,12 @@ class ProxyState:
     prober: asyncio.Future[None] | None = None
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     store: TaskStateStore | None = None
-    """The task state replicas would share (`proxy/store.py`); None: each backend keeps its own in memory."""
+    """The task state only this proxy knows (`proxy/store.py`): the SQLite store in `state_dir`
+    (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
+    own_store: bool = False
+    """Whether the application opened `store` (and so closes it)."""
+    maintainer: asyncio.Future[None] | None = None
+    """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
 
 
 async def _other_method(request: web.Request) -> web.StreamResponse:
@@ -143,7 +151,10 @@ async def _startup(app: web.Application) -> None:
                                        cookie_jar=aiohttp.DummyCookieJar())
     state.fleet = Fleet((Stack(upstream, state.http, settings, state.keyring, state.metrics, state.store) for upstream in settings.upstream),
                         state.keyring)
-    state.session_face = SessionFace(settings, state.keyring)
+    state.session_face = SessionFace(settings, state.keyring, state.store)
+    state.session_face.rules_for = _rules_for(state.fleet)
+    if isinstance(state.store, SqliteTaskStore):
+        state.maintainer = asyncio.ensure_future(state.store.maintain())
     for stack in state.fleet.stacks:
         stack.face.fleet = state.fleet
         stack.face.session_face = state.session_face
@@ -158,6 +169,31 @@ async def _startup(app: web.Application) -> None:
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
 
 
+def _rules_for(fleet: Fleet) -> Callable[[str, str], Any]:
+    """(backend name, face) → the rules a restored proxy session uses, None for a backend no
+    longer configured (`SessionFace.rules_for`)."""
+
+    def rules_for(backend: str, face: str) -> Any:
+        for stack in fleet.stacks:
+            if stack.name == backend:
+                return stack.v2_rules if face == "v2-session" else stack.v1_rules
+        return None
+
+    return rules_for
+
+
+def _open_store(settings: Settings) -> TaskStateStore | None:
+    """The store `settings.store` names: the SQLite file `<state_dir>/tasks.sqlite3`, or None
+    (in memory). Raises `ConfigError` when the file cannot be opened."""
+    if settings.store == "memory":
+        return None
+    path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
+    try:
+        return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"store: cannot open {path}: {exc}") from None
+
+
 async def _shutdown(app: web.Application) -> None:
     """The proxy is stopping (no longer listening): end the session face's long-lived GET streams
     so that only real requests in flight are waited for (up to `shutdown_timeout_ms`)."""
@@ -168,21 +204,24 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    if state.prober is not None:
-        state.prober.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await state.prober
+    for loop_task in (state.prober, state.maintainer):
+        if loop_task is not None:
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
     if state.fleet is not None:
         await state.fleet.close()
     if state.http is not None:
         await state.http.close()
+    if state.own_store and state.store is not None:
+        state.store.close()
 
 
 def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
                store: TaskStateStore | None = None) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
-    to share with other replicas (`proxy/store.py`); by default each backend keeps its own in memory.
+    to use (`proxy/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
@@ -194,7 +233,10 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
         keyring = Keyring(key)
     # aiohttp's own limit stays above ours so the face can answer 413 with a JSON-RPC body.
     app = web.Application(client_max_size=settings.max_body_bytes + 1024, middlewares=[_request_id])
-    app[STATE] = ProxyState(settings, keyring, store=store)
+    own_store = store is None
+    if store is None:
+        store = _open_store(settings)
+    app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store)
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
         app.router.add_post(route, _post)

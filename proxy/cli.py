@@ -15,7 +15,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .app import start
     from .backends import UnsupportedBackend
 
-    overrides = {"listen": args.listen}
+    overrides = {"listen": args.listen, "store": args.store}
     if args.upstream:
         overrides["upstream"] = [{"name": "main", "url": args.upstream}]
     try:
@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint, e.g. http://127.0.0.1:3000/mcp")
     serve.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:8080)")
     serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
+    serve.add_argument("--store", choices=["sqlite", "memory"],
+                       help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts) or memory")
     serve.set_defaults(run=_serve)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
     demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary")

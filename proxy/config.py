@@ -52,6 +52,7 @@ class Settings(BaseModel):
     body_timeout_ms: int = Field(default=30_000, gt=0)
     state_dir: str = "~/.local/state/mcp-tasks-proxy"
     key_file: str | None = None
+    store: Literal["sqlite", "memory"] = "sqlite"
     replicas: int = Field(default=1, ge=1)
     identity_header: str | None = None
     forward_headers: list[str] = Field(default_factory=list)

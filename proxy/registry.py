@@ -6,54 +6,43 @@ last status seen (for status notifications), which input requests were already p
 and the tasks the proxy holds itself (a plain result the backend gave to a task-augmented call).
 
 Bounded in count (least recently used first) and time (`max_task_state_ms` after the last use);
-what is evicted is reported unknown, never wrong.
+what is evicted is reported unknown, never wrong. Every entry is also written to the
+`TaskStateStore` (`proxy/store.py`) when it is created or changes, and read from it when this
+process does not hold it (after a restart), so listings and sticky cancels survive a restart with
+the SQLite store (docs/decisions.md, "State that survives a restart").
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import TTLCache
 
-from translators.model import CanonicalTask, TaskError
+from translators.model import CanonicalTask
 from translators.sealing import ANONYMOUS, TaskRef
+
+from .store import Entry, MemoryTaskStore, TaskStateStore
 
 HELD = "@held"
 """`TaskRef.session` of a task the proxy holds itself (no backend task behind it)."""
 
-
-@dataclass
-class Entry:
-    """One task as the v1 face knows it.
-
-    `order` sorts listings; `owner` is the principal, or "anonymous:<session id>";
-    `last`: the last hub task seen (for listings and change notifications); `cancelled`: sticky;
-    `failure`: an error that ended the task through the proxy (a client error answer, §5.4);
-    `asked`: input keys put to the client; `held_expires_at`: monotonic deadline of a held task.
-    """
-
-    task_id: str
-    ref: TaskRef
-    owner: str
-    order: int
-    last: CanonicalTask
-    session_id: str
-    cancelled: bool = False
-    failure: TaskError | None = None
-    asked: set[str] = field(default_factory=set)
-    held_expires_at: float | None = None
+TOUCH_FRACTION = 10
+"""An entry read from this process is written to the store again (its lifetime renewed) once a
+tenth of its lifetime has passed since it was written: not on every read."""
 
 
 class TaskRegistry:
-    """Entries by client-facing task id, and per owner in creation order."""
+    """Entries by client-facing task id, and per owner in creation order, for one `backend`."""
 
-    def __init__(self, *, max_tasks: int, max_task_state_ms: int):
-        self._entries: TTLCache[str, Entry] = TTLCache(maxsize=max_tasks, ttl=max_task_state_ms / 1000, timer=time.monotonic)
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int, store: TaskStateStore | None = None, backend: str = "main"):
+        self.keep_s = max_task_state_ms / 1000
+        self.store: TaskStateStore = store if store is not None else MemoryTaskStore(max_tasks=1)
+        self.backend = backend
+        self._entries: TTLCache[str, Entry] = TTLCache(maxsize=max_tasks, ttl=self.keep_s, timer=time.monotonic)
         self._by_owner: dict[str, dict[str, None]] = {}
-        self._order = itertools.count()
+        self._order = itertools.count(self.store.highest_order(backend) + 1)
 
     @staticmethod
     def owner(principal: str, session_id: str) -> str:
@@ -65,28 +54,51 @@ class TaskRegistry:
         owner = self.owner(principal, session_id)
         entry = Entry(task_id, ref, owner, next(self._order), task, session_id)
         if held_ttl_ms is not None:
-            entry.held_expires_at = time.monotonic() + held_ttl_ms / 1000
-        self._entries[task_id] = entry
-        self._by_owner.setdefault(owner, {})[task_id] = None
+            entry.held_expires_at = time.time() + held_ttl_ms / 1000
+        self._hold(entry)
+        self.save(entry)
         return entry
+
+    def _hold(self, entry: Entry) -> None:
+        self._entries[entry.task_id] = entry
+        self._by_owner.setdefault(entry.owner, {})[entry.task_id] = None
+
+    def save(self, entry: Entry) -> None:
+        """Write the entry to the store (it was created or changed: status, cancel, failure, an
+        answered input key)."""
+        entry.saved_at = time.time()
+        self.store.keep_entry(self.backend, entry, self.keep_s)
 
     def get(self, task_id: str) -> Entry | None:
         entry = self._entries.get(task_id)
-        if entry is not None and entry.held_expires_at is not None and entry.held_expires_at <= time.monotonic():
+        if entry is None:
+            entry = self.store.entry(self.backend, task_id)
+            if entry is None:
+                return None
+            entry.saved_at = time.time()
+            self._hold(entry)
+        if entry.held_expires_at is not None and entry.held_expires_at <= time.time():
             self.remove(task_id)
             return None
-        if entry is not None:
-            self._entries[task_id] = entry  # refresh its time and recency
+        self._entries[task_id] = entry  # refresh its time and recency
+        if time.time() - entry.saved_at > self.keep_s / TOUCH_FRACTION:
+            self.save(entry)
         return entry
 
     def remove(self, task_id: str) -> None:
         entry = self._entries.pop(task_id, None)
         if entry is not None:
             self._by_owner.get(entry.owner, {}).pop(task_id, None)
+        self.store.forget_entry(self.backend, task_id)
 
     def listing(self, principal: str, session_id: str) -> list[Entry]:
-        """The owner's live entries in creation order (forgotten ids pruned)."""
+        """The owner's live entries in creation order (forgotten ids pruned), those only the
+        store still has (from before a restart) included."""
         owner = self.owner(principal, session_id)
+        for kept in self.store.entries_of(self.backend, owner):
+            if kept.task_id not in self._entries:
+                kept.saved_at = time.time()
+                self._hold(kept)
         ids = self._by_owner.get(owner, {})
         entries = []
         for task_id in list(ids):

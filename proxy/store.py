@@ -1,25 +1,31 @@
-"""The task state replicas would have to share, behind one small interface (issue 5 item 5).
+"""The task state only this proxy knows, behind one small interface (docs/decisions.md, "State
+that survives a restart").
 
 Two proxy replicas with one sealing key already serve each other's task ids for status, results and
-cancel: everything those need is in the sealed id or asked of the backend again. What one replica
-alone knows about a task of a v1 backend is:
+cancel: everything those need is in the sealed id or asked of the backend again. What one proxy
+alone knows is:
 
-* the **terminal outcome** it folded (re-fetchable from the backend, so sharing it saves round trips);
-* the **requests for input it captured** from the backend (the backend sends each once, to the
-  replica holding the stream): key, the backend's JSON-RPC request id and the request. Anyone who
-  has them can answer: the answer is a JSON-RPC response POSTed on the task's upstream session,
-  which the sealed id names. This is what `tasks/update` on another replica needs.
+* the **terminal outcome** of a v1 backend's task it folded (re-fetchable from the backend, so
+  keeping it saves round trips);
+* the **requests for input it captured** from a v1 backend (the backend sends each once, to the
+  proxy holding the stream): key, the backend's JSON-RPC request id and the request, and the
+  task's key counter. Whoever has them can answer: the answer is a JSON-RPC response POSTed on the
+  task's upstream session, which the sealed id names;
+* the proxy's **own sessions** for v1 clients (`SessionRecord`, `faces/session.py`) and their
+  **task registry** (`Entry`, `registry.py`: `tasks/list`, sticky cancels, failures the proxy
+  made, input keys already answered, results of tasks the proxy holds itself).
 
-`TaskStateStore` is that state; `V1Follower` and `TaskInputs` are its only users, so a shared
-implementation (e.g. over Redis) is a new class passed to `BackendHandle(store=...)`, without
-touching the faces. Deliberately not in it, because it cannot leave the process: held upstream
-streams (the `tasks/result` and GET listeners that *capture* requests, MRTR exchanges waiting on
-an open upstream response — a retry must reach the replica holding it) and the proxy's own sessions
-for v1 clients (their clients stay on one replica, TRANSLATION.md §6).
+`TaskStateStore` is that state. `MemoryTaskStore` keeps outcomes and captured requests in this
+process; the sessions and registry are then only the live objects of the faces (its session and
+entry methods keep nothing). `SqliteTaskStore` (`proxy/sqlite_store.py`) keeps all of it in a file
+in `state_dir`, so that it survives a crash and restart. Deliberately not in it, because it cannot
+outlive the process: held upstream streams (the `tasks/result` and GET listeners that *capture*
+requests — re-opened on the next poll — and MRTR exchanges waiting on an open upstream response)
+and a session's pending server→client requests and GET-stream replay buffer.
 
-Keys are `TaskRef`s (backend, upstream session, upstream task id). Every entry is bounded in time
-(`keep_s`, the task's ttl or `max_task_state_ms`) and the memory store also in count (least
-recently used first), per TRANSLATION.md §6 "Bounded state".
+Keys of task state are `TaskRef`s (backend, upstream session, upstream task id). Every entry is
+bounded in time (`keep_s`, seconds: the task's ttl, `max_task_state_ms` or `session_idle_ms`) and
+in count.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from cachetools import TLRUCache
 
 from translators import jsonrpc
 from translators.inputs import input_key
-from translators.model import CanonicalTask, InputRequest
+from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
 
@@ -45,6 +51,47 @@ class CapturedInput:
     key: str
     upstream_id: jsonrpc.RequestId
     request: InputRequest
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A proxy session as kept across restarts: its sealed id, principal, face ("v1" or
+    "v2-session"), the backend its rules are for, the client's `initialize` params and the
+    negotiated protocol version."""
+
+    session_id: str
+    principal: str
+    face: str
+    backend: str
+    params: dict[str, Any]
+    protocol_version: str
+
+
+@dataclass
+class Entry:
+    """One task as the v1 face knows it (`registry.py`).
+
+    `order` sorts listings; `owner` is the principal, or "anonymous:<session id>";
+    `last`: the last hub task seen (for listings and change notifications); `cancelled`: sticky;
+    `failure`: an error that ended the task through the proxy (a client error answer);
+    `asked`: input keys put to the client and answered upstream; `asking`: keys being put to the
+    client right now (never kept across a restart: that client's stream is gone, so they are asked
+    again); `held_expires_at`: wall-clock deadline (seconds since the epoch) of a held task;
+    `saved_at`: when the entry was last written to the store (wall clock, seconds).
+    """
+
+    task_id: str
+    ref: TaskRef
+    owner: str
+    order: int
+    last: CanonicalTask
+    session_id: str
+    cancelled: bool = False
+    failure: TaskError | None = None
+    asked: set[str] = field(default_factory=set)
+    held_expires_at: float | None = None
+    asking: set[str] = field(default_factory=set)
+    saved_at: float = 0.0
 
 
 class TaskStateStore(Protocol):
@@ -85,6 +132,38 @@ class TaskStateStore(Protocol):
 
     def outcome_count(self, backend: str) -> int:
         """Terminal outcomes of `backend`'s tasks remembered now (for `mcp_tasks_proxy_live_tasks`)."""
+
+    # -- the proxy's own sessions (faces/session.py) ------------------------------------------------
+
+    def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+        """Remember a session for `keep_s` seconds (again: its idle time starts anew)."""
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        """The session remembered under `session_id`, or None (unknown, expired, ended)."""
+
+    def forget_session(self, session_id: str) -> None:
+        """The session ended (DELETE, or evicted)."""
+
+    # -- the v1 face's task registry (registry.py) -----------------------------------------------
+
+    def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+        """Remember (or update) a registry entry of `backend` for `keep_s` seconds; `asking` and
+        `saved_at` are not kept."""
+
+    def entry(self, backend: str, task_id: str) -> Entry | None:
+        """The entry of `backend` under the client-facing `task_id`, or None."""
+
+    def entries_of(self, backend: str, owner: str) -> list[Entry]:
+        """`owner`'s live entries of `backend`, in creation order."""
+
+    def forget_entry(self, backend: str, task_id: str) -> None:
+        """Drop an entry (its task is unknown upstream, or it expired)."""
+
+    def highest_order(self, backend: str) -> int:
+        """The highest `Entry.order` remembered for `backend` (0 when none): new entries sort after it."""
+
+    def close(self) -> None:
+        """Release what the store holds open (its file)."""
 
 
 @dataclass
@@ -179,3 +258,33 @@ class MemoryTaskStore:
     def outcome_count(self, backend: str) -> int:
         self._outcomes.expire()
         return sum(1 for ref in self._outcomes if ref.backend == backend)
+
+    # Sessions and registry entries live in the faces' own objects while the process runs; this
+    # store keeps no second copy of them (nothing of them survives the process, as before).
+
+    def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+        pass
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        return None
+
+    def forget_session(self, session_id: str) -> None:
+        pass
+
+    def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+        pass
+
+    def entry(self, backend: str, task_id: str) -> Entry | None:
+        return None
+
+    def entries_of(self, backend: str, owner: str) -> list[Entry]:
+        return []
+
+    def forget_entry(self, backend: str, task_id: str) -> None:
+        pass
+
+    def highest_order(self, backend: str) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass

@@ -64,7 +64,8 @@ class V1OverV2:
         self.backend = backend
         self.modern = ModernClient(backend.connector)
         self.session_v2 = SessionV2Client(backend.pool)
-        self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms)
+        self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
+                                     store=backend.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))
 
     # -- session start -----------------------------------------------------------------------------
@@ -264,6 +265,7 @@ class _Call:
             task = task.evolve(status="cancelled", result=None, error=None, input_requests={})
         previous, entry.last = entry.last, task
         if entry.task_id and previous.status != task.status:
+            self.rules.registry.save(entry)
             await self.session.notify({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": get_task_result_v1(task)})
         return task
 
@@ -277,19 +279,21 @@ class _Call:
             answered = False
             if task.status == "input_required":
                 for key, request in task.input_requests.items():
-                    if key in entry.asked:
+                    if key in entry.asked or key in entry.asking:
                         continue
-                    entry.asked.add(key)
+                    entry.asking.add(key)  # not kept in the store: a restart asks it again
                     try:
                         answer = await self.ask(request, task_id or entry.ref.task)
-                    except BaseException:
-                        entry.asked.discard(key)  # not answered: ask again on a later tasks/result
-                        raise
-                    if isinstance(answer, McpError):
-                        await self._fail(entry, answer)
-                        break
-                    await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                                                    self.meta, headers=self.headers, **self.extra)
+                        if isinstance(answer, McpError):
+                            await self._fail(entry, answer)
+                            break
+                        await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                        self.meta, headers=self.headers, **self.extra)
+                    finally:
+                        entry.asking.discard(key)  # not answered: asked again on a later tasks/result
+                    entry.asked.add(key)
+                    if entry.task_id:
+                        self.rules.registry.save(entry)
                     answered = True
             if not answered:
                 interval = (task.poll_interval_ms or 500) / 1000
@@ -299,6 +303,9 @@ class _Call:
         """A client error answer to a non-elicitation request: cancel the upstream task and end it
         `failed` with that error (§5.4)."""
         entry.failure = TaskError(code=error.code, message=error.message, data=error.data)
+        entry.asked.update(entry.asking)
+        if entry.task_id:
+            self.rules.registry.save(entry)
         try:
             await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         except McpError as exc:
@@ -348,6 +355,7 @@ class _Call:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
         await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         entry.cancelled = True
+        self.rules.registry.save(entry)
         return cancel_answer_v1(await self.current(entry))
 
 

@@ -5,6 +5,9 @@ Answers are JSON, or SSE when the proxy must first put requests to the client (i
 or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
 session carries `notifications/tasks/status`, with `Last-Event-ID` replay from a bounded buffer;
 DELETE ends the session. Source: core 2025-11-25 §Transports; WIRE.md §5; TRANSLATION.md §2, §5.
+Sessions are kept in the `TaskStateStore` too (`proxy/store.py`): with the SQLite store a client's
+session survives a restart of the proxy; its pending requests and replay buffer do not
+(docs/decisions.md, "State that survives a restart").
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import logging
 import secrets
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from aiohttp import web
 
@@ -26,6 +29,7 @@ from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION, 
 from translators.sealing import Keyring
 
 from ..config import Settings
+from ..store import SessionRecord, TaskStateStore
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)
 """Where `PostReply.finish` leaves the outcome label of its answer for the request counter."""
@@ -62,6 +66,23 @@ class ProxySession:
         self.get_stream: web.StreamResponse | None = None
         self.events: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=replay_events)
         self._event_ids = itertools.count(1)
+        self.saved_at = 0.0
+        """When the session was last written to the store (wall clock, seconds)."""
+
+    def record(self) -> SessionRecord:
+        """What the store keeps of this session."""
+        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name,
+                             {"capabilities": self.client_capabilities, "clientInfo": self.client_info}, self.protocol_version)
+
+    @classmethod
+    def restored(cls, record: SessionRecord, replay_events: int, rules: Any) -> "ProxySession":
+        """A session from the store (the proxy restarted). Its event ids continue above any it
+        issued before: they start at the current time in milliseconds, so a client's
+        `Last-Event-ID` from before the restart never hides a new event."""
+        session = cls(record.session_id, record.principal, record.params, record.protocol_version, replay_events,
+                      record.face, rules)
+        session._event_ids = itertools.count(int(time.time() * 1000))
+        return session
 
     def event_id(self) -> int:
         """A new event id, unique across all of this session's streams."""
@@ -143,41 +164,71 @@ class PostReply:
         return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers={H_SESSION_ID: self.session.id})
 
 
-class SessionStore:
-    """Live proxy sessions, bounded in count and idle time."""
+TOUCH_S = 60.0
+"""A session in use is written to the store again (its idle time renewed there) at most this often
+(or every tenth of `session_idle_ms`, if shorter): not on every request."""
 
-    def __init__(self, *, max_sessions: int, idle_ms: int):
+
+class SessionStore:
+    """Live proxy sessions, bounded in count and idle time, each also kept in `store`; a session
+    this process does not hold (it restarted) is `restore`d from the store (None: not servable)."""
+
+    def __init__(self, *, max_sessions: int, idle_ms: int, store: TaskStateStore | None = None,
+                 restore: Callable[[SessionRecord], ProxySession | None] | None = None):
         self.max_sessions = max_sessions
         self.idle_s = idle_ms / 1000
+        self.store = store
+        self.restore = restore
+        self._touch_s = min(TOUCH_S, self.idle_s / 10)
         self._sessions: dict[str, ProxySession] = {}
 
     def add(self, session: ProxySession) -> None:
+        self._hold(session)
+        self._save(session)
+
+    def _hold(self, session: ProxySession) -> None:
         self._sweep()
         if len(self._sessions) >= self.max_sessions:
             oldest = min(self._sessions.values(), key=lambda s: s.last_seen)
-            self._sessions.pop(oldest.id, None)
+            self.remove(oldest.id)
         self._sessions[session.id] = session
+
+    def _save(self, session: ProxySession) -> None:
+        if self.store is not None:
+            session.saved_at = time.time()
+            self.store.keep_session(session.record(), self.idle_s)
 
     def get(self, session_id: str, principal: str) -> ProxySession | None:
         """The live session with this id opened by this principal (another principal's: None)."""
-        session = self._sessions.get(session_id)
+        session = self.peek(session_id)
         if session is None or session.principal != principal:
             return None
         if time.monotonic() - session.last_seen > self.idle_s:
-            self._sessions.pop(session_id, None)
+            self.remove(session_id)
             return None
         session.last_seen = time.monotonic()
+        if self.store is not None and time.time() - session.saved_at > self._touch_s:
+            self._save(session)
         return session
 
     def remove(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+        if self.store is not None:
+            self.store.forget_session(session_id)
 
     def peek(self, session_id: str) -> ProxySession | None:
         """The session with this id, whoever owns it, without touching its idle time."""
-        return self._sessions.get(session_id)
+        session = self._sessions.get(session_id)
+        if session is None and session_id and self.store is not None and self.restore is not None:
+            record = self.store.session(session_id)
+            session = self.restore(record) if record is not None else None
+            if session is not None:
+                session.saved_at = time.time()
+                self._hold(session)
+        return session
 
     def __contains__(self, session_id: object) -> bool:
-        return session_id in self._sessions
+        return isinstance(session_id, str) and self.peek(session_id) is not None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -192,12 +243,20 @@ class SessionFace:
     """HTTP handling of the session wire; what requests mean is each session's `rules`, chosen at
     `initialize` from the stack (`proxy.fleet.Stack`) the router picked."""
 
-    def __init__(self, settings: Settings, keyring: Keyring):
+    def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None):
         self.settings = settings
         self.keyring = keyring
-        self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms)
+        self.rules_for: Callable[[str, str], Any] | None = None
+        """(backend name, face) → the rules a restored session of that face uses (None: the
+        backend is no longer configured); set by the application once the backends exist."""
+        self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
+                                     restore=self._restore)
         self._identity_header = settings.identity_header or "Authorization"
         self._closing = asyncio.Event()
+
+    def _restore(self, record: SessionRecord) -> ProxySession | None:
+        rules = self.rules_for(record.backend, record.face) if self.rules_for is not None else None
+        return ProxySession.restored(record, self.settings.replay_events, rules) if rules is not None else None
 
     def close_streams(self) -> None:
         """End every session's GET stream (the proxy is stopping; clients reconnect elsewhere)."""
