@@ -21,10 +21,8 @@ from translators.sealing import TaskRef
 
 from .capture import InputBook, TaskInputs
 from .store import MemoryTaskStore, TaskStateStore
-from .upstream.session_wire import RECONNECT_WAIT_S, BackendUnreachable, SessionLost, UpstreamSession
+from .upstream.session_wire import SessionLost, UpstreamSession, read_again
 
-RETRY_PAUSE_S = 0.2
-"""Pause before a read whose answer broke off is asked again."""
 PAYLOAD_TIMEOUT_S = 30.0
 """How long a terminal task's `tasks/result` may take before the payload counts as unobtainable."""
 
@@ -92,20 +90,9 @@ class V1Follower:
     async def _read(self, method: str, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> dict[str, Any]:
         """`tasks/get` or `tasks/result` upstream, asked again while the backend's answers break off
         (it is stopping or restarting) for as long as requests may wait for it
-        (`reconnect_wait_ms`, at least once): both only read, and a later try meets the restarted
-        backend instead of failing the client."""
-        deadline = asyncio.get_running_loop().time() + RECONNECT_WAIT_S.get()
-        tries = 0
-        while True:
-            try:
-                return await session.request(method, {"taskId": ref.task}, headers=headers)
-            except BackendUnreachable:
-                raise  # already waited for it
-            except McpError as exc:
-                tries += 1
-                if exc.http_status != 502 or (tries > 1 and asyncio.get_running_loop().time() >= deadline):
-                    raise
-            await asyncio.sleep(RETRY_PAUSE_S)
+        (`reconnect_wait_ms`, at least once; `read_again`): both only read, and a later try meets
+        the restarted backend instead of failing the client."""
+        return await read_again(lambda: session.request(method, {"taskId": ref.task}, headers=headers))
 
     async def _with_inputs(self, task: CanonicalTask, inputs: TaskInputs, headers: Mapping[str, str]) -> CanonicalTask:
         if task.status == "input_required":

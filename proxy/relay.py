@@ -4,7 +4,9 @@ write; nothing is parsed beyond what routing already read. With one backend, tas
 through unchanged (TRANSLATION.md §6). With several, the caller gives `session_id` (the upstream
 session a sealed `Mcp-Session-Id` names) and `seal_session` (for the id a backend hands out), and on
 the modern wire `rewrite`, applied to every JSON-RPC message of the answer (its task ids); only then
-are answers parsed, SSE event by event.
+are answers parsed, SSE event by event. Beyond that, only answers that are not the usual 200
+(an error status, an SSE answer for a client that takes only JSON) or that hold the bytes of a v2
+backend's draft-era `-32003` are parsed (docs/decisions.md §36, §37).
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ import aiohttp
 from aiohttp import web
 
 from translators import jsonrpc
-from translators.errors import McpError, backend_unavailable
+from translators.errors import (
+    McpError,
+    backend_http_error,
+    backend_unavailable,
+    from_backend,
+    legacy_code_renumbered,
+    may_carry_legacy_code,
+    modern_http_status,
+)
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 
 from .metrics import clock
-from .sse import SseParser
-from .upstream.session_wire import IDEMPOTENT_METHODS, Backend
+from .sse import Event, SseParser
+from .upstream.session_wire import ACCEPT_BOTH, IDEMPOTENT_METHODS, Backend
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +46,24 @@ WHOLE_BODY_MAX = 1024 * 1024
 async def relay(request: web.Request, backend: Backend, body: bytes | None, forward_headers: Iterable[str] = (),
                 add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
-                rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None) -> web.StreamResponse:
+                rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
+                request_id: Any = None, v2: bool = False, modern: bool = False) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, TRANSLATION.md §6); `set_headers` replace the
     client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
     JSON-RPC method of a POST, whose time to the backend's response headers is recorded in
-    `mcp_tasks_proxy_upstream_seconds`.
+    `mcp_tasks_proxy_upstream_seconds`; `request_id` its id (for an error the proxy answers in the
+    backend's stead).
+
+    `v2`: the backend speaks v2 (v2-modern, v2-session), so an error answer's draft code `-32003`
+    becomes `-32021` (`translators.errors.legacy_code_renumbered`; only a JSON body or SSE event
+    holding the bytes `-32003` is parsed). `modern`: the modern wire, where a client that accepts
+    only JSON is served too: the backend is asked with both media types, and an SSE answer reaches
+    such a client as its final JSON-RPC message (docs/decisions.md §36). A backend's HTTP error
+    status without a JSON-RPC body reaches the client as a JSON-RPC error naming the backend
+    (`translators.errors.backend_http_error`), logged once. The usual answer (200 with JSON, or an
+    SSE stream the client accepts) is passed on without parsing.
 
     A POST that cannot be sent raises the connector's `McpError` (`BackendUnreachable` when no
     connection could be made, so that new work may go to another backend); a GET or DELETE that
@@ -55,6 +76,10 @@ async def relay(request: web.Request, backend: Backend, body: bytes | None, forw
     headers.update(set_headers or {})
     if session_id is not None:
         headers[H_SESSION_ID] = session_id
+    accept = headers.get("Accept")
+    json_only = modern and not takes_sse(accept)
+    if accept is None or json_only:
+        headers["Accept"] = ACCEPT_BOTH  # a client without Accept takes anything (RFC 9110 §12.5.1)
     started = clock()
     try:
         if request.method == "POST":
@@ -72,9 +97,13 @@ async def relay(request: web.Request, backend: Backend, body: bytes | None, forw
         if seal_session is not None and H_SESSION_ID in headers:
             headers[H_SESSION_ID] = seal_session(headers[H_SESSION_ID])
         is_sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
-        if rewrite is not None:
-            return await _relay_rewritten(request, upstream, headers, is_sse, rewrite, backend.name)
         length = upstream.content_length
+        if upstream.status >= 400 and (length is None or length <= WHOLE_BODY_MAX):
+            return await _relay_http_error(upstream, headers, backend.name, request_id, method or request.method, v2, rewrite)
+        if is_sse and json_only:
+            return await _final_answer(upstream, headers, backend.name, request_id, v2, rewrite)
+        if rewrite is not None:
+            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -82,18 +111,151 @@ async def relay(request: web.Request, backend: Backend, body: bytes | None, forw
                 body = await upstream.read()
             except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as exc:
                 log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
-                error = backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}")
-                return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
+                return _error_answer(backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None)
+            if v2 and may_carry_legacy_code(body):
+                body = _renumbered_body(body)
             return web.Response(body=body, status=upstream.status, headers=headers)
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await response.prepare(request)
         try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+            if v2 and is_sse:
+                await _relay_sse_renumbered(upstream, response)
+            else:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
             await response.write_eof()
         except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as exc:
             log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
         return response
+
+
+def takes_sse(accept: str | None) -> bool:
+    """Whether a client's `Accept` allows `text/event-stream` (no header: anything)."""
+    if not accept:
+        return True
+    for part in accept.split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in ("text/event-stream", "text/*", "*/*"):
+            return True
+    return False
+
+
+def _error_answer(error: McpError, request_id: Any) -> web.Response:
+    return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(request_id, error)), status=error.http_status or 200,
+                        content_type="application/json")
+
+
+def _with_renumbering(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda message: legacy_code_renumbered(rewrite(message))
+
+
+def _renumbered_body(raw: bytes) -> bytes:
+    """A JSON body that may hold `-32003`, with the code renumbered (unchanged bytes when it
+    is not a JSON-RPC message or holds the bytes elsewhere)."""
+    try:
+        message = jsonrpc.parse(raw).raw
+    except McpError:
+        return raw
+    renumbered = legacy_code_renumbered(message)
+    return raw if renumbered is message else jsonrpc.dumps(renumbered)
+
+
+def _frame(event: Event, data: bytes) -> bytes:
+    """One SSE event as the relay writes it again (`id`, `event`, `data` lines)."""
+    frame = b"" if event.id is None else b"id: " + event.id.encode() + b"\n"
+    frame += b"event: " + event.event.encode() + b"\n"
+    for line in data.split(b"\n"):
+        frame += b"data: " + line + b"\n"
+    return frame + b"\n"
+
+
+_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+
+
+def _complete_events_end(buffer: bytes) -> int:
+    """Where the last complete event in `buffer` ends (0: none yet). A boundary of mixed line ends
+    may be found later than it is, which only delays those bytes."""
+    return max(((at + len(end)) if (at := buffer.rfind(end)) >= 0 else 0) for end in _EVENT_ENDS)
+
+
+async def _relay_sse_renumbered(upstream: aiohttp.ClientResponse, response: web.StreamResponse) -> None:
+    """An SSE answer of a v2 backend, passed on as it arrives but whole events at a time, so that an
+    event holding `-32003` can be parsed and renumbered (`_renumbered_body`); other bytes pass
+    unchanged. Events are only parsed when their bytes hold the code."""
+    pending = b""
+    async for chunk in upstream.content.iter_any():
+        pending = pending + chunk if pending else chunk
+        cut = _complete_events_end(pending)
+        if cut == 0:
+            continue
+        ready, pending = pending[:cut], pending[cut:]
+        if may_carry_legacy_code(ready):
+            parser = SseParser()
+            ready = b"".join(_frame(event, _renumbered_body(event.data.encode())) for event in parser.feed(ready))
+        await response.write(ready)
+    if pending:
+        await response.write(pending)
+
+
+async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any,
+                            what: str, v2: bool, rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None) -> web.Response:
+    """A backend's HTTP error status (4xx/5xx): its JSON-RPC body passed on (ids rewritten, codes
+    renumbered as for any answer), or, when it has none (empty, HTML, not JSON-RPC), a JSON-RPC
+    error naming the backend (`backend_http_error`) and one log line (docs/decisions.md §36)."""
+    try:
+        raw = await upstream.read()
+    except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as exc:
+        return _error_answer(backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}"), request_id)
+    message: dict[str, Any] | None = None
+    if upstream.headers.get("Content-Type", "").startswith("application/json"):
+        try:
+            message = jsonrpc.parse(raw).raw
+        except McpError:
+            message = None
+    if message is None or "error" not in message:
+        log.warning("backend %s answered HTTP %d without a JSON-RPC body to %s", backend, upstream.status, what)
+        error = backend_http_error(backend, upstream.status)
+        passed = {name: value for name, value in headers.items() if name not in ("Content-Type", H_NAME)}
+        answer = _error_answer(error, request_id)
+        answer.headers.update(passed)
+        return answer
+    if rewrite is None and not (v2 and may_carry_legacy_code(raw)):
+        return web.Response(body=raw, status=upstream.status, headers=headers)
+    if rewrite is not None:
+        message = rewrite(message)
+        _name_from_result(headers, message)
+    if v2:
+        message = legacy_code_renumbered(message)
+    return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
+
+
+async def _final_answer(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any, v2: bool,
+                        rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None) -> web.Response:
+    """The backend's SSE answer for a client that accepts only JSON: its final JSON-RPC message
+    (the response to `request_id`; notifications before it are dropped) as a JSON body, with the
+    HTTP status the modern wire gives that answer (docs/decisions.md §36)."""
+    parser = SseParser()
+    try:
+        async for chunk in upstream.content.iter_any():
+            for event in parser.feed(chunk):
+                try:
+                    message = jsonrpc.parse(event.data)
+                except McpError:
+                    continue
+                if message.kind != "response" or message.id != request_id:
+                    continue
+                raw = rewrite(message.raw) if rewrite is not None else message.raw
+                if v2:
+                    raw = legacy_code_renumbered(raw)
+                error = raw.get("error")
+                status = modern_http_status(from_backend(error)) if error is not None else 200
+                passed = {name: value for name, value in headers.items() if name != "Content-Type"}
+                if rewrite is not None:
+                    _name_from_result(passed, raw)
+                return web.Response(body=jsonrpc.dumps(raw), status=status, content_type="application/json", headers=passed)
+    except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as exc:
+        return _error_answer(backend_unavailable(backend, f"stream broke: {exc.__class__.__name__}"), request_id)
+    return _error_answer(backend_unavailable(backend, "closed the response stream without answering"), request_id)
 
 
 async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], is_sse: bool,
@@ -113,9 +275,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         except McpError:
             return web.Response(body=raw, status=upstream.status, headers=headers)
         message = rewrite(message)
-        result = message.get("result")
-        if isinstance(result, dict) and isinstance(result.get("taskId"), str):
-            headers[H_NAME] = result["taskId"]
+        _name_from_result(headers, message)
         return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
     response = web.StreamResponse(status=upstream.status, headers=headers)
     await response.prepare(request)
@@ -123,15 +283,20 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     try:
         async for chunk in upstream.content.iter_any():
             for event in parser.feed(chunk):
-                frame = b"" if event.id is None else b"id: " + event.id.encode() + b"\n"
-                frame += b"event: " + event.event.encode() + b"\n"
-                for line in _rewrite_data(event.data.encode(), rewrite).split(b"\n"):
-                    frame += b"data: " + line + b"\n"
-                await response.write(frame + b"\n")
+                await response.write(_frame(event, _rewrite_data(event.data.encode(), rewrite)))
         await response.write_eof()
     except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as exc:
         log.info("relay from %s ended early: %s", backend, exc.__class__.__name__)
     return response
+
+
+def _name_from_result(headers: dict[str, str], message: dict[str, Any]) -> None:
+    """`Mcp-Name` of a rewritten answer: the (sealed) `taskId` of its result, if it has one; the
+    backend's own never reaches the client."""
+    headers.pop(H_NAME, None)
+    result = message.get("result")
+    if isinstance(result, dict) and isinstance(result.get("taskId"), str):
+        headers[H_NAME] = result["taskId"]
 
 
 def _rewrite_data(raw: bytes, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:

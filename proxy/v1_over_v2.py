@@ -42,6 +42,7 @@ from .faces.session import PostReply, ProxySession
 from .registry import HELD, Entry, TaskRegistry
 from .upstream.modern_wire import ModernClient
 from .upstream.session_v2 import SessionV2Client
+from .upstream.session_wire import read_again
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +251,9 @@ class _Call:
             task = entry.last
         else:
             try:
-                wire = await self.upstream_client.request("tasks/get", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
+                # A read: asked again while the backend's answers break off or a gateway in front
+                # of it answers 502/503/504, as on the modern face (docs/decisions.md §29).
+                wire = await read_again(lambda: self.upstream("tasks/get", {"taskId": entry.ref.task}))
             except McpError as exc:
                 if exc.code == INVALID_PARAMS:
                     self.rules.registry.remove(entry.task_id)

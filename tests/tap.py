@@ -109,3 +109,48 @@ class RecordingTap:
             await self._http.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+class ShapingTap(RecordingTap):
+    """A recording tap that can change what the backend seems to answer, for fault tests:
+
+    * `bad_gateway`: while set, every POST gets what a gateway in front of a down backend
+      answers (HTTP 502, `text/plain` "Bad Gateway"), counted in `refused`; nothing is forwarded.
+    * `legacy_codes`: `-32021` in answers becomes `-32003`, as a backend on the draft numbering
+      sends it (same length, so the body keeps its size).
+    * `as_sse`: a JSON answer to a POST is sent as an SSE stream (one `message` event, CRLF line
+      ends, written in 7-byte pieces so that events and codes are split across chunks).
+    """
+
+    bad_gateway = False
+    legacy_codes = False
+    as_sse = False
+    refused = 0
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "POST" or not (self.bad_gateway or self.legacy_codes or self.as_sse):
+            return await super()._relay(request)
+        body = await request.read()
+        self.methods.append("?")
+        if self.bad_gateway:
+            self.refused += 1
+            return web.Response(status=502, text="Bad Gateway", content_type="text/plain")
+        target = aiohttp.client.URL(self.target).with_path(request.path).with_query(request.query)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        assert self._http is not None
+        async with self._http.request("POST", target, data=body, headers=headers, allow_redirects=False) as upstream:
+            answer = await upstream.read()
+            kept = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "content-type"}
+            content_type = upstream.headers.get("Content-Type", "")
+        if self.legacy_codes:
+            answer = answer.replace(b"-32021", b"-32003")
+        if not (self.as_sse and content_type.startswith("application/json")):
+            return web.Response(body=answer, status=upstream.status, headers={**kept, "Content-Type": content_type})
+        response = web.StreamResponse(status=200, headers={**kept, "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        stream = b": primed\r\n\r\nevent: message\r\ndata: " + answer + b"\r\n\r\n"
+        for start in range(0, len(stream), 7):
+            await response.write(stream[start : start + 7])
+            await asyncio.sleep(0)
+        await response.write_eof()
+        return response

@@ -86,11 +86,52 @@ def from_backend(error: Any) -> McpError:
     """
     if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
         return McpError(INTERNAL_ERROR, "Backend answered a malformed JSON-RPC error")
-    code = error["code"]
-    if code == LEGACY_MISSING_CAPABILITY:
-        code = MISSING_CAPABILITY
     message = error.get("message")
-    return McpError(code, message if isinstance(message, str) else "", error.get("data"))
+    return McpError(renumbered(error["code"]), message if isinstance(message, str) else "", error.get("data"))
+
+
+def renumbered(code: int) -> int:
+    """A backend's error code as the 2026-07-28 wire numbers it: `-32003` (drafts) → `-32021`;
+    every other code unchanged."""
+    return MISSING_CAPABILITY if code == LEGACY_MISSING_CAPABILITY else code
+
+
+LEGACY_CODE_BYTES: Final = b"-32003"
+"""A serialized message can carry the legacy code only if it contains these bytes (the cheap
+check a relay makes before it parses anything: `may_carry_legacy_code`)."""
+
+
+def may_carry_legacy_code(raw: bytes) -> bool:
+    """Whether the serialized message(s) in `raw` may hold the legacy `-32003` code, so that
+    `legacy_code_renumbered` could change something (a bytes search; no parsing)."""
+    return LEGACY_CODE_BYTES in raw
+
+
+def legacy_code_renumbered(message: dict[str, Any]) -> dict[str, Any]:
+    """A v2 backend's JSON-RPC message with a draft-era error code renumbered, as relays pass it on:
+    an error response whose `error.code` is `-32003` gets `-32021`, `message` and `data` kept
+    (`from_backend` does the same for answers the proxy reads). Any other message is returned as
+    it is (the same object). There is no inverse: no face speaks the draft numbering
+    (docs/decisions.md §37).
+    """
+    error = message.get("error")
+    if not isinstance(error, dict):
+        return message
+    code = error.get("code")
+    if not isinstance(code, int) or isinstance(code, bool) or renumbered(code) == code:
+        return message
+    return {**message, "error": {**error, "code": renumbered(code)}}
+
+
+def backend_http_error(backend: str, status: int) -> McpError:
+    """The error a client gets for a backend's HTTP error status whose body is not a JSON-RPC
+    message (an empty 406, a gateway's HTML 503): 4xx → `-32600` with that status; 5xx → `-32603`
+    with HTTP 502 (the backend did not answer in MCP; docs/decisions.md §36). The message names
+    the backend and its status."""
+    if status >= 500:
+        return backend_unavailable(backend, f"answered HTTP {status} without a JSON-RPC body")
+    return McpError(INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body",
+                    http_status=status)
 
 
 _MODERN_400: Final = frozenset(

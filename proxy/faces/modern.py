@@ -274,10 +274,12 @@ class ModernFace:
         name_value = name_param(message.method, params)
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
+        answer_id = message.id if message.kind == "request" else None
         if rewrite is None:
-            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing, method=message.method)
+            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing, method=message.method,
+                               request_id=answer_id, v2=True, modern=True)
         return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
-                           method=message.method)
+                           method=message.method, request_id=answer_id, v2=True, modern=True)
 
     def _relayed_task(self, task_id: str, *, principal: str) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -351,7 +353,8 @@ class ModernFace:
                 return json_response(jsonrpc.error_response(answer_id, exc), 200)
         response = await relay(request, self.backend.connector, body, self.settings.forward_headers,
                                session_id=upstream_id, seal_session=fleet.session_sealer(self.backend.name), rewrite=rewrite,
-                               method=message.method)
+                               method=message.method, request_id=message.id if message.kind == "request" else None,
+                               v2=self.backend.dialect == "v2-session")
         self._count(message.method, relay_outcome(response), "v1")
         return response
 

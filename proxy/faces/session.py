@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 SSE = "text/event-stream"
 SUPPORTED_LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
+KEEP_ALIVE_S = 15.0
+"""A GET stream carries an SSE comment after this long without events."""
 ASK_TIMEOUT_S = 600.0
 """Longest the proxy waits for a v1 client to answer a request it put to it."""
 _request_ids = itertools.count(1)
@@ -64,6 +66,8 @@ class ProxySession:
         self.last_seen = time.monotonic()
         self.pending: dict[jsonrpc.RequestId, asyncio.Future[dict[str, Any]]] = {}
         self.get_stream: web.StreamResponse | None = None
+        self._get_transport: asyncio.BaseTransport | None = None
+        self._get_ended: asyncio.Event | None = None
         self.events: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=replay_events)
         self._event_ids = itertools.count(1)
         self.saved_at = 0.0
@@ -84,6 +88,25 @@ class ProxySession:
         session._event_ids = itertools.count(int(time.time() * 1000))
         return session
 
+    def open_get_stream(self, stream: web.StreamResponse, transport: asyncio.BaseTransport | None) -> asyncio.Event:
+        """Make `stream` the session's GET stream; the event returned is set when it must end
+        (replaced by a newer one, or the session deleted)."""
+        self.end_get_stream()
+        self.get_stream, self._get_transport = stream, transport
+        self._get_ended = asyncio.Event()
+        return self._get_ended
+
+    def end_get_stream(self) -> None:
+        """Let go of the GET stream (its handler returns at once)."""
+        if self._get_ended is not None:
+            self._get_ended.set()
+        self.get_stream, self._get_transport, self._get_ended = None, None, None
+
+    def get_stream_gone(self) -> bool:
+        """Whether the GET stream's connection is closed or closing (the client went away)."""
+        transport = self._get_transport
+        return transport is None or transport.is_closing()
+
     def event_id(self) -> int:
         """A new event id, unique across all of this session's streams."""
         return next(self._event_ids)
@@ -98,7 +121,8 @@ class ProxySession:
             try:
                 await stream.write(frame)
             except (ConnectionError, RuntimeError):
-                self.get_stream = None
+                if self.get_stream is stream:
+                    self.end_get_stream()
 
     def answer(self, message: Mapping[str, Any]) -> bool:
         """Deliver the client's JSON-RPC response to a request the proxy put to it."""
@@ -341,37 +365,50 @@ class SessionFace:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
         if SSE not in request.headers.get("Accept", SSE):
             return _error(None, McpError(INVALID_REQUEST, "Not Acceptable: the GET stream is text/event-stream"), 406)
-        if session.get_stream is not None:
+        last = request.headers.get(H_LAST_EVENT_ID)
+        # A client resuming with Last-Event-ID, or whose stream's connection is already closed,
+        # takes the session's stream over at once: its old stream dropped, though the proxy may
+        # not have noticed yet (MCP 2025-11-25, Streamable HTTP: resumability; docs/decisions.md §35).
+        if session.get_stream is not None and last is None and not session.get_stream_gone():
             return _error(None, McpError(INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per session"), 409)
         stream = web.StreamResponse(status=200, headers={"Content-Type": SSE, "Cache-Control": "no-cache",
                                                          "X-Accel-Buffering": "no", H_SESSION_ID: session.id})
         await stream.prepare(request)
-        session.get_stream = stream
+        ended = session.open_get_stream(stream, request.transport)
         try:
-            last = request.headers.get(H_LAST_EVENT_ID)
             if last is not None and last.isdigit():
                 for event_id, frame in list(session.events):
                     if event_id > int(last):
                         await stream.write(frame)
-            while session.get_stream is stream and self.sessions.get(session.id, session.principal) is session:
-                try:
-                    await asyncio.wait_for(self._closing.wait(), 15)
-                    break  # the proxy is stopping: end the stream so shutdown need not wait for it
-                except asyncio.TimeoutError:
-                    await stream.write(b": keep-alive\n\n")
+            while not ended.is_set() and self.sessions.get(session.id, session.principal) is session:
+                if await self._ends_within(ended, KEEP_ALIVE_S):
+                    break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)
+                await stream.write(b": keep-alive\n\n")
+            if ended.is_set() and request.transport is not None:
+                request.transport.close()  # replaced or deleted: its client has gone or moved on
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             if session.get_stream is stream:
-                session.get_stream = None
+                session.end_get_stream()
         return stream
+
+    async def _ends_within(self, ended: asyncio.Event, seconds: float) -> bool:
+        """Whether `ended` is set or the proxy starts stopping within `seconds`."""
+        waits = [asyncio.ensure_future(ended.wait()), asyncio.ensure_future(self._closing.wait())]
+        try:
+            done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return bool(done)
 
     async def handle_delete(self, request: web.Request) -> web.Response:
         session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
         self.sessions.remove(session.id)
-        session.get_stream = None
+        session.end_get_stream()
         return web.Response(status=200)
 
 

@@ -14,7 +14,7 @@ import itertools
 import json
 import logging
 from contextvars import ContextVar
-from typing import Any, Awaitable, Callable, Iterator, Mapping
+from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -56,6 +56,9 @@ IDEMPOTENT_METHODS = frozenset({
 the backend had closed, a reset) is sent again on a new connection (at most `RESEND_ATTEMPTS` more
 times), since even if the backend received it, receiving it twice does no harm."""
 RESEND_ATTEMPTS = 2
+READ_AGAIN_PAUSE_S = 0.2
+"""Pause before a read whose answer broke off (or was a gateway's 502/503/504) is asked again."""
+_T = TypeVar("_T")
 
 
 @contextlib.contextmanager
@@ -66,6 +69,31 @@ def reconnect_wait(seconds: float) -> Iterator[None]:
         yield
     finally:
         RECONNECT_WAIT_S.reset(token)
+
+
+async def read_again(read: Callable[[], Awaitable[_T]]) -> _T:
+    """`read()` (a request that only reads: `tasks/get`, `tasks/result`), called again while it
+    fails with HTTP 502 (`backend_unavailable`: an answer that broke off, or something in front of
+    the backend answering 502/503/504 without MCP), every `READ_AGAIN_PAUSE_S`, for as long as a
+    request in this context may wait for its backend (`RECONNECT_WAIT_S`, the config
+    `reconnect_wait_ms`), and at least twice in all (docs/decisions.md §24, §29).
+
+    Raises the last failure once the wait is over; `BackendUnreachable` at once (the connector
+    has already waited for a connection) and every other `McpError` at once.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECONNECT_WAIT_S.get()
+    tries = 0
+    while True:
+        try:
+            return await read()
+        except BackendUnreachable:
+            raise
+        except McpError as exc:
+            tries += 1
+            if exc.http_status != 502 or (tries > 1 and loop.time() >= deadline):
+                raise
+        await asyncio.sleep(READ_AGAIN_PAUSE_S)
 
 
 class BackendUnreachable(McpError):
@@ -318,10 +346,18 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, method: st
     raise backend_unavailable(backend, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}")
 
 
+GATEWAY_STATUSES = frozenset({502, 503, 504})
+"""Statuses of a gateway (or a proxy) in front of the backend that could not reach it: transient,
+whatever the body says, so they fail with HTTP 502 (`backend_unavailable`), which reads ride out."""
+
+
 def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status: int) -> dict[str, Any]:
     if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0":
         if "error" in answer and answer.get("id") in (request_id, None, "server-error"):
-            raise from_backend(answer["error"])
+            error = from_backend(answer["error"])
+            if status in GATEWAY_STATUSES:
+                raise backend_unavailable(backend, f"answered HTTP {status}: {error.message}")
+            raise error
         if "result" in answer and answer.get("id") == request_id and isinstance(answer["result"], dict) and status == 200:
             return answer["result"]
     raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")
