@@ -105,7 +105,11 @@ def _reference_server(args: argparse.Namespace) -> int:
 
     start = {"v1": processes.start_reference_v1_server, "v2": processes.start_reference_v2_server,
              "fastmcp3": processes.start_fastmcp3_server}[args.kind]
-    server = start(args.port)
+    try:
+        server = start(args.port)
+    except processes.ServerStartError as exc:
+        print(f"error: reference {args.kind} server did not start: {exc.reason}", file=sys.stderr)
+        return 1
     print(f"reference {args.kind} server listening on {server.url} (pid {server.pid}); Ctrl-C stops it", flush=True)
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
