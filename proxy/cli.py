@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
     serve.set_defaults(run=_serve)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
-    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary")
+    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
     demo.add_argument("--reverse", action="store_true",
                       help="walk a v1 client through the proxy in front of the reference v2 server instead")
     demo.set_defaults(run=_demo)
