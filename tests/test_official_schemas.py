@@ -139,3 +139,35 @@ async def test_an_mrtr_round_and_the_task_it_creates_pass_the_official_schemas(c
     validate_official(second, "CreateTaskResultV2Schema")
     final = await task_until(client, second["taskId"], "completed")
     assert final["result"]["content"] == [{"type": "text", "text": "Hello, Ada! test_tool_with_task finished."}]
+
+
+async def test_a_v2_session_backends_inlined_result_gets_result_type_on_the_modern_face(tmp_path):
+    # The minimal v2-session peer inlines its tool results without resultType (session wire).
+    from proxy.demo.v2_session_server import start as start_v2_session_peer
+
+    runner, url = await start_v2_session_peer("127.0.0.1", 0)
+    try:
+        async with running_proxy(url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+            client = Caller(http, proxy.url)
+            final = await task_until(client, await create(client, "slow_compute", {"seconds": 0.2, "label": "vs"}), "completed")
+    finally:
+        await runner.cleanup()
+    assert final["result"] == {"content": [{"type": "text", "text": "computed vs"}], "isError": False, "resultType": "complete"}
+
+
+async def test_a_v1_client_gets_the_v2_backends_result_without_result_type(reference_v2_server, tmp_path):
+    # FastMCP 4 inlines `"resultType": "complete"` in a completed task's result; 2025-11-25 has no
+    # such member, so tasks/result on the v1 face answers the result without it.
+    from session_support import SessionCaller
+
+    async with running_proxy(reference_v2_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        client = SessionCaller(http, proxy.url)
+        await client.initialize()
+        created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "v1"},
+                                                    "task": {"ttl": 60000}}))["result"]
+        answer = await client.call("tasks/result", {"taskId": created["task"]["taskId"]})
+    validate(answer["result"], "mcp-2025-11-25.schema.json", "CallToolResult")
+    assert answer["result"] == {
+        "content": [{"type": "text", "text": "computed v1"}], "structuredContent": {"result": "computed v1"}, "isError": False,
+        "_meta": {"fastmcp": {"wrap_result": True}, "io.modelcontextprotocol/related-task": {"taskId": created["task"]["taskId"]}},
+    }
