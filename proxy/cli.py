@@ -105,7 +105,11 @@ def _reference_server(args: argparse.Namespace) -> int:
 
     start = {"v1": processes.start_reference_v1_server, "v2": processes.start_reference_v2_server,
              "fastmcp3": processes.start_fastmcp3_server}[args.kind]
-    server = start(args.port)
+    try:
+        server = start(args.port)
+    except processes.ServerStartError as exc:
+        print(f"error: reference {args.kind} server did not start: {exc.reason}", file=sys.stderr)
+        return 1
     print(f"reference {args.kind} server listening on {server.url} (pid {server.pid}); Ctrl-C stops it", flush=True)
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts) or memory")
     serve.set_defaults(run=_serve)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
-    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary")
+    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
     demo.add_argument("--reverse", action="store_true",
                       help="walk a v1 client through the proxy in front of the reference v2 server instead")
     demo.set_defaults(run=_demo)

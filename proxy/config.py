@@ -6,6 +6,7 @@ key and what was expected (`ConfigError`).
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -116,12 +117,28 @@ class Settings(BaseModel):
         return int(self.listen.rpartition(":")[2])
 
 
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """`unknown key 'x'`, with the closest known key of that table when one is near enough:
+    `unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)`; a key inside an
+    `[[upstream]]` table is prefixed with its place (`upstream.0: ...`)."""
+    name, where = str(loc[-1]), ".".join(str(p) for p in loc[:-1])
+    model: type[BaseModel] = Upstream if loc[0] == "upstream" else Settings
+    close = difflib.get_close_matches(name, list(model.model_fields), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{where + ': ' if where else ''}unknown key {name!r}{hint}"
+
+
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         given = err.get("input")
-        lines.append(f"{key}: {err['msg']} (got {given!r})" if err["type"] != "missing" else f"{key}: required")
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            lines.append(_unknown_key(err["loc"]))
+        elif err["type"] == "missing":
+            lines.append(f"{key}: required")
+        else:
+            lines.append(f"{key}: {err['msg']} (got {given!r})")
     return "; ".join(lines)
 
 

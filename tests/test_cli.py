@@ -84,3 +84,13 @@ async def test_serve_reports_configuration_errors_by_key(tmp_path):
     _, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2
     assert "listen: Value error, must be HOST:PORT" in stderr.decode()
+
+
+@pytest.mark.peers
+async def test_reference_server_on_a_busy_port_says_so_in_one_line(reference_v1_server, tmp_path):
+    # reference_v1_server: the mcp-v1 environment exists, so nothing is installed here.
+    busy = int(reference_v1_server.url.rsplit(":", 1)[1].split("/", 1)[0])
+    process = await _spawn("reference-server", "v1", "--port", str(busy), tmp_path=tmp_path)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert (process.returncode, stdout.decode()) == (1, "")
+    assert stderr.decode() == f"error: reference v1 server did not start: cannot listen on 127.0.0.1:{busy}: Address already in use\n"

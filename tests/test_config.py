@@ -39,7 +39,10 @@ def test_cli_overrides_win_over_the_file(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("lisen = 1\n", "lisen: Extra inputs are not permitted (got 1)"),
+        ("lisen = 1\n", "unknown key 'lisen' (did you mean 'listen'?)"),
+        ("reconect_wait_ms = 10\n", "unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"),
+        ("colour = 1\n", "unknown key 'colour'"),
+        ('[[upstream]]\nurl = "http://x"\nnmae = "a"\n', "upstream.0: unknown key 'nmae' (did you mean 'name'?)"),
         ('listen = "nohost"\n', "listen: Value error, must be HOST:PORT, e.g. 127.0.0.1:8080 (got 'nohost')"),
         ('v1_session_scope = "all"\n', "v1_session_scope: Input should be 'principal' or 'task' (got 'all')"),
         ('[[upstream]]\nurl = "ftp://x"\n', "upstream.0.url: Value error, must be an http:// or https:// URL (got 'ftp://x')"),
@@ -54,6 +57,14 @@ def test_configuration_errors_name_the_key(tmp_path, text, message):
         load(path)
     assert message in str(caught.value)
     assert str(path) in str(caught.value)
+
+
+def test_a_misspelt_key_is_named_with_the_key_it_probably_means(tmp_path):
+    path = tmp_path / "typo.toml"
+    path.write_text("reconect_wait_ms = 10\n")
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}: unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"
 
 
 def test_replicas_refuse_an_auto_created_key(tmp_path):

@@ -34,8 +34,9 @@ def _run_demo(*options: str) -> tuple[subprocess.CompletedProcess[str], list[str
 def test_demo_quiet_passes_every_step() -> None:
     completed, lines, report = _run_demo("--quiet")
     assert completed.returncode == 0, report
-    assert lines, report
-    assert lines[-1] == f"{len(STEPS)}/{len(STEPS)} steps passed", report
+    # `--quiet`: the step titles and the summary, nothing else when every check passes.
+    titles = [f"Step {number}/{len(STEPS)} · {step.title}" for number, step in enumerate(STEPS, start=1)]
+    assert lines == [*titles, f"{len(STEPS)}/{len(STEPS)} steps passed"], report
 
 
 @pytest.mark.peers
@@ -45,5 +46,19 @@ def test_reverse_demo_quiet_passes_every_step() -> None:
 
     completed, lines, report = _run_demo("--reverse", "--quiet")
     assert completed.returncode == 0, report
-    assert lines, report
-    assert lines[-1] == f"{len(REVERSE_STEPS)}/{len(REVERSE_STEPS)} steps passed", report
+    titles = [f"Step {number}/{len(REVERSE_STEPS)} · {step.title}" for number, step in enumerate(REVERSE_STEPS, start=1)]
+    assert lines == [*titles, f"{len(REVERSE_STEPS)}/{len(REVERSE_STEPS)} steps passed"], report
+
+
+async def test_quiet_narration_prints_the_title_and_only_failed_checks(capsys) -> None:
+    from proxy.demo.narration import Narrator, Step
+
+    async def two_checks(demo: Narrator) -> None:
+        demo.check(True, "resultType = complete")
+        demo.check(False, "status = completed", "working")
+
+    quiet = await Narrator(verbose=False).run_step(1, 2, Step("a task", two_checks))
+    assert capsys.readouterr().out == "Step 1/2 · a task\n  ✘ status = completed — got \"working\"\n"
+    assert quiet.checks == [(True, "✔ resultType = complete"), (False, "✘ status = completed — got \"working\"")]
+    await Narrator(verbose=True).run_step(2, 2, Step("a task", two_checks))
+    assert capsys.readouterr().out.endswith("  ✔ resultType = complete\n  ✘ status = completed — got \"working\"\n")

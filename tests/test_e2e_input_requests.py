@@ -55,7 +55,7 @@ async def test_a_task_question_is_an_input_request_answered_by_tasks_update(clie
     assert (ack.status, ack.result) == (200, {"resultType": "complete"})
     final = await client.poll(created["taskId"])
     assert final["status"] == "completed"
-    assert final["result"] == {"content": [{"type": "text", "text": "deleted a.txt"}], "isError": False}
+    assert final["result"] == {"content": [{"type": "text", "text": "deleted a.txt"}], "isError": False, "resultType": "complete"}
     assert "inputRequests" not in final
 
 

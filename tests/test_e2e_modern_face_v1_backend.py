@@ -71,7 +71,7 @@ async def test_optional_tool_with_extension_becomes_a_flat_created_task(client):
     final = await client.poll(created["taskId"])
     assert final["status"] == "completed"
     assert final["taskId"] == created["taskId"]
-    assert final["result"] == {"content": [{"type": "text", "text": "computed e2e"}], "isError": False}
+    assert final["result"] == {"content": [{"type": "text", "text": "computed e2e"}], "isError": False, "resultType": "complete"}
     assert final["resultType"] == "complete"
 
 
@@ -90,7 +90,7 @@ async def test_tool_error_on_v1_ends_completed_with_isError(client):
     created = (await client.call("tools/call", {"name": "failing_job"})).result
     final = await client.poll(created["taskId"])
     assert final["status"] == "completed"
-    assert final["result"] == {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True}
+    assert final["result"] == {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"}
     assert "error" not in final
 
 

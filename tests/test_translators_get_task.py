@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from translators.differences import V1Payload, get_task_result_v2, outcome_to_v2, strip_related_task
+from translators.differences import (
+    V1Payload,
+    get_task_result_v1,
+    get_task_result_v2,
+    inline_result_type,
+    outcome_to_v1,
+    outcome_to_v2,
+    strip_related_task,
+    task_from_get_result_v2,
+)
 from translators.fields import task_from_wire
 from translators.model import CanonicalTask
 
@@ -95,7 +104,7 @@ def test_v1_completed_inlines_result_without_related_task_meta():
         {"_meta": _related(MCP1_ID), "content": [{"type": "text", "text": "computed probe"}], "isError": False},
     )
     assert answer(mcp1_get("completed"), payload) == v2_answer(
-        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "computed probe"}], "isError": False}
+        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "computed probe"}], "isError": False, "resultType": "complete"}
     )
 
 
@@ -108,11 +117,11 @@ def test_v1_completed_result_keeps_its_other_meta_keys():
         "isError": False,
     }
     assert answer(fastmcp3_get("completed"), V1Payload("result", fastmcp_payload)) == v2_answer(
-        FASTMCP3_ID, "completed", poll=5000, result=fastmcp_payload
+        FASTMCP3_ID, "completed", poll=5000, result={**fastmcp_payload, "resultType": "complete"}
     )
     mixed = {**fastmcp_payload, "_meta": {**_related(FASTMCP3_ID), "fastmcp": {"wrap_result": True}}}
     assert answer(fastmcp3_get("completed"), V1Payload("result", mixed)) == v2_answer(
-        FASTMCP3_ID, "completed", poll=5000, result=fastmcp_payload
+        FASTMCP3_ID, "completed", poll=5000, result={**fastmcp_payload, "resultType": "complete"}
     )
 
 
@@ -130,7 +139,7 @@ def test_tool_error_on_v1_completed_stays_completed_with_isError():
         {"_meta": _related(MCP1_ID), "content": [{"type": "text", "text": "failing_job always fails"}], "isError": True},
     )
     assert answer(mcp1_get("completed"), payload) == v2_answer(
-        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True}
+        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"}
     )
 
 
@@ -180,14 +189,14 @@ def test_tool_error_on_v1_failed_becomes_completed_with_isError(tool, status_mes
         "completed",
         poll=5000,
         statusMessage=status_message,
-        result={"content": [{"type": "text", "text": text}], "isError": True},
+        result={"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"},
     )
 
 
 def test_failed_with_tool_result_lacking_isError_gets_isError_true():
     payload = V1Payload("result", {"content": [{"type": "text", "text": "partial"}]})
     assert answer(fastmcp3_get("failed"), payload) == v2_answer(
-        FASTMCP3_ID, "completed", poll=5000, result={"content": [{"type": "text", "text": "partial"}], "isError": True}
+        FASTMCP3_ID, "completed", poll=5000, result={"content": [{"type": "text", "text": "partial"}], "isError": True, "resultType": "complete"}
     )
 
 
@@ -303,3 +312,44 @@ def test_get_task_result_v2_of_hub_with_input_requests_lists_them():
     assert get_task_result_v2(task) == v2_answer(
         MCP1_ID, "input_required", poll=500, inputRequests={"k1": {"method": "roots/list", "params": {}}}
     )
+
+
+# --- resultType of the inlined result (core 2026-07-28 Result; SEP-2663 tasks/get) ----------------
+
+
+def _hub_completed(result: dict[str, Any]) -> CanonicalTask:
+    return CanonicalTask.model_validate(
+        {"task_id": MCP1_ID, "status": "completed", "created_at": TS_CREATED, "last_updated_at": TS_UPDATED,
+         "ttl_ms": 60000, "poll_interval_ms": 500, "result": result}
+    )
+
+
+def test_inlined_result_of_a_completed_task_carries_result_type_complete():
+    got = get_task_result_v2(_hub_completed({"content": [{"type": "text", "text": "done"}], "isError": False}))
+    assert got["result"] == {"content": [{"type": "text", "text": "done"}], "isError": False, "resultType": "complete"}
+    tool_error = get_task_result_v2(_hub_completed({"content": [{"type": "text", "text": "no"}], "isError": True}))
+    assert tool_error["result"] == {"content": [{"type": "text", "text": "no"}], "isError": True, "resultType": "complete"}
+
+
+def test_v2_inlined_result_type_is_removed_in_the_hub_and_absent_for_v1_clients():
+    # A v2 backend's completed tasks/get: the nested resultType is a 2026-07-28 mark, not payload.
+    wire = v2_answer(MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "done"}], "resultType": "complete"})
+    task = task_from_get_result_v2(wire)
+    assert task.result == {"content": [{"type": "text", "text": "done"}]}
+    status_only, payload = outcome_to_v1(task)
+    assert payload == V1Payload("result", {"content": [{"type": "text", "text": "done"}]})
+    assert get_task_result_v1(task) == {"taskId": MCP1_ID, "status": "completed", "createdAt": TS_CREATED,
+                                        "lastUpdatedAt": TS_UPDATED, "ttl": 60000, "pollInterval": 500}
+    assert get_task_result_v2(task) == wire
+
+
+def test_inline_result_type_adds_the_mark_only_where_a_completed_result_lacks_it():
+    bare = v2_answer(FASTMCP3_ID, "completed", poll=5000, result={"content": []})
+    assert inline_result_type(bare) == v2_answer(FASTMCP3_ID, "completed", poll=5000, result={"content": [], "resultType": "complete"})
+    assert bare["result"] == {"content": []}  # the argument is not changed
+    marked = v2_answer(FASTMCP3_ID, "completed", poll=5000, result={"content": [], "resultType": "complete"})
+    assert inline_result_type(marked) == marked
+    failed = v2_answer(FASTMCP3_ID, "failed", poll=5000, error={"code": -32603, "message": "x"})
+    assert inline_result_type(failed) == failed
+    working = v2_answer(FASTMCP3_ID, "working", poll=5000)
+    assert inline_result_type(working) == working

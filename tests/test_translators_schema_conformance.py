@@ -129,6 +129,12 @@ def test_tasks_get_answer_validates_as_ext_tasks_get_task_result(case):
     validate(get_task_result_v2(V2_GET_CASES[case]), EXT, "GetTaskResult")
 
 
+@pytest.mark.parametrize("case", ["completed", "completed-isError"])
+def test_inlined_result_of_tasks_get_validates_as_core_2026_call_tool_result(case):
+    # The nested result is a 2026-07-28 result of its own (resultType required), not only an object.
+    validate(get_task_result_v2(V2_GET_CASES[case])["result"], CORE_2026, "CallToolResult")
+
+
 def test_acks_validate_as_update_and_cancel_task_results():
     validate(update_ack_v2(), EXT, "UpdateTaskResult")
     validate(cancel_answer_v2(), EXT, "CancelTaskResult")

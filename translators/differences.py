@@ -236,6 +236,8 @@ _difference(
 def get_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
     """The v2 `GetTaskResult`: a `DetailedTask` plus `resultType: "complete"` (SEP-2663 tasks/get).
 
+    A completed task's inlined `result` carries `resultType: "complete"` too: it is a 2026-07-28
+    `CallToolResult`, and every 2026-07-28 result has one (core 2026-07-28 Result).
     `input_required` with no outstanding request is reported `working`, because an
     `InputRequiredTask` must carry at least one input request (TRANSLATION.md §4.4).
     """
@@ -243,7 +245,7 @@ def get_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
         task = task.evolve(status="working")
     wire = task_to_wire(task, "v2")
     if task.status == "completed":
-        wire["result"] = task.result if task.result is not None else {}
+        wire["result"] = add_result_type(task.result if task.result is not None else {})
     elif task.status == "failed":
         wire["error"] = (task.error or TaskError(code=INTERNAL_ERROR, message=task.status_message or "Task failed")).to_wire()
     elif task.status == "input_required":
@@ -270,6 +272,16 @@ def task_from_get_result_v2(wire: dict[str, Any]) -> CanonicalTask:
     return task.evolve(**changes) if changes else task
 
 
+def inline_result_type(get_result: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a v2 `GetTaskResult` whose inlined `result` (a completed task's) has `resultType`
+    (`"complete"` where the sender left it out, as session-wire v2 backends do); any other
+    `GetTaskResult` unchanged. Inverse: `task_from_get_result_v2` removes it again."""
+    inlined = get_result.get("result")
+    if get_result.get("status") != "completed" or not isinstance(inlined, dict) or "resultType" in inlined:
+        return dict(get_result)
+    return {**get_result, "result": add_result_type(inlined)}
+
+
 def get_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
     """The v1 `GetTaskResult`: the flat `Task`, status only, no related-task `_meta` (§5.3)."""
     status_only, _ = outcome_to_v1(task)
@@ -279,7 +291,7 @@ def get_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
 _difference(
     "detailed-task",
     v1="`tasks/get` answers a flat `Task`",
-    v2="`tasks/get` answers a `DetailedTask` with `resultType: \"complete\"`",
+    v2="`tasks/get` answers a `DetailedTask` with `resultType: \"complete\"`, on the inlined `result` too",
     source="core 2025-11-25 GetTaskResult; SEP-2663 GetTaskResult",
     to_v2=get_task_result_v2,
     to_v1=task_from_get_result_v2,

@@ -28,7 +28,11 @@ AppFactory = Callable[[], Any]
 
 def loopback_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
     """A listening, non-blocking socket bound to ``host`` (a loopback IP address) and ``port``.
-    Stdlib only, so the benchmark's own servers share it too."""
+    Stdlib only, so the benchmark's own servers share it too.
+
+    Raises ``SystemExit`` with one line (``cannot listen on HOST:PORT: <reason>``) when the address
+    cannot be bound, e.g. a port already in use, and for a host that is not a loopback address.
+    """
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -38,7 +42,11 @@ def loopback_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # e.g. a busy port: one line for the operator, not a traceback
+        sock.close()
+        raise SystemExit(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(backlog)
     sock.setblocking(False)
     return sock

@@ -157,7 +157,8 @@ class Narrator:
     """Printing and check recording for a demo; subclasses add the clients and the talking.
 
     Attributes:
-        verbose: print requests and answers (otherwise only titles, checks and the summary).
+        verbose: print requests, answers and every check (otherwise only titles, failed checks and
+            the summary).
     """
 
     def __init__(self, *, verbose: bool) -> None:
@@ -236,12 +237,14 @@ class Narrator:
     # -- checks --------------------------------------------------------------------------------
 
     def check(self, ok: bool, expectation: str, got: Any = _NOTHING) -> bool:
-        """Record and print one check line: ``✔ expectation`` or ``✘ expectation — got …``."""
+        """Record one check and print its line, ``✔ expectation`` or ``✘ expectation — got …``;
+        quiet (not verbose), only a failed check's line is printed (docs/decisions.md)."""
         line = f"✔ {expectation}" if ok else f"✘ {expectation}" + ("" if got is _NOTHING else f" — got {_repr(got)}")
         line = self._shorten(line)
         assert self._outcome is not None, "check() outside a step"
         self._outcome.checks.append((ok, line))
-        print(f"  {line}", flush=True)
+        if self.verbose or not ok:
+            print(f"  {line}", flush=True)
         return ok
 
     def expect(self, expectation: str, actual: Any, expected: Any) -> bool:

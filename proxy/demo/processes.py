@@ -48,8 +48,14 @@ _STOP_GRACE_S = 5.0
 class ServerStartError(RuntimeError):
     """The child exited or stayed silent before printing ``LISTENING <url>``.
 
-    The message carries the command and the child's output collected so far.
+    The message carries the command and the child's output collected so far; ``reason`` is one
+    line for an operator: the child's last line of output when it exited (its own error, e.g.
+    ``cannot listen on 127.0.0.1:8080: Address already in use``), else the message's first line.
     """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message.splitlines()[0]
 
 
 class ServerProcess:
@@ -154,9 +160,11 @@ class ServerProcess:
                 self._reader.join(timeout=2.0)  # collect what the child printed before dying
                 if self._ready.is_set():
                     break
+                last = [line for line in self.output_tail().splitlines() if line.strip()][-1:]
                 raise ServerStartError(
                     f"server exited with status {self._popen.returncode} before announcing its URL\n"
-                    f"command: {self.argv}\noutput:\n{self.output_tail()}"
+                    f"command: {self.argv}\noutput:\n{self.output_tail()}",
+                    last[0].strip() if last else None,
                 )
             if time.monotonic() >= deadline:
                 raise ServerStartError(

@@ -91,7 +91,7 @@ class Demo(Narrator):
         client: a :class:`ModernClient` declaring the tasks extension and ``elicitation.form``.
         bare: a :class:`ModernClient` declaring no capability at all (no extension).
         memory: values steps leave for later steps (e.g. ``memory["task_id"]``).
-        verbose: print requests and answers (otherwise only titles, checks and the summary).
+        verbose: print requests, answers and every check (otherwise only titles, failed checks and the summary).
     """
 
     def __init__(self, url: str, *, verbose: bool) -> None:

@@ -24,6 +24,7 @@ from translators.differences import (
     created_task_to_v2,
     drop_task_param,
     get_task_result_v2,
+    inline_result_type,
     task_param_v1,
     update_ack_v2,
 )
@@ -591,6 +592,8 @@ class ModernFace:
             raise
         if "taskId" in result:
             result = {**result, "taskId": call.params["taskId"]}
+        if call.method == "tasks/get":
+            result = inline_result_type(result)
         return Reply(result if "resultType" in result else complete_result(call.method, result))
 
     async def _wait(self, call: Call, ref: TaskRef, session: UpstreamSession) -> dict[str, Any]:
