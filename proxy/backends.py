@@ -2,7 +2,7 @@
 
 The profile is probed at start, refreshed every `probe_interval_ms`, and re-probed (throttled)
 when a request finds it missing or stale, e.g. a tool name the cached `tools/list` lacks
-(TRANSLATION.md §2 "Upstream"). The probes of one backend share one session-wire session, never
+(docs/behaviour.md §2 "Upstream"). The probes of one backend share one session-wire session, never
 ended (docs/decisions.md §2). A backend is down from a refused connection or a failed probe until
 a probe answers again; each change is logged once (docs/decisions.md, "Readiness").
 """
@@ -167,7 +167,7 @@ class BackendHandle:
     def suspect(self) -> None:
         """The backend contradicted its profile (it forgot a session, refused a connection, or a
         "v1" backend answered -32601 to a task method): probe again on next use, at most once a
-        second (TRANSLATION.md §2: a rolling upgrade is noticed on the first contradicting answer)."""
+        second (docs/behaviour.md §2: a rolling upgrade is noticed on the first contradicting answer)."""
         self._suspect = True
 
     async def tool_support(self, name: str) -> TaskSupport | None:

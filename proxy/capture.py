@@ -1,4 +1,4 @@
-"""Capturing a v1 backend's requests for input, per task (TRANSLATION.md §4.3, §4.5).
+"""Capturing a v1 backend's requests for input, per task (docs/behaviour.md §4.3, §4.5).
 
 A v1 server asks for input with server→client requests: on the stream of a pending `tasks/result`
 (mcp 1.30) or on the session's GET stream (FastMCP 3). The proxy holds those requests unanswered,
@@ -79,7 +79,7 @@ class TaskInputs:
 
     async def answer(self, responses: Mapping[str, Any], headers: Mapping[str, str]) -> list[str]:
         """Send each outstanding key's answer upstream (same session, same request id); unknown or
-        already answered keys are ignored (TRANSLATION.md §4.5). Returns the keys delivered."""
+        already answered keys are ignored (docs/behaviour.md §4.5). Returns the keys delivered."""
         delivered = []
         for key, value in responses.items():
             captured = self.store.claim_input(self.ref, key)  # one answer per key, however many arrive at once
@@ -161,7 +161,7 @@ class SessionListener:
 
     A request for input belongs to the task named in its related-task `_meta`; without it, to the
     one task of the session that is `input_required` (or that a status notification just marked
-    so); while that is ambiguous it waits, unanswered, until it is not (TRANSLATION.md §4.3).
+    so); while that is ambiguous it waits, unanswered, until it is not (docs/behaviour.md §4.3).
     """
 
     def __init__(self, session: UpstreamSession, book: "InputBook", headers: Mapping[str, str]):

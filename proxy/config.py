@@ -105,7 +105,7 @@ class Settings(BaseModel):
 
     def upstream_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """The client's request headers that go upstream unchanged: `Authorization` and the
-        configured `forward_headers` (TRANSLATION.md §6 "Headers upstream")."""
+        configured `forward_headers` (docs/behaviour.md §6 "Headers upstream")."""
         return {h: headers[h] for h in ("Authorization", *self.forward_headers) if h in headers}
 
     @property

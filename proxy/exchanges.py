@@ -1,4 +1,4 @@
-"""Synchronous MRTR over a session-wire backend (TRANSLATION.md §4.8; core 2026-07-28 MRTR).
+"""Synchronous MRTR over a session-wire backend (docs/behaviour.md §4.8; core 2026-07-28 MRTR).
 
 When a v1 backend sends a server→client request while a synchronous call (`tools/call`,
 `prompts/get`, `resources/read`) is in flight, the proxy keeps that upstream exchange open, answers

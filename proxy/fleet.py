@@ -1,5 +1,5 @@
 """Several backends behind one proxy: one stack of rules per backend, and the router that spreads new
-work over them by weight (TRANSLATION.md §2 "Upstream", §6 "Task ids"; issue 5).
+work over them by weight (docs/behaviour.md §2 "Upstream", §6 "Task ids").
 
 What is already bound to a backend goes back to it, whatever the weights say: a task by the backend
 sealed in its id, an MRTR retry by the backend sealed in its `requestState`, a session by the
@@ -72,7 +72,7 @@ class Stack:
 
 class Fleet:
     """The configured backends, in configuration order. `multi` says whether relays must seal the
-    ids they pass on (TRANSLATION.md §6: with one backend they pass through unchanged)."""
+    ids they pass on (docs/behaviour.md §6: with one backend they pass through unchanged)."""
 
     def __init__(self, stacks: Iterable[Stack], keyring: Keyring):
         self.stacks = list(stacks)
@@ -206,7 +206,7 @@ class Fleet:
     async def keep_probing(self, interval_s: float) -> None:
         """Probe every backend again every `interval_s` seconds, for ever (run as a task; cancel to
         stop), so that a backend replaced while no request reached it is noticed within one interval
-        (TRANSLATION.md §2) and `/readyz` reflects it."""
+        (docs/behaviour.md §2) and `/readyz` reflects it."""
         while True:
             await asyncio.sleep(interval_s)
             for stack in self.stacks:

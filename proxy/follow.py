@@ -1,4 +1,4 @@
-"""Following v1 tasks for v2 clients (TRANSLATION.md §4.3, §4.4).
+"""Following v1 tasks for v2 clients (docs/behaviour.md §4.3, §4.4).
 
 The proxy asks upstream only when its client asks: `tasks/get` upstream for the status; while the
 task needs input, one held `tasks/result` (and the session's GET stream) to capture the backend's
@@ -122,7 +122,7 @@ class V1Follower:
     async def answer(self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]) -> None:
         """Deliver `tasks/update` answers: each outstanding key goes upstream as the JSON-RPC
         response to the request it names; other keys (unknown, answered, or of an ended task) are
-        ignored (TRANSLATION.md §4.5)."""
+        ignored (docs/behaviour.md §4.5)."""
         if self.store.outcome(ref) is not None:
             return
         inputs = self.inputs.get(ref)
@@ -131,7 +131,7 @@ class V1Follower:
             inputs = self.inputs.track(ref, session, headers)
         if inputs is None:
             # Not followed in this process (a restart, or lost with its session): the backend must
-            # still know the task, else it is unknown (TRANSLATION.md §4.1, §4.5).
+            # still know the task, else it is unknown (docs/behaviour.md §4.1, §4.5).
             await self.status(ref, session, headers)
             return
         try:

@@ -1,6 +1,6 @@
 """The sealing key: from `MCP_TASKS_PROXY_KEY`, a configured key file, or one created on first start.
 
-The key is 64 random bytes written as base64url (TRANSLATION.md §6). A single proxy with neither
+The key is 64 random bytes written as base64url (docs/behaviour.md §6). A single proxy with neither
 setting creates `<state_dir>/key` (mode 0600) once and reuses it, so task ids survive restarts.
 """
 

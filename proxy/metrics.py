@@ -1,4 +1,4 @@
-"""Prometheus metrics (TRANSLATION.md §6 "Observability"), one registry per application.
+"""Prometheus metrics (docs/behaviour.md §6 "Observability"), one registry per application.
 
 * `mcp_tasks_proxy_requests_total{face, backend_dialect, method, outcome}`: every request the proxy
   answered; `outcome` is "ok", the JSON-RPC error code ("-32601"), or "http_<status>" for a

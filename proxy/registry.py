@@ -1,4 +1,4 @@
-"""Tasks created through the proxy by v1 clients, per principal (TRANSLATION.md §5.3–§5.6).
+"""Tasks created through the proxy by v1 clients, per principal (docs/behaviour.md §5.3–§5.6).
 
 The registry backs `tasks/list` (only the caller's tasks; for anonymous callers only the same proxy
 session's), remembers sticky cancels (a v1 task the client cancelled is `cancelled` forever), the

@@ -1,7 +1,7 @@
-"""Relay: the same dialect on both sides (TRANSLATION.md §3). Bytes are forwarded unchanged: SSE
+"""Relay: the same dialect on both sides (docs/behaviour.md §3). Bytes are forwarded unchanged: SSE
 streams (and bodies of unknown or large size) as they arrive, a JSON answer of known length in one
 write; nothing is parsed beyond what routing already read. With one backend, task and session ids pass
-through unchanged (TRANSLATION.md §6). With several, the caller gives `session_id` (the upstream
+through unchanged (docs/behaviour.md §6). With several, the caller gives `session_id` (the upstream
 session a sealed `Mcp-Session-Id` names) and `seal_session` (for the id a backend hands out), and on
 the modern wire `rewrite`, applied to every JSON-RPC message of the answer (its task ids); only then
 are answers parsed, SSE event by event. Beyond that, only answers that are not the usual 200
@@ -50,7 +50,7 @@ async def relay(request: web.Request, backend: Backend, body: bytes | None, forw
                 request_id: Any = None, v2: bool = False, modern: bool = False) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
-    the proxy sends on every modern upstream request, TRANSLATION.md §6); `set_headers` replace the
+    the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
     client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
     JSON-RPC method of a POST, whose time to the backend's response headers is recorded in
     `mcp_tasks_proxy_upstream_seconds`; `request_id` its id (for an error the proxy answers in the

@@ -1,7 +1,7 @@
 """Incremental Server-Sent Events parser (WHATWG HTML §9.2), for upstream SSE responses.
 
 Handles LF, CRLF and CR line ends, multi-line `data`, comments and `retry`; events with empty
-`data` (priming events) are skipped, as the session wire requires (WIRE.md §5).
+`data` (priming events) are skipped, as the session wire requires (docs/wire.md §5).
 """
 
 from __future__ import annotations

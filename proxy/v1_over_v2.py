@@ -1,4 +1,4 @@
-"""v1 clients in front of a v2-modern backend (TRANSLATION.md §5): what each request means.
+"""v1 clients in front of a v2-modern backend (docs/behaviour.md §5): what each request means.
 
 The session face (`faces/session.py`) does the HTTP; this module decides. Every upstream request
 declares the tasks extension and the v1 client's elicitation, sampling and roots capabilities.
@@ -72,7 +72,7 @@ class V1OverV2:
     # -- session start -----------------------------------------------------------------------------
 
     async def initialize_result(self, _params: Mapping[str, Any]) -> dict[str, Any]:
-        """The proxy's own `InitializeResult` (TRANSLATION.md §5.1), without `protocolVersion`."""
+        """The proxy's own `InitializeResult` (docs/behaviour.md §5.1), without `protocolVersion`."""
         profile = await self.backend.current()
         if profile.dialect not in ("v2-modern", "v2-session"):
             raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "

@@ -1,5 +1,5 @@
 """v2-session clients (the tasks extension declared in `initialize`): SEP-2663 task semantics on
-the session wire (TRANSLATION.md §1 "v2-session", §3).
+the session wire (docs/behaviour.md §1 "v2-session", §3).
 
 The v2 rules are those of the modern face: in front of a v1 backend the same translation
 (`ModernFace.dispatch`), in front of a v2-modern backend the backend's own answers. Only the

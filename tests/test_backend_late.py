@@ -1,4 +1,4 @@
-"""A backend that is down when the proxy starts is probed again on use (TRANSLATION.md §2), and
+"""A backend that is down when the proxy starts is probed again on use (docs/behaviour.md §2), and
 its dialect, once known, decides relay or translation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A backend upgraded in place (TRANSLATION.md §2, §6 "Nothing lost"): the v1 server behind the
+"""A backend upgraded in place (docs/behaviour.md §2, §6 "Nothing lost"): the v1 server behind the
 proxy is stopped and a v2 server starts on the same port. The proxy notices on the first
 contradicting answer; tasks that lived only on the old server are unknown (never invented), and
 new work reaches the new server, for modern and v1 clients alike."""

@@ -1,4 +1,4 @@
-"""Bad input never reaches a backend and never crashes the proxy (TRANSLATION.md §2, §6).
+"""Bad input never reaches a backend and never crashes the proxy (docs/behaviour.md §2, §6).
 
 The proxy's backend is the reference v1 server behind a recording tap, so each test can assert
 that nothing reached the backend after the proxy's own start-up probe.

@@ -1,4 +1,4 @@
-"""Input requests across the bridge: a v1 server's questions reach v2 clients (TRANSLATION.md §4.3–§4.5, §4.8).
+"""Input requests across the bridge: a v1 server's questions reach v2 clients (docs/behaviour.md §4.3–§4.5, §4.8).
 
 The backend is the reference v1 server (mcp==1.30.0): `confirm_delete` asks one question inside its
 task, `multi_input` two at once, `test_tool_with_task` one before its task exists (an MRTR round).

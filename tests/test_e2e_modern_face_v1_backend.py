@@ -1,4 +1,4 @@
-"""v2-modern clients through the proxy to the reference v1 server (mcp==1.30.0): TRANSLATION.md §4.
+"""v2-modern clients through the proxy to the reference v1 server (mcp==1.30.0): docs/behaviour.md §4.
 
 Each test drives the proxy over real HTTP; the backend is the real reference server.
 """

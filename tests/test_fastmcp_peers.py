@@ -6,7 +6,7 @@
   (``proxy/demo/v1_fastmcp3_server.py``, ``fastmcp[tasks]==3.4.11``). One pytest test per
   (backend, check); the script runs once per backend and its JSON lines are shared.
 * Direct tests drive the FastMCP 3 server through the proxy with plain HTTP (``support.Caller``),
-  for the FastMCP 3 shapes TRANSLATION.md §4 has rules for (failed tasks with ``isError``
+  for the FastMCP 3 shapes docs/behaviour.md §4 has rules for (failed tasks with ``isError``
   payloads, questions on the GET stream, asked one after the other).
 
 The first run builds the ``fastmcp3`` and ``fastmcp4`` peer environments (PyPI access needed once).
@@ -183,7 +183,7 @@ async def test_fastmcp3_slow_compute_becomes_a_task_that_completes(fm3: Caller) 
 async def test_fastmcp3_failed_task_with_an_isError_payload_ends_completed_with_isError(
     fm3: Caller, tool: str, text: str
 ) -> None:
-    # FastMCP 3 ends both failed, with an isError tool result (TRANSLATION.md 4.4, "failed, payload
+    # FastMCP 3 ends both failed, with an isError tool result (docs/behaviour.md §4.4, "failed, payload
     # is a tool result with content").
     created = (await fm3.call("tools/call", {"name": tool})).result
     final = await fm3.poll(created["taskId"])

@@ -1,4 +1,4 @@
-"""Several backends behind one proxy (issue 5; TRANSLATION.md §6 "Task ids"), with real servers:
+"""Several backends behind one proxy (docs/behaviour.md §6 "Task ids"), with real servers:
 new work is spread by weight, and every later call of a task, an MRTR exchange or a session goes
 back to the backend it started on — translated (modern clients, v1 backends), relayed with sealed
 session ids (v1 clients, v1 backends) and relayed with sealed task ids and request states (modern

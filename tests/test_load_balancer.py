@@ -1,5 +1,5 @@
 """The HAProxy configuration of docs/load-balancing.md, run for real in front of two replicas
-(TRANSLATION.md §6; issue: replicas behind an existing load balancer).
+(docs/behaviour.md §6; issue: replicas behind an existing load balancer).
 
 HAProxy comes from Debian's package (installed here when missing, as root with apt-get); it is
 started on a loopback port with the documented configuration and stopped by its own PID.

@@ -1,4 +1,4 @@
-"""One test per pairing (TRANSLATION.md §3): a client of the face's dialect through the proxy to a
+"""One test per pairing (docs/behaviour.md §3): a client of the face's dialect through the proxy to a
 server of the backend's dialect, each doing a task lifecycle with a question for the client.
 
 Real clients where public ones exist: FastMCP 4 (v2-modern) and the official mcp 1.30 SDK (v1).

@@ -1,4 +1,4 @@
-"""`mcp-tasks-proxy probe URL...` names each backend's dialect (TRANSLATION.md §2 "Upstream")."""
+"""`mcp-tasks-proxy probe URL...` names each backend's dialect (docs/behaviour.md §2 "Upstream")."""
 
 from __future__ import annotations
 

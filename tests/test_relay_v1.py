@@ -1,4 +1,4 @@
-"""Relay: a v1 (session-wire) client in front of a v1 backend (TRANSLATION.md §3, §6).
+"""Relay: a v1 (session-wire) client in front of a v1 backend (docs/behaviour.md §3, §6).
 
 Same dialect on both sides: the proxy forwards the bytes; the backend's session and task ids pass
 through unchanged (one backend).

@@ -1,5 +1,5 @@
 """Two proxy replicas sharing the sealing key serve each other's task ids for v2-modern clients,
-which carry no session (TRANSLATION.md §6 "Task ids"): status, inlined results and cancel work
+which carry no session (docs/behaviour.md §6 "Task ids"): status, inlined results and cancel work
 whichever replica a request reaches. (Input requests and MRTR exchanges are held in the replica
 that captured them; see docs/decisions.md.)"""
 

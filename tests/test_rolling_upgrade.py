@@ -1,4 +1,4 @@
-"""A rolling upgrade behind one proxy (issue 5, TRANSLATION.md §2 "Upstream", §6 "Nothing lost").
+"""A rolling upgrade behind one proxy (docs/behaviour.md §2 "Upstream", §6 "Nothing lost").
 
 Two reference v1 servers, `a` and `b`, sit behind one proxy. Modern (2026-07-28) clients and v1
 (2025-11-25 session) clients run tasks without pause. Mid-run `b` is stopped and a reference v2

@@ -1,4 +1,4 @@
-"""The session face: v1 clients in front of the reference v2 server (TRANSLATION.md §2, §5).
+"""The session face: v1 clients in front of the reference v2 server (docs/behaviour.md §2, §5).
 
 Raw session-wire requests, so every status code and shape is visible; the real mcp 1.30 client
 runs against the same pairing in test_v1_client_v2_backend.py.

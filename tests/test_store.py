@@ -1,5 +1,5 @@
 """The task state replicas would share (proxy/store.py): the memory store's rules, and two replicas
-given one store answering each other's captured requests for input (issue 5 item 5: a shared store
+given one store answering each other's captured requests for input (a shared store
 is added without touching the faces)."""
 
 from __future__ import annotations

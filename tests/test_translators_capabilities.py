@@ -1,4 +1,4 @@
-"""Capabilities and tools across the versions: TRANSLATION.md §4.8, §4.9, §5.1; WIRE.md §2.1, §2.2, §6.
+"""Capabilities and tools across the versions: docs/behaviour.md §4.8, §4.9, §5.1; docs/wire.md §2.1, §2.2, §6.
 
 Inputs are the `initialize` / `server/discover` capabilities and `tools/list` entries of the traces.
 """
@@ -74,8 +74,8 @@ def test_discover_capabilities_have_no_tasks_key_no_notification_flags_and_the_e
 
 
 def test_discover_capabilities_are_only_tools_resources_prompts_completions_and_the_extension():
-    # TRANSLATION.md §4.9: "capabilities = the backend's (tools, resources, prompts, completions)
-    # without listChanged/subscribe flags ... with extensions[io.modelcontextprotocol/tasks] = {}".
+    # docs/behaviour.md §4.9, row `capabilities`: the backend's tools, resources, prompts and
+    # completions, their listChanged/subscribe flags dropped, plus the tasks extension.
     assert server_capabilities_to_v2(FASTMCP3_CAPS) == {"prompts": {}, "resources": {}, "tools": {}, "extensions": {TASKS: {}}}
     assert server_capabilities_to_v2(EVERYTHING_CAPS) == {"tools": {}, "prompts": {}, "resources": {}, "completions": {}, "extensions": {TASKS: {}}}
 
@@ -133,7 +133,7 @@ def test_capabilities_v2_to_v1_to_v2_keep_the_extension():
     assert server_capabilities_to_v2(server_capabilities_to_v1({"tools": {}, "extensions": {TASKS: {}}})) == {"tools": {}, "extensions": {TASKS: {}}}
 
 
-# --- tools (WIRE.md §2.2; §4.8, §5.1) ----------------------------------------------------------
+# --- tools (docs/wire.md §2.2; docs/behaviour.md §4.8, §5.1) ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(

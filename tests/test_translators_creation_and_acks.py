@@ -1,4 +1,4 @@
-"""Created tasks (TRANSLATION.md §4.2, §5.2; WIRE.md §3.2) and the v2 acknowledgements (§4.5–§4.7).
+"""Created tasks (docs/behaviour.md §4.2, §5.2; docs/wire.md §3.2) and the v2 acknowledgements (docs/behaviour.md §4.5–§4.7).
 
 * v1 nested `CreateTaskResult` → flat v2 `CreateTaskResult` with `resultType: "task"` and none of
   `task`, `ttl`, `pollInterval`, `result`, `error`, `inputRequests`, `requestState`.
@@ -36,7 +36,7 @@ FORBIDDEN_IN_V2_CREATE = {"task", "ttl", "pollInterval", "result", "error", "inp
 MCP1_CREATE = {"task": {"taskId": MCP1_ID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttl": 60000, "pollInterval": 500}}
 # mcp 1.30 slow_compute + task {} (no ttl reported)
 MCP1_CREATE_NO_TTL = {"task": {"taskId": MCP1_ID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "pollInterval": 500}}
-# server-everything simulate-research-query: statusMessage on create; WIRE.md §2.3 model hint _meta
+# server-everything simulate-research-query: statusMessage on create; docs/wire.md §2.3 model hint _meta
 EVERYTHING_CREATE = {
     "task": {
         "taskId": "3f2a1b0c-9d8e-4f7a-b6c5-d4e3f2a1b0c9",

@@ -1,5 +1,5 @@
-"""The 2026-07-28 envelope (`translators.envelope`): TRANSLATION.md §2 rule 1, §4.8, §4.9, §6;
-WIRE.md §3.10 (`Mcp-Name`, Base64 sentinel) and §4.1–§4.3 (request `_meta`, headers)."""
+"""The 2026-07-28 envelope (`translators.envelope`): docs/behaviour.md §2 rule 1, §4.8, §4.9, §6;
+docs/wire.md §3.10 (`Mcp-Name`, Base64 sentinel) and §4.1–§4.3 (request `_meta`, headers)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ CC = "io.modelcontextprotocol/clientCapabilities"
 CI = "io.modelcontextprotocol/clientInfo"
 LL = "io.modelcontextprotocol/logLevel"
 TASKS = "io.modelcontextprotocol/tasks"
-# fastmcp.Client (FastMCP 4) per WIRE.md §7
+# fastmcp.Client (FastMCP 4) per docs/wire.md §7
 FASTMCP4_CAPS = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS: {}}}
 META = {PV: "2026-07-28", CC: FASTMCP4_CAPS, CI: {"name": "c", "version": "1"}, LL: "info"}
 MODERN = ModernMeta(protocol_version="2026-07-28", client_capabilities=FASTMCP4_CAPS, client_info={"name": "c", "version": "1"}, log_level="info")
@@ -177,7 +177,7 @@ def test_mcp_name_is_compared_with_name_uri_or_task_id(method, params, expected)
 
 
 def test_mcp_name_sentinel_is_decoded_before_comparing():
-    # WIRE.md §3.10 examples
+    # docs/wire.md §3.10 examples
     assert check_headers("tools/call", {"name": "Hello, 世界"}, MODERN, headers(version="2026-07-28", name="=?base64?SGVsbG8sIOS4lueVjA==?=")) is None
     literal = "=?base64?literal?="
     assert check_headers("tools/call", {"name": literal}, MODERN, headers(version="2026-07-28", name="=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=")) is None

@@ -1,4 +1,4 @@
-"""TRANSLATION.md §6 "Error codes and HTTP statuses" and the error builders of `translators.errors`."""
+"""docs/behaviour.md §6 "Error codes and HTTP statuses" and the error builders of `translators.errors`."""
 
 from __future__ import annotations
 

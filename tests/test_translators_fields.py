@@ -1,7 +1,7 @@
-"""The FIELDS table (`translators.fields`): spoke → hub → spoke is the identity (EXAMPLES.md §4),
+"""The FIELDS table (`translators.fields`): spoke → hub → spoke is the identity,
 wherever the two versions can both express a task; what they cannot is a listed, tested loss.
 
-WIRE.md §2.4 (v1 `Task`), §3.3 (v2 `Task`), §6 ("TTL field", "Poll interval", "parentTaskId").
+docs/wire.md §2.4 (v1 `Task`), §3.3 (v2 `Task`), §6 ("TTL field", "Poll interval", "parentTaskId").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Task ids and requestStates relabelled between a v2-modern client and several v2-modern backends
-(TRANSLATION.md §6 "Task ids"; `translators.fleet_ids`).
+(docs/behaviour.md §6 "Task ids"; `translators.fleet_ids`).
 
 Every place a task id or a requestState appears (SEP-2663, core 2026-07-28 MRTR), what must stay
 untouched (tool arguments, tool results, names, input keys, errors), non-string values, round trips,

@@ -1,4 +1,4 @@
-"""TRANSLATION.md §4.4 "`tasks/get`" (v1 backend, v2 face): every row but the captured-input ones.
+"""docs/behaviour.md §4.4 "`tasks/get`" (v1 backend, v2 face): every row but the captured-input ones.
 
 Inputs are the wire shapes of `shared/traces/v1_mcp1.md` (mcp 1.30) and `v1_fastmcp3.md`
 (FastMCP 3.4.11): the upstream `tasks/get` result is read with `task_from_wire`, its
@@ -261,7 +261,7 @@ def test_unknown_task_fields_pass_through_unchanged():
 
 
 def test_parent_task_id_is_dropped_and_listed():
-    # mcpkit's v1 tasks carry parentTaskId (WIRE.md §6).
+    # mcpkit's v1 tasks carry parentTaskId (docs/wire.md §6).
     get = {
         "taskId": "task-0123456789abcdef01234567",
         "parentTaskId": "task-fedcba9876543210fedcba98",

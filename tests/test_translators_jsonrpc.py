@@ -1,4 +1,4 @@
-"""JSON-RPC framing (`translators.jsonrpc`): TRANSLATION.md §6 "Bad input" (-32700 / -32600) and
+"""JSON-RPC framing (`translators.jsonrpc`): docs/behaviour.md §6 "Bad input" (-32700 / -32600) and
 the classification of one message as request, notification or response."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Outcomes through the hub (EXAMPLES.md §4): hub → `outcome_to_v1` → `outcome_to_v2` → hub.
+"""Outcomes through the hub: hub → `outcome_to_v1` → `outcome_to_v2` → hub.
 
-Also TRANSLATION.md §5.3/§5.4 (the v1 side of an outcome: status, statusMessage and the
+Also docs/behaviour.md §5.3/§5.4 (the v1 side of an outcome: status, statusMessage and the
 `tasks/result` payload) and what cannot survive the trip (known losses and gains).
 """
 

@@ -1,7 +1,7 @@
-"""TRANSLATION.md §4.2 "Creating tasks": who creates a task for a v2 client in front of a v1 backend.
+"""docs/behaviour.md §4.2 "Creating tasks": who creates a task for a v2 client in front of a v1 backend.
 
 Every cell of the table, for every combination of the two config values, plus a backend that does
-not declare `tasks.requests.tools.call` (WIRE.md §2.2: the client MUST NOT augment then).
+not declare `tasks.requests.tools.call` (docs/wire.md §2.2: the client MUST NOT augment then).
 """
 
 from __future__ import annotations

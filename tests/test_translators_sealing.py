@@ -1,4 +1,4 @@
-"""Sealed task ids and request states (TRANSLATION.md §6 "Task ids", "Principal"; EXAMPLES.md §3).
+"""Sealed task ids and request states (docs/behaviour.md §6 "Task ids", "Principal").
 
 Round trips, determinism, and the forgeries: another principal, another key, another purpose,
 a flipped byte anywhere, truncation, garbage, non-canonical encodings, expiry.
@@ -148,7 +148,7 @@ def test_every_other_base64url_character_in_any_position_is_unknown_task():
 
 
 def test_only_the_canonical_encoding_of_a_task_id_unseals():
-    # One task, one id: an alias of the id must not open the task (TRANSLATION.md §6).
+    # One task, one id: an alias of the id must not open the task (docs/behaviour.md §6).
     accepted = {}
     for ref in (REF, TaskRef("b", "s", "t1")):
         token = KEYRING.seal_task_id(ref, ALICE)

@@ -1,4 +1,4 @@
-"""The real v1 client (mcp 1.30) through the proxy to the reference v2 backend (FastMCP 4), TRANSLATION.md §5.
+"""The real v1 client (mcp 1.30) through the proxy to the reference v2 backend (FastMCP 4), docs/behaviour.md §5.
 
 * ``proxy/demo/mcp1_client_checks.py`` runs the official v1 client (``mcp==1.30.0``, experimental
   tasks API, ``mcp-v1`` peer environment) against the proxy's session face, in front of the
@@ -15,7 +15,7 @@ and every check test reports it. They were written before the feature and pass w
 
 The checks script's own logic is validated against the reference v1 server (mcp 1.30) *directly*,
 no proxy, by ``test_checks_script_against_the_reference_v1_server_directly``: every check passes
-there except four that mcp 1.30 itself cannot satisfy (WIRE.md §7):
+there except four that mcp 1.30 itself cannot satisfy (docs/wire.md §7):
 
 * ``tool_error_failed``: mcp 1.30 ends an ``isError`` task ``completed``, not ``failed``;
 * ``required_without_task``: a plain call of a required tool gets mcp 1.30's ``isError`` "This tool
@@ -25,7 +25,7 @@ there except four that mcp 1.30 itself cannot satisfy (WIRE.md §7):
 * ``sampling_in_task``: the reference v1 server has no ``summarize`` tool.
 
 ``list_tasks`` passes there only because mcp 1.30's tasks are session-scoped (it ignores
-``Authorization``); through the proxy the isolation comes from the principal (TRANSLATION.md §5.5).
+``Authorization``); through the proxy the isolation comes from the principal (docs/behaviour.md §5.5).
 
 The first run builds the ``mcp-v1`` and ``fastmcp4`` peer environments (PyPI access needed once).
 """

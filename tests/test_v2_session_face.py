@@ -1,5 +1,5 @@
 """v2-session clients (the tasks extension declared in initialize) in front of a v1 and a v2-modern
-backend: SEP-2663 semantics on the session wire (TRANSLATION.md §1, §3).
+backend: SEP-2663 semantics on the session wire (docs/behaviour.md §1, §3).
 
 No public v2-session client runs here, so the client is the tests' raw session-wire caller
 declaring the extension, which is all a v2-session client is on the wire.

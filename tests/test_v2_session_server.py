@@ -1,5 +1,5 @@
 """The minimal v2-session peer (``proxy/demo/v2_session_server.py``) against its wire contract
-(``WIRE.md`` §1 "v2-session", §3, §5): plain aiohttp against the in-process app on 127.0.0.1:0,
+(``docs/wire.md`` §1 "v2-session", §3, §5): plain aiohttp against the in-process app on 127.0.0.1:0,
 plus one run of the script itself."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Capabilities and tools' task support, v1 (2025-11-25) ↔ v2 (SEP-2663 on 2026-07-28).
 
 Sources: core 2025-11-25 ServerCapabilities and ToolExecution; core 2026-07-28 Tool; SEP-2663
-§Negotiation; TRANSLATION.md §4.9, §5.1.
+§Negotiation; docs/behaviour.md §4.9, §5.1.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def v1_offers_tool_tasks(capabilities: dict[str, Any]) -> bool:
 
 
 def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
-    """A v1 backend's `ServerCapabilities` as a v2 `server/discover` shows them (TRANSLATION.md §4.9).
+    """A v1 backend's `ServerCapabilities` as a v2 `server/discover` shows them (docs/behaviour.md §4.9).
 
     Keeps tools, resources, prompts and completions without `listChanged`/`subscribe` (no
     notifications are relayed yet, so neither is `logging`); adds `extensions[io.modelcontextprotocol/tasks] = {}` when
@@ -39,7 +39,7 @@ def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
 
 
 def server_capabilities_to_v1(capabilities: dict[str, Any]) -> dict[str, Any]:
-    """A v2 backend's capabilities as the proxy's v1 `initialize` shows them (TRANSLATION.md §5.1):
+    """A v2 backend's capabilities as the proxy's v1 `initialize` shows them (docs/behaviour.md §5.1):
     the extension becomes `tasks = {list, cancel, requests.tools.call}`; other extensions stay, as
     2025-11-25 servers such as FastMCP 3 already show them."""
     out = {k: v for k, v in capabilities.items() if k not in ("extensions", "tasks")}
@@ -74,7 +74,7 @@ def tool_to_v2(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_to_v1(tool: dict[str, Any], support: TaskSupport) -> dict[str, Any]:
-    """A tool with `execution.taskSupport = support` for a 2025-11-25 client (TRANSLATION.md §5.1)."""
+    """A tool with `execution.taskSupport = support` for a 2025-11-25 client (docs/behaviour.md §5.1)."""
     return {**tool, "execution": {**(tool.get("execution") or {}), "taskSupport": support}}
 
 

@@ -2,7 +2,7 @@
 
 Field renames (`ttl`↔`ttlMs`, `pollInterval`↔`pollIntervalMs`) live in `translators.fields`,
 capabilities and tools' task support in `translators.capabilities`. What lives here are the task
-differences of shape and meaning listed in WIRE.md §6. Each unit is a pair of pure functions
+differences of shape and meaning listed in docs/wire.md §6. Each unit is a pair of pure functions
 registered in `translators.registry.DIFFERENCES`, from which `docs/translation.md` is built.
 """
 
@@ -151,7 +151,7 @@ def _failure(task: CanonicalTask, message: str | None) -> CanonicalTask:
 
 
 def outcome_to_v2(task: CanonicalTask, payload: V1Payload) -> CanonicalTask:
-    """Fold a terminal v1 task and its `tasks/result` payload into a v2 outcome (TRANSLATION.md §4.4).
+    """Fold a terminal v1 task and its `tasks/result` payload into a v2 outcome (docs/behaviour.md §4.4).
 
     * completed + result → completed, `result` without related-task `_meta`
     * completed + unobtainable, or an error (the payload is gone, e.g. "-32602 not found": an
@@ -239,7 +239,7 @@ def get_task_result_v2(task: CanonicalTask) -> dict[str, Any]:
     A completed task's inlined `result` carries `resultType: "complete"` too: it is a 2026-07-28
     `CallToolResult`, and every 2026-07-28 result has one (core 2026-07-28 Result).
     `input_required` with no outstanding request is reported `working`, because an
-    `InputRequiredTask` must carry at least one input request (TRANSLATION.md §4.4).
+    `InputRequiredTask` must carry at least one input request (docs/behaviour.md §4.4).
     """
     if task.status == "input_required" and not task.input_requests:
         task = task.evolve(status="working")
@@ -356,7 +356,7 @@ _difference(
     "missing-capability-code",
     v1="-32601 (a required tool called without a task; method unknown)",
     v2="-32021 with `data.requiredCapabilities` (HTTP 400); -32003 in drafts",
-    source="core 2026-07-28 errors; SEP-2663 §Errors; TRANSLATION.md §6",
+    source="core 2026-07-28 errors; SEP-2663 §Errors; docs/behaviour.md §6",
     to_v2=from_backend,
     to_v1=for_v1_client,
 )

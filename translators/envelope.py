@@ -2,7 +2,7 @@
 
 Sources: core 2026-07-28 §Transports (headers `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
 Base64 sentinel encoding), RequestMetaObject, Result/CacheableResult; SEP-2663 (`Mcp-Name` for
-`tasks/*`); TRANSLATION.md §2 rule 1, §4.8, §4.9, §6.
+`tasks/*`); docs/behaviour.md §2 rule 1, §4.8, §4.9, §6.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ModernMeta:
 
 
 def is_modern(method: str, params: Mapping[str, Any]) -> bool:
-    """TRANSLATION.md §2 rule 1: a modern request has `_meta` protocolVersion or is
+    """docs/behaviour.md §2 rule 1: a modern request has `_meta` protocolVersion or is
     `server/discover` / `subscriptions/listen`."""
     meta = params.get("_meta")
     return (isinstance(meta, dict) and META_PROTOCOL_VERSION in meta) or method in (
@@ -126,7 +126,7 @@ def name_param(method: str, params: Mapping[str, Any]) -> str | None:
 
 
 def check_headers(method: str, params: Mapping[str, Any], meta: ModernMeta, headers: Mapping[str, str]) -> None:
-    """Validate a modern request's headers against its body (TRANSLATION.md §2 rule 1, §6).
+    """Validate a modern request's headers against its body (docs/behaviour.md §2 rule 1, §6).
 
     `headers` is a case-insensitive mapping. Raises:
     * `-32020` when `MCP-Protocol-Version` is missing or differs from the `_meta` version, when
@@ -180,7 +180,7 @@ def add_envelope(params: Mapping[str, Any], meta: ModernMeta) -> dict[str, Any]:
 
 
 def complete_result(method: str, result: Mapping[str, Any], *, cache_ttl_ms: int = 0) -> dict[str, Any]:
-    """A session-wire result as the modern face answers it (TRANSLATION.md §4.8): `resultType:
+    """A session-wire result as the modern face answers it (docs/behaviour.md §4.8): `resultType:
     "complete"`, and for cacheable methods `ttlMs` (milliseconds) and `cacheScope: "private"`."""
     out = add_result_type(dict(result))
     if method in CACHEABLE_METHODS:
@@ -223,7 +223,7 @@ def with_server_info(result: Mapping[str, Any], server_info: Mapping[str, Any]) 
 
 
 def upstream_client_capabilities(client_capabilities: Mapping[str, Any]) -> dict[str, Any]:
-    """The client capabilities that matter to a v1 backend (TRANSLATION.md §4.1): the client's own
+    """The client capabilities that matter to a v1 backend (docs/behaviour.md §4.1): the client's own
     `elicitation`, `sampling` and `roots` objects, nothing else. Used as the upstream session's
     `initialize` capabilities and as part of the session-pool key."""
     out: dict[str, Any] = {}

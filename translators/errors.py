@@ -2,7 +2,7 @@
 
 Sources: JSON-RPC 2.0; MCP core 2026-07-28 (HeaderMismatch -32020, MissingRequiredClientCapability
 -32021, UnsupportedProtocolVersion -32022, HTTP statuses); SEP-2663 (-32021 for tasks);
-TRANSLATION.md §6 "Error codes and HTTP statuses".
+docs/behaviour.md §6 "Error codes and HTTP statuses".
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ HEADER_MISMATCH: Final = -32020
 MISSING_CAPABILITY: Final = -32021
 UNSUPPORTED_VERSION: Final = -32022
 LEGACY_MISSING_CAPABILITY: Final = -32003
-"""Pre-renumbering code for a missing client capability (ext-tasks drafts, WIRE.md §8 item 4)."""
+"""Pre-renumbering code for a missing client capability (ext-tasks drafts, docs/wire.md §8 item 4)."""
 
 
 class McpError(Exception):
@@ -75,14 +75,14 @@ def unknown_task(task_id: str | None = None) -> McpError:
 
 
 def backend_unavailable(backend: str, reason: str) -> McpError:
-    """-32603 with HTTP 502: the backend could not be reached or did not speak MCP (TRANSLATION.md §6)."""
+    """-32603 with HTTP 502: the backend could not be reached or did not speak MCP (docs/behaviour.md §6)."""
     return McpError(INTERNAL_ERROR, f"Backend {backend!r} unavailable: {reason}", http_status=502)
 
 
 def from_backend(error: Any) -> McpError:
     """A backend's JSON-RPC error object as an `McpError`, with legacy codes renumbered.
 
-    `-32003` (drafts) becomes `-32021` (TRANSLATION.md §6). A malformed error object becomes -32603.
+    `-32003` (drafts) becomes `-32021` (docs/behaviour.md §6). A malformed error object becomes -32603.
     """
     if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
         return McpError(INTERNAL_ERROR, "Backend answered a malformed JSON-RPC error")
@@ -140,7 +140,7 @@ _MODERN_400: Final = frozenset(
 
 
 def modern_http_status(error: McpError) -> int:
-    """HTTP status of an error answer on the modern wire (core 2026-07-28 §HTTP; TRANSLATION.md §6).
+    """HTTP status of an error answer on the modern wire (core 2026-07-28 §HTTP; docs/behaviour.md §6).
 
     -32700/-32600/-32602/-32020/-32021/-32022 → 400; -32601 → 404; an explicit transport status
     (413, 415, 406, 502) wins; everything else → 200 with the error in the body.
@@ -155,7 +155,7 @@ def modern_http_status(error: McpError) -> int:
 
 
 def for_v1_client(error: McpError) -> McpError:
-    """The same error as a 2025-11-25 client understands it (TRANSLATION.md §6).
+    """The same error as a 2025-11-25 client understands it (docs/behaviour.md §6).
 
     -32021 → -32601; -32020 and -32022 → -32603; the message is kept. Inverse direction of
     `from_backend` for the v1 face.

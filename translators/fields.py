@@ -2,7 +2,7 @@
 
 Every field of a task and its name in each dialect lives in `FIELDS`, so "where is `ttl`
 renamed?" has one answer. v1: core 2025-11-25 `Task`; v2: SEP-2663 `Task` (ext-tasks schema).
-Units are milliseconds on both sides; only the names change (WIRE.md §6).
+Units are milliseconds on both sides; only the names change (docs/wire.md §6).
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ FIELDS: tuple[Field, ...] = (
     Field("status_message", "statusMessage", "statusMessage"),
     Field("created_at", "createdAt", "createdAt"),
     Field("last_updated_at", "lastUpdatedAt", "lastUpdatedAt"),
-    # The renames (WIRE.md §6 "TTL field", "Poll interval"): same unit, new names.
+    # The renames (docs/wire.md §6 "TTL field", "Poll interval"): same unit, new names.
     Field("ttl_ms", "ttl", "ttlMs", null_when_absent=True),
     Field("poll_interval_ms", "pollInterval", "pollIntervalMs"),
 )
 
 KNOWN_LOSSES: dict[Dialect, tuple[str, ...]] = {
-    # mcpkit's v1 tasks carry parentTaskId; neither schema has it (WIRE.md §6).
+    # mcpkit's v1 tasks carry parentTaskId; neither schema has it (docs/wire.md §6).
     "v1": ("parentTaskId",),
     "v2": (),
 }
@@ -80,7 +80,7 @@ def task_from_wire(wire: dict[str, Any], dialect: Dialect) -> CanonicalTask:
 def task_to_wire(task: CanonicalTask, dialect: Dialect) -> dict[str, Any]:
     """Write the hub's status fields as a flat task object of `dialect` (no outcome members).
 
-    Fields the hub does not know (`extra`) pass through unchanged (TRANSLATION.md §4.4).
+    Fields the hub does not know (`extra`) pass through unchanged (docs/behaviour.md §4.4).
     """
     wire: dict[str, Any] = dict(task.extra)
     for field in FIELDS:

@@ -1,6 +1,6 @@
 """Task ids and MRTR `requestState`s in v2-modern messages relayed to one of several v2-modern backends.
 
-With several backends the proxy rewrites task ids, and nothing else (TRANSLATION.md §6 "Task ids"):
+With several backends the proxy rewrites task ids, and nothing else (docs/behaviour.md §6 "Task ids"):
 toward the client each backend task id becomes a sealed id naming its backend, and toward the
 backend the sealed id becomes the backend's own id again. MRTR `requestState`s get the same
 treatment, so that a retry finds its backend. The callables do the sealing; this module only
@@ -12,7 +12,7 @@ knows where the values are. Places, on the 2026-07-28 wire with the SEP-2663 tas
   `DetailedTask`) (SEP-2663, tools/call and tasks/get).
 * `_meta["io.modelcontextprotocol/related-task"].taskId` in `params._meta` and `result._meta`,
   and in `inputRequests[key].params._meta` of a `params` or `result` (mcpkit keeps it there,
-  WIRE.md §7).
+  docs/wire.md §7).
 * `params.notifications.taskIds[*]`: `subscriptions/listen` requests and
   `notifications/subscriptions/acknowledged` (SEP-2663, TaskSubscriptionNotifications).
 * `params.requestState` (an MRTR retry) and `result.requestState` (`InputRequiredResult`)
@@ -27,7 +27,7 @@ On the session wire (v1 and v2-session relays with several backends) also the v1
   related-task `_meta` of server→client requests and of `tasks/result` results, as above.
 
 Only strings are mapped; anything else (missing, null, a number) is left as it is. A v2-modern
-task has no `task` wrapper (WIRE.md §3.2), and tool arguments, tool results and `inputRequests`
+task has no `task` wrapper (docs/wire.md §3.2), and tool arguments, tool results and `inputRequests`
 keys are payload, so none of them is touched.
 """
 

@@ -21,7 +21,7 @@ from .protocol import INPUT_REQUEST_METHODS, META_RELATED_TASK
 
 def related_task_id(message: Mapping[str, Any]) -> str | None:
     """The task a server request or notification says it belongs to: `params._meta[related-task]
-    .taskId`, or the same key at the JSON-RPC envelope level (FastMCP 3 puts it there, WIRE.md §7)."""
+    .taskId`, or the same key at the JSON-RPC envelope level (FastMCP 3 puts it there, docs/wire.md §7)."""
     for holder in ((message.get("params") or {}).get("_meta"), message.get("_meta")):
         if isinstance(holder, dict):
             related = holder.get(META_RELATED_TASK)
@@ -57,7 +57,7 @@ def input_response_to_v1(request_id: jsonrpc.RequestId, value: Any) -> dict[str,
 def input_response_from_v1(message: Mapping[str, Any], method: str) -> dict[str, Any] | McpError:
     """A v1 client's JSON-RPC answer to an input request as an `inputResponses` value, or the
     `McpError` it carried. An error answer to `elicitation/create` becomes `{action: "cancel"}`
-    (TRANSLATION.md §5.4), since `inputResponses` has no slot for errors."""
+    (docs/behaviour.md §5.4), since `inputResponses` has no slot for errors."""
     if "error" in message:
         if method == "elicitation/create":
             return {"action": "cancel"}

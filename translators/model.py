@@ -1,6 +1,6 @@
 """The canonical task: the hub every dialect is converted to and from.
 
-A version-free view of one task (TRANSLATION.md §1 "canonical task"): identity, status,
+A version-free view of one task (docs/behaviour.md §1 "canonical task"): identity, status,
 timestamps, retention and polling hints in milliseconds, the outcome once terminal, and the
 input requests still outstanding. The v1 and v2 codecs (`translators.v1`, `translators.v2`) are
 its spokes.

@@ -1,6 +1,6 @@
 """Decisions the proxy takes on the client's behalf, as pure functions of what it knows.
 
-Source: TRANSLATION.md §4.2 (who creates a task for a v2 client in front of a v1 backend).
+Source: docs/behaviour.md §4.2 (who creates a task for a v2 client in front of a v1 backend).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def creation_decision(
     optional_tools: OptionalTools = "task",
     required_without_extension: RequiredWithoutExtension = "reject",
 ) -> Creation:
-    """How to run a v2 client's `tools/call` on a v1 backend (TRANSLATION.md §4.2).
+    """How to run a v2 client's `tools/call` on a v1 backend (docs/behaviour.md §4.2).
 
     * "task": upstream call with `params.task`, answer a flat `CreateTaskResult`;
     * "sync": plain upstream call, answer its result;

@@ -1,6 +1,6 @@
 """Fixed strings of both protocol eras and of the tasks extension.
 
-Source: WIRE.md "Fixed strings"; MCP core 2025-11-25 and 2026-07-28; SEP-2663.
+Source: docs/wire.md "Fixed strings"; MCP core 2025-11-25 and 2026-07-28; SEP-2663.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Deterministic authenticated encryption (AES-SIV, RFC 5297, from `cryptography`) 
 fields, with the token's purpose and the caller's principal as associated data: the same task
 always gets the same id, an id reveals nothing, cannot be forged, and does not open for another
 principal or as another kind of token. Tokens are base64url without padding, so they are
-header-safe (`Mcp-Name` needs no sentinel encoding). Source: TRANSLATION.md §6 "Task ids".
+header-safe (`Mcp-Name` needs no sentinel encoding). Source: docs/behaviour.md §6 "Task ids".
 
 Keys are passed in; nothing here reads the environment, a clock or a random source.
 """
@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from .errors import INVALID_PARAMS, McpError
 
 KEY_BYTES: Final = 64
-"""Master key length: 64 random bytes (TRANSLATION.md §6)."""
+"""Master key length: 64 random bytes (docs/behaviour.md §6)."""
 _FORMAT: Final = 1
 ANONYMOUS: Final = "anonymous"
 MAX_TOKEN_CHARS: Final = 16_384
@@ -137,7 +137,7 @@ class Keyring:
     # -- task ids ----------------------------------------------------------------------------
 
     def seal_task_id(self, ref: TaskRef, principal: str) -> str:
-        """The client-facing task id of `ref` for `principal` (TRANSLATION.md §6)."""
+        """The client-facing task id of `ref` for `principal` (docs/behaviour.md §6)."""
         return self.seal("task", (ref.backend, ref.session, ref.task), principal)
 
     def unseal_task_id(self, task_id: object, principal: str) -> TaskRef:

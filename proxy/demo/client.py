@@ -7,7 +7,7 @@ response body. No MCP SDK is used, and on purpose none of the proxy's own module
 ``translators`` constants are re-spelled here), so a mistake in the proxy cannot hide behind a
 shared definition.
 
-What every request carries (``WIRE.md`` §3.1, §4.1, §4.3)::
+What every request carries (``docs/wire.md`` §3.1, §4.1, §4.3)::
 
     POST <url>
     Content-Type: application/json
@@ -71,7 +71,7 @@ _SENTINEL_SUFFIX = "?="
 
 
 def encode_header_value(value: str) -> str:
-    """``value`` as an ``Mcp-Name`` header value (``WIRE.md`` §3.10).
+    """``value`` as an ``Mcp-Name`` header value (``docs/wire.md`` §3.10).
 
     Plain header-safe ASCII (visible 0x21–0x7E, space and tab, no leading or trailing whitespace)
     is sent as is; anything else, and a plain value that itself looks like the sentinel, becomes

@@ -5,7 +5,7 @@ Run it with the ``mcp-v1`` peer environment's python (see ``proxy/demo/peers.py`
     python mcp1_client_checks.py --url http://127.0.0.1:<port>/mcp [--check NAME ...]
 
 The endpoint is meant to be the proxy's v1 face in front of a v2 backend (the reference v2 server
-``v2_server.py`` on FastMCP 4.1.4 + fastmcp-tasks, ``TRANSLATION.md`` §5); any v1 server with the
+``v2_server.py`` on FastMCP 4.1.4 + fastmcp-tasks, ``docs/behaviour.md`` §5); any v1 server with the
 fixture tools works too (see "Against the reference v1 server" below). Every check opens its own
 ``ClientSession`` over ``streamablehttp_client`` (2025-11-25 session wire: ``initialize``,
 ``Mcp-Session-Id``), with an ``elicitation_callback``, a ``sampling_callback`` and a
@@ -68,7 +68,7 @@ progress_well_formed        a plain and a tasked ``slow_compute`` with progress 
 
 Against the reference v1 server (``v1_server.py``, mcp 1.30) directly, which is how this script's
 logic is validated until the proxy serves v1 clients over a v2 backend, these checks cannot pass
-because of mcp 1.30's own behaviour (``WIRE.md`` §7), not because of the script:
+because of mcp 1.30's own behaviour (``docs/wire.md`` §7), not because of the script:
 ``tool_error_failed`` (mcp 1.30 ends an ``isError`` task ``completed``), ``required_without_task``
 and ``forbidden_with_task`` (it answers a task-support mismatch with an ``isError`` result, not the
 tool's result or ``-32601``), ``sampling_in_task`` (it has no ``summarize`` tool). ``list_tasks``

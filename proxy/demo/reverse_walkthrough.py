@@ -3,7 +3,7 @@
 :func:`main` starts the reference v2 server (``v2_server.py`` on ``fastmcp==4.1.4``, its own venv)
 and the proxy in this process (ephemeral port, state in a temporary directory), then runs the steps
 of :data:`STEPS` in order with the project's own v1 session-wire client
-(:mod:`proxy.demo.session_client`). The proxy's session face answers (``TRANSLATION.md`` §5): it
+(:mod:`proxy.demo.session_client`). The proxy's session face answers (``docs/behaviour.md`` §5): it
 opens the session itself, turns task-augmented ``tools/call`` into nested v1 ``CreateTaskResult``\\ s
 over the v2 server's tasks, serves ``tasks/get``, a blocking ``tasks/result`` (putting the task's
 questions to the client on that response's event stream), ``tasks/list`` and ``tasks/cancel``, and

@@ -69,7 +69,7 @@ Where FastMCP 3 cannot express a fixture exactly, and how this server deviates:
   ``{"result": ...}`` with ``_meta.fastmcp.wrap_result``; a required tool called without a task,
   or ``greet`` with one, gets FastMCP's ``isError`` text ("... requires task-augmented
   execution" / "... does not support task-augmented execution").
-* Other FastMCP 3 quirks (``WIRE.md`` §7) come along unchanged: ``tasks/list`` is always empty,
+* Other FastMCP 3 quirks (``docs/wire.md`` §7) come along unchanged: ``tasks/list`` is always empty,
   ``ttl`` drifts between create (echoed or 900000) and ``tasks/get`` (60000), ``pollInterval`` is
   5000, ``tasks/cancel`` on a cancelled task succeeds again, and ``tasks/result`` on a cancelled
   task is ``-32602``. A cancelled task's work is really stopped (Docket cancels the asyncio task).

@@ -10,7 +10,7 @@ backend, worker in this process), and prints exactly one line ``LISTENING
 http://127.0.0.1:<port>/mcp`` once it accepts connections. Loopback only. Tasks exist only on
 2026-07-28 (stateless, ``_meta``-carrying) requests that declare ``io.modelcontextprotocol/tasks``;
 over a 2025-11-25 ``initialize`` session the same tools run inline and ``tasks/*`` are
-``-32601`` (``WIRE.md`` §1.2, §7).
+``-32601`` (``docs/wire.md`` §1.2, §7).
 
 Tools (the conformance fixture set, ``shared/peers/README.md``), with the texts of the reference
 v1 server ``v1_server.py``:

@@ -1,4 +1,4 @@
-"""Minimal v2-session MCP server: SEP-2663 tasks on the 2025-11-25 session wire (WIRE.md §1, §3, §5).
+"""Minimal v2-session MCP server: SEP-2663 tasks on the 2025-11-25 session wire (docs/wire.md §1, §3, §5).
 
 No public v2-session server runs here, so this is a minimal peer written for mcp-tasks-proxy's tests.
 Pure aiohttp, no MCP SDK; it runs in the proxy's own venv and binds loopback only::

@@ -1,4 +1,4 @@
-"""HTTP-level checks and answers of the modern face (TRANSLATION.md §2 rule 1–5, §6 "Bad input"):
+"""HTTP-level checks and answers of the modern face (docs/behaviour.md §2 rule 1–5, §6 "Bad input"):
 body size and media type, Accept, conflicting duplicate routing headers, what a POST that is not a
 modern request gets, and JSON answers.
 """
@@ -76,7 +76,7 @@ async def read_body(request: web.Request, limit: int, timeout_s: float = 30.0) -
 
 
 def not_modern_error(message: jsonrpc.Message, request: web.Request) -> McpError:
-    """TRANSLATION.md §2 rules 2–5 for a POST that is not a modern request."""
+    """docs/behaviour.md §2 rules 2–5 for a POST that is not a modern request."""
     if request.headers.get(H_PROTOCOL_VERSION) == MODERN_VERSION:
         return McpError(INVALID_PARAMS, "Missing required _meta key 'io.modelcontextprotocol/protocolVersion'")
     if message.method == "initialize" or H_SESSION_ID in request.headers:

@@ -1,7 +1,7 @@
 """The v2-modern face: `POST /mcp` on the stateless 2026-07-28 wire, in front of a v1 backend.
 
 Data flow: HTTP request → transport checks (size, Content-Type) → JSON-RPC parse → dialect of the
-request (TRANSLATION.md §2) → envelope and header checks → method dispatch → upstream session
+request (docs/behaviour.md §2) → envelope and header checks → method dispatch → upstream session
 (`translators` reshape every message) → JSON answer with the HTTP status of §6.
 """
 
@@ -135,7 +135,7 @@ class ModernFace:
     # -- HTTP ------------------------------------------------------------------------------------
 
     async def handle_post(self, request: web.Request) -> web.StreamResponse:
-        """Every POST: parse it, work out its dialect (TRANSLATION.md §2) and its backend (the
+        """Every POST: parse it, work out its dialect (docs/behaviour.md §2) and its backend (the
         fleet's router, `proxy/fleet.py`), and answer. New work that finds its backend unreachable
         goes to the next one; nothing was sent to the first."""
         principal = self.keyring.principal(request.headers.get(self._identity_header))
@@ -256,7 +256,7 @@ class ModernFace:
         return json_response(jsonrpc.result_response(message.id, reply.result), 200, reply.headers)
 
     async def _relay_modern(self, request: web.Request, body: bytes, message: jsonrpc.Message, principal: str) -> web.StreamResponse:
-        """Relay to a v2-modern backend (TRANSLATION.md §3). With several backends, task ids and
+        """Relay to a v2-modern backend (docs/behaviour.md §3). With several backends, task ids and
         relayed `requestState`s are sealed toward the client and opened toward the backend
         (`translators.fleet_ids`), and the routing headers name the backend's own id."""
         params = message.params
@@ -304,7 +304,7 @@ class ModernFace:
     # -- session-wire POSTs: relayed, or the proxy's own sessions -----------------------------------
 
     async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
-        """A session-wire POST (TRANSLATION.md §2 rules 3–5): the proxy's own session, a relayed
+        """A session-wire POST (docs/behaviour.md §2 rules 3–5): the proxy's own session, a relayed
         session (routed by the backend sealed in its id), or an `initialize` the router places."""
         fleet = self._fleet
         session_id = request.headers.get(H_SESSION_ID)
@@ -444,7 +444,7 @@ class ModernFace:
             return await session.request(method, params, headers=call.upstream_headers)
 
     async def discover(self) -> dict[str, Any]:
-        """`server/discover` answered by the proxy (TRANSLATION.md §4.9)."""
+        """`server/discover` answered by the proxy (docs/behaviour.md §4.9)."""
         profile = await self.backend.current()
         result: dict[str, Any] = {
             "supportedVersions": [MODERN_VERSION],
@@ -457,14 +457,14 @@ class ModernFace:
         return with_server_info(complete_result("server/discover", result, cache_ttl_ms=self.settings.cache_ttl_ms), SERVER_INFO)
 
     async def forward(self, call: Call) -> Reply:
-        """Any other method, forwarded with the modern envelope removed (TRANSLATION.md §4.8)."""
+        """Any other method, forwarded with the modern envelope removed (docs/behaviour.md §4.8)."""
         result = await self._upstream(call, call.method, strip_envelope(call.params))
         if call.method == "tools/list" and isinstance(result.get("tools"), list):
             result = {**result, "tools": [tool_to_v2(t) if isinstance(t, dict) else t for t in result["tools"]]}
         return Reply(complete_result(call.method, result, cache_ttl_ms=self.settings.cache_ttl_ms))
 
     async def call_tool(self, call: Call) -> Reply:
-        """`tools/call`: the proxy decides task or not (TRANSLATION.md §4.2); input asked for
+        """`tools/call`: the proxy decides task or not (docs/behaviour.md §4.2); input asked for
         during the call becomes MRTR rounds (§4.8)."""
         name = call.params.get("name")
         if not isinstance(name, str) or not name:
@@ -610,12 +610,12 @@ class ModernFace:
             await asyncio.sleep((task.poll_interval_ms or self.settings.wait_poll_ms) / 1000)
 
     async def get_task(self, call: Call, ref: TaskRef) -> Reply:
-        """`tasks/get` (TRANSLATION.md §4.4)."""
+        """`tasks/get` (docs/behaviour.md §4.4)."""
         task = await self.backend.follower.status(ref, self.backend.pool.by_id(ref.session), call.upstream_headers)
         return Reply(get_task_result_v2(task.evolve(task_id=call.params["taskId"])))
 
     async def update_task(self, call: Call, ref: TaskRef) -> Reply:
-        """`tasks/update` (TRANSLATION.md §4.5): each outstanding key's answer goes upstream as the
+        """`tasks/update` (docs/behaviour.md §4.5): each outstanding key's answer goes upstream as the
         response to the captured request; unknown, answered or late keys are ignored."""
         responses = read_input_responses(call.params)
         session = self.backend.pool.by_id(ref.session)
@@ -623,7 +623,7 @@ class ModernFace:
         return Reply(update_ack_v2())
 
     async def cancel_task(self, call: Call, ref: TaskRef) -> Reply:
-        """`tasks/cancel` (TRANSLATION.md §4.6): whatever the v1 backend answers becomes the ack."""
+        """`tasks/cancel` (docs/behaviour.md §4.6): whatever the v1 backend answers becomes the ack."""
         session = self.backend.pool.by_id(ref.session)
         try:
             await session.request("tasks/cancel", {"taskId": ref.task}, headers=call.upstream_headers)

@@ -4,7 +4,7 @@
 Answers are JSON, or SSE when the proxy must first put requests to the client (input for a task
 or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
 session carries `notifications/tasks/status`, with `Last-Event-ID` replay from a bounded buffer;
-DELETE ends the session. Source: core 2025-11-25 §Transports; WIRE.md §5; TRANSLATION.md §2, §5.
+DELETE ends the session. Source: core 2025-11-25 §Transports; docs/wire.md §5; docs/behaviour.md §2, §5.
 Sessions are kept in the `TaskStateStore` too (`proxy/store.py`): with the SQLite store a client's
 session survives a restart of the proxy; its pending requests and replay buffer do not
 (docs/decisions.md, "State that survives a restart").
@@ -313,7 +313,7 @@ class SessionFace:
         return "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
 
     async def _handle_post(self, request: web.Request, message: jsonrpc.Message, stack: Any) -> web.StreamResponse:
-        """A parsed session-wire POST (TRANSLATION.md §2 rules 3–5)."""
+        """A parsed session-wire POST (docs/behaviour.md §2 rules 3–5)."""
         principal = self.principal(request)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is None:

@@ -4,7 +4,7 @@ Every request carries its envelope in `params._meta` (protocol version, client c
 client info), the headers `MCP-Protocol-Version`, `Mcp-Method` and, where the body names
 something, `Mcp-Name` (Base64-sentinel encoded when not header-safe). Errors come back with HTTP
 statuses (400/404) and a JSON-RPC body. Source: core 2026-07-28 §Transports; SEP-2663 §Routing
-headers; TRANSLATION.md §6 "The proxy sends both headers on every modern upstream request".
+headers; docs/behaviour.md §6 "Routing headers (`Mcp-Name`, `Mcp-Method`)".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Upstream session pools (TRANSLATION.md §4.1).
+"""Upstream session pools (docs/behaviour.md §4.1).
 
 v1 servers bind tasks to the session that created them, so the proxy keeps one upstream session
 per (backend, principal, client capabilities that matter upstream), re-creates it when the
@@ -69,6 +69,6 @@ class SessionPool:
 
     def forget_all(self) -> None:
         """Forget every session without ending it upstream: tasks live in those sessions and their
-        sealed ids must keep working after a restart (TRANSLATION.md §6 "Nothing lost")."""
+        sealed ids must keep working after a restart (docs/behaviour.md §6 "Nothing lost")."""
         self._shared.clear()
         self._by_id.clear()

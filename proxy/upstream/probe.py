@@ -1,4 +1,4 @@
-"""Working out a backend's dialect (TRANSLATION.md §2 "Upstream"; WIRE.md §1.2).
+"""Working out a backend's dialect (docs/behaviour.md §2 "Upstream"; docs/wire.md §1.2).
 
 Step 1 sends `server/discover` as a modern request; a modern answer (a `DiscoverResult`, or a
 modern JSON-RPC error such as -32022) means a modern backend. Anything else (mcp 1.x and FastMCP 3
@@ -164,7 +164,7 @@ async def _legacy_task_support(held: ProbeSession) -> dict[str, TaskSupport]:
 async def probe(backend: Backend, pinned: str = "auto", held: ProbeSession | None = None,
                 last: BackendProfile | None = None) -> BackendProfile:
     """Probe `backend` and return its profile. `pinned` is the configured dialect: "auto" tries
-    `server/discover`, then `initialize` (TRANSLATION.md §2); "v2-modern" tries only the first,
+    `server/discover`, then `initialize` (docs/behaviour.md §2); "v2-modern" tries only the first,
     "v1" and "v2-session" only the second, and the profile carries the pinned dialect.
 
     `held` keeps the probes' session-wire session between calls (a new one when None). When

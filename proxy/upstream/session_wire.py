@@ -3,7 +3,7 @@
 One `UpstreamSession` is one MCP session on one backend: `initialize` + `notifications/initialized`,
 the `Mcp-Session-Id` it was given, requests answered as JSON or SSE, server→client requests
 answered on the backend's behalf, and detection of a session the backend forgot (404).
-Source: MCP core 2025-11-25 §Transports (Streamable HTTP); WIRE.md §5.
+Source: MCP core 2025-11-25 §Transports (Streamable HTTP); docs/wire.md §5.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class Backend:
 class UpstreamSession:
     """One MCP session with a session-wire backend.
 
-    `client_capabilities` are declared in `initialize` exactly as given (TRANSLATION.md §4.1).
+    `client_capabilities` are declared in `initialize` exactly as given (docs/behaviour.md §4.1).
     After `initialize()`, `server_capabilities`, `server_info`, `instructions` and
     `protocol_version` hold the backend's answer; `session_id` the id it issued (or None).
     There is no way to end one: the proxy never ends an upstream session (docs/decisions.md §2).
@@ -439,7 +439,7 @@ async def listen(
 
 async def refuse_server_request(message: dict[str, Any]) -> dict[str, Any]:
     """Default answer to a server→client request: `ping` → `{}`; anything else → -32601, so the
-    backend is never left waiting (TRANSLATION.md §4.8, until the MRTR bridge)."""
+    backend is never left waiting (docs/behaviour.md §4.8 "Other server→client requests")."""
     if message.get("method") == "ping":
         return jsonrpc.result_response(message.get("id"), {})
     error = McpError(METHOD_NOT_FOUND, f"{message.get('method')} is not available through this proxy for this request")

@@ -2,7 +2,7 @@
 (translators/envelope.py, `headers.get(...)`) looks only at the first field line, so the result
 depends on the order of the lines, and an intermediary that honours the last one (or the
 RFC 9110 §5.3 combined value "a, b") sees a different request than the proxy validated.
-The combined value of conflicting lines never equals the body value: TRANSLATION.md §2 rule 1
+The combined value of conflicting lines never equals the body value: docs/behaviour.md §2 rule 1
 makes that HTTP 400 `-32020`, and a refused request must not reach the backend (§6)."""
 
 from __future__ import annotations

@@ -798,12 +798,11 @@ def test_memory_store_a_request_answered_and_sent_again_is_not_captured_again():
 
 
 def test_memory_store_keys_are_not_reused_within_a_task_after_eviction():
-    """Decision 13: keys come "from counters that never go back, so a key is never reused
-    (SEP-2663 requires uniqueness over the task's life)"; TRANSLATION.md §6 "Bounded state":
-    what is evicted is "reported unknown once evicted, never wrong". With `max_tasks` = 1 a second
-    task's question evicts the first task's entry, counter included; the first task's next
-    question is then keyed `input-1` again, the key its earlier question had: a client answering
-    the earlier `input-1` answers the new question."""
+    """Decision 13: input keys are never reused within a task (SEP-2663 asks for uniqueness over
+    the task's life), and docs/behaviour.md §6 "Bounded state": what the proxy had to let go is
+    unknown afterwards, never wrong. With `max_tasks` = 1 a second task's question evicts the first
+    task's entry, counter included; the first task's next question must still get a new key, so
+    that a client answering the earlier `input-1` cannot answer the new question."""
     store = MemoryTaskStore(max_tasks=1)
     assert store.capture_input(REF, 7, ASK, 60) == "input-1"
     assert store.capture_input(OTHER, 1, ASK, 60) == "input-1"  # evicts REF's entry
@@ -866,10 +865,9 @@ async def test_a_key_one_replica_delivered_is_ignored_by_the_other(tapped_v1, tm
 async def test_the_same_key_answered_at_once_reaches_the_backend_once(tapped_v1, tmp_path, replicas):
     """Two tasks/update with the same key at the same moment — on two replicas sharing one store,
     or twice on one proxy — while the answer takes a moment to reach the backend (the tap holds
-    answers 0.3 s). The backend must receive at most one answer per key (TRANSLATION.md §4.5:
-    answered keys are ignored). `TaskInputs.answer` (proxy/capture.py) copies the outstanding
-    requests, awaits `session.deliver`, and only then marks the key answered in the store, so both
-    calls find the key outstanding and both deliver: the backend gets the same answer twice."""
+    answers 0.3 s). The backend must receive at most one answer per key (docs/behaviour.md §4.5:
+    keys already answered are ignored; docs/decisions.md §30: the key is claimed in the store
+    before the answer is sent)."""
     tap = tapped_v1
     async with contextlib.AsyncExitStack() as stack:
         running = await _replicas(stack, tap.url, tmp_path, replicas)

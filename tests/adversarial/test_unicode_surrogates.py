@@ -4,7 +4,7 @@
 (`proxy/faces/modern.py:146/148`, outside the handler's try) and for every upstream message
 (`proxy/upstream/session_wire.py:195`, `:143`), so any such string that is echoed or forwarded
 turns into an HTTP 500 (a bare aiohttp "500 Internal Server Error" text page when it is in the
-answer). TRANSLATION.md §6: bad input gets a JSON-RPC error, never a crash.
+answer). docs/behaviour.md §6: bad input gets a JSON-RPC error, never a crash.
 
 Acceptable answers (each exact): the normal answer with the string preserved (e.g. escaped on
 the wire), or HTTP 400 with -32700/-32600 (the proxy refusing such text), without reaching

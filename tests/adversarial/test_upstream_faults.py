@@ -70,12 +70,10 @@ async def test_an_mrtr_retry_during_a_transient_upstream_failure_answers_promptl
 
 
 async def test_a_client_disconnect_mid_call_sends_notifications_cancelled_upstream(tapped, tmp_path):
-    """TRANSLATION.md §4.8: "When a modern client closes its connection before the answer, the
-    proxy sends `notifications/cancelled` for the in-flight upstream request". The handler is
-    cancelled, but for `tools/call`/`prompts/get`/`resources/read` the upstream request runs in
-    the exchange's own task (proxy/exchanges.py `Exchange.start`, `asyncio.ensure_future`), which
-    `ModernFace._exchange`/`_round` never cancel (`Exchange.abandon` is only called on expiry),
-    so `UpstreamSession.request`'s CancelledError path never runs."""
+    """docs/behaviour.md §4.8 "Client gone": a modern client that closes its connection before the
+    answer has its in-flight upstream request cancelled with `notifications/cancelled`, also when
+    the upstream request runs in an MRTR exchange's own task (`tools/call`, `prompts/get`,
+    `resources/read`)."""
     async with running_proxy(tapped.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
         plain = Caller(http, proxy.url, declare=False)  # optional tool, no extension → a plain upstream call
         await plain.call("tools/list")
@@ -134,10 +132,9 @@ async def test_a_request_made_while_the_backend_restarts_waits_for_it(restartabl
 
 
 async def test_tasks_update_for_a_task_lost_in_a_backend_restart_is_32602(restartable, tmp_path):
-    """TRANSLATION.md §4.5 "Unknown task → -32602" and §4.1 "tasks lost with a forgotten session
-    are reported as unknown (-32602)". `tasks/get` does so; `tasks/update` acknowledges instead
-    (its answer goes to a session the backend answers 404 for, which `_post_no_answer` only
-    records). docs/decisions.md #5 covers ended tasks, not lost ones."""
+    """docs/behaviour.md §4.5 and §4.1: a task whose upstream session the backend forgot (it
+    restarted) is unknown, -32602, for `tasks/update` as for `tasks/get`; an acknowledgement would
+    hide that the answer reached nobody (docs/decisions.md §5 covers ended tasks, not lost ones)."""
     async with running_proxy(restartable.url, tmp_path, reconnect_wait_ms=0) as proxy, aiohttp.ClientSession() as http:
         client = Caller(http, proxy.url)
         created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "r.txt"}})).result
