@@ -4,8 +4,9 @@ A v2-modern client (plain HTTP JSON-RPC, `support.Caller`) drives the proxy in f
 reference v1 server (mcp==1.30.0) through every kind of answer. Each result is checked with the
 zod schemas of the MCP project's own packages (npm `@modelcontextprotocol/ext-tasks` 0.2.2 and
 `@modelcontextprotocol/core`, pinned in `proxy/demo/node_packages.py`; `schemas.validate_official`),
-and where those leave `resultType` open (core's schemas are shared with 2025-11-25) against the
-2026-07-28 JSON Schema too, which requires it on every result.
+and as the 2026-07-28 definition too (`schemas.validate`: the official schemas and the rules they
+leave open, e.g. `resultType`, `cacheScope` and `ttlMs`, which core's schemas, shared with
+2025-11-25, do not require; plus the JSON Schema where `shared/schemas/` is present).
 
 The official Tasks client parses a completed task's inlined `result` as a `CallToolResult`
 (`CallToolResultV2Schema`: `resultType` "complete" or "input_required"), so each inlined result is
@@ -20,12 +21,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from schemas import check_official, validate, validate_official
+from schemas import MCP_2025_11_25, MCP_2026_07_28, check_official, validate, validate_official
 from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
 
-CORE_2026 = "mcp-2026-07-28.schema.json"
+CORE_2026 = MCP_2026_07_28
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ async def test_a_v1_client_gets_the_v2_backends_result_without_result_type(refer
         created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "v1"},
                                                     "task": {"ttl": 60000}}))["result"]
         answer = await client.call("tasks/result", {"taskId": created["task"]["taskId"]})
-    validate(answer["result"], "mcp-2025-11-25.schema.json", "CallToolResult")
+    validate(answer["result"], MCP_2025_11_25, "CallToolResult")
     assert answer["result"] == {
         "content": [{"type": "text", "text": "computed v1"}], "structuredContent": {"result": "computed v1"}, "isError": False,
         "_meta": {"fastmcp": {"wrap_result": True}, "io.modelcontextprotocol/related-task": {"taskId": created["task"]["taskId"]}},

@@ -13,12 +13,12 @@ import aiohttp
 import pytest
 
 from proxy.sse import SseParser
-from schemas import validate
+from schemas import MCP_2025_11_25, validate
 from session_support import SessionCaller
 from support import running_proxy
 
 pytestmark = pytest.mark.peers
-V1_SCHEMA = "mcp-2025-11-25.schema.json"
+V1_SCHEMA = MCP_2025_11_25
 
 
 @pytest.fixture

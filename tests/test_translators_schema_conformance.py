@@ -1,6 +1,7 @@
 """Every message the translators emit validates against the *target* side's schema
-(`shared/schemas/README.md`): v2 results against ext-tasks / mcp-2026-07-28, errors against
-mcp-2026-07-28 `JSONRPCErrorResponse`, v1 results against mcp-2025-11-25."""
+(`schemas.validate`: the official zod schemas, the rules they leave open, and the JSON Schema where
+present): v2 results against ext-tasks / mcp-2026-07-28, errors against mcp-2026-07-28
+`JSONRPCErrorResponse`, v1 results against mcp-2025-11-25."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict
 
-from schemas import validate
+from schemas import EXT_TASKS, MCP_2025_11_25, MCP_2026_07_28, validate
 from translators import jsonrpc
 from translators.capabilities import server_capabilities_to_v2, tool_to_v2
 from translators.differences import (
@@ -40,9 +41,9 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.protocol import MODERN_VERSION
 from translators.sealing import Keyring
 
-EXT = "ext-tasks-draft.schema.json"
-CORE_2026 = "mcp-2026-07-28.schema.json"
-CORE_2025 = "mcp-2025-11-25.schema.json"
+EXT = EXT_TASKS
+CORE_2026 = MCP_2026_07_28
+CORE_2025 = MCP_2025_11_25
 RELATED = "io.modelcontextprotocol/related-task"
 TS = "2026-11-30T04:11:26.442368Z"
 TID = "8d6f1c0b2e6a4f8d9b3c1a2e5f7d9c0b:0b8e6a52-3f7c-4d2a-9a8e-1c2d3e4f5a6b"

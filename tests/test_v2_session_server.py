@@ -17,10 +17,10 @@ import pytest
 
 from proxy.demo.v2_session_server import start
 from proxy.sse import SseParser
-from schemas import validate
+from schemas import EXT_TASKS, validate
 
 EXT = "io.modelcontextprotocol/tasks"
-EXT_SCHEMA = "ext-tasks-draft.schema.json"
+EXT_SCHEMA = EXT_TASKS
 DECLARING = {"elicitation": {}, "extensions": {EXT: {}}}
 MISSING_EXTENSION = {"code": -32021, "message": "Missing required client capability",
                      "data": {"requiredCapabilities": {"extensions": {EXT: {}}}}}
