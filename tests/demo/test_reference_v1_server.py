@@ -1,4 +1,4 @@
-"""The reference v1 server (``proxy/demo/v1_server.py``, mcp 1.30.0) puts the v1 wire of
+"""The reference v1 server (``proxy/demo/servers/v1_server.py``, mcp 1.30.0) puts the v1 wire of
 ``shared/traces/v1_mcp1.md`` on the wire, over real HTTP, and survives ``tasks/cancel``.
 
 The client is a deliberately small Streamable HTTP client on plain aiohttp (``_McpSession``): it

@@ -22,7 +22,7 @@ from support import running_proxy
 
 pytestmark = pytest.mark.peers
 
-SCRIPT = Path(__file__).resolve().parent / "node" / "tasks_client.mjs"
+SCRIPT = Path(__file__).resolve().parents[1] / "node" / "tasks_client.mjs"
 RUN_TIMEOUT_S = 60
 
 

@@ -1,4 +1,4 @@
-"""The minimal v2-session peer (``proxy/demo/v2_session_server.py``) against its wire contract
+"""The minimal v2-session peer (``tests/peers/v2_session_server.py``) against its wire contract
 (``docs/wire.md`` §1 "v2-session", §3, §5): plain aiohttp against the in-process app on 127.0.0.1:0,
 plus one run of the script itself."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from proxy.demo.v2_session_server import start
+from peers.v2_session_server import start
 from proxy.sse import SseParser
 from schemas import EXT_TASKS, validate
 
@@ -25,7 +25,7 @@ DECLARING = {"elicitation": {}, "extensions": {EXT: {}}}
 MISSING_EXTENSION = {"code": -32021, "message": "Missing required client capability",
                      "data": {"requiredCapabilities": {"extensions": {EXT: {}}}}}
 ACK = {"resultType": "complete"}
-SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "proxy" / "demo" / "v2_session_server.py"
+SERVER_SCRIPT = Path(__file__).resolve().with_name("v2_session_server.py")
 
 OnRequest = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 

@@ -19,7 +19,7 @@ from proxy.bench.run import ROWS, SCENARIOS
 
 pytestmark = pytest.mark.peers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROWS_OF = {"a": [r.key for r in ROWS], "b": [r.key for r in ROWS if "b" in r.scenarios],
            "c": [r.key for r in ROWS if "c" in r.scenarios]}
 

@@ -22,7 +22,7 @@ from session_support import SessionCaller
 from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXT = "io.modelcontextprotocol/tasks"
 
 

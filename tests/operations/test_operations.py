@@ -31,7 +31,7 @@ from session_support import SessionCaller
 from support import Caller, running_proxy
 from translators.sealing import TaskRef
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _metric_lines(text: str) -> set[str]:

@@ -3,7 +3,7 @@
 No public v2-session server runs here, so this is a minimal peer written for mcp-tasks-proxy's tests.
 Pure aiohttp, no MCP SDK; it runs in the proxy's own venv and binds loopback only::
 
-    python proxy/demo/v2_session_server.py --host 127.0.0.1 --port 0   # prints LISTENING http://127.0.0.1:<port>/mcp
+    python tests/peers/v2_session_server.py --host 127.0.0.1 --port 0   # prints LISTENING http://127.0.0.1:<port>/mcp
 
 Tests may run it in-process with :func:`build_app` or :func:`start`.
 

@@ -1,9 +1,9 @@
 """Real FastMCP peers around the proxy: the FastMCP 4 v2 client in front, FastMCP 3 behind.
 
-* ``proxy/demo/fastmcp4_client_checks.py`` runs the real v2 client (``fastmcp==4.1.4`` +
+* ``tests/peers/fastmcp4_client_checks.py`` runs the real v2 client (``fastmcp==4.1.4`` +
   ``fastmcp-tasks==4.1.4``, in the ``fastmcp4`` peer environment) through the proxy in front of
   each v1 backend: the reference server (mcp 1.30) and the FastMCP 3 fixture server
-  (``proxy/demo/v1_fastmcp3_server.py``, ``fastmcp[tasks]==3.4.11``). One pytest test per
+  (``proxy/demo/servers/v1_fastmcp3_server.py``, ``fastmcp[tasks]==3.4.11``). One pytest test per
   (backend, check); the script runs once per backend and its JSON lines are shared.
 * Direct tests drive the FastMCP 3 server through the proxy with plain HTTP (``support.Caller``),
   for the FastMCP 3 shapes docs/behaviour.md §4 has rules for (failed tasks with ``isError``
@@ -31,7 +31,7 @@ from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
 
-CHECKS_SCRIPT = Path(__file__).resolve().parents[1] / "proxy" / "demo" / "fastmcp4_client_checks.py"
+CHECKS_SCRIPT = Path(__file__).resolve().parents[2] / "peers" / "fastmcp4_client_checks.py"
 #: The checks of ``fastmcp4_client_checks.py``, in its run order (kept in step by a test below).
 CHECK_NAMES = ["greet", "slow_compute", "task_lifecycle", "tool_error", "protocol_error", "elicitation", "cancel"]
 #: backend id -> the fixture that yields its running ServerProcess.

@@ -1,8 +1,8 @@
 """The real v1 client (mcp 1.30) through the proxy to the reference v2 backend (FastMCP 4), docs/behaviour.md §5.
 
-* ``proxy/demo/mcp1_client_checks.py`` runs the official v1 client (``mcp==1.30.0``, experimental
+* ``tests/peers/mcp1_client_checks.py`` runs the official v1 client (``mcp==1.30.0``, experimental
   tasks API, ``mcp-v1`` peer environment) against the proxy's session face, in front of the
-  reference v2 server ``proxy/demo/v2_server.py`` (``fastmcp==4.1.4`` + ``fastmcp-tasks==4.1.4``,
+  reference v2 server ``proxy/demo/servers/v2_server.py`` (``fastmcp==4.1.4`` + ``fastmcp-tasks==4.1.4``,
   ``fastmcp4`` peer environment). The script runs once per module; one pytest test per check reads
   its JSON line.
 * Direct tests check that the reference v2 server itself puts the shapes of
@@ -49,7 +49,7 @@ from support import MODERN, Answer, meta, running_proxy
 
 pytestmark = pytest.mark.peers
 
-CHECKS_SCRIPT = Path(__file__).resolve().parents[1] / "proxy" / "demo" / "mcp1_client_checks.py"
+CHECKS_SCRIPT = Path(__file__).resolve().parents[2] / "peers" / "mcp1_client_checks.py"
 #: The checks of ``mcp1_client_checks.py``, in its run order (kept in step by a test below).
 CHECK_NAMES = [
     "sync_tool",

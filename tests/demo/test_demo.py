@@ -11,7 +11,7 @@ import pytest
 
 from proxy.demo.walkthrough import STEPS
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_TIMEOUT_S = 120
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from proxy.keys import new_key_text
 from support import Caller
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:

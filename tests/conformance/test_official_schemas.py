@@ -144,7 +144,7 @@ async def test_an_mrtr_round_and_the_task_it_creates_pass_the_official_schemas(c
 
 async def test_a_v2_session_backends_inlined_result_gets_result_type_on_the_modern_face(tmp_path):
     # The minimal v2-session peer inlines its tool results without resultType (session wire).
-    from proxy.demo.v2_session_server import start as start_v2_session_peer
+    from peers.v2_session_server import start as start_v2_session_peer
 
     runner, url = await start_v2_session_peer("127.0.0.1", 0)
     try:

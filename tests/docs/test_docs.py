@@ -12,7 +12,7 @@ import pytest
 from support import running_proxy
 from translators.table import render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_translation_table_in_docs_is_generated_from_the_code():

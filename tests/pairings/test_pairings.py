@@ -4,7 +4,7 @@ server of the backend's dialect, each doing a task lifecycle with a question for
 Real clients where public ones exist: FastMCP 4 (v2-modern) and the official mcp 1.30 SDK (v1).
 No public v2-session client or server runs here, so those sides are the tests' raw session-wire
 caller (`session_support.SessionCaller` declaring the extension) and the minimal v2-session peer
-(`proxy/demo/v2_session_server.py`).
+(`tests/peers/v2_session_server.py`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import aiohttp
 import pytest
 
 from proxy.demo.peers import ensure_peer_env
-from proxy.demo.v2_session_server import start as start_v2_session_peer
+from peers.v2_session_server import start as start_v2_session_peer
 from session_support import SessionCaller
 from support import running_proxy
 
 pytestmark = pytest.mark.peers
-DEMO = Path(__file__).resolve().parents[1] / "proxy" / "demo"
+PEERS = Path(__file__).resolve().parents[1] / "peers"
 EXT = "io.modelcontextprotocol/tasks"
 V2_CHECKS = ["greet", "task_lifecycle", "tool_error", "elicitation", "cancel"]
 V1_CHECKS = ["sync_tool", "create_task_shape", "result_related_meta", "cancel_finished_and_unknown", "elicitation_in_task"]
@@ -41,7 +41,7 @@ def backend_url(request, reference_v1_server, reference_v2_server, v2_session_se
 
 
 async def _checks(env: str, script: str, url: str, names: list[str]) -> dict[str, dict]:
-    argv = [str(ensure_peer_env(env)), str(DEMO / script), "--url", url]
+    argv = [str(ensure_peer_env(env)), str(PEERS / script), "--url", url]
     for name in names:
         argv += ["--check", name]
     process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

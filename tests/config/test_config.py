@@ -9,7 +9,7 @@ import pytest
 
 from proxy.config import ConfigError, Settings, Upstream, load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_example_config_loads_to_the_defaults():
