@@ -2,7 +2,7 @@
 
 The suite (npm ``@modelcontextprotocol/conformance``, pinned in ``proxy/demo/node_tools.py``) is
 installed with its own Node 22 on first use and cached (``cache_root()/node/``); that needs npm
-and network access once. One test per ``tasks-*`` scenario (``shared/peers/README.md``): every
+and network access once. One test per ``tasks-*`` scenario (``docs/wire.md`` §7 "Conformance suite"): every
 check must pass. The suite itself always skips ``tasks-status-notifications``, so ``SKIPPED`` is
 accepted there only; ``INFO`` checks are informational and always accepted.
 

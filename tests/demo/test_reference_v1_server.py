@@ -1,5 +1,5 @@
 """The reference v1 server (``proxy/demo/servers/v1_server.py``, mcp 1.30.0) puts the v1 wire of
-``shared/traces/v1_mcp1.md`` on the wire, over real HTTP, and survives ``tasks/cancel``.
+``docs/wire.md`` §7 "mcp 1.30.0" on the wire, over real HTTP, and survives ``tasks/cancel``.
 
 The client is a deliberately small Streamable HTTP client on plain aiohttp (``_McpSession``): it
 initializes, keeps the ``Mcp-Session-Id``, follows the 307 from ``/mcp`` to ``/mcp/``, and reads

@@ -13,9 +13,9 @@ TASKS = "io.modelcontextprotocol/tasks"
 UI = "io.modelcontextprotocol/ui"
 V1_TASKS_CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
-# shared/traces/v1_mcp1.md
+# docs/wire.md §7 "mcp 1.30.0"
 MCP1_CAPS = {"experimental": {}, "tools": {"listChanged": False}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
-# shared/traces/v1_fastmcp3.md
+# docs/wire.md §7 "FastMCP 3.4.11"
 FASTMCP3_CAPS = {
     "experimental": {},
     "logging": {},
@@ -25,7 +25,7 @@ FASTMCP3_CAPS = {
     "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}, "prompts": {"get": {}}, "resources": {"read": {}}}},
     "extensions": {UI: {}},
 }
-# shared/traces/everything.md
+# docs/wire.md §7 "TypeScript SDK 1.32.2 / server-everything"
 EVERYTHING_CAPS = {
     "tools": {"listChanged": True},
     "prompts": {"listChanged": True},
@@ -34,7 +34,7 @@ EVERYTHING_CAPS = {
     "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
     "completions": {},
 }
-# shared/traces/v2_fastmcp4.md (server/discover)
+# docs/wire.md §7 "FastMCP 4.1.4" (server/discover)
 FASTMCP4_CAPS = {
     "logging": {},
     "prompts": {"listChanged": False},

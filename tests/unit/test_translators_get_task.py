@@ -1,7 +1,6 @@
 """docs/behaviour.md §4.4 "`tasks/get`" (v1 backend, v2 face): every row but the captured-input ones.
 
-Inputs are the wire shapes of `shared/traces/v1_mcp1.md` (mcp 1.30) and `v1_fastmcp3.md`
-(FastMCP 3.4.11): the upstream `tasks/get` result is read with `task_from_wire`, its
+Inputs are the wire shapes of docs/wire.md §7 "mcp 1.30.0" and "FastMCP 3.4.11": the upstream `tasks/get` result is read with `task_from_wire`, its
 `tasks/result` payload is folded in with `outcome_to_v2`, and `get_task_result_v2` writes the
 answer. Expected answers are whole dicts.
 """

@@ -3,7 +3,7 @@
 Imported by plain name by ``v1_fastmcp3_server.py`` (``fastmcp[tasks]==3.4.11``) and
 ``v2_server.py`` (``fastmcp==4.1.4``), which run as scripts in their own peer environments
 (``proxy/demo/peers.py``); what it uses of FastMCP is the same in both versions. The texts are the
-reference v1 server's (``v1_server.py``, ``shared/peers/README.md``).
+reference v1 server's (``v1_server.py``, ``docs/wire.md`` §7 "Conformance suite").
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ It binds the socket itself (port 0 picks a free port), serves ``FastMCP.http_app
 tasks run on Docket with its in-memory backend (``memory://``, the FastMCP default), in this
 process; nothing else is needed.
 
-Tools (the conformance fixture set, ``shared/peers/README.md``), with the texts of the reference
+Tools (the conformance fixture set, ``docs/wire.md`` §7 "Conformance suite"), with the texts of the reference
 server ``v1_server.py``:
 
 ========================  =============  ==================================================
@@ -28,7 +28,7 @@ multi_input()             required       in the task, two questions (one after t
 test_tool_with_task()     required       in the task, asks for a name, then greets
 ========================  =============  ==================================================
 
-This is what FastMCP 3 itself puts on the wire (``shared/traces/v1_fastmcp3.md``): it is a
+This is what FastMCP 3 itself puts on the wire (``docs/wire.md`` §7 "FastMCP 3.4.11"): it is a
 deliberately *different* v1 server from the reference one, so the proxy is tested against both.
 
 Where FastMCP 3 cannot express a fixture exactly, and how this server deviates:

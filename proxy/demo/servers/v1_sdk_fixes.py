@@ -4,7 +4,7 @@ Imported by ``v1_server.py`` (it runs in the ``mcp-v1`` peer environment, never 
 :func:`enable_fixed_tasks` turns the tasks support on for a low-level ``Server`` with every fix
 below in place.
 
-The cancel fix. In mcp 1.30, ``tasks/cancel`` (``shared/experimental/tasks/helpers.py:cancel_task``)
+The cancel fix. In mcp 1.30, ``tasks/cancel`` (``mcp/shared/experimental/tasks/helpers.py:cancel_task``)
 only flips the stored status. The work keeps running, and when it returns, the wrapper ``execute()``
 inside ``Experimental.run_task`` (``server/experimental/request_context.py``) checks the work's own,
 stale copy of the task (``ServerTaskContext.task``, still ``working``), calls

@@ -9,7 +9,7 @@ It binds the socket itself (port 0 picks a free port), serves the low-level ``Se
 ``POST /mcp`` answers 307 to ``/mcp/``, as real Python servers do), and prints exactly one line
 ``LISTENING http://127.0.0.1:<port>/mcp`` once it accepts connections. Loopback only.
 
-Tools (the conformance fixture set, ``shared/peers/README.md``):
+Tools (the conformance fixture set, ``docs/wire.md`` §7 "Conformance suite"):
 
 ========================  =============  ==================================================
 tool                      taskSupport    behaviour

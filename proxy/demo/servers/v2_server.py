@@ -12,7 +12,7 @@ http://127.0.0.1:<port>/mcp`` once it accepts connections. Loopback only. Tasks 
 over a 2025-11-25 ``initialize`` session the same tools run inline and ``tasks/*`` are
 ``-32601`` (``docs/wire.md`` §1.2, §7).
 
-Tools (the conformance fixture set, ``shared/peers/README.md``), with the texts of the reference
+Tools (the conformance fixture set, ``docs/wire.md`` §7 "Conformance suite"), with the texts of the reference
 v1 server ``v1_server.py``:
 
 ========================  =============  ==================================================
@@ -40,7 +40,7 @@ summarize(text)           required       in the task, one ``sampling/createMessa
 ========================  =============  ==================================================
 
 What FastMCP 4.1.4 can and cannot express, and how this server gets the fixture shapes
-(checked against ``shared/traces/v2_fastmcp4.md``):
+(checked against ``docs/wire.md`` §7 "FastMCP 4.1.4"):
 
 * **Input inside a task.** ``ctx.elicit()`` raises ``ToolError`` inside a background task
   (FastMCP 4 has no back-channel on 2026-07-28). A task asks by the *guard pattern*: the tool

@@ -6,7 +6,7 @@
   ``fastmcp4`` peer environment). The script runs once per module; one pytest test per check reads
   its JSON line.
 * Direct tests check that the reference v2 server itself puts the shapes of
-  ``shared/traces/v2_fastmcp4.md`` on the wire (raw HTTP, no proxy), so a failing check above points
+  ``docs/wire.md`` §7 "FastMCP 4.1.4" on the wire (raw HTTP, no proxy), so a failing check above points
   at the proxy, not at the peer.
 
 Status: these checks are the acceptance tests of the "v1 clients over a v2 backend" feature. A proxy
