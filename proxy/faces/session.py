@@ -37,6 +37,8 @@ SSE = "text/event-stream"
 SUPPORTED_LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
 ASK_TIMEOUT_S = 600.0
 """Longest the proxy waits for a v1 client to answer a request it put to it."""
+KEEPALIVE_S = 15.0
+"""Longest time between keep-alive comments on a quiet GET stream."""
 _request_ids = itertools.count(1)
 
 
@@ -198,6 +200,9 @@ class SessionFace:
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms)
         self._identity_header = settings.identity_header or "Authorization"
         self._closing = asyncio.Event()
+        self.keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
+        """Seconds between keep-alive comments on a quiet GET stream: at most half `idle_timeout_ms`
+        (docs/decisions.md §33)."""
 
     def close_streams(self) -> None:
         """End every session's GET stream (the proxy is stopping; clients reconnect elsewhere)."""
@@ -296,7 +301,7 @@ class SessionFace:
                         await stream.write(frame)
             while session.get_stream is stream and self.sessions.get(session.id, session.principal) is session:
                 try:
-                    await asyncio.wait_for(self._closing.wait(), 15)
+                    await asyncio.wait_for(self._closing.wait(), self.keepalive_s)
                     break  # the proxy is stopping: end the stream so shutdown need not wait for it
                 except asyncio.TimeoutError:
                     await stream.write(b": keep-alive\n\n")
