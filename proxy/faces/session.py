@@ -22,7 +22,7 @@ from aiohttp import web
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
-from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION, TASKS_EXTENSION
+from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION, TASKS_EXTENSION
 from translators.sealing import Keyring
 
 from ..config import Settings
@@ -246,6 +246,11 @@ class SessionFace:
         session = self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
+        refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
+        if refusal is not None:
+            log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
+                     principal)
+            return refusal
         if message.kind == "response":
             session.answer(message.raw)
             return web.Response(status=202)
@@ -285,6 +290,9 @@ class SessionFace:
         session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
+        refusal = _version_refusal(request, session, None)
+        if refusal is not None:
+            return refusal
         if SSE not in request.headers.get("Accept", SSE):
             return _error(None, McpError(INVALID_REQUEST, "Not Acceptable: the GET stream is text/event-stream"), 406)
         if session.get_stream is not None:
@@ -316,6 +324,9 @@ class SessionFace:
         session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
+        refusal = _version_refusal(request, session, None)
+        if refusal is not None:
+            return refusal
         self.sessions.remove(session.id)
         session.get_stream = None
         return web.Response(status=200)
@@ -334,6 +345,20 @@ def _outcome(request: web.Request, response: web.StreamResponse) -> str:
     except (ValueError, AttributeError):
         error = None
     return str(error.get("code")) if isinstance(error, dict) else "ok"
+
+
+def _version_refusal(request: web.Request, session: ProxySession, request_id: Any) -> web.Response | None:
+    """HTTP 400 for a request of an initialized session whose `MCP-Protocol-Version` header is
+    not the version negotiated at `initialize` (MCP 2025-11-25, Streamable HTTP: "invalid or
+    unsupported MCP-Protocol-Version" → 400 Bad Request); None when it is, or when the header is
+    absent (the negotiated version is assumed: docs/decisions.md §34). The header's value is
+    neither logged nor echoed."""
+    versions = request.headers.getall(H_PROTOCOL_VERSION, ())
+    if all(version == session.protocol_version for version in versions):
+        return None
+    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
+                                      f"(this session uses {session.protocol_version})")
+    return _error(request_id, error, 400)
 
 
 def _error(request_id: Any, error: McpError, status: int) -> web.Response:
