@@ -10,7 +10,9 @@ aiohttp lacks is added here, in a subclass: the header deadline (aiohttp waits f
 one byte at a time until the idle timer fires, and not at all once a request has started it), the
 cap (answered 503 with a JSON-RPC error body, then closed), and `handle_error` for malformed
 requests (aiohttp logs the parser's message, which quotes up to 100 bytes of the offending line:
-a bearer token in an oversized `Authorization` header).
+a bearer token in an oversized `Authorization` header). The subclass reads a few of aiohttp's
+private fields (`_waiter`, `_messages`, `_request_count`, `_request_handler`): aiohttp is pinned
+in pyproject.toml, and tests/test_connections.py measures every bound against it.
 """
 
 from __future__ import annotations
