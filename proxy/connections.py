@@ -87,12 +87,13 @@ class BoundedRequestHandler(RequestHandler):
         # The clock starts with the first byte of a request head: between requests (start() waits
         # for the next one) or before the first. Bytes that arrive while a request is handled are
         # its body (bounded by body_timeout_ms) or pipelined ones, timed once that request ends.
-        if data and self._header_deadline is None and self._between_requests():
-            self._header_deadline = self._loop.call_later(self._limits.header_timeout_s, self._header_timeout)
+        starts = bool(data) and self._header_deadline is None and self._between_requests()
         parsed = self._request_count
         super().data_received(data)
         if self._request_count != parsed:  # a head was complete (or refused as malformed)
             self._stop_header_deadline()
+        elif starts and not self._force_close:  # a head begun and not complete: no timer for the common whole head
+            self._header_deadline = self._loop.call_later(self._limits.header_timeout_s, self._header_timeout)
 
     def _between_requests(self) -> bool:
         waiting = self._waiter is not None and not self._waiter.done()
