@@ -395,8 +395,8 @@ class SessionFace:
                 if await self._ends_within(ended, self.keepalive_s):
                     break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)
                 await stream.write(b": keep-alive\n\n")
-            if ended.is_set() and request.transport is not None:
-                request.transport.close()  # replaced or deleted: its client has gone or moved on
+            if ended.is_set() and request.transport is not None and self.sessions.get(session.id, session.principal) is session:
+                request.transport.close()  # taken over by a resumed stream: this connection may be dead
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
