@@ -16,7 +16,6 @@ import aiohttp
 import pytest
 
 from proxy.bench.upstream import create_app as create_upstream
-from proxy.sse import SseParser
 from session_support import SessionCaller
 from support import running_proxy
 
