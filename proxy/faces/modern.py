@@ -41,6 +41,7 @@ from translators.envelope import (
     with_server_info,
 )
 from translators.errors import (
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -382,7 +383,9 @@ class ModernFace:
         elif exc.http_status == 502:
             log.warning("backend failure for principal=%s: %s", principal, exc.message)
         else:
-            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, exc.message)
+            # A header mismatch's message quotes the header; header values are never logged.
+            reason = "a header does not match the request body" if exc.code == HEADER_MISMATCH else exc.message
+            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, reason)
 
     # -- dispatch ----------------------------------------------------------------------------------
 
