@@ -1,4 +1,4 @@
-"""The reference v1 server's workarounds for mcp 1.30 (``proxy/demo/v1_sdk_fixes.py``), checked
+"""The reference v1 server's workarounds for mcp 1.30 (``proxy/demo/servers/v1_sdk_fixes.py``), checked
 on the SDK's own classes in the ``mcp-v1`` peer environment."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from proxy.demo.peers import ensure_peer_env
 
 pytestmark = pytest.mark.peers
 
-CHECK = Path(__file__).resolve().parent / "peers" / "result_wakeup_check.py"
+CHECK = Path(__file__).resolve().parents[1] / "peers" / "result_wakeup_check.py"
 
 
 async def _result_wakeup_check(store: str) -> dict[str, Any]:

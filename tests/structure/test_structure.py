@@ -115,7 +115,7 @@ def _imported_names(module: Module) -> Iterator[tuple[int, str]]:
 
 def _target(name: str, importer: Module, modules: dict[str, Module]) -> str | None:
     """The module of ours that importing `name` loads: the longest dotted prefix that is one of
-    ours. A bare name that is a sibling file counts as that sibling (scripts under proxy/demo/ run
+    ours. A bare name that is a sibling file counts as that sibling (scripts under proxy/demo/servers/ run
     inside peer environments with their own folder on `sys.path`)."""
     parts = name.split(".")
     if parts[0] not in PACKAGES:
