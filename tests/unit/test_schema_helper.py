@@ -88,3 +88,23 @@ def test_an_elicitation_request_to_a_v1_client_needs_its_json_rpc_envelope(no_js
 def test_a_definition_without_official_schemas_is_an_error_not_a_pass():
     with pytest.raises(KeyError, match="no official zod schema stands for mcp-2026-07-28 ReadResourceResult"):
         validate({"contents": []}, MCP_2026_07_28, "ReadResourceResult")
+
+
+def test_a_json_schema_beside_the_checkout_is_checked_as_well(monkeypatch, tmp_path):
+    # A stand-in shared/schemas/ whose DiscoverResult also requires "instructions": the official
+    # checks pass, and the JSON Schema's verdict is the one raised.
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "mcp-2026-07-28.schema.json").write_text(
+        '{"$defs": {"DiscoverResult": {"type": "object", "required": ["instructions"]}}}', encoding="utf-8")
+    monkeypatch.setenv(schemas.SHARED_ENV, str(tmp_path))
+    schemas._load.cache_clear()
+    schemas._validator.cache_clear()
+    try:
+        assert official_problems(DISCOVER, MCP_2026_07_28, "DiscoverResult") == []
+        with pytest.raises(AssertionError) as raised:
+            validate(DISCOVER, MCP_2026_07_28, "DiscoverResult")
+        assert str(raised.value) == "mcp-2026-07-28.schema.json#/$defs/DiscoverResult: at <root>: 'instructions' is a required property"
+        validate({**DISCOVER, "instructions": "hello"}, MCP_2026_07_28, "DiscoverResult")
+    finally:
+        schemas._load.cache_clear()
+        schemas._validator.cache_clear()
