@@ -26,14 +26,14 @@ from translators.errors import INVALID_REQUEST, McpError
 from translators.protocol import H_SESSION_ID
 from translators.sealing import Keyring
 
-from .backends import BackendHandle, UnsupportedBackend
+from .upstream.backend import Backend, UnsupportedBackend
 from .config import ConfigError, Settings
 from .faces.modern import ModernFace
 from .faces.session import SessionFace
 from .fleet import Fleet, Stack
-from .relay import relay
-from .sqlite_store import SqliteTaskStore
-from .store import TaskStateStore
+from .pairings.relay import relay
+from .state.sqlite_store import SqliteTaskStore
+from .state.store import TaskStateStore
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
@@ -54,7 +54,7 @@ class ProxyState:
     keyring: Keyring
     http: aiohttp.ClientSession | None = None
     fleet: Fleet | None = None
-    backend: BackendHandle | None = None
+    backend: Backend | None = None
     face: ModernFace | None = None
     session_face: SessionFace | None = None
     metrics: Metrics = field(default_factory=Metrics)

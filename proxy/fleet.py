@@ -23,13 +23,13 @@ from translators.errors import INVALID_PARAMS, McpError
 from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.sealing import Keyring, TaskRef
 
-from .backends import BackendHandle, UnsupportedBackend
+from .upstream.backend import Backend, UnsupportedBackend
 from .config import Settings, Upstream
 from .faces.modern import RELAY_SESSION, ModernFace
 from .metrics import Metrics
-from .store import TaskStateStore
-from .v1_over_v2 import V1OverV2
-from .v2_session import V2SessionRules
+from .state.store import TaskStateStore
+from .pairings.v1_over_v2 import V1OverV2
+from .pairings.carriage import V2SessionRules
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Stack:
                  store: TaskStateStore | None = None):
         self.name = upstream.name
         self.weight = upstream.weight
-        self.backend = BackendHandle(upstream, http, settings, metrics=metrics, store=store)
+        self.backend = Backend(upstream, http, settings, metrics=metrics, store=store)
         self.face = ModernFace(settings, keyring, self.backend)
         self.v1_rules = V1OverV2(settings, keyring, self.backend)
         self.v2_rules = V2SessionRules(settings, self.backend, self.face)

@@ -23,7 +23,7 @@ import pytest
 
 from proxy.app import STATE
 from proxy.config import load
-from proxy.follow import V1Follower
+from proxy.state.v1_tasks import V1Follower
 from proxy.keys import new_key_text
 from proxy.logs import REQUEST_ID, JsonFormatter, RequestIdFilter, handler, request_id_from
 from proxy.metrics import Metrics, method_label

@@ -65,10 +65,10 @@ from translators.protocol import (
 from translators.fleet_ids import ids_to_backend, ids_to_client, listened_task_ids
 from translators.sealing import Keyring, TaskRef
 
-from ..backends import BackendHandle, UnsupportedBackend
+from ..upstream.backend import Backend, UnsupportedBackend
 from ..config import Settings
-from ..exchanges import Exchange, ExchangeBook
-from .http_checks import (
+from ..pairings.mrtr import Exchange, ExchangeBook
+from .checks import (
     accepts_json,
     json_response,
     not_modern_error,
@@ -77,9 +77,10 @@ from .http_checks import (
     relay_outcome,
 )
 from ..metrics import outcome_of
-from ..relay import relay
-from ..upstream.session_v2 import session_capabilities
-from ..upstream.session_wire import BackendUnreachable, SessionLost, UpstreamSession, reconnect_wait
+from ..pairings.relay import relay
+from ..upstream.v2_session_wire import session_capabilities
+from ..upstream.endpoint import BackendUnreachable, reconnect_wait
+from ..upstream.session_wire import SessionLost, UpstreamSession
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
@@ -120,7 +121,7 @@ class Call:
 class ModernFace:
     """Handles `POST <path>` for modern clients; everything it answers is JSON."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, backend: BackendHandle):
+    def __init__(self, settings: Settings, keyring: Keyring, backend: Backend):
         self.settings = settings
         self.keyring = keyring
         self.backend = backend

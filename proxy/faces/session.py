@@ -29,7 +29,7 @@ from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION, 
 from translators.sealing import Keyring
 
 from ..config import Settings
-from ..store import SessionRecord, TaskStateStore
+from ..state.store import SessionRecord, TaskStateStore
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)
 """Where `PostReply.finish` leaves the outcome label of its answer for the request counter."""

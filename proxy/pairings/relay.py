@@ -30,9 +30,9 @@ from translators.errors import (
 )
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 
-from .metrics import clock
-from .sse import Event, SseParser
-from .upstream.session_wire import ACCEPT_BOTH, IDEMPOTENT_METHODS, Backend
+from ..metrics import clock
+from ..sse import Event, SseParser
+from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ WHOLE_BODY_MAX = 1024 * 1024
 """A non-SSE answer of known length up to this size is read whole and sent in one write."""
 
 
-async def relay(request: web.Request, backend: Backend, body: bytes | None, forward_headers: Iterable[str] = (),
+async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward_headers: Iterable[str] = (),
                 add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
                 rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,

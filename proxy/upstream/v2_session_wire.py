@@ -27,7 +27,7 @@ def session_capabilities(meta: ModernMeta) -> dict[str, Any]:
     return capabilities
 
 
-class SessionV2Client:
+class V2SessionClient:
     """The `ModernClient` interface over a v2-session backend's pooled sessions."""
 
     def __init__(self, pool: SessionPool):

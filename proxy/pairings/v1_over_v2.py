@@ -35,14 +35,14 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.protocol import MODERN_VERSION, TASKS_EXTENSION, TERMINAL_STATUSES
 from translators.sealing import Keyring, TaskRef
 
-from .backends import BackendHandle
-from .config import Settings
-from .faces.modern import SERVER_INFO
-from .faces.session import PostReply, ProxySession
-from .registry import HELD, Entry, TaskRegistry
-from .upstream.modern_wire import ModernClient
-from .upstream.session_v2 import SessionV2Client
-from .upstream.session_wire import read_again
+from ..upstream.backend import Backend
+from ..config import Settings
+from ..faces.modern import SERVER_INFO
+from ..faces.session import PostReply, ProxySession
+from ..state.client_tasks import HELD, Entry, TaskRegistry
+from ..upstream.modern_wire import ModernClient
+from ..upstream.v2_session_wire import V2SessionClient
+from ..upstream.endpoint import read_again
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +59,12 @@ def _now_iso() -> str:
 class V1OverV2:
     """The rules of §5 for one v2-modern backend."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, backend: BackendHandle):
+    def __init__(self, settings: Settings, keyring: Keyring, backend: Backend):
         self.settings = settings
         self.keyring = keyring
         self.backend = backend
         self.modern = ModernClient(backend.connector)
-        self.session_v2 = SessionV2Client(backend.pool)
+        self.session_v2 = V2SessionClient(backend.pool)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                      store=backend.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))

@@ -22,11 +22,11 @@ from translators.inputs import input_response_from_v1
 from translators.model import InputRequest
 from translators.protocol import MODERN_VERSION, MRTR_METHODS, TASKS_EXTENSION
 
-from .backends import BackendHandle
-from .config import Settings
-from .faces.modern import SERVER_INFO, Call, ModernFace
-from .faces.session import PostReply, ProxySession
-from .upstream.modern_wire import ModernClient
+from ..upstream.backend import Backend
+from ..config import Settings
+from ..faces.modern import SERVER_INFO, Call, ModernFace
+from ..faces.session import PostReply, ProxySession
+from ..upstream.modern_wire import ModernClient
 
 MAX_ROUNDS = 16
 """Most input rounds one request may take before the proxy gives up on it."""
@@ -35,7 +35,7 @@ MAX_ROUNDS = 16
 class V2SessionRules:
     """What a v2-session client's requests mean, in front of a v1 or a v2-modern backend."""
 
-    def __init__(self, settings: Settings, backend: BackendHandle, modern_face: ModernFace):
+    def __init__(self, settings: Settings, backend: Backend, modern_face: ModernFace):
         self.settings = settings
         self.backend = backend
         self.modern_face = modern_face

@@ -29,7 +29,7 @@ from translators.model import InputRequest
 from translators.sealing import TaskRef
 
 from .store import CapturedInput, TaskStateStore
-from .upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
+from ..upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
 
 log = logging.getLogger(__name__)
 

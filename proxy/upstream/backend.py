@@ -18,13 +18,13 @@ import aiohttp
 from translators.errors import McpError
 from translators.protocol import TaskSupport
 
-from .config import Settings, Upstream
-from .follow import V1Follower
-from .metrics import Metrics
-from .store import TaskStateStore
-from .upstream.pool import SessionPool
-from .upstream.probe import BackendProfile, ProbeSession, probe
-from .upstream.session_wire import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, Backend, BackendUnreachable, reconnect_wait
+from ..config import Settings, Upstream
+from ..state.v1_tasks import V1Follower
+from ..metrics import Metrics
+from ..state.store import TaskStateStore
+from .pool import SessionPool
+from .probe import BackendProfile, ProbeSession, probe
+from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, Endpoint, reconnect_wait
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class UnsupportedBackend(Exception):
     """The backend speaks a dialect this version of the proxy cannot serve."""
 
 
-class BackendHandle:
+class Backend:
     """One backend: its connector, its profile (None until a probe succeeded), pool and follower.
     `store` keeps the task state replicas would share (`proxy/store.py`; default: in memory)."""
 
@@ -44,7 +44,7 @@ class BackendHandle:
                  store: TaskStateStore | None = None):
         self.config = config
         self.name = config.name
-        self.connector = Backend(config.name, config.url, http, extra_headers=config.headers,
+        self.connector = Endpoint(config.name, config.url, http, extra_headers=config.headers,
                                  request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,

@@ -19,7 +19,7 @@ from translators.errors import INVALID_PARAMS, McpError
 from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request
 from translators.model import InputRequest
 
-from .upstream.session_wire import UpstreamSession, refuse_server_request
+from ..upstream.session_wire import UpstreamSession, refuse_server_request
 
 BATCH_S = 0.05
 """After a first request for input arrives, how long to wait for others sent with it (e.g. two
