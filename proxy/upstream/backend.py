@@ -1,4 +1,4 @@
-"""A configured backend as the faces see it: address, probed profile, session pool, task follower.
+"""A configured backend as the pairings see it: its endpoint, probed profile and session pool.
 
 The profile is probed at start, refreshed every `probe_interval_ms`, and re-probed (throttled)
 when a request finds it missing or stale, e.g. a tool name the cached `tools/list` lacks
@@ -19,9 +19,7 @@ from translators.errors import McpError
 from translators.protocol import TaskSupport
 
 from ..config import Settings, Upstream
-from ..state.v1_tasks import V1Follower
 from ..metrics import Metrics
-from ..state.store import TaskStateStore
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, probe
 from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, Endpoint, reconnect_wait
@@ -37,20 +35,15 @@ class UnsupportedBackend(Exception):
 
 
 class Backend:
-    """One backend: its connector, its profile (None until a probe succeeded), pool and follower.
-    `store` keeps the task state replicas would share (`proxy/store.py`; default: in memory)."""
+    """One backend: its connector (`Endpoint`), its profile (None until a probe succeeded) and
+    its session pool."""
 
-    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None,
-                 store: TaskStateStore | None = None):
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
         self.config = config
         self.name = config.name
         self.connector = Endpoint(config.name, config.url, http, extra_headers=config.headers,
                                  request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
-        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
-                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store,
-                                   backend=config.name)
-        self.metrics.track_live(lambda: len(self.follower))
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
@@ -184,6 +177,5 @@ class Backend:
     async def close(self) -> None:
         """Release the backend's state; upstream sessions (the probes' one too) are left open on
         purpose (docs/decisions.md §2)."""
-        self.follower.close()
         self.pool.forget_all()
         self._probe_session.session = None

@@ -38,7 +38,7 @@ from yarl import URL
 from adv_support import healthz_ok, wait_for_input
 from proxy.app import start
 from proxy.config import load
-from proxy.faces.modern import RELAY_SESSION
+from translators.sealing import RELAY_SESSION
 from proxy.sse import SseParser
 from proxy.state.store import CapturedInput, MemoryTaskStore
 from proxy.upstream.endpoint import IDEMPOTENT_METHODS, RESEND_ATTEMPTS
