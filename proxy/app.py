@@ -57,7 +57,7 @@ class ProxyState:
     prober: asyncio.Future[None] | None = None
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     store: TaskStateStore | None = None
-    """The task state only this proxy knows (`proxy/store.py`): the SQLite store in `state_dir`
+    """The task state only this proxy knows (`proxy/state/store.py`): the SQLite store in `state_dir`
     (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
     own_store: bool = False
     """Whether the application opened `store` (and so closes it)."""
@@ -193,7 +193,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
                store: TaskStateStore | None = None) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
-    to use (`proxy/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
+    to use (`proxy/state/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """

@@ -5,7 +5,7 @@ Answers are JSON, or SSE when the proxy must first put requests to the client (i
 or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
 session carries `notifications/tasks/status`, with `Last-Event-ID` replay from a bounded buffer;
 DELETE ends the session. Source: core 2025-11-25 §Transports; docs/wire.md §5; docs/behaviour.md §2, §5.
-Sessions are kept in the `TaskStateStore` too (`proxy/store.py`): with the SQLite store a client's
+Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with the SQLite store a client's
 session survives a restart of the proxy; its pending requests and replay buffer do not
 (docs/decisions.md, "State that survives a restart").
 """

@@ -1,5 +1,5 @@
 """`TaskStateStore` in a SQLite file in `state_dir`: what only this proxy knows survives a crash and
-restart (docs/decisions.md, "State that survives a restart"; the interface is `proxy/store.py`).
+restart (docs/decisions.md, "State that survives a restart"; the interface is `proxy/state/store.py`).
 
 Durability and cost. The database runs in WAL mode with `synchronous=NORMAL`: a commit appends its
 pages to the write-ahead log with write(2) — into the operating system's page cache — and returns

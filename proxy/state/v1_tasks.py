@@ -37,7 +37,7 @@ class V1Follower:
         self._capture_wait_s = input_capture_wait_ms / 1000
         self.backend = backend
         self.store: TaskStateStore = store if store is not None else MemoryTaskStore(max_tasks=max_tasks)
-        """Terminal outcomes and captured requests for input (`proxy/store.py`)."""
+        """Terminal outcomes and captured requests for input (`proxy/state/store.py`)."""
         self.inputs = InputBook(max_tasks=max_tasks, max_task_state_ms=max_task_state_ms, store=self.store)
 
     def _keep_s(self, task: CanonicalTask) -> float:

@@ -22,7 +22,8 @@ from ..config import Settings, Upstream
 from ..metrics import Metrics
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, probe
-from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, Endpoint, reconnect_wait
+from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, reconnect_wait
+from .transports import connect
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,7 @@ class Backend:
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
         self.config = config
         self.name = config.name
-        self.connector = Endpoint(config.name, config.url, http, extra_headers=config.headers,
-                                 request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
+        self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()
