@@ -24,6 +24,7 @@ from aiohttp import web
 from translators.sealing import Keyring
 
 from .config import ConfigError, Settings
+from .connections import BoundedSite, ConnectionLimits
 from .entry import Entry
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
@@ -246,7 +247,9 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
+    limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None)
     try:
         await site.start()
     except BaseException:

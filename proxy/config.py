@@ -51,6 +51,9 @@ class Settings(BaseModel):
     upstream: list[Upstream] = Field(default_factory=list)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     body_timeout_ms: int = Field(default=30_000, gt=0)
+    header_timeout_ms: int = Field(default=10_000, gt=0)
+    idle_timeout_ms: int = Field(default=60_000, gt=0)
+    max_connections: int = Field(default=10_000, gt=0)
     state_dir: str = "~/.local/state/mcp-tasks-proxy"
     key_file: str | None = None
     store: Literal["sqlite", "memory"] = "sqlite"

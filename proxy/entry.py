@@ -19,7 +19,7 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.dialect import is_modern, session_dialect
 from translators.envelope import ModernMeta, check_headers, read_meta
-from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, modern_http_status
+from translators.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, modern_http_status
 from translators.protocol import H_SESSION_ID
 from translators.sealing import Keyring
 
@@ -188,7 +188,9 @@ class Entry:
         elif exc.http_status == 502:
             log.warning("backend failure for principal=%s: %s", principal, exc.message)
         else:
-            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, exc.message)
+            # A header mismatch's message quotes the header; header values are never logged.
+            reason = "a header does not match the request body" if exc.code == HEADER_MISMATCH else exc.message
+            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, reason)
 
 
 def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v2-modern") -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.bench.run import ROWS, SCENARIOS
+from proxy.bench.rows import ROWS, SCENARIOS
 
 pytestmark = pytest.mark.peers
 

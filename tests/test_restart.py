@@ -115,9 +115,9 @@ async def test_questions_of_v2_clients_on_a_v1_backend_survive_a_sigkill(referen
                 "input-1": {"action": "accept", "content": {"value": "A"}}, "input-2": {"action": "accept", "content": {"value": "B"}}}})
             finals = {task_id: await client.poll(task_id) for task_id in expected}
             assert {task_id: (f["status"], f["result"]) for task_id, f in finals.items()} == {
-                **{task_id: ("completed", {"content": [{"type": "text", "text": f"deleted {f}"}], "isError": False})
+                **{task_id: ("completed", {"content": [{"type": "text", "text": f"deleted {f}"}], "isError": False, "resultType": "complete"})
                    for task_id, f in zip(confirm_ids, files)},
-                multi_id: ("completed", {"content": [{"type": "text", "text": "got both: a=A, b=B"}], "isError": False}),
+                multi_id: ("completed", {"content": [{"type": "text", "text": "got both: a=A, b=B"}], "isError": False, "resultType": "complete"}),
             }
     finally:
         await proxy.stop()

@@ -17,7 +17,6 @@ from .model import CanonicalTask, TaskError
 from .protocol import META_RELATED_TASK
 from .registry import _difference
 
-
 # --- related-task _meta ----------------------------------------------------------------------
 
 
@@ -55,7 +54,9 @@ _difference(
 # --- resultType ---------------------------------------------------------------------------------
 
 
-def add_result_type(result: dict[str, Any], result_type: Literal["complete", "task", "input_required"] = "complete") -> dict[str, Any]:
+def add_result_type(
+    result: dict[str, Any], result_type: Literal["complete", "task", "input_required"] = "complete"
+) -> dict[str, Any]:
     """A copy of `result` with `resultType` set (core 2026-07-28: required on every result)."""
     return {**result, "resultType": result_type}
 
@@ -207,8 +208,9 @@ def outcome_to_v1(task: CanonicalTask) -> tuple[CanonicalTask, V1Payload | None]
 
 def _first_text(result: dict[str, Any]) -> str | None:
     for block in result.get("content") or ():
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            return block["text"]
+        text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+        if isinstance(text, str):
+            return text
     return None
 
 
@@ -266,8 +268,7 @@ def task_from_get_result_v2(wire: dict[str, Any]) -> CanonicalTask:
         changes["error"] = TaskError.model_validate(_error_object(wire["error"]))
     elif status == "input_required" and isinstance(wire.get("inputRequests"), dict):
         changes["input_requests"] = {
-            key: req for key, req in wire["inputRequests"].items()
-            if isinstance(req, dict) and isinstance(req.get("method"), str)
+            key: req for key, req in wire["inputRequests"].items() if isinstance(req, dict) and isinstance(req.get("method"), str)
         }
     return task.evolve(**changes) if changes else task
 
@@ -291,7 +292,7 @@ def get_task_result_v1(task: CanonicalTask) -> dict[str, Any]:
 _difference(
     "detailed-task",
     v1="`tasks/get` answers a flat `Task`",
-    v2="`tasks/get` answers a `DetailedTask` with `resultType: \"complete\"`, on the inlined `result` too",
+    v2='`tasks/get` answers a `DetailedTask` with `resultType: "complete"`, on the inlined `result` too',
     source="core 2025-11-25 GetTaskResult; SEP-2663 GetTaskResult",
     to_v2=get_task_result_v2,
     to_v1=task_from_get_result_v2,
@@ -315,7 +316,7 @@ def cancel_answer_v1(task: CanonicalTask) -> dict[str, Any]:
 _difference(
     "cancel-answer",
     v1="the full `Task`, already `cancelled`; a terminal task gets -32602",
-    v2="empty ack `{resultType: \"complete\"}`, also for a terminal task",
+    v2='empty ack `{resultType: "complete"}`, also for a terminal task',
     source="core 2025-11-25 tasks/cancel; SEP-2663 tasks/cancel; conformance tasks-cancel-terminal-idempotent-ack",
     to_v2=cancel_answer_v2,
     to_v1=cancel_answer_v1,

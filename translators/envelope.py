@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .differences import add_result_type
 from .errors import HEADER_MISMATCH, INVALID_PARAMS, McpError, modern_version_supported, unsupported_version

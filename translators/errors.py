@@ -30,8 +30,7 @@ class McpError(Exception):
     which are transport failures rather than JSON-RPC codes).
     """
 
-    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None,
-                 request_id: Any = None):
+    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None, request_id: Any = None):
         super().__init__(message)
         self.code = code
         self.message = message
@@ -130,8 +129,9 @@ def backend_http_error(backend: str, status: int) -> McpError:
     the backend and its status."""
     if status >= 500:
         return backend_unavailable(backend, f"answered HTTP {status} without a JSON-RPC body")
-    return McpError(INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body",
-                    http_status=status)
+    return McpError(
+        INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body", http_status=status
+    )
 
 
 _MODERN_400: Final = frozenset(

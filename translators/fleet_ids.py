@@ -33,7 +33,8 @@ keys are payload, so none of them is touched.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .protocol import META_RELATED_TASK
 
@@ -128,4 +129,4 @@ def _listed_tasks(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
     if not isinstance(tasks, list):
         return holder
     changed = [_mapped(task, "taskId", task_id) if isinstance(task, dict) else task for task in tasks]
-    return holder if all(a is b for a, b in zip(changed, tasks)) else {**holder, "tasks": changed}
+    return holder if all(a is b for a, b in zip(changed, tasks, strict=True)) else {**holder, "tasks": changed}

@@ -10,7 +10,8 @@ within a task or an MRTR exchange.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from . import jsonrpc
 from .differences import add_related_task, add_result_type, strip_related_task
@@ -25,8 +26,9 @@ def related_task_id(message: Mapping[str, Any]) -> str | None:
     for holder in ((message.get("params") or {}).get("_meta"), message.get("_meta")):
         if isinstance(holder, dict):
             related = holder.get(META_RELATED_TASK)
-            if isinstance(related, dict) and isinstance(related.get("taskId"), str):
-                return related["taskId"]
+            task_id = related.get("taskId") if isinstance(related, dict) else None
+            if isinstance(task_id, str):
+                return task_id
     return None
 
 

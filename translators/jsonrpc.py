@@ -35,7 +35,8 @@ class Message:
 
     @property
     def method(self) -> str:
-        return self.raw.get("method", "")
+        method = self.raw.get("method")
+        return method if isinstance(method, str) else ""
 
     @property
     def params(self) -> dict[str, Any]:

@@ -74,7 +74,7 @@ class CanonicalTask(BaseModel):
     dropped: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _outcome_matches_status(self) -> "CanonicalTask":
+    def _outcome_matches_status(self) -> CanonicalTask:
         if self.result is not None and self.status != "completed":
             raise ValueError("only a completed task carries a result")
         if self.error is not None and self.status != "failed":
@@ -88,6 +88,6 @@ class CanonicalTask(BaseModel):
         """True for `completed`, `failed` and `cancelled`, which never change again."""
         return self.status in TERMINAL_STATUSES
 
-    def evolve(self, **changes: Any) -> "CanonicalTask":
+    def evolve(self, **changes: Any) -> CanonicalTask:
         """A copy with `changes` applied and validated (the model is immutable)."""
         return CanonicalTask.model_validate({**self.model_dump(), **changes})

@@ -26,9 +26,7 @@ META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 
-MODERN_REQUEST_META_KEYS: Final = frozenset(
-    {META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL}
-)
+MODERN_REQUEST_META_KEYS: Final = frozenset({META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL})
 """Request `_meta` keys that belong to the 2026-07-28 envelope, never to the payload."""
 
 # HTTP headers (names are case-insensitive on the wire)
@@ -60,9 +58,7 @@ CACHEABLE_METHODS: Final = frozenset(
 MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 """Methods that may answer `resultType: "input_required"` (core 2026-07-28, MRTR)."""
 
-REMOVED_MODERN_METHODS: Final = frozenset(
-    {"initialize", "ping", "logging/setLevel"}
-)
+REMOVED_MODERN_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel"})
 """Core methods removed by 2026-07-28; a modern request naming one gets -32601."""
 
 TASK_METHODS_V2: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})

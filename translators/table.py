@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 from . import capabilities, differences  # noqa: F401 - importing registers their differences
-from .registry import DIFFERENCES
 from .fields import FIELDS, KNOWN_LOSSES
+from .registry import DIFFERENCES
 
 
 def render() -> str:
@@ -26,9 +26,7 @@ def render() -> str:
         "|---|---|---|---|---|---|",
     ]
     for d in sorted(DIFFERENCES, key=lambda d: d.name):  # import order must not matter
-        lines.append(
-            f"| `{d.name}` | {d.v1} | {d.v2} | `{_name(d.to_v2)}` | `{_name(d.to_v1)}` | {d.source} |"
-        )
+        lines.append(f"| `{d.name}` | {d.v1} | {d.v2} | `{_name(d.to_v2)}` | `{_name(d.to_v1)}` | {d.source} |")
     return "\n".join(lines) + "\n"
 
 

@@ -24,6 +24,17 @@ group opened by ``TaskSupport.run()``, and that ends the whole session. Three la
   escaping it instead of letting it end the session. It also fixes a second SDK defect: the task
   group is shared by all sessions, so ending any session broke task creation in the others.
 
+The wake-up fix. ``tasks/result`` (``TaskResultHandler.handle`` in
+``server/experimental/task_result_handler.py``) reads the task, delivers its queued messages and,
+while the task is not terminal, waits for the next store update or queued message.
+``InMemoryTaskStore.wait_for_update`` installs a fresh event and waits for the *next* update only,
+and the handler installs it a few event-loop turns after its read (the waiters start in a new task
+group). When the work ends in that gap (right after the client answered the task's question, the
+handler wakes on the ``working`` update and reads the task before the work marks it ``completed``),
+the completion signals nobody, and ``tasks/result`` waits forever although ``tasks/get`` says
+``completed``. :meth:`FinalStateTaskStore.wait_for_update` returns at once for a terminal task,
+which in that store never changes again; the handler reads it afresh and answers.
+
 And one more:
 
 * :func:`unique_task_request_ids`: mcp 1.30 builds the JSON-RPC id of a task's server→client
@@ -97,6 +108,7 @@ class FinalStateTaskStore(InMemoryTaskStore):
       or ``lastUpdatedAt`` change) instead of raising ``ValueError``.
     * ``store_result`` on a terminal task is ignored, so a cancelled task keeps no payload.
     * TTL purging applies only to terminal tasks (the SDK restarts the TTL clock when a task ends).
+    * ``wait_for_update`` on a terminal task returns at once (see "The wake-up fix" above).
 
     Unknown task ids still raise ``ValueError`` as in the SDK.
     """
@@ -126,6 +138,14 @@ class FinalStateTaskStore(InMemoryTaskStore):
             log.debug("dropping result for terminal task %s", task_id)
             return
         await super().store_result(task_id, result)
+
+    async def wait_for_update(self, task_id: str) -> None:
+        # The check and the SDK's registration of its event run without an await between them,
+        # so an update after the check always reaches the waiter.
+        stored = self._tasks.get(task_id)
+        if stored is not None and is_terminal(stored.task.status):
+            return
+        await super().wait_for_update(task_id)
 
 
 # --------------------------------------------------------------------------------------------

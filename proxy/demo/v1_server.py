@@ -30,8 +30,8 @@ A required tool called without a task, or a tool without ``execution`` called wi
 SDK's own answer: an ``isError`` ``CallToolResult``.
 
 The SDK workarounds this server needs (the work of a cancelled task stops without ending its
-session, concurrent questions of a task get distinct ids, each session runs its own tasks' work)
-are in ``v1_sdk_fixes.py``, beside this file; :func:`v1_sdk_fixes.enable_fixed_tasks` applies them.
+session, concurrent questions of a task get distinct ids, each session runs its own tasks' work,
+``tasks/result`` answers a task that ended while it was not yet waiting) are in ``v1_sdk_fixes.py``, beside this file; :func:`v1_sdk_fixes.enable_fixed_tasks` applies them.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
 from translators.dialect import session_dialect
-from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
+from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
@@ -41,10 +41,10 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 SSE = "text/event-stream"
 SUPPORTED_LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
-KEEP_ALIVE_S = 15.0
-"""A GET stream carries an SSE comment after this long without events."""
 ASK_TIMEOUT_S = 600.0
 """Longest the proxy waits for a v1 client to answer a request it put to it."""
+KEEPALIVE_S = 15.0
+"""Longest time between keep-alive comments on a quiet GET stream."""
 _request_ids = itertools.count(1)
 
 
@@ -289,6 +289,9 @@ class SessionFace:
                                      restore=self._restore)
         self._identity_header = settings.identity_header or "Authorization"
         self._closing = asyncio.Event()
+        self.keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
+        """Seconds between keep-alive comments on a quiet GET stream: at most half `idle_timeout_ms`
+        (docs/decisions.md §41)."""
 
     def _restore(self, record: SessionRecord) -> ProxySession | None:
         rules = self.rules_for(record.backend, record.face) if self.rules_for is not None else None
@@ -335,6 +338,11 @@ class SessionFace:
         session = self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
+        refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
+        if refusal is not None:
+            log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
+                     principal)
+            return refusal
         if message.kind == "response":
             session.answer(message.raw)
             return web.Response(status=202)
@@ -371,6 +379,9 @@ class SessionFace:
         session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
+        refusal = _version_refusal(request, session, None)
+        if refusal is not None:
+            return refusal
         if SSE not in request.headers.get("Accept", SSE):
             return _error(None, McpError(INVALID_REQUEST, "Not Acceptable: the GET stream is text/event-stream"), 406)
         last = request.headers.get(H_LAST_EVENT_ID)
@@ -389,11 +400,11 @@ class SessionFace:
                     if event_id > int(last):
                         await stream.write(frame)
             while not ended.is_set() and self.sessions.get(session.id, session.principal) is session:
-                if await self._ends_within(ended, KEEP_ALIVE_S):
+                if await self._ends_within(ended, self.keepalive_s):
                     break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)
                 await stream.write(b": keep-alive\n\n")
-            if ended.is_set() and request.transport is not None:
-                request.transport.close()  # replaced or deleted: its client has gone or moved on
+            if ended.is_set() and request.transport is not None and self.sessions.get(session.id, session.principal) is session:
+                request.transport.close()  # taken over by a resumed stream: this connection may be dead
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -415,6 +426,9 @@ class SessionFace:
         session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
+        refusal = _version_refusal(request, session, None)
+        if refusal is not None:
+            return refusal
         self.sessions.remove(session.id)
         session.end_get_stream()
         return web.Response(status=200)
@@ -433,6 +447,20 @@ def _outcome(request: web.Request, response: web.StreamResponse) -> str:
     except (ValueError, AttributeError):
         error = None
     return str(error.get("code")) if isinstance(error, dict) else "ok"
+
+
+def _version_refusal(request: web.Request, session: ProxySession, request_id: Any) -> web.Response | None:
+    """HTTP 400 for a request of an initialized session whose `MCP-Protocol-Version` header is
+    not the version negotiated at `initialize` (MCP 2025-11-25, Streamable HTTP: "invalid or
+    unsupported MCP-Protocol-Version" → 400 Bad Request); None when it is, or when the header is
+    absent (the negotiated version is assumed: docs/decisions.md §42). The header's value is
+    neither logged nor echoed."""
+    versions = request.headers.getall(H_PROTOCOL_VERSION, ())
+    if all(version == session.protocol_version for version in versions):
+        return None
+    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
+                                      f"(this session uses {session.protocol_version})")
+    return _error(request_id, error, 400)
 
 
 def _error(request_id: Any, error: McpError, status: int) -> web.Response:

@@ -693,12 +693,22 @@ async def test_answers_streams_and_server_requests_of_a_relayed_session_carry_on
     JSON-RPC response to the server request passes through (202) and reaches `a` once."""
     f = two_v1
     stream: list[bytes] = []
+    arrived = asyncio.Event()
 
     async def hold_get() -> None:
-        async with f.http.get(f.proxy.url, headers={**f.x.headers(), "Accept": "text/event-stream"}) as response:
+        # No total timeout on the long-lived stream: a request of the test that hangs fails with
+        # its own error, not with this stream's (which would hide it).
+        async with f.http.get(f.proxy.url, headers={**f.x.headers(), "Accept": "text/event-stream"},
+                              timeout=aiohttp.ClientTimeout(total=None)) as response:
             assert (response.status, response.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")
             async for chunk in response.content.iter_any():
                 stream.append(chunk)
+                arrived.set()
+
+    async def first_task_end_on_stream() -> None:
+        while not (b'"completed"' in b"".join(stream) and ids[0].encode() in b"".join(stream)):
+            arrived.clear()
+            await arrived.wait()
 
     getter = asyncio.ensure_future(hold_get())
     try:
@@ -732,10 +742,8 @@ async def test_answers_streams_and_server_requests_of_a_relayed_session_carry_on
         other = await f.same.call("tasks/list")  # the other session on `a` sees none of X's tasks
         assert [t["taskId"] for t in other["result"]["tasks"]] == []
 
-        for _ in range(30):  # the GET stream reports the first task's end
-            if b'"completed"' in b"".join(stream) and ids[0].encode() in b"".join(stream):
-                break
-            await asyncio.sleep(0.1)
+        with contextlib.suppress(TimeoutError):  # the GET stream reports the first task's end (checked below)
+            await asyncio.wait_for(first_task_end_on_stream(), 30)
     finally:
         getter.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,140 @@
+"""The comparison's plan and its results: scenarios, rows, options, and the report they fill
+(`proxy.bench.run` runs it, `proxy.bench.report` reads it)."""
+
+from __future__ import annotations
+
+import math
+import platform
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import aiohttp
+
+from .loadgen import Window
+
+POLL_INTERVAL_MS = 100
+"""The no-work task's poll interval on the fast upstream (scenario b)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    operation: str
+    title: str
+
+
+SCENARIOS = (
+    Scenario("a", "echo", "(a) sync tools/call of an echo tool"),
+    Scenario("b", "lifecycle", "(b) task lifecycle: a no-work task created, polled at its interval, result read "
+                               "(one call = the whole lifecycle)"),
+    Scenario("c", "progress", "(c) a tool streaming 100 progress notifications over SSE"),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One way of reaching the upstream. `target`: the URL's owner; `proxy`: the process measured as
+    the intermediary (None when direct); `upstream`: the upstream process; `baseline`: the row
+    the ratios divide by."""
+
+    key: str
+    label: str
+    wire: str
+    target: str
+    proxy: str | None
+    upstream: str
+    baseline: str
+    scenarios: str = "abc"
+
+
+ROWS = (
+    Row("direct", "direct: v1 client → upstream", "v1", "upstream", None, "upstream", "direct"),
+    Row("nginx", "nginx (plain reverse proxy), v1 client", "v1", "nginx", "nginx", "upstream", "direct"),
+    Row("relay", "mcp-tasks-proxy relaying, v1 client", "v1", "proxy", "proxy", "upstream", "direct"),
+    Row("translate", "mcp-tasks-proxy translating, v2 client", "modern", "proxy", "proxy", "upstream", "direct"),
+    Row("fastmcp3", "FastMCP 3.4.11 proxy, v1 client", "v1", "fastmcp3", "fastmcp3", "upstream", "direct", "a"),
+    Row("direct-modern", "direct: v2 client → modern upstream", "modern", "upstream-modern", None, "upstream-modern",
+        "direct-modern"),
+    Row("relay-modern", "mcp-tasks-proxy relaying, v2 client", "modern", "proxy-modern", "proxy-modern", "upstream-modern",
+        "direct-modern"),
+)
+
+
+@dataclass
+class Options:
+    duration_s: float = 3.0
+    warmup_s: float = 0.5
+    concurrency: int = 1
+    runs: int = 3
+    upstream: str = "fast"
+    """"fast" (`proxy.bench.upstream`) or "reference" (the reference v1 server, mcp 1.30)."""
+    nginx: bool = True
+    fastmcp: bool = True
+    rows: tuple[str, ...] = ()
+    """Only these rows (empty: all)."""
+    scenarios: str = "abc"
+    event_loop: str = "auto"
+    """The proxy's event loop: auto (uvloop when installed), uvloop or asyncio."""
+
+
+@dataclass
+class Cell:
+    """One (scenario, row): every run's window, and what kept it from running."""
+
+    windows: list[Window] = field(default_factory=list)
+    skipped: str | None = None
+
+    def median(self, value: Callable[[Window], float]) -> float:
+        values = [v for v in (value(w) for w in self.windows) if not math.isnan(v)]
+        return statistics.median(values) if values else float("nan")
+
+    @property
+    def errors(self) -> int:
+        return sum(w.errors for w in self.windows)
+
+    @property
+    def ops(self) -> int:
+        return sum(w.ops for w in self.windows)
+
+    @property
+    def error_texts(self) -> list[str]:
+        return [t for w in self.windows for t in w.error_texts][:3]
+
+
+@dataclass
+class Report:
+    options: Options
+    machine: dict[str, Any]
+    rows: list[Row]
+    cells: dict[tuple[str, str], Cell]
+    notes: list[str]
+    started_at: str
+    elapsed_s: float = 0.0
+    memory: dict[str, Any] | None = None
+
+    def cell(self, scenario: str, row: str) -> Cell | None:
+        return self.cells.get((scenario, row))
+
+
+def machine_facts(event_loop: str = "auto") -> dict[str, Any]:
+    """CPU model, core count, memory, kernel, Python and aiohttp versions, the proxy's event loop."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+    except OSError:
+        pass
+    memory_kib = 0
+    try:
+        with open("/proc/meminfo") as fh:
+            memory_kib = int(next(line.split()[1] for line in fh if line.startswith("MemTotal:")))
+    except (OSError, StopIteration):
+        pass
+    import os
+
+    from proxy.eventloop import ENV_EVENT_LOOP, loop_factory
+
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": round(memory_kib / 1024 / 1024, 1),
+            "kernel": platform.release(), "python": platform.python_version(), "aiohttp": aiohttp.__version__,
+            "proxy_event_loop": loop_factory({ENV_EVENT_LOOP: event_loop})[0]}

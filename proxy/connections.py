@@ -1,0 +1,170 @@
+"""Bounds on every client connection (docs/decisions.md §40, §41): a deadline for request headers,
+an idle timeout, a cap on open connections, and parser errors answered and logged without echoing
+the request's bytes.
+
+aiohttp's `RequestHandler` already closes a connection that has no request in progress for
+`keepalive_timeout` seconds (a fresh one that sends nothing included); it is given
+`idle_timeout_ms`. A request in progress is never idle, so the session face's GET stream (a
+keep-alive comment every 15 s), a held `tasks/result` and relayed SSE are not cut by it. What
+aiohttp lacks is added here, in a subclass: the header deadline (aiohttp waits for a head trickled
+one byte at a time until the idle timer fires, and not at all once a request has started it), the
+cap (answered 503 with a JSON-RPC error body, then closed), and `handle_error` for malformed
+requests (aiohttp logs the parser's message, which quotes up to 100 bytes of the offending line:
+a bearer token in an oversized `Authorization` header). The subclass reads a few of aiohttp's
+private fields (`_waiter`, `_messages`, `_request_count`, `_request_handler`): aiohttp is pinned
+in pyproject.toml, and tests/test_connections.py measures every bound against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_response import StreamResponse
+
+from translators import jsonrpc
+from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
+
+log = logging.getLogger(__name__)
+
+BUSY_RETRY_AFTER_S = 1
+"""`Retry-After` of the 503 answered beyond `max_connections`."""
+
+
+@dataclass
+class ConnectionLimits:
+    """The bounds of one listening socket: `header_timeout_s`, `idle_timeout_s` (seconds) and
+    `max_connections`; `open` counts the connections open now."""
+
+    header_timeout_s: float
+    idle_timeout_s: float
+    max_connections: int
+    open: int = 0
+
+
+def _error_body(code: int, message: str) -> bytes:
+    return jsonrpc.dumps(jsonrpc.error_response(None, McpError(code, message)))
+
+
+async def _busy(_request: BaseRequest) -> StreamResponse:
+    """The answer to every request on a connection over `max_connections`: 503, then close."""
+    response = web.Response(status=503, body=_error_body(INTERNAL_ERROR, "Service Unavailable: too many open connections; retry later"),
+                            content_type="application/json", headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
+    response.force_close()
+    return response
+
+
+class BoundedRequestHandler(RequestHandler):
+    """aiohttp's HTTP/1.1 protocol with the bounds of `ConnectionLimits` (see the module)."""
+
+    def __init__(self, manager: web.Server, *, limits: ConnectionLimits, **kwargs: Any):
+        super().__init__(manager, keepalive_timeout=limits.idle_timeout_s, **kwargs)
+        self._limits = limits
+        self._counted = False
+        self._header_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._limits.open += 1
+        self._counted = True
+        if self._limits.open > self._limits.max_connections:
+            self._request_handler = _busy
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._counted:
+            self._counted = False
+            self._limits.open -= 1
+        self._stop_header_deadline()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        # The clock starts with the first byte of a request head: between requests (start() waits
+        # for the next one) or before the first. Bytes that arrive while a request is handled are
+        # its body (bounded by body_timeout_ms) or pipelined ones, timed once that request ends.
+        starts = bool(data) and self._header_deadline is None and self._between_requests()
+        parsed = self._request_count
+        super().data_received(data)
+        if self._request_count != parsed:  # a head was complete (or refused as malformed)
+            self._stop_header_deadline()
+        elif starts and not self._force_close:  # a head begun and not complete: no timer for the common whole head
+            self._header_deadline = self._loop.call_later(self._limits.header_timeout_s, self._header_timeout)
+
+    def _between_requests(self) -> bool:
+        waiting = self._waiter is not None and not self._waiter.done()
+        return not self._force_close and not self._close and not self._messages and (self._request_count == 0 or waiting)
+
+    def _stop_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _header_timeout(self) -> None:
+        """Headers did not arrive in time: answer 408 (best effort) and close."""
+        self._header_deadline = None
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            seconds = f"{self._limits.header_timeout_s:g}"
+            body = _error_body(INVALID_REQUEST, f"Request headers not received within {seconds} s")
+            transport.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        log.info("closed a connection from %s: request headers not received within %g s", self._peer(), self._limits.header_timeout_s)
+        self.force_close()
+
+    def _peer(self) -> str:
+        peer = self.peername
+        return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+
+    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> StreamResponse:
+        """A request the parser refused: HTTP `status` with a JSON-RPC error body, logged by its
+        kind only. The parser's message quotes request bytes (header values), so neither the log
+        nor the answer carries it. Other errors go to aiohttp's handling."""
+        if not isinstance(exc, HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        log.info("refused a malformed HTTP request from %s: %d (%s)", self._peer(), status, type(exc).__name__)
+        if request.writer.output_size > 0:  # as aiohttp: an answer already started cannot be replaced
+            raise ConnectionError("Response is sent already, cannot send another response with the error message")
+        if isinstance(exc, LineTooLong):
+            reason = f"Bad Request: the request line or a header is longer than {self.max_field_size} bytes"
+        else:
+            reason = f"Bad Request: malformed HTTP request ({type(exc).__name__})"
+        response = web.Response(status=status, body=_error_body(INVALID_REQUEST, reason), content_type="application/json")
+        response.force_close()
+        return response
+
+
+class BoundedSite(web.BaseSite):
+    """A TCP listening socket whose connections are `BoundedRequestHandler`s (like aiohttp's
+    `TCPSite`, which always builds the plain `RequestHandler`). `handler_args` go to aiohttp's
+    `RequestHandler` (e.g. `access_log=None`)."""
+
+    __slots__ = ("_host", "_port", "_limits", "_handler_args")
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
+                 **handler_args: Any):
+        super().__init__(runner, backlog=backlog)
+        self._host = host
+        self._port = port
+        self._limits = limits
+        self._handler_args = handler_args
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        server = self._runner.server
+        assert server is not None, "runner.setup() first"
+
+        def protocol() -> BoundedRequestHandler:
+            return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
+
+        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog)
