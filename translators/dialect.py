@@ -7,7 +7,8 @@ of a session carry the dialect the session was opened with.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from .envelope import is_modern
 from .protocol import TASKS_EXTENSION

@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from . import jsonrpc
 from .capabilities import server_capabilities_to_v1, server_capabilities_to_v2, tool_to_v1, tool_to_v2, with_tasks_extension
@@ -16,8 +17,9 @@ SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
 """The proxy's own `serverInfo` (`Implementation`), in every result it answers itself."""
 
 
-def discover_result(capabilities: dict[str, Any], instructions: str | None, *, offers_tool_tasks: bool,
-                    cache_ttl_ms: int = 0) -> dict[str, Any]:
+def discover_result(
+    capabilities: dict[str, Any], instructions: str | None, *, offers_tool_tasks: bool, cache_ttl_ms: int = 0
+) -> dict[str, Any]:
     """The `server/discover` result for a session-wire backend with these `initialize` capabilities
     (core 2026-07-28; docs/behaviour.md §4.9): the 2026-07-28 version only, capabilities as v2 shows
     them, the tasks extension when the backend offers tool tasks, and the proxy's server info."""
@@ -42,8 +44,9 @@ def initialize_result_v1(capabilities: dict[str, Any], instructions: str | None)
     return result
 
 
-def initialize_result_v2_session(capabilities: dict[str, Any], instructions: str | None, *, backend_dialect: str,
-                                 offers_tool_tasks: bool) -> dict[str, Any]:
+def initialize_result_v2_session(
+    capabilities: dict[str, Any], instructions: str | None, *, backend_dialect: str, offers_tool_tasks: bool
+) -> dict[str, Any]:
     """The proxy's `InitializeResult` for a v2-session client, without `protocolVersion`: the
     backend's capabilities as v2 shows them (no `tasks` key), with the tasks extension (a v1
     backend's comes from its `tasks.requests.tools.call`; a v2-modern backend's when it offers
@@ -69,8 +72,11 @@ def tools_list_to_v2(result: Mapping[str, Any]) -> dict[str, Any]:
 def tools_list_to_v1(result: Mapping[str, Any], support: Mapping[str, TaskSupport], default: TaskSupport) -> dict[str, Any]:
     """A v2 backend's `tools/list` result for a v1 client: each tool with `execution.taskSupport`
     from `support` (by name; `default` for a tool not probed), entries that are not objects dropped."""
-    tools = [tool_to_v1(tool, support.get(tool.get("name"), default))  # type: ignore[arg-type]
-             for tool in result.get("tools") or () if isinstance(tool, dict)]
+    tools = [
+        tool_to_v1(tool, support.get(tool.get("name"), default))  # type: ignore[arg-type]
+        for tool in result.get("tools") or ()
+        if isinstance(tool, dict)
+    ]
     return {**result, "tools": tools}
 
 
