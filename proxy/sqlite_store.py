@@ -69,6 +69,10 @@ _REF = "backend = ? AND session = ? AND task = ?"
 _LIVE = ("outstanding", "claimed")
 
 
+class StoreDamaged(sqlite3.DatabaseError):
+    """The state file is damaged (SQLite's quick check failed); the message names it and the remedy."""
+
+
 def _ref(ref: TaskRef) -> tuple[str, str, str]:
     return (ref.backend, ref.session, ref.task)
 
@@ -77,7 +81,8 @@ class SqliteTaskStore:
     """`TaskStateStore` in the SQLite file `path` (created, mode 0600, with its directory).
 
     `max_tasks` bounds each kind of task row (outcomes, tasks with captured requests, registry
-    entries), `max_sessions` the sessions. Raises `sqlite3.Error` when the file cannot be opened.
+    entries), `max_sessions` the sessions. Raises `sqlite3.Error` when the file cannot be opened,
+    and `StoreDamaged` when SQLite's quick check finds it damaged (docs/decisions.md §43).
     """
 
     def __init__(self, path: str | Path, *, max_tasks: int, max_sessions: int):
@@ -88,6 +93,7 @@ class SqliteTaskStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=2000")
+        self._check()
         self._db.executescript(_SCHEMA)
         self._limits = {"outcomes": max_tasks, "input_tasks": max_tasks, "entries": max_tasks, "sessions": max_sessions}
         self._db.execute("UPDATE input_requests SET state = 'outstanding' WHERE state = 'claimed'")
@@ -100,6 +106,19 @@ class SqliteTaskStore:
         self.sweep()
 
     # -- housekeeping ------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Refuse a damaged file now, not on a later request: SQLite reads pages only when a
+        statement needs them, so a damaged table would otherwise fail requests one by one. The
+        quick check reads every page once (milliseconds for the bounded tables)."""
+        try:
+            verdict = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        if verdict != "ok":
+            self._db.close()
+            verdict = " ".join(verdict.split())  # one line
+            raise StoreDamaged(f"{self.path} is damaged (quick check: {verdict}): move it away to start with an empty store")
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -1,0 +1,58 @@
+"""The SQLite state store under faults (docs/decisions.md, "State that survives a restart"):
+a file whose pages are damaged, a second process on the same state directory, and a disk that
+fills up while the proxy runs. Real SQLite files; a full disk is SQLite's own `SQLITE_FULL`,
+produced by capping the file's page count (`PRAGMA max_page_count`) on the store's connection."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pytest
+
+from proxy.app import _open_store
+from proxy.config import ConfigError, load
+from proxy.sqlite_store import SqliteTaskStore
+from proxy.store import SessionRecord
+from translators.model import InputRequest
+from translators.sealing import TaskRef
+
+REF = TaskRef("main", "s", "t")
+ASK = InputRequest(method="elicitation/create", params={"message": "sure?"})
+BIG = InputRequest(method="elicitation/create", params={"message": "sure? " * 1000})
+"""A request that needs pages of its own."""
+
+
+def _settings(state_dir):
+    return load(None, {"upstream": [{"name": "main", "url": "http://127.0.0.1:1/mcp"}], "state_dir": str(state_dir)})
+
+
+def _fill(db: sqlite3.Connection) -> None:
+    """Make the file full: no page may be added, and no row fits in the pages it has."""
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count={pages}")
+    n = 0
+    for size in (2000, 500, 100, 20, 1):
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            while True:
+                n += 1
+                db.execute("INSERT INTO meta VALUES (?, ?)", (f"pad-{n}", "x" * size))
+
+
+def test_a_file_with_damaged_pages_is_refused_at_start_not_on_a_later_request(tmp_path):
+    good = tmp_path / "good"
+    store = SqliteTaskStore(good / "tasks.sqlite3", max_tasks=5000, max_sessions=5000)
+    for i in range(2000):
+        store.keep_session(SessionRecord(f"s{i}", "p", "v1", "main", {"clientInfo": {"name": "c" * 100}}, "2025-11-25"), 600)
+    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    damaged = tmp_path / "damaged"
+    shutil.copytree(good, damaged)
+    with open(damaged / "tasks.sqlite3", "r+b") as file:
+        file.seek(4096 * 3)
+        file.write(b"\xa5" * 4096)  # one page of a table overwritten (the header and schema intact)
+    with pytest.raises(ConfigError) as refused:
+        _open_store(_settings(damaged))
+    assert str(refused.value) == (f"store: {damaged / 'tasks.sqlite3'} is damaged (quick check: *** in database main *** "
+                                  "Page 4: btreeInitPage() returns error code 11): "
+                                  "move it away to start with an empty store")
