@@ -33,7 +33,7 @@ from .faces.modern import ModernFace
 from .faces.session import SessionFace
 from .fleet import Fleet, Stack
 from .relay import relay
-from .sqlite_store import SqliteTaskStore, StoreDamaged
+from .sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .store import TaskStateStore
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
@@ -191,7 +191,7 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
-    except StoreDamaged as exc:
+    except (StoreDamaged, StoreInUse) as exc:
         raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None

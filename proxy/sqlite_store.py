@@ -17,7 +17,8 @@ once `SWEEP_INTERVAL_S` has passed) deletes every expired row. Each table holds 
 (`max_tasks` task rows of each kind, `max_sessions` sessions): beyond it the rows soonest to expire
 go first (for equal lifetimes, the least recently written).
 
-One process per file. At open, claims on requests for input that a process left when it died are
+One process per file, enforced: the store holds a POSIX lock on `<file>.lock` while open, and a
+second process is refused (docs/decisions.md §44). At open, claims on requests for input that a process left when it died are
 released: that process may or may not have delivered its answer, so the request is shown again
 (docs/decisions.md, "State that survives a restart").
 """
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import sqlite3
@@ -73,6 +76,10 @@ class StoreDamaged(sqlite3.DatabaseError):
     """The state file is damaged (SQLite's quick check failed); the message names it and the remedy."""
 
 
+class StoreInUse(OSError):
+    """Another process has the state file open (its `<file>.lock` is held)."""
+
+
 def _ref(ref: TaskRef) -> tuple[str, str, str]:
     return (ref.backend, ref.session, ref.task)
 
@@ -89,12 +96,17 @@ class SqliteTaskStore:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # captured requests may be private
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=2000")
-        self._check()
-        self._db.executescript(_SCHEMA)
+        self._lock = self._lock_out_others()
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=2000")
+            self._check()
+            self._db.executescript(_SCHEMA)
+        except BaseException:
+            os.close(self._lock)
+            raise
         self._limits = {"outcomes": max_tasks, "input_tasks": max_tasks, "entries": max_tasks, "sessions": max_sessions}
         self._db.execute("UPDATE input_requests SET state = 'outstanding' WHERE state = 'claimed'")
         meta = dict(self._db.execute("SELECT name, value FROM meta").fetchall())
@@ -106,6 +118,20 @@ class SqliteTaskStore:
         self.sweep()
 
     # -- housekeeping ------------------------------------------------------------------------------
+
+    def _lock_out_others(self) -> int:
+        """Hold `<file>.lock` (a POSIX record lock: held per process, released by the kernel when the
+        process dies, even by SIGKILL). Raises `StoreInUse` when another process holds it: two
+        processes would each release the other's live claims at open and overrun the bounds."""
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                raise StoreInUse(f"{self.path} is in use by another process (one proxy per state_dir)") from None
+            raise
+        return fd
 
     def _check(self) -> None:
         """Refuse a damaged file now, not on a later request: SQLite reads pages only when a
@@ -211,6 +237,9 @@ class SqliteTaskStore:
 
     def close(self) -> None:
         self._db.close()
+        if self._lock >= 0:
+            os.close(self._lock)  # releases the lock
+            self._lock = -1
 
     # -- terminal outcomes ---------------------------------------------------------------------------
 

@@ -5,7 +5,11 @@ produced by capping the file's page count (`PRAGMA max_page_count`) on the store
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import sqlite3
 
 import pytest
@@ -56,3 +60,25 @@ def test_a_file_with_damaged_pages_is_refused_at_start_not_on_a_later_request(tm
     assert str(refused.value) == (f"store: {damaged / 'tasks.sqlite3'} is damaged (quick check: *** in database main *** "
                                   "Page 4: btreeInitPage() returns error code 11): "
                                   "move it away to start with an empty store")
+
+
+def test_a_second_process_on_the_same_state_directory_is_refused(tmp_path):
+    store = _open_store(_settings(tmp_path))
+    store.capture_input(REF, 7, ASK, 60)
+    assert store.claim_input(REF, "input-1") is not None  # this process is delivering the answer
+    other = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        from proxy.app import _open_store
+        from proxy.config import ConfigError, load
+        try:
+            _open_store(load(None, {{"upstream": [{{"url": "http://127.0.0.1:1/mcp"}}], "state_dir": {str(tmp_path)!r}}}))
+        except ConfigError as exc:
+            print(exc)
+    """)], capture_output=True, text=True, timeout=60, cwd=os.getcwd())
+    assert (other.stdout, other.returncode) == (
+        f"store: {tmp_path / 'tasks.sqlite3'} is in use by another process (one proxy per state_dir)\n", 0)
+    # The live claim was not released by the other process's start: the key cannot be claimed twice.
+    assert store.claim_input(REF, "input-1") is None
+    store.close()
+    reopened = _open_store(_settings(tmp_path))  # the first process is done with it: a new one may start
+    assert reopened.claim_input(REF, "input-1") is not None
+    reopened.close()
