@@ -29,12 +29,14 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import functools
 import json
+import logging
 import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from translators import jsonrpc
 from translators.inputs import input_key
@@ -42,6 +44,8 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
 from .store import CapturedInput, Entry, SessionRecord
+
+log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 30.0
 """How often expired rows are deleted and the write-ahead log is checkpointed."""
@@ -80,6 +84,28 @@ class StoreInUse(OSError):
     """Another process has the state file open (its `<file>.lock` is held)."""
 
 
+_UNWRITABLE = {8, 10, 13}
+"""SQLite's primary result codes for a file that cannot be written: READONLY, IOERR, FULL."""
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _spills(method: _F) -> _F:
+    """A store method that, when the file cannot be written (a full disk, an I/O error, a file
+    made read-only), moves the store into memory once and runs again (docs/decisions.md §45)."""
+
+    @functools.wraps(method)
+    def spilling(self: "SqliteTaskStore", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if self.in_memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
+                raise
+            self._spill(exc)
+        return method(self, *args, **kwargs)
+
+    return spilling  # type: ignore[return-value]
+
+
 def _ref(ref: TaskRef) -> tuple[str, str, str]:
     return (ref.backend, ref.session, ref.task)
 
@@ -115,6 +141,8 @@ class SqliteTaskStore:
         self._forgot = meta.get("forgot") == "1"
         self._counts: dict[str, int] = {}
         self._swept = 0.0
+        self.in_memory = False
+        """Set once the file could not be written: the state is then kept in memory only."""
         self.sweep()
 
     # -- housekeeping ------------------------------------------------------------------------------
@@ -152,9 +180,23 @@ class SqliteTaskStore:
         try:
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # SQLite already rolled back after some errors (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    def _spill(self, exc: sqlite3.Error) -> None:
+        """The file cannot be written: copy what it holds into an in-memory database and go on there."""
+        log.error("state store %s cannot be written (%s): task state is kept in memory from now on and will not survive a restart",
+                  self.path, exc)
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        self._db.backup(memory)
+        self._db.close()
+        self._db = memory
+        self.in_memory = True
+        self.sweep()  # recounts the rows
 
     def _note_forgot(self) -> None:
         """Input state was let go before its task ended: later keys number after every key issued."""
@@ -202,6 +244,7 @@ class SqliteTaskStore:
         if time.monotonic() - self._swept >= SWEEP_INTERVAL_S:
             self.sweep()
 
+    @_spills
     def sweep(self) -> None:
         """Delete every expired row now (and recount each table)."""
         now = time.time()
@@ -224,7 +267,8 @@ class SqliteTaskStore:
             while True:
                 await asyncio.sleep(SWEEP_INTERVAL_S)
                 self.sweep()
-                await asyncio.to_thread(self._checkpoint)
+                if not self.in_memory:
+                    await asyncio.to_thread(self._checkpoint)
         finally:
             self._db.execute("PRAGMA wal_autocheckpoint=1000")
 
@@ -243,6 +287,7 @@ class SqliteTaskStore:
 
     # -- terminal outcomes ---------------------------------------------------------------------------
 
+    @_spills
     def outcome(self, ref: TaskRef) -> CanonicalTask | None:
         row = self._db.execute(f"SELECT body, expires_at FROM outcomes WHERE {_REF}", _ref(ref)).fetchone()
         if row is None:
@@ -252,12 +297,14 @@ class SqliteTaskStore:
             return None
         return CanonicalTask.model_validate_json(row[0])
 
+    @_spills
     def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         self._maybe_sweep()
         with self._tx():
             self._upsert("outcomes", {"backend": ref.backend, "session": ref.session, "task": ref.task,
                                       "body": task.model_dump_json(), "expires_at": time.time() + keep_s})
 
+    @_spills
     def forget_outcome(self, ref: TaskRef) -> None:
         self._delete("outcomes", _ref(ref))
 
@@ -277,6 +324,7 @@ class SqliteTaskStore:
             return None
         return row[0]
 
+    @_spills
     def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         self._maybe_sweep()
         uid = json.dumps(upstream_id)
@@ -297,6 +345,7 @@ class SqliteTaskStore:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('highest', ?)", (str(number),))
         return key
 
+    @_spills
     def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         if self._input_task(ref) is None:
             return {}
@@ -304,6 +353,7 @@ class SqliteTaskStore:
                                 "ORDER BY number", (*_ref(ref), *_LIVE)).fetchall()
         return {key: CapturedInput(key, json.loads(uid), InputRequest.model_validate_json(body)) for key, uid, body in rows}
 
+    @_spills
     def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
         if self._input_task(ref) is None:
             return None
@@ -314,18 +364,22 @@ class SqliteTaskStore:
             return None
         return CapturedInput(key, json.loads(claimed[0][0]), InputRequest.model_validate_json(claimed[0][1]))
 
+    @_spills
     def release_input(self, ref: TaskRef, key: str) -> None:
         self._db.execute(f"UPDATE input_requests SET state = 'outstanding' WHERE {_REF} AND key = ? AND state = 'claimed'", (*_ref(ref), key))
 
+    @_spills
     def answered(self, ref: TaskRef, key: str) -> None:
         self._db.execute(f"UPDATE input_requests SET state = 'answered' WHERE {_REF} AND key = ?", (*_ref(ref), key))
 
+    @_spills
     def drop_inputs(self, ref: TaskRef) -> None:
         with self._tx():
             self._delete_input_task(_ref(ref))
 
     # -- the proxy's own sessions ------------------------------------------------------------------
 
+    @_spills
     def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         self._maybe_sweep()
         body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
@@ -333,6 +387,7 @@ class SqliteTaskStore:
         with self._tx():
             self._upsert("sessions", {"id": record.session_id, "body": body, "expires_at": time.time() + keep_s})
 
+    @_spills
     def session(self, session_id: str) -> SessionRecord | None:
         row = self._db.execute("SELECT body, expires_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
@@ -343,11 +398,13 @@ class SqliteTaskStore:
         body = json.loads(row[0])
         return SessionRecord(session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"])
 
+    @_spills
     def forget_session(self, session_id: str) -> None:
         self._delete("sessions", (session_id,))
 
     # -- the v1 face's task registry ---------------------------------------------------------------
 
+    @_spills
     def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         self._maybe_sweep()
         expires_at = time.time() + keep_s
@@ -369,6 +426,7 @@ class SqliteTaskStore:
                      cancelled=body["cancelled"], failure=TaskError.model_validate(failure) if failure is not None else None,
                      asked=set(body["asked"]), held_expires_at=body["held_expires_at"])
 
+    @_spills
     def entry(self, backend: str, task_id: str) -> Entry | None:
         row = self._db.execute("SELECT owner, ord, body, expires_at FROM entries WHERE backend = ? AND task_id = ?",
                                (backend, task_id)).fetchone()
@@ -384,6 +442,7 @@ class SqliteTaskStore:
                                 (backend, owner, time.time())).fetchall()
         return [self._entry(task_id, owner, order, body) for task_id, order, body in rows]
 
+    @_spills
     def forget_entry(self, backend: str, task_id: str) -> None:
         self._delete("entries", (backend, task_id))
 

@@ -5,19 +5,23 @@ produced by capping the file's page count (`PRAGMA max_page_count`) on the store
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
-import sqlite3
 
+import aiohttp
 import pytest
 
-from proxy.app import _open_store
+from adv_support import wait_for_input
+from proxy.app import STATE, _open_store
 from proxy.config import ConfigError, load
 from proxy.sqlite_store import SqliteTaskStore
 from proxy.store import SessionRecord
+from support import Caller, running_proxy
 from translators.model import InputRequest
 from translators.sealing import TaskRef
 
@@ -82,3 +86,38 @@ def test_a_second_process_on_the_same_state_directory_is_refused(tmp_path):
     reopened = _open_store(_settings(tmp_path))  # the first process is done with it: a new one may start
     assert reopened.claim_input(REF, "input-1") is not None
     reopened.close()
+
+
+def test_a_full_store_keeps_state_in_memory_and_says_so(tmp_path, caplog):
+    store = SqliteTaskStore(tmp_path / "tasks.sqlite3", max_tasks=10, max_sessions=10)
+    store.capture_input(REF, 1, ASK, 60)
+    _fill(store._db)
+    with caplog.at_level(logging.ERROR, logger="proxy.sqlite_store"):
+        assert store.capture_input(REF, 2, BIG, 60) == "input-2"
+        assert store.capture_input(TaskRef("main", "s", "u"), 3, BIG, 60) == "input-1"
+    assert list(store.inputs(REF)) == ["input-1", "input-2"]
+    assert store.claim_input(REF, "input-2") is not None
+    store.answered(REF, "input-2")
+    assert list(store.inputs(REF)) == ["input-1"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"state store {tmp_path / 'tasks.sqlite3'} cannot be written (database or disk is full): task state is kept in memory "
+        "from now on and will not survive a restart"]
+    store.close()
+
+
+@pytest.mark.peers
+async def test_a_question_captured_while_the_disk_is_full_is_still_shown_and_answered(reference_v1_server, tmp_path, caplog):
+    async with running_proxy(reference_v1_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        _fill(proxy.runner.app[STATE].store._db)
+        caller = Caller(http, proxy.url)
+        created = (await caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "full.txt"}})).result
+        task = await wait_for_input(caller, created["taskId"])
+        assert list(task["inputRequests"]) == ["input-1"]
+        answer = await caller.call("tasks/update", {"taskId": created["taskId"],
+                                                    "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+        assert answer.result == {"resultType": "complete"}
+        final = await caller.poll(created["taskId"])
+        assert (final["status"], final["result"]["content"][0]["text"]) == ("completed", "deleted full.txt")
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [f"state store {tmp_path / 'tasks.sqlite3'} cannot be written (database or disk is full): task state is kept "
+                      "in memory from now on and will not survive a restart"]
