@@ -1,7 +1,7 @@
 """The aiohttp application: routes, lifecycle, and an in-process runner for the demo and tests.
 
-Routes: `POST <path>` (and `<path>/`) → the entry face, which routes to a backend (`proxy.fleet`);
-`GET`/`DELETE <path>` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
+Routes: `POST`, `GET` and `DELETE <path>` (and `<path>/`) → the entry (`proxy/entry.py`), which
+routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `GET`/`DELETE` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
 neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
 backend now), `GET /metrics` (Prometheus text format).
 Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
@@ -16,25 +16,22 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
 
-from translators import jsonrpc
-from translators.errors import INVALID_REQUEST, McpError
-from translators.protocol import H_SESSION_ID
 from translators.sealing import Keyring
 
-from .backends import BackendHandle, UnsupportedBackend
 from .config import ConfigError, Settings
 from .connections import BoundedSite, ConnectionLimits
-from .faces.modern import ModernFace
-from .faces.session import SessionFace
-from .fleet import Fleet, Stack
-from .relay import relay
-from .sqlite_store import SqliteTaskStore
-from .store import TaskStateStore
+from .entry import Entry
+from .faces.session import SessionFace, SessionPairing
+from .fleet import Fleet
+from .pairings import Relay, V2OverV1
+from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
+from .state.store import TaskStateStore
+from .upstream.backend import UnsupportedBackend
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
@@ -48,21 +45,20 @@ READY_PROBE_TIMEOUT_S = 5.0
 
 @dataclass
 class ProxyState:
-    """What the handlers share: settings, keys, the backends (`fleet`) and the session face.
-    `backend` and `face` are the first backend's (the entry face routes to the others)."""
+    """What the handlers share: settings, keys, the backends (`fleet`), the proxy's own sessions
+    (`session_face`) and the entry every request goes through (`entry`)."""
 
     settings: Settings
     keyring: Keyring
     http: aiohttp.ClientSession | None = None
     fleet: Fleet | None = None
-    backend: BackendHandle | None = None
-    face: ModernFace | None = None
     session_face: SessionFace | None = None
+    entry: Entry | None = None
     metrics: Metrics = field(default_factory=Metrics)
     prober: asyncio.Future[None] | None = None
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     store: TaskStateStore | None = None
-    """The task state only this proxy knows (`proxy/store.py`): the SQLite store in `state_dir`
+    """The task state only this proxy knows (`proxy/state/store.py`): the SQLite store in `state_dir`
     (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
     own_store: bool = False
     """Whether the application opened `store` (and so closes it)."""
@@ -70,37 +66,16 @@ class ProxyState:
     """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
 
 
-async def _other_method(request: web.Request) -> web.StreamResponse:
-    """GET and DELETE: the proxy's own sessions, relayed sessions (routed like their POSTs), else
-    404 for a session id and 405 without one (the modern wire has neither)."""
-    state = request.app[STATE]
-    session_face = state.session_face
-    session_id = request.headers.get(H_SESSION_ID)
-    if session_id is not None and state.fleet is not None and not (session_face and session_face.owns(session_id)):
-        routed = state.fleet.relayed_session(session_id)
-        if routed is not None:
-            stack, upstream_id = routed
-            profile = stack.backend.profile
-            if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
-                task_ids = state.fleet.session_task_ids(stack.name, upstream_id)
-                return await relay(request, stack.backend.connector, None, state.settings.forward_headers, session_id=upstream_id,
-                                   seal_session=state.fleet.session_sealer(stack.name), rewrite=task_ids[1] if task_ids else None)
-    if session_id is not None and session_face is not None:
-        if request.method == "GET":
-            return await session_face.handle_get(request)
-        return await session_face.handle_delete(request)
-    if session_id is not None:
-        error = McpError(INVALID_REQUEST, "Session not found")
-        return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=404, content_type="application/json")
-    error = McpError(INVALID_REQUEST, f"Method Not Allowed: the 2026-07-28 wire has no {request.method}")
-    return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=405,
-                        content_type="application/json", headers={"Allow": "POST"})
+async def _get_or_delete(request: web.Request) -> web.StreamResponse:
+    entry = request.app[STATE].entry
+    assert entry is not None, "the application has not started"
+    return await entry.get_or_delete(request)
 
 
 async def _post(request: web.Request) -> web.StreamResponse:
-    face = request.app[STATE].face
-    assert face is not None, "the application has not started"
-    return await face.handle_post(request)
+    entry = request.app[STATE].entry
+    assert entry is not None, "the application has not started"
+    return await entry.post(request)
 
 
 async def _healthz(_request: web.Request) -> web.Response:
@@ -150,17 +125,11 @@ async def _startup(app: web.Application) -> None:
     # No cookie jar: a backend's cookies must never travel from one client's request to another's.
     state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True,
                                        cookie_jar=aiohttp.DummyCookieJar())
-    state.fleet = Fleet((Stack(upstream, state.http, settings, state.keyring, state.metrics, state.store) for upstream in settings.upstream),
-                        state.keyring)
-    state.session_face = SessionFace(settings, state.keyring, state.store)
-    state.session_face.rules_for = _rules_for(state.fleet)
+    state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
+    state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
+    state.entry = Entry(settings, state.keyring, state.fleet, state.session_face)
     if isinstance(state.store, SqliteTaskStore):
         state.maintainer = asyncio.ensure_future(state.store.maintain())
-    for stack in state.fleet.stacks:
-        stack.face.fleet = state.fleet
-        stack.face.session_face = state.session_face
-    state.backend = state.fleet.first.backend
-    state.face = state.fleet.first.face
     try:
         await state.fleet.refresh_all()
     except UnsupportedBackend:
@@ -170,15 +139,18 @@ async def _startup(app: web.Application) -> None:
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
 
 
-def _rules_for(fleet: Fleet) -> Callable[[str, str], Any]:
-    """(backend name, face) → the rules a restored proxy session uses, None for a backend no
-    longer configured (`SessionFace.rules_for`)."""
+def _rules_for(fleet: Fleet) -> Callable[[str, str], SessionPairing | None]:
+    """(backend name, session dialect) → the pairing a restored proxy session uses, None for a
+    backend no longer configured (`SessionFace.rules_for`). A v1 session's pairing is the one in
+    front of a v2-modern backend, a v2-session one's the carriage (both serve either v2 backend)."""
 
-    def rules_for(backend: str, face: str) -> Any:
-        for stack in fleet.stacks:
-            if stack.name == backend:
-                return stack.v2_rules if face == "v2-session" else stack.v1_rules
-        return None
+    def rules_for(backend: str, face: str) -> SessionPairing | None:
+        member = fleet.get(backend)
+        if member is None:
+            return None
+        pairing = member.pairing(face, "v2-modern")
+        assert not isinstance(pairing, (Relay, V2OverV1))
+        return pairing
 
     return rules_for
 
@@ -191,6 +163,8 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
+    except (StoreDamaged, StoreInUse) as exc:
+        raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None
 
@@ -222,7 +196,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
                store: TaskStateStore | None = None) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
-    to use (`proxy/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
+    to use (`proxy/state/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
@@ -241,8 +215,8 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
         app.router.add_post(route, _post)
-        app.router.add_get(route, _other_method, allow_head=False)
-        app.router.add_delete(route, _other_method)
+        app.router.add_get(route, _get_or_delete, allow_head=False)
+        app.router.add_delete(route, _get_or_delete)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)

@@ -13,7 +13,7 @@ from .config import ConfigError, load
 
 def _serve(args: argparse.Namespace) -> int:
     from .app import start
-    from .backends import UnsupportedBackend
+    from .upstream.backend import UnsupportedBackend
 
     overrides = {"listen": args.listen, "store": args.store}
     if args.upstream:
@@ -67,14 +67,14 @@ def _probe(args: argparse.Namespace) -> int:
     from translators.errors import McpError
 
     from .upstream.probe import probe
-    from .upstream.session_wire import Backend
+    from .upstream.endpoint import Endpoint
 
     async def run() -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
         async with aiohttp.ClientSession() as http:
             for url in args.urls:
                 try:
-                    profile = await probe(Backend(url, url, http, request_timeout_ms=10_000))
+                    profile = await probe(Endpoint(url, url, http, request_timeout_ms=10_000))
                 except McpError as exc:
                     rows.append({"url": url, "error": exc.message})
                     continue

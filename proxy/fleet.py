@@ -1,5 +1,5 @@
-"""Several backends behind one proxy: one stack of rules per backend, and the router that spreads new
-work over them by weight (docs/behaviour.md §2 "Upstream", §6 "Task ids").
+"""Several backends behind one proxy: one member per backend (its backend, state and pairings),
+and the smooth weighted round robin that spreads new work over them (docs/behaviour.md §2 "Upstream", §6 "Task ids").
 
 What is already bound to a backend goes back to it, whatever the weights say: a task by the backend
 sealed in its id, an MRTR retry by the backend sealed in its `requestState`, a session by the
@@ -15,43 +15,58 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
 import aiohttp
 
 from translators.errors import INVALID_PARAMS, McpError
-from translators.fleet_ids import ids_to_backend, ids_to_client
-from translators.sealing import Keyring, TaskRef
+from translators.sealing import Keyring
 
-from .backends import BackendHandle, UnsupportedBackend
 from .config import Settings, Upstream
-from .faces.modern import RELAY_SESSION, ModernFace
 from .metrics import Metrics
-from .store import TaskStateStore
-from .v1_over_v2 import V1OverV2
-from .v2_session import V2SessionRules
+from .pairings import PAIRINGS, Pairing, Relay
+from .pairings.mrtr import ExchangeBook
+from .pairings.parts import MemberParts
+from .state.store import TaskStateStore
+from .state.v1_tasks import V1Follower
+from .upstream.backend import Backend, UnsupportedBackend
 
 log = logging.getLogger(__name__)
 
-Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
-"""A whole JSON-RPC message in, the same message with its ids rewritten out."""
 REVIVE_INTERVAL_S = 1.0
 """An unreachable backend is probed again by new work at most this often."""
 
 
-class Stack:
-    """One backend and the rules each face uses in front of it."""
+class FleetMember:
+    """One configured backend (`backend`), the state kept for it (`follower`: its v1 tasks
+    followed for modern clients; held MRTR exchanges) and one instance of each pairing in front
+    of it (`pairing`). `multi`: the fleet has several backends (relays relabel ids)."""
 
     def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics,
-                 store: TaskStateStore | None = None):
+                 store: TaskStateStore | None = None, *, multi: bool = False):
         self.name = upstream.name
         self.weight = upstream.weight
-        self.backend = BackendHandle(upstream, http, settings, metrics=metrics, store=store)
-        self.face = ModernFace(settings, keyring, self.backend)
-        self.v1_rules = V1OverV2(settings, keyring, self.backend)
-        self.v2_rules = V2SessionRules(settings, self.backend, self.face)
+        self.backend = Backend(upstream, http, settings, metrics=metrics)
+        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
+                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
+        metrics.track_live(lambda: len(self.follower))
+        self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
+        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, multi)
+        self._pairings: dict[type, Pairing] = {cls: cls(parts) for cls in dict.fromkeys(PAIRINGS.values())}
         self._revive_lock = asyncio.Lock()
         self._revive_at = 0.0
+
+    @property
+    def relay(self) -> Relay:
+        """The member's relay (the diagonal of `PAIRINGS`), also for relayed GET and DELETE."""
+        relay = self._pairings[Relay]
+        assert isinstance(relay, Relay)
+        return relay
+
+    def pairing(self, client: str, backend: str) -> Pairing:
+        """This member's pairing for a client of dialect `client` in front of its backend
+        speaking `backend` (`proxy.pairings.PAIRINGS`)."""
+        return self._pairings[PAIRINGS[(client, backend)]]
 
     async def usable(self) -> bool:
         """Whether new work may go here: the backend's connection was not refused, or a probe
@@ -67,109 +82,67 @@ class Stack:
             except (McpError, UnsupportedBackend) as exc:
                 log.debug("backend %s still unreachable: %s", self.name, exc)
                 return False
-            return True  # the backend's handle has logged that it is back
+            return True  # the backend has logged that it is back
+
+    async def close(self) -> None:
+        """Release the member's state (upstream sessions stay open: docs/decisions.md §2)."""
+        self.exchanges.close()
+        self.follower.close()
+        await self.backend.close()
 
 
 class Fleet:
     """The configured backends, in configuration order. `multi` says whether relays must seal the
     ids they pass on (docs/behaviour.md §6: with one backend they pass through unchanged)."""
 
-    def __init__(self, stacks: Iterable[Stack], keyring: Keyring):
-        self.stacks = list(stacks)
-        self.keyring = keyring
-        if not self.stacks:
+    def __init__(self, members: Iterable[FleetMember]):
+        self.members = list(members)
+        if not self.members:
             raise ValueError("a fleet needs at least one backend")
-        self._by_name = {stack.name: stack for stack in self.stacks}
-        self._current = {stack.name: 0 for stack in self.stacks}
-        self.multi = len(self.stacks) > 1
+        self._by_name = {member.name: member for member in self.members}
+        self._current = {member.name: 0 for member in self.members}
+        self.multi = len(self.members) > 1
+
+    @classmethod
+    def build(cls, settings: Settings, http: aiohttp.ClientSession, keyring: Keyring, metrics: Metrics,
+              store: TaskStateStore | None = None) -> "Fleet":
+        """One member per configured backend (`settings.upstream`), in configuration order."""
+        multi = len(settings.upstream) > 1
+        return cls(FleetMember(upstream, http, settings, keyring, metrics, store, multi=multi) for upstream in settings.upstream)
 
     @property
-    def first(self) -> Stack:
-        return self.stacks[0]
+    def first(self) -> FleetMember:
+        return self.members[0]
 
-    def named(self, name: str) -> Stack:
-        """The stack of the backend `name` sealed in an id. Raises `McpError(-32602)` "Unknown task"
+    def named(self, name: str) -> FleetMember:
+        """The member of the backend `name` sealed in an id. Raises `McpError(-32602)` "Unknown task"
         for a name no longer configured (the id outlived its backend)."""
-        stack = self._by_name.get(name)
-        if stack is None:
+        member = self._by_name.get(name)
+        if member is None:
             raise McpError(INVALID_PARAMS, "Unknown task")
-        return stack
+        return member
 
-    def get(self, name: str) -> Stack | None:
-        """The stack of the backend `name`, None when no such backend is configured."""
+    def get(self, name: str) -> FleetMember | None:
+        """The member of the backend `name`, None when no such backend is configured."""
         return self._by_name.get(name)
 
-    def session_sealer(self, name: str) -> Callable[[str], str] | None:
-        """How the session ids the backend `name` hands out are shown to relayed clients: sealed
-        with the backend's name when there are several backends (inverse: `relayed_session`), else
-        as they are (None)."""
-        if not self.multi:
-            return None
-        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
-
-    def session_task_ids(self, name: str, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
-        """With several backends, how task ids travel on a session relayed to the backend `name`
-        (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
-        whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
-        sealed with the backend and the session (principal "", like the session id: decision 25);
-        toward the backend only ids sealed for this very session open, others are "Unknown task"
-        (`McpError(-32602)`). None with one backend, or before the session exists (`initialize`,
-        which carries no task ids): ids pass through unchanged."""
-        if not self.multi or upstream_id is None:
-            return None
-
-        def seal(task_id: str) -> str:
-            return self.keyring.seal_task_id(TaskRef(name, upstream_id, task_id), "")
-
-        def unseal(task_id: str) -> str:
-            ref = self.keyring.unseal_task_id(task_id, "")
-            if (ref.backend, ref.session) != (name, upstream_id):
-                raise McpError(INVALID_PARAMS, "Unknown task")
-            return ref.task
-
-        def unchanged(value: str) -> str:
-            return value
-
-        def to_backend(message: dict[str, Any]) -> dict[str, Any]:
-            params = message.get("params")
-            if isinstance(params, dict) and "taskId" in params and not isinstance(params["taskId"], str):
-                self.keyring.unseal_task_id(params["taskId"], "")  # raises: not an id the proxy issued
-            return ids_to_backend(message, unseal, unchanged)
-
-        return to_backend, lambda message: ids_to_client(message, seal, unchanged)
-
-    def relayed_session(self, session_id: str) -> tuple[Stack, str | None] | None:
-        """Where a session id the proxy's own sessions do not hold goes: with one backend, to it
-        unchanged (`(stack, None)`); with several, to the backend sealed in it, with the backend's
-        own id; None for an id that does not unseal (no such session: 404)."""
-        if not self.multi:
-            return self.first, None
-        try:
-            name, upstream_id = self.keyring.unseal(RELAY_SESSION, session_id, "")
-        except ValueError:
-            return None
-        stack = self._by_name.get(name)
-        if stack is None or not _visible_ascii(upstream_id):
-            return None  # a backend no longer configured, or an id no backend could have given
-        return stack, upstream_id
-
-    async def pick(self, exclude: frozenset[str] = frozenset()) -> Stack:
+    async def pick(self, exclude: frozenset[str] = frozenset()) -> FleetMember:
         """The backend for new work: smooth weighted round robin (each backend's share of picks is
         its weight over the sum) over the reachable backends not in `exclude`; when none is
         reachable, over all of them, so that the answer names a backend that failed."""
-        candidates = [stack for stack in self.stacks if stack.name not in exclude] or self.stacks
+        candidates = [member for member in self.members if member.name not in exclude] or self.members
         if len(candidates) == 1:
             return candidates[0]
-        usable = [stack for stack in candidates if await stack.usable()] or candidates
+        usable = [member for member in candidates if await member.usable()] or candidates
         return self._next(usable)
 
-    def _next(self, stacks: list[Stack]) -> Stack:
+    def _next(self, members: list[FleetMember]) -> FleetMember:
         """Smooth weighted round robin: each turn every candidate gains its weight, the largest
         total wins and pays back the sum of the weights (spreads a 3:1 split as A A B A, not A A A B)."""
-        total = sum(stack.weight for stack in stacks)
-        for stack in stacks:
-            self._current[stack.name] += stack.weight
-        chosen = max(stacks, key=lambda stack: self._current[stack.name])
+        total = sum(member.weight for member in members)
+        for member in members:
+            self._current[member.name] += member.weight
+        chosen = max(members, key=lambda member: self._current[member.name])
         self._current[chosen.name] -= total
         return chosen
 
@@ -178,11 +151,11 @@ class Fleet:
         one has answered a probe and neither a connection to it nor a probe of it has failed since.
         Otherwise every backend is probed (at most once a second each, up to `probe_timeout_s`
         each) and, if none answers, the first backend's name and why it is not ready."""
-        if any(stack.backend.ready for stack in self.stacks):
+        if any(member.backend.ready for member in self.members):
             return None
         first: tuple[str, str] | None = None
-        for stack in self.stacks:
-            backend = stack.backend
+        for member in self.members:
+            backend = member.backend
             try:
                 await asyncio.wait_for(backend.refresh(force=True), probe_timeout_s)
             except (McpError, UnsupportedBackend, asyncio.TimeoutError) as exc:
@@ -197,11 +170,11 @@ class Fleet:
     async def refresh_all(self) -> None:
         """Probe every backend once (at start); unreachable ones are logged and left for later.
         Raises `UnsupportedBackend` for a backend that speaks no dialect the proxy serves."""
-        for stack in self.stacks:
+        for member in self.members:
             try:
-                await stack.backend.refresh(force=True)
+                await member.backend.refresh(force=True)
             except McpError as exc:  # logged by the handle as down; requests and the timer probe it again
-                log.debug("backend %s not reachable at start: %s", stack.name, exc.message)
+                log.debug("backend %s not reachable at start: %s", member.name, exc.message)
 
     async def keep_probing(self, interval_s: float) -> None:
         """Probe every backend again every `interval_s` seconds, for ever (run as a task; cancel to
@@ -209,18 +182,12 @@ class Fleet:
         (docs/behaviour.md §2) and `/readyz` reflects it."""
         while True:
             await asyncio.sleep(interval_s)
-            for stack in self.stacks:
+            for member in self.members:
                 try:
-                    await stack.backend.refresh(force=True)
+                    await member.backend.refresh(force=True)
                 except (McpError, UnsupportedBackend) as exc:  # logged by the handle when it goes down
-                    log.debug("backend %s: timed probe failed: %s", stack.name, exc)
+                    log.debug("backend %s: timed probe failed: %s", member.name, exc)
 
     async def close(self) -> None:
-        for stack in self.stacks:
-            await stack.backend.close()
-
-
-def _visible_ascii(session_id: str) -> bool:
-    """Whether `session_id` is a session id a backend may hand out: visible ASCII (0x21–0x7E),
-    the characters the session wire allows (core 2025-11-25, Session Management)."""
-    return bool(session_id) and all("!" <= ch <= "~" for ch in session_id)
+        for member in self.members:
+            await member.backend.close()

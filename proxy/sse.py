@@ -7,7 +7,9 @@ Handles LF, CRLF and CR line ends, multi-line `data`, comments and `retry`; even
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
+
+from translators import jsonrpc
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +86,8 @@ async def iter_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Event]:
             yield event
     for event in parser.feed(b"\n\n"):
         yield event
+
+
+def sse_frame(event_id: int, message: dict[str, Any]) -> bytes:
+    """One SSE event carrying a JSON-RPC message (`id`, `event: message`, one `data` line)."""
+    return b"id: %d\nevent: message\ndata: " % event_id + jsonrpc.dumps(message) + b"\n\n"

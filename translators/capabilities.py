@@ -38,6 +38,12 @@ def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_tasks_extension(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `capabilities` (client or server) whose `extensions` is exactly
+    `{io.modelcontextprotocol/tasks: {}}` (SEP-2663 §Negotiation)."""
+    return {**capabilities, "extensions": {TASKS_EXTENSION: {}}}
+
+
 def server_capabilities_to_v1(capabilities: dict[str, Any]) -> dict[str, Any]:
     """A v2 backend's capabilities as the proxy's v1 `initialize` shows them (docs/behaviour.md §5.1):
     the extension becomes `tasks = {list, cancel, requests.tools.call}`; other extensions stay, as

@@ -79,7 +79,7 @@ _difference(
 # --- creation shape -------------------------------------------------------------------------------
 
 
-def created_task_to_v2(v1_create_result: dict[str, Any]) -> CanonicalTask:
+def created_task_from_v1(v1_create_result: dict[str, Any]) -> CanonicalTask:
     """Read a v1 `CreateTaskResult` (`{"task": {...}, "_meta"?: {...}}`) into the hub.
 
     Raises `McpError(-32603)` when `task` is missing or malformed.
@@ -110,7 +110,7 @@ def created_task_from_v2(v2_create_result: dict[str, Any]) -> CanonicalTask:
 
 def creation_to_v2(v1_create_result: dict[str, Any]) -> dict[str, Any]:
     """A v1 `CreateTaskResult` as the v2 one, ids unchanged (the face then seals the id)."""
-    return created_task_result_v2(created_task_to_v2(v1_create_result))
+    return created_task_result_v2(created_task_from_v1(v1_create_result))
 
 
 def creation_to_v1(v2_create_result: dict[str, Any]) -> dict[str, Any]:
@@ -361,3 +361,14 @@ _difference(
     to_v2=from_backend,
     to_v1=for_v1_client,
 )
+
+
+def with_client_outcome(task: CanonicalTask, failure: TaskError | None, cancelled: bool) -> CanonicalTask:
+    """A task as the proxy's v1 client sees it (docs/behaviour.md §5.4, §5.6): `failed` with the
+    proxy's own `failure` (a client error answer ended it), else `cancelled` once the client
+    cancelled it, whatever the backend reports since (sticky cancel); otherwise unchanged."""
+    if failure is not None:
+        return task.evolve(status="failed", error=failure, result=None, input_requests={})
+    if cancelled and task.status != "cancelled":
+        return task.evolve(status="cancelled", result=None, error=None, input_requests={})
+    return task

@@ -26,6 +26,7 @@ from .protocol import (
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_REQUEST_META_KEYS,
+    MODERN_VERSION,
     TASKS_EXTENSION,
 )
 
@@ -221,6 +222,14 @@ def with_server_info(result: Mapping[str, Any], server_info: Mapping[str, Any]) 
     meta = dict(result.get("_meta") or {})
     meta[META_SERVER_INFO] = dict(server_info)
     return {**result, "_meta": meta}
+
+
+def session_meta(client_capabilities: Mapping[str, Any], client_info: Mapping[str, Any] | None) -> ModernMeta:
+    """The modern envelope the proxy sends upstream for a session client (docs/behaviour.md §3,
+    §5): the 2026-07-28 version, the client's input capabilities (`upstream_client_capabilities`)
+    with the tasks extension, and its `clientInfo`."""
+    capabilities = {**upstream_client_capabilities(client_capabilities), "extensions": {TASKS_EXTENSION: {}}}
+    return ModernMeta(MODERN_VERSION, capabilities, dict(client_info) if client_info is not None else None)
 
 
 def upstream_client_capabilities(client_capabilities: Mapping[str, Any]) -> dict[str, Any]:

@@ -106,3 +106,13 @@ def strip_mrtr(params: Mapping[str, Any]) -> dict[str, Any]:
     """Params without the MRTR members `inputResponses` and `requestState`, which a session-wire
     backend does not know (they are answered by the proxy)."""
     return {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+
+
+def mrtr_retry_params(params: Mapping[str, Any], round_result: Mapping[str, Any], responses: Mapping[str, Any]) -> dict[str, Any]:
+    """The params of an MRTR retry (core 2026-07-28, MRTR): the original `params` with
+    `inputResponses` (by input key) and the `requestState` of the `InputRequiredResult`
+    `round_result`, when it had one."""
+    retry = {**params, "inputResponses": dict(responses)}
+    if "requestState" in round_result:
+        retry["requestState"] = round_result["requestState"]
+    return retry

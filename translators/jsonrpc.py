@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,6 +149,12 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
 def result_response(id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
     """`{"jsonrpc": "2.0", "id": id, "result": result}`."""
     return {"jsonrpc": "2.0", "id": id, "result": result}
+
+
+def response_carrying(id: RequestId | None, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """A response to `id` carrying the `result` or `error` member of `answer` (another
+    response, e.g. a client's answer passed on to the backend that asked)."""
+    return {"jsonrpc": "2.0", "id": id, **{k: v for k, v in answer.items() if k in ("result", "error")}}
 
 
 def error_response(id: RequestId | None, error: McpError) -> dict[str, Any]:

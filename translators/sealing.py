@@ -30,6 +30,13 @@ KEY_BYTES: Final = 64
 _FORMAT: Final = 1
 ANONYMOUS: Final = "anonymous"
 MAX_TOKEN_CHARS: Final = 16_384
+
+RELAY_SESSION: Final = "relay-session"
+"""Sealing purpose of a relayed session's id when several backends sit behind the proxy
+(fields: backend, the backend's own session id; principal "")."""
+RELAY_STATE: Final = "relay-state"
+"""Sealing purpose of a relayed backend's MRTR `requestState` when several backends sit behind the
+proxy (fields: backend, the backend's own state)."""
 """Longest token accepted for unsealing (a sealed id of a backend id of about 12 KB)."""
 
 

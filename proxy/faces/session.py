@@ -5,7 +5,7 @@ Answers are JSON, or SSE when the proxy must first put requests to the client (i
 or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
 session carries `notifications/tasks/status`, with `Last-Event-ID` replay from a bounded buffer;
 DELETE ends the session. Source: core 2025-11-25 §Transports; docs/wire.md §5; docs/behaviour.md §2, §5.
-Sessions are kept in the `TaskStateStore` too (`proxy/store.py`): with the SQLite store a client's
+Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with the SQLite store a client's
 session survives a restart of the proxy; its pending requests and replay buffer do not
 (docs/decisions.md, "State that survives a restart").
 """
@@ -19,20 +19,22 @@ import json
 import logging
 import secrets
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from aiohttp import web
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
-from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION, TASKS_EXTENSION
+from translators.dialect import session_dialect
+from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
-from ..store import SessionRecord, TaskStateStore
+from ..sse import sse_frame
+from ..state.store import SessionRecord, TaskStateStore
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)
-"""Where `PostReply.finish` leaves the outcome label of its answer for the request counter."""
+"""Where `SessionReply.finish` leaves the outcome label of its answer for the request counter."""
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +48,24 @@ KEEPALIVE_S = 15.0
 _request_ids = itertools.count(1)
 
 
+class SessionPairing(Protocol):
+    """What a session's requests mean: the pairing of its dialect in front of the backend the
+    router gave it at `initialize` (`proxy.pairings.V1OverV2`, `proxy.pairings.V2SessionCarriage`)."""
+
+    backend: Any
+    """The backend it answers for (`proxy.upstream.backend.Backend`: `name`, `dialect`, `metrics`)."""
+
+    async def initialize_result(self, params: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def dispatch(self, session: "ProxySession", method: str, params: dict[str, Any], reply: "SessionReply",
+                       request: web.Request) -> dict[str, Any]: ...
+
+
 class ProxySession:
     """One v1 client session: who it is, what it declared, its GET stream and pending requests."""
 
     def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int,
-                 face: str = "v1", rules: Any = None):
+                 face: str = "v1", rules: SessionPairing | None = None):
         self.id = session_id
         self.principal = principal
         self.face = face
@@ -75,11 +90,12 @@ class ProxySession:
 
     def record(self) -> SessionRecord:
         """What the store keeps of this session."""
+        assert self.rules is not None
         return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name,
                              {"capabilities": self.client_capabilities, "clientInfo": self.client_info}, self.protocol_version)
 
     @classmethod
-    def restored(cls, record: SessionRecord, replay_events: int, rules: Any) -> "ProxySession":
+    def restored(cls, record: SessionRecord, replay_events: int, rules: SessionPairing) -> "ProxySession":
         """A session from the store (the proxy restarted). Its event ids continue above any it
         issued before: they start at the current time in milliseconds, so a client's
         `Last-Event-ID` from before the restart never hides a new event."""
@@ -133,12 +149,7 @@ class ProxySession:
         return True
 
 
-def sse_frame(event_id: int, message: dict[str, Any]) -> bytes:
-    """One SSE event carrying a JSON-RPC message."""
-    return b"id: %d\nevent: message\ndata: " % event_id + jsonrpc.dumps(message) + b"\n\n"
-
-
-class PostReply:
+class SessionReply:
     """The answer to one POST: JSON unless something must be sent first, then SSE."""
 
     def __init__(self, request: web.Request, session: ProxySession):
@@ -264,15 +275,16 @@ class SessionStore:
 
 
 class SessionFace:
-    """HTTP handling of the session wire; what requests mean is each session's `rules`, chosen at
-    `initialize` from the stack (`proxy.fleet.Stack`) the router picked."""
+    """HTTP handling of the session wire; what requests mean is each session's `rules`, the
+    pairing the entry chose at `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)`
+    gives the pairing a session restored from the store uses (None: the backend is no longer
+    configured)."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None):
+    def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None, *,
+                 rules_for: Callable[[str, str], SessionPairing | None] | None = None):
         self.settings = settings
         self.keyring = keyring
-        self.rules_for: Callable[[str, str], Any] | None = None
-        """(backend name, face) → the rules a restored session of that face uses (None: the
-        backend is no longer configured); set by the application once the backends exist."""
+        self.rules_for = rules_for
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
                                      restore=self._restore)
         self._identity_header = settings.identity_header or "Authorization"
@@ -296,12 +308,13 @@ class SessionFace:
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
 
-    async def handle_post(self, request: web.Request, message: jsonrpc.Message, stack: Any = None) -> web.StreamResponse:
+    async def handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None = None) -> web.StreamResponse:
         """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`.
-        `stack` is the backend's (`proxy.fleet.Stack`) for an `initialize`."""
-        response = await self._handle_post(request, message, stack)
+        `pairing` is the one the entry chose for an `initialize`."""
+        response = await self._handle_post(request, message, pairing)
         session = self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
-        backend = session.rules.backend if session is not None else getattr(stack, "backend", None)
+        rules = session.rules if session is not None else pairing
+        backend = rules.backend if rules is not None else None
         if backend is not None:
             backend.metrics.request(self._face_of(request, message), backend.dialect, message.method, _outcome(request, response))
         return response
@@ -311,17 +324,15 @@ class SessionFace:
         session = self.sessions.peek(request.headers.get(H_SESSION_ID, ""))
         if session is not None:
             return getattr(session, "face", "v1")
-        capabilities = message.params.get("capabilities") if message.method == "initialize" else None
-        extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-        return "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
+        return session_dialect(message.params) if message.method == "initialize" else "v1"
 
-    async def _handle_post(self, request: web.Request, message: jsonrpc.Message, stack: Any) -> web.StreamResponse:
+    async def _handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None) -> web.StreamResponse:
         """A parsed session-wire POST (docs/behaviour.md §2 rules 3–5)."""
         principal = self.principal(request)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is None:
-            if message.kind == "request" and message.method == "initialize" and stack is not None:
-                return await self._initialize(request, message, principal, stack)
+            if message.kind == "request" and message.method == "initialize" and pairing is not None:
+                return await self._initialize(request, message, principal, pairing)
             return _error(message.id if message.kind == "request" else None,
                           McpError(INVALID_REQUEST, "Bad Request: Missing session ID"), 400)
         session = self.sessions.get(session_id, principal)
@@ -339,7 +350,7 @@ class SessionFace:
             return web.Response(status=202)
         if message.method == "initialize":
             return _error(message.id, McpError(INVALID_REQUEST, "Session already initialized"), 400)
-        reply = PostReply(request, session)
+        reply = SessionReply(request, session)
         v2 = session.face == "v2-session"
         try:
             result = await session.rules.dispatch(session, message.method, message.params, reply, request)
@@ -349,12 +360,9 @@ class SessionFace:
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
-    async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str, stack: Any) -> web.StreamResponse:
+    async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str, handler: SessionPairing) -> web.StreamResponse:
         params = message.params
-        capabilities = params.get("capabilities")
-        extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-        face = "v2-session" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "v1"
-        handler = stack.v2_rules if face == "v2-session" else stack.v1_rules
+        face = session_dialect(params)
         try:
             result = await handler.initialize_result(params)
         except McpError as exc:
@@ -427,7 +435,7 @@ class SessionFace:
 
 
 def _outcome(request: web.Request, response: web.StreamResponse) -> str:
-    """The outcome label of a session-wire answer: set by `PostReply.finish`, else read from the
+    """The outcome label of a session-wire answer: set by `SessionReply.finish`, else read from the
     small JSON body every other answer is (an `_error`, an `InitializeResult`, or 202)."""
     outcome = request.get(OUTCOME)
     if outcome is not None:

@@ -19,7 +19,8 @@ from translators.errors import McpError
 from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
 
 from ..metrics import clock
-from .session_wire import ACCEPT_BOTH, IDEMPOTENT_METHODS, Backend, NotificationHandler, read_answer
+from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
+from .session_wire import NotificationHandler, read_answer
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ async def _nowhere(_answer: dict[str, Any]) -> None:  # pragma: no cover - never
 class ModernClient:
     """Requests to one modern backend; stateless, so one instance serves every caller."""
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Endpoint):
         self.backend = backend
         self._ids = itertools.count(1)
 

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 from cachetools import LRUCache
 
-from .session_wire import Backend, UpstreamSession
+from .endpoint import Endpoint
+from .session_wire import UpstreamSession
 
 
 def _capability_key(capabilities: Mapping[str, Any]) -> str:
@@ -29,7 +30,7 @@ class SessionPool:
     forgotten session is adopted again by id when a sealed task id names it).
     """
 
-    def __init__(self, backend: Backend, *, max_sessions: int = 10_000):
+    def __init__(self, backend: Endpoint, *, max_sessions: int = 10_000):
         self.backend = backend
         self._shared: LRUCache[tuple[str, str], UpstreamSession] = LRUCache(maxsize=max_sessions)
         self._by_id: LRUCache[str, UpstreamSession] = LRUCache(maxsize=max_sessions)

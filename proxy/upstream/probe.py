@@ -28,7 +28,8 @@ from translators.errors import HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_
 from translators.protocol import H_METHOD, H_PROTOCOL_VERSION, MODERN_VERSION, TASKS_EXTENSION, TaskSupport
 
 from ..sse import SseParser
-from .session_wire import ACCEPT_BOTH, Backend, BackendUnreachable, SessionLost, UpstreamSession
+from .endpoint import ACCEPT_BOTH, BackendUnreachable, Endpoint
+from .session_wire import SessionLost, UpstreamSession
 
 Dialect = Literal["v1", "v2-session", "v2-modern"]
 PROBE_CLIENT = {"name": "mcp-tasks-proxy-probe", "version": "0.1.0"}
@@ -64,7 +65,7 @@ class BackendProfile:
         return f"{self.name} at {self.url}: {self.dialect} ({', '.join(self.protocol_versions)}; {tasks})"
 
 
-async def discover(backend: Backend) -> dict[str, Any] | None:
+async def discover(backend: Endpoint) -> dict[str, Any] | None:
     """Step 1: the backend's `DiscoverResult`, `{}` for a modern backend that rejected the probe,
     or None when it answered like a legacy (session-wire) server.
 
@@ -119,7 +120,7 @@ class ProbeSession:
     None until then, after the backend forgot it, or for a backend that gives no session ids.
     """
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Endpoint):
         self.backend = backend
         self.session: UpstreamSession | None = None
 
@@ -161,7 +162,7 @@ async def _legacy_task_support(held: ProbeSession) -> dict[str, TaskSupport]:
     return {t["name"]: task_support(t) for t in tools}
 
 
-async def probe(backend: Backend, pinned: str = "auto", held: ProbeSession | None = None,
+async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | None = None,
                 last: BackendProfile | None = None) -> BackendProfile:
     """Probe `backend` and return its profile. `pinned` is the configured dialect: "auto" tries
     `server/discover`, then `initialize` (docs/behaviour.md §2); "v2-modern" tries only the first,
@@ -205,7 +206,7 @@ async def probe(backend: Backend, pinned: str = "auto", held: ProbeSession | Non
     return _session_wire_profile(backend, pinned, session, tools, now)
 
 
-def _session_wire_profile(backend: Backend, pinned: str, session: UpstreamSession, tools: list[dict[str, Any]],
+def _session_wire_profile(backend: Endpoint, pinned: str, session: UpstreamSession, tools: list[dict[str, Any]],
                           now: int) -> BackendProfile:
     """The profile of a session-wire backend from its initialised `session` and its `tools`."""
     capabilities = session.server_capabilities

@@ -38,10 +38,10 @@ from yarl import URL
 from adv_support import healthz_ok, wait_for_input
 from proxy.app import start
 from proxy.config import load
-from proxy.faces.modern import RELAY_SESSION
+from translators.sealing import RELAY_SESSION
 from proxy.sse import SseParser
-from proxy.store import CapturedInput, MemoryTaskStore
-from proxy.upstream.session_wire import IDEMPOTENT_METHODS, RESEND_ATTEMPTS
+from proxy.state.store import CapturedInput, MemoryTaskStore
+from proxy.upstream.endpoint import IDEMPOTENT_METHODS, RESEND_ATTEMPTS
 from session_support import SessionCaller
 from support import MODERN, TASKS_EXT, TEST_KEY, Caller, free_port, running_proxy
 from tap import RecordingTap

@@ -28,7 +28,7 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy.faces.modern import RELAY_SESSION, RELAY_STATE
+from translators.sealing import RELAY_SESSION, RELAY_STATE
 from proxy.sse import SseParser
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy

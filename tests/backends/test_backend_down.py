@@ -69,8 +69,8 @@ async def test_a_backend_down_is_one_warning_and_back_is_one_more(tmp_path, capl
             server.stop()
     warnings = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings == [
-        ("proxy.backends", f"backend main is down: {REFUSED}"),
-        ("proxy.backends", f"backend main is back: main at {url}/: v1 (2025-11-25; tool tasks)"),  # Starlette's 307
+        ("proxy.upstream.backend", f"backend main is down: {REFUSED}"),
+        ("proxy.upstream.backend", f"backend main is back: main at {url}/: v1 (2025-11-25; tool tasks)"),  # Starlette's 307
     ]
-    retries = [r for r in caplog.records if r.name == "proxy.upstream.session_wire" and "ClientConnectorError" in r.getMessage()]
+    retries = [r for r in caplog.records if r.name == "proxy.upstream.endpoint" and "ClientConnectorError" in r.getMessage()]
     assert len(retries) > 1 and {r.levelname for r in retries} == {"DEBUG"}  # each refused try: a debug line

@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 
 from proxy.demo.processes import ServerProcess, start_reference_v1_server, start_reference_v2_server
-from proxy.faces.modern import RELAY_SESSION
+from translators.sealing import RELAY_SESSION
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, free_port, running_proxy
 from translators.sealing import ANONYMOUS, Keyring

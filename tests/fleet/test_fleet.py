@@ -9,9 +9,10 @@ import aiohttp
 import pytest
 
 from proxy.config import ConfigError, load
-from proxy.faces.modern import RELAY_SESSION
-from proxy.fleet import Fleet, Stack
+from translators.sealing import RELAY_SESSION
+from proxy.fleet import Fleet
 from proxy.metrics import Metrics
+from proxy.routing import Router
 from support import TEST_KEY
 from translators.errors import McpError
 from translators.sealing import Keyring
@@ -28,7 +29,7 @@ async def _fleet(*weights: int) -> tuple[Fleet, aiohttp.ClientSession]:
     settings = _settings(*weights)
     http = aiohttp.ClientSession()
     metrics = Metrics()
-    return Fleet([Stack(u, http, settings, KEYRING, metrics) for u in settings.upstream], KEYRING), http
+    return Fleet.build(settings, http, KEYRING, metrics), http
 
 
 @pytest.mark.parametrize(("weights", "expected"), [
@@ -65,11 +66,11 @@ async def test_relayed_session_ids_name_their_backend_only_with_several_backends
     single, http1 = await _fleet(1)
     try:
         sealed = KEYRING.seal(RELAY_SESSION, ("b", "upstream-session-7"), "")
-        routed = fleet.relayed_session(sealed)
+        routed = Router(fleet, KEYRING).relayed_session(sealed)
         assert routed is not None and (routed[0].name, routed[1]) == ("b", "upstream-session-7")
-        assert fleet.relayed_session("upstream-session-7") is None
-        assert fleet.relayed_session(KEYRING.seal(RELAY_SESSION, ("gone", "s"), "")) is None
-        only = single.relayed_session("upstream-session-7")
+        assert Router(fleet, KEYRING).relayed_session("upstream-session-7") is None
+        assert Router(fleet, KEYRING).relayed_session(KEYRING.seal(RELAY_SESSION, ("gone", "s"), "")) is None
+        only = Router(single, KEYRING).relayed_session("upstream-session-7")
         assert only is not None and (only[0].name, only[1]) == ("a", None)
     finally:
         await http.close()

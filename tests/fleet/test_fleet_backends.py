@@ -11,7 +11,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from proxy.faces.modern import RELAY_SESSION, RELAY_STATE
+from translators.sealing import RELAY_SESSION, RELAY_STATE
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 from translators.sealing import ANONYMOUS, Keyring

@@ -123,8 +123,9 @@ async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_pat
 async def test_a_connection_over_max_connections_gets_503(upstream_url, tmp_path):
     async with running_proxy(upstream_url, tmp_path, max_connections=3) as proxy:
         held = [await asyncio.open_connection("127.0.0.1", _port(proxy)) for _ in range(3)]
+        # (/healthz is answered beyond the cap too: tests/adversarial/test_connection_bounds_attacks.py)
         reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: proxy\r\n\r\n")
         received, _ = await _read_until_closed(reader, 5)
         writer.close()
         status, headers, body = _status_and_body(received)
@@ -136,7 +137,7 @@ async def test_a_connection_over_max_connections_gets_503(upstream_url, tmp_path
         held[0][1].close()
         statuses = []
         for _ in range(50):
-            async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/healthz") as response:
+            async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/readyz") as response:
                 statuses.append(response.status)
             if response.status == 200:
                 break

@@ -23,7 +23,7 @@ import pytest
 
 from proxy.app import STATE
 from proxy.config import load
-from proxy.follow import V1Follower
+from proxy.state.v1_tasks import V1Follower
 from proxy.keys import new_key_text
 from proxy.logs import REQUEST_ID, JsonFormatter, RequestIdFilter, handler, request_id_from
 from proxy.metrics import Metrics, method_label
@@ -228,7 +228,7 @@ async def test_a_pinned_dialect_is_the_only_probe(reference_v1_server, tmp_path)
                 "reason": "Backend 'main' is pinned to v2-modern but did not answer server/discover"})
     pinned_v1 = [{"name": "main", "url": reference_v1_server.url, "dialect": "v1"}]
     async with running_proxy("", tmp_path, upstream=pinned_v1) as proxy:
-        backend = proxy.runner.app[STATE].backend
+        backend = proxy.runner.app[STATE].fleet.first.backend
         assert (backend.dialect, "slow_compute" in backend.profile.tools) == ("v1", True)
 
 
@@ -276,7 +276,7 @@ async def test_json_log_lines_carry_the_request_id(reference_v1_server, tmp_path
     entries = [json.loads(line) for line in stream.getvalue().splitlines()]
     (refusal,) = [e for e in entries if e.get("request_id") == "log-me-1"]
     assert refusal["level"] == "info"
-    assert refusal["logger"] == "proxy.faces.modern"
+    assert refusal["logger"] == "proxy.entry"
     assert "refused request" in refusal["msg"] and "-32601" in refusal["msg"]
     assert refusal["ts"].endswith("Z")
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from proxy import sqlite_store
-from proxy.sqlite_store import SqliteTaskStore
-from proxy.store import CapturedInput, Entry, SessionRecord
+from proxy.state import sqlite_store
+from proxy.state.sqlite_store import SqliteTaskStore
+from proxy.state.store import CapturedInput, Entry, SessionRecord
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 

@@ -12,7 +12,7 @@ import pytest
 
 from proxy.app import start
 from proxy.config import load
-from proxy.store import CapturedInput, MemoryTaskStore
+from proxy.state.store import CapturedInput, MemoryTaskStore
 from support import TEST_KEY, Caller
 from translators.model import CanonicalTask, InputRequest
 from translators.sealing import Keyring, TaskRef

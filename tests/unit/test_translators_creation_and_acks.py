@@ -17,7 +17,7 @@ from translators.differences import (
     created_task_from_v2,
     created_task_result_v1,
     created_task_result_v2,
-    created_task_to_v2,
+    created_task_from_v1,
     drop_task_param,
     task_param_v1,
     update_ack_v2,
@@ -65,7 +65,7 @@ FASTMCP4_CREATE = {
 
 
 def test_created_v1_task_becomes_flat_v2_create_task_result():
-    assert created_task_result_v2(created_task_to_v2(MCP1_CREATE)) == {
+    assert created_task_result_v2(created_task_from_v1(MCP1_CREATE)) == {
         "taskId": MCP1_ID,
         "status": "working",
         "createdAt": TS,
@@ -77,7 +77,7 @@ def test_created_v1_task_becomes_flat_v2_create_task_result():
 
 
 def test_created_v1_task_without_ttl_gets_null_ttlMs():
-    assert created_task_result_v2(created_task_to_v2(MCP1_CREATE_NO_TTL)) == {
+    assert created_task_result_v2(created_task_from_v1(MCP1_CREATE_NO_TTL)) == {
         "taskId": MCP1_ID,
         "status": "working",
         "createdAt": TS,
@@ -89,7 +89,7 @@ def test_created_v1_task_without_ttl_gets_null_ttlMs():
 
 
 def test_created_v1_task_keeps_status_message():
-    got = created_task_result_v2(created_task_to_v2(EVERYTHING_CREATE))
+    got = created_task_result_v2(created_task_from_v1(EVERYTHING_CREATE))
     assert got == {
         "taskId": "3f2a1b0c-9d8e-4f7a-b6c5-d4e3f2a1b0c9",
         "status": "working",
@@ -104,7 +104,7 @@ def test_created_v1_task_keeps_status_message():
 
 @pytest.mark.parametrize("v1_create", [MCP1_CREATE, MCP1_CREATE_NO_TTL, EVERYTHING_CREATE], ids=["mcp1", "mcp1-no-ttl", "everything"])
 def test_created_task_result_v2_has_no_wrapper_no_v1_names_and_no_outcome_members(v1_create):
-    got = created_task_result_v2(created_task_to_v2(v1_create))
+    got = created_task_result_v2(created_task_from_v1(v1_create))
     assert got["resultType"] == "task"
     assert "ttlMs" in got
     for absent in sorted(FORBIDDEN_IN_V2_CREATE):
@@ -113,9 +113,9 @@ def test_created_task_result_v2_has_no_wrapper_no_v1_names_and_no_outcome_member
 
 def test_created_task_result_v2_of_a_parent_task_id_task_drops_it():
     v1 = {"task": {**MCP1_CREATE["task"], "parentTaskId": "task-fedcba9876543210fedcba98"}}
-    task = created_task_to_v2(v1)
+    task = created_task_from_v1(v1)
     assert task.dropped == ("parentTaskId",)
-    assert created_task_result_v2(task) == created_task_result_v2(created_task_to_v2(MCP1_CREATE))
+    assert created_task_result_v2(task) == created_task_result_v2(created_task_from_v1(MCP1_CREATE))
 
 
 @pytest.mark.parametrize(
@@ -125,13 +125,13 @@ def test_created_task_result_v2_of_a_parent_task_id_task_drops_it():
 )
 def test_call_answered_without_a_task_is_internal_error(v1_result):
     with pytest.raises(McpError) as info:
-        created_task_to_v2(v1_result)
+        created_task_from_v1(v1_result)
     assert info.value.to_dict() == {"code": -32603, "message": "Backend answered a task-augmented call without a task"}
 
 
 def test_malformed_v1_task_is_internal_error():
     with pytest.raises(McpError) as info:
-        created_task_to_v2({"task": {"status": "working", "createdAt": TS, "lastUpdatedAt": TS}})
+        created_task_from_v1({"task": {"status": "working", "createdAt": TS, "lastUpdatedAt": TS}})
     assert info.value.code == -32603
     assert info.value.message.startswith("Backend answered a malformed v1 task: ")
 
@@ -186,7 +186,7 @@ def test_v1_create_task_result_of_a_task_with_an_outcome_says_working(outcome):
 
 
 def test_created_task_v1_to_v2_to_v1_round_trip():
-    assert created_task_result_v1(created_task_to_v2(MCP1_CREATE)) == MCP1_CREATE
+    assert created_task_result_v1(created_task_from_v1(MCP1_CREATE)) == MCP1_CREATE
 
 
 # --- acks -----------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from translators.differences import (
     created_task_from_v2,
     created_task_result_v1,
     created_task_result_v2,
-    created_task_to_v2,
+    created_task_from_v1,
     get_task_result_v1,
     get_task_result_v2,
     outcome_to_v2,
@@ -122,7 +122,7 @@ def test_schema_helper_rejects_invalid_messages():
     ids=["mcp1", "mcp1-no-ttl", "everything-with-parent"],
 )
 def test_created_task_validates_as_ext_tasks_create_task_result(v1_create):
-    validate(created_task_result_v2(created_task_to_v2(v1_create)), EXT, "CreateTaskResult")
+    validate(created_task_result_v2(created_task_from_v1(v1_create)), EXT, "CreateTaskResult")
 
 
 @pytest.mark.parametrize("case", sorted(V2_GET_CASES))

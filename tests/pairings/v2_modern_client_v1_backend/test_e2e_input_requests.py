@@ -158,7 +158,7 @@ async def test_a_client_that_never_answers_leaves_the_task_waiting_and_nothing_a
         await asyncio.sleep(0.5)
         again = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
         assert (again["status"], list(again["inputRequests"])) == ("input_required", ["input-1"])
-        book = proxy.runner.app[STATE].backend.follower.inputs
+        book = proxy.runner.app[STATE].fleet.first.follower.inputs
         ref = Keyring(TEST_KEY).unseal_task_id(created["taskId"], "anonymous")
         assert book.get(ref) is not None
         await asyncio.sleep(2.1)

@@ -98,12 +98,12 @@ async def test_a_json_only_client_gets_an_sse_answer_as_its_final_json_message(t
 async def test_a_backends_http_error_without_a_body_becomes_a_json_rpc_error_and_one_log_line(tap, tmp_path, caplog):
     async with running_proxy(tap.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
         tap.bad_gateway = True
-        with caplog.at_level(logging.WARNING, logger="proxy.relay"):
+        with caplog.at_level(logging.WARNING, logger="proxy.pairings.relay"):
             answer = await Caller(http, proxy.url).call("tools/list")
     assert (answer.status, answer.headers["Content-Type"]) == (502, "application/json")
     assert answer.body == {"jsonrpc": "2.0", "id": 1, "error": {
         "code": -32603, "message": "Backend 'main' unavailable: answered HTTP 502 without a JSON-RPC body"}}
-    lines = [r.getMessage() for r in caplog.records if r.name == "proxy.relay"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "proxy.pairings.relay"]
     assert lines == ["backend main answered HTTP 502 without a JSON-RPC body to tools/list"]
 
 

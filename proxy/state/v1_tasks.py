@@ -2,7 +2,7 @@
 
 The proxy asks upstream only when its client asks: `tasks/get` upstream for the status; while the
 task needs input, one held `tasks/result` (and the session's GET stream) to capture the backend's
-requests for input (`proxy.capture`); once the task is terminal, its payload (from the held
+requests for input (`proxy.state.capture`); once the task is terminal, its payload (from the held
 `tasks/result`, or one `tasks/result` that answers at once), folded into the v2 outcome and kept
 (a terminal task never changes) for the task's ttl or `max_task_state_ms`, whichever is shorter,
 within `max_tasks` entries.
@@ -21,7 +21,8 @@ from translators.sealing import TaskRef
 
 from .capture import InputBook, TaskInputs
 from .store import MemoryTaskStore, TaskStateStore
-from .upstream.session_wire import SessionLost, UpstreamSession, read_again
+from ..upstream.endpoint import read_again
+from ..upstream.session_wire import SessionLost, UpstreamSession
 
 PAYLOAD_TIMEOUT_S = 30.0
 """How long a terminal task's `tasks/result` may take before the payload counts as unobtainable."""
@@ -36,7 +37,7 @@ class V1Follower:
         self._capture_wait_s = input_capture_wait_ms / 1000
         self.backend = backend
         self.store: TaskStateStore = store if store is not None else MemoryTaskStore(max_tasks=max_tasks)
-        """Terminal outcomes and captured requests for input (`proxy/store.py`)."""
+        """Terminal outcomes and captured requests for input (`proxy/state/store.py`)."""
         self.inputs = InputBook(max_tasks=max_tasks, max_task_state_ms=max_task_state_ms, store=self.store)
 
     def _keep_s(self, task: CanonicalTask) -> float:

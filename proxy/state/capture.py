@@ -7,7 +7,7 @@ answers each upstream, same session and same request id, when the client's `task
 the answer.
 
 * `TaskInputs`: one task's held `tasks/result`; its outstanding requests and key counter are kept
-  in the `TaskStateStore` (`proxy/store.py`), the state replicas would share.
+  in the `TaskStateStore` (`proxy/state/store.py`), the state replicas would share.
 * `SessionListener`: one upstream session's GET stream, attributing what arrives to a task.
 * `InputBook`: all of it for one backend, bounded in count (least recently used first) and time
   (the task's ttl, or `max_task_state_ms` when the ttl is null); what is evicted stops listening.
@@ -29,7 +29,7 @@ from translators.model import InputRequest
 from translators.sealing import TaskRef
 
 from .store import CapturedInput, TaskStateStore
-from .upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
+from ..upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ alone knows is:
 
 `TaskStateStore` is that state. `MemoryTaskStore` keeps outcomes and captured requests in this
 process; the sessions and registry are then only the live objects of the faces (its session and
-entry methods keep nothing). `SqliteTaskStore` (`proxy/sqlite_store.py`) keeps all of it in a file
+entry methods keep nothing). `SqliteTaskStore` (`proxy/state/sqlite_store.py`) keeps all of it in a file
 in `state_dir`, so that it survives a crash and restart. Deliberately not in it, because it cannot
 outlive the process: held upstream streams (the `tasks/result` and GET listeners that *capture*
 requests — re-opened on the next poll — and MRTR exchanges waiting on an open upstream response)

@@ -12,6 +12,7 @@ backend's draft-era `-32003` are parsed (docs/decisions.md §36, §37).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
@@ -28,11 +29,16 @@ from translators.errors import (
     may_carry_legacy_code,
     modern_http_status,
 )
+from translators.envelope import encode_header_value, name_param
+from translators.errors import INVALID_PARAMS
+from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
+from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 
-from .metrics import clock
-from .sse import Event, SseParser
-from .upstream.session_wire import ACCEPT_BOTH, IDEMPOTENT_METHODS, Backend
+from ..metrics import clock
+from ..sse import Event, SseParser
+from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
+from .parts import MemberParts
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +49,7 @@ WHOLE_BODY_MAX = 1024 * 1024
 """A non-SSE answer of known length up to this size is read whole and sent in one write."""
 
 
-async def relay(request: web.Request, backend: Backend, body: bytes | None, forward_headers: Iterable[str] = (),
+async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward_headers: Iterable[str] = (),
                 add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
                 rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
@@ -305,3 +311,129 @@ def _rewrite_data(raw: bytes, rewrite: Callable[[dict[str, Any]], dict[str, Any]
     except McpError:
         return raw
     return jsonrpc.dumps(rewrite(message.raw))
+
+
+Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
+"""A whole JSON-RPC message in, the same message with its ids rewritten out."""
+
+
+class Relay:
+    """The diagonal of the pairing table (docs/behaviour.md §3): a client of the backend's own
+    dialect. On the modern wire a request is relayed with its routing headers; on the session wire
+    a relayed session's requests are. With several backends (`parts.multi`) ids are relabelled
+    (`translators.fleet_ids`): task ids and `requestState`s sealed with the backend toward the
+    client and opened toward it, and a session id sealed with the backend's name."""
+
+    def __init__(self, parts: MemberParts):
+        self.settings = parts.settings
+        self.keyring = parts.keyring
+        self.backend = parts.backend
+        self.multi = parts.multi
+
+    async def modern(self, request: web.Request, body: bytes, message: jsonrpc.Message, principal: str) -> web.StreamResponse:
+        """Relay a checked modern request to this v2-modern backend, its answer back."""
+        params = message.params
+        rewrite = None
+        if self.multi:
+            name = self.backend.name
+            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal),
+                                      functools.partial(self._relayed_state, principal=principal))
+            body = jsonrpc.dumps(outbound)
+            params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
+
+            def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
+                return ids_to_client(answer, lambda task: self.keyring.seal_task_id(TaskRef(name, "", task), principal),
+                                     lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
+        routing = {H_METHOD: message.method}
+        name_value = name_param(message.method, params)
+        if name_value is not None:
+            routing[H_NAME] = encode_header_value(name_value)
+        answer_id = message.id if message.kind == "request" else None
+        if rewrite is None:
+            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing, method=message.method,
+                               request_id=answer_id, v2=True, modern=True)
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
+                           method=message.method, request_id=answer_id, v2=True, modern=True)
+
+    def _relayed_task(self, task_id: str, *, principal: str) -> str:
+        """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
+        A task sealed for another backend, or created on a session (before this backend was
+        upgraded), is unknown here: -32602."""
+        ref = self.keyring.unseal_task_id(task_id, principal)
+        if ref.backend != self.backend.name or ref.session:
+            raise McpError(INVALID_PARAMS, "Unknown task")
+        return ref.task
+
+    def _relayed_state(self, token: str, *, principal: str) -> str:
+        """The backend's own `requestState` inside one the proxy wrapped. Raises `McpError(-32602)`."""
+        try:
+            backend, state = self.keyring.unseal(RELAY_STATE, token, principal)
+        except ValueError:  # does not unseal, or not two fields
+            raise McpError(INVALID_PARAMS, "Invalid requestState") from None
+        if backend != self.backend.name:
+            raise McpError(INVALID_PARAMS, "Invalid requestState")
+        return state
+
+    def session_body(self, message: jsonrpc.Message, body: bytes, upstream_id: str | None) -> bytes:
+        """The body a relayed session's POST goes upstream with: task ids opened for this session
+        with several backends. Raises `McpError(-32602)` for a task id not sealed for it (never sent
+        upstream)."""
+        task_ids = self.session_task_ids(upstream_id)
+        return body if task_ids is None else jsonrpc.dumps(task_ids[0](message.raw))
+
+    async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
+                      upstream_id: str | None) -> web.StreamResponse:
+        """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
+        GET or DELETE: `message` None); with several backends the session id the backend hands out
+        is sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
+        with backend and session both ways (`session_task_ids`)."""
+        task_ids = self.session_task_ids(upstream_id)
+        rewrite = task_ids[1] if task_ids is not None else None
+        if message is None:
+            return await relay(request, self.backend.connector, None, self.settings.forward_headers, session_id=upstream_id,
+                               seal_session=self.session_sealer(), rewrite=rewrite)
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers,
+                           session_id=upstream_id, seal_session=self.session_sealer(), rewrite=rewrite,
+                           method=message.method, request_id=message.id if message.kind == "request" else None,
+                           v2=self.backend.dialect == "v2-session")
+
+    def session_sealer(self) -> Callable[[str], str] | None:
+        """How the session ids this backend hands out are shown to relayed clients: sealed with the
+        backend's name when there are several backends (inverse: `proxy.routing.Router.relayed_session`),
+        else as they are (None)."""
+        if not self.multi:
+            return None
+        name = self.backend.name
+        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
+
+    def session_task_ids(self, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
+        """With several backends, how task ids travel on a session relayed to this backend
+        (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
+        whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
+        sealed with the backend and the session (principal "", like the session id: decision 25);
+        toward the backend only ids sealed for this very session open, others are "Unknown task"
+        (`McpError(-32602)`). None with one backend, or before the session exists (`initialize`,
+        which carries no task ids): ids pass through unchanged."""
+        if not self.multi or upstream_id is None:
+            return None
+        name = self.backend.name
+
+        def seal(task_id: str) -> str:
+            return self.keyring.seal_task_id(TaskRef(name, upstream_id, task_id), "")
+
+        def unseal(task_id: str) -> str:
+            ref = self.keyring.unseal_task_id(task_id, "")
+            if (ref.backend, ref.session) != (name, upstream_id):
+                raise McpError(INVALID_PARAMS, "Unknown task")
+            return ref.task
+
+        def unchanged(value: str) -> str:
+            return value
+
+        def to_backend(message: dict[str, Any]) -> dict[str, Any]:
+            params = message.get("params")
+            if isinstance(params, dict) and "taskId" in params and not isinstance(params["taskId"], str):
+                self.keyring.unseal_task_id(params["taskId"], "")  # raises: not an id the proxy issued
+            return ids_to_backend(message, unseal, unchanged)
+
+        return to_backend, lambda message: ids_to_client(message, seal, unchanged)

@@ -1,6 +1,6 @@
 """v1 clients in front of a v2-modern backend (docs/behaviour.md §5): what each request means.
 
-The session face (`faces/session.py`) does the HTTP; this module decides. Every upstream request
+The session face (`proxy/faces/session.py`) does the HTTP; this module decides. Every upstream request
 declares the tasks extension and the v1 client's elicitation, sampling and roots capabilities.
 Tasks created for a v1 client are recorded in the `TaskRegistry` (listing, sticky cancels, asked
 input keys, tasks the proxy holds itself).
@@ -9,6 +9,7 @@ input keys, tasks the proxy holds itself).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 from datetime import datetime, timezone
@@ -16,7 +17,6 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
-from translators.capabilities import server_capabilities_to_v1, tool_to_v1
 from translators.differences import (
     V1Payload,
     add_related_task,
@@ -27,22 +27,24 @@ from translators.differences import (
     get_task_result_v1,
     outcome_to_v1,
     task_from_get_result_v2,
+    with_client_outcome,
 )
-from translators.envelope import ModernMeta, legacy_result, upstream_client_capabilities
+from translators import jsonrpc
+from translators.envelope import ModernMeta, legacy_result, session_meta
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, McpError, unknown_task
 from translators.inputs import input_request_to_v1, input_response_from_v1
 from translators.model import CanonicalTask, InputRequest, TaskError
-from translators.protocol import MODERN_VERSION, TASKS_EXTENSION, TERMINAL_STATUSES
-from translators.sealing import Keyring, TaskRef
+from translators.protocol import TERMINAL_STATUSES
+from translators.results import initialize_result_v1, task_status_notification_v1, tasks_list_result_v1, tools_list_to_v1
+from translators.sealing import TaskRef
 
-from .backends import BackendHandle
-from .config import Settings
-from .faces.modern import SERVER_INFO
-from .faces.session import PostReply, ProxySession
-from .registry import HELD, Entry, TaskRegistry
-from .upstream.modern_wire import ModernClient
-from .upstream.session_v2 import SessionV2Client
-from .upstream.session_wire import read_again
+from ..faces.session import ProxySession, SessionReply
+from ..state.client_tasks import HELD, Entry, TaskRegistry
+from ..upstream.modern_wire import ModernClient
+from ..upstream.v2_session_wire import V2SessionClient
+from ..upstream.endpoint import read_again
+from .mrtr import input_rounds
+from .parts import MemberParts
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +61,14 @@ def _now_iso() -> str:
 class V1OverV2:
     """The rules of §5 for one v2-modern backend."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, backend: BackendHandle):
-        self.settings = settings
-        self.keyring = keyring
-        self.backend = backend
+    def __init__(self, parts: MemberParts):
+        self.settings = settings = parts.settings
+        self.keyring = parts.keyring
+        self.backend = backend = parts.backend
         self.modern = ModernClient(backend.connector)
-        self.session_v2 = SessionV2Client(backend.pool)
+        self.session_v2 = V2SessionClient(backend.pool)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
-                                     store=backend.follower.store, backend=backend.name)
+                                     store=parts.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))
 
     # -- session start -----------------------------------------------------------------------------
@@ -77,27 +79,17 @@ class V1OverV2:
         if profile.dialect not in ("v2-modern", "v2-session"):
             raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
                            "version of mcp-tasks-proxy; use the 2026-07-28 wire", http_status=400)
-        capabilities = {
-            name: {k: v for k, v in value.items() if k not in ("listChanged", "subscribe")}
-            for name, value in profile.capabilities.items()
-            if name in ("tools", "resources", "prompts", "completions") and isinstance(value, dict)
-        }
-        capabilities["extensions"] = profile.capabilities.get("extensions") or {}
-        result: dict[str, Any] = {"capabilities": server_capabilities_to_v1(capabilities), "serverInfo": SERVER_INFO}
-        if profile.instructions:
-            result["instructions"] = profile.instructions
-        return result
+        return initialize_result_v1(profile.capabilities, profile.instructions)
 
     def _meta(self, session: ProxySession) -> ModernMeta:
-        caps = {**upstream_client_capabilities(session.client_capabilities), "extensions": {TASKS_EXTENSION: {}}}
-        return ModernMeta(MODERN_VERSION, caps, session.client_info)
+        return session_meta(session.client_capabilities, session.client_info)
 
     def _headers(self, request: web.Request) -> dict[str, str]:
         return self.settings.upstream_headers(request.headers)
 
     # -- dispatch ------------------------------------------------------------------------------------
 
-    async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: PostReply,
+    async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply,
                        request: web.Request) -> dict[str, Any]:
         """The result of one v1 request. Raises `McpError` (mapped for v1 clients by the face)."""
         profile = await self.backend.current()
@@ -117,10 +109,7 @@ class V1OverV2:
         if method == "tools/list":
             result = legacy_result(method, await call.upstream(method, params))
             profile = self.backend.profile
-            known = profile.tools if profile is not None else {}
-            tools = [tool_to_v1(t, known.get(t.get("name"), self.settings.advertise_task_support))
-                     for t in result.get("tools") or () if isinstance(t, dict)]
-            return {**result, "tools": tools}
+            return tools_list_to_v1(result, profile.tools if profile is not None else {}, self.settings.advertise_task_support)
         if method == "logging/setLevel":
             return {}
         if method in ("prompts/get", "resources/read"):
@@ -131,7 +120,7 @@ class V1OverV2:
 class _Call:
     """One v1 request in flight."""
 
-    def __init__(self, rules: V1OverV2, session: ProxySession, reply: PostReply, headers: dict[str, str], dialect: str):
+    def __init__(self, rules: V1OverV2, session: ProxySession, reply: SessionReply, headers: dict[str, str], dialect: str):
         self.rules = rules
         self.session = session
         self.reply = reply
@@ -147,8 +136,7 @@ class _Call:
 
     async def _relay_question(self, message: dict[str, Any]) -> dict[str, Any]:
         answer = await self.reply.ask(str(message.get("method")), dict(message.get("params") or {}))
-        answer = {k: v for k, v in answer.items() if k in ("result", "error")}
-        return {"jsonrpc": "2.0", "id": message.get("id"), **answer}
+        return jsonrpc.response_carrying(message.get("id"), answer)
 
     async def upstream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await self.upstream_client.request(method, params, self.meta, headers=self.headers, **self.extra)
@@ -162,19 +150,10 @@ class _Call:
     async def with_input(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request whose MRTR rounds are turned into requests to the client on this POST's
         stream, each round retried upstream with `inputResponses` and the same `requestState`."""
-        result = await self.upstream(method, params)
-        while result.get("resultType") == "input_required":
-            responses: dict[str, Any] = {}
-            for key, raw in (result.get("inputRequests") or {}).items():
-                answer = await self.ask(InputRequest.model_validate(raw), None)
-                if isinstance(answer, McpError):
-                    raise answer
-                responses[key] = answer
-            retry = {**params, "inputResponses": responses}
-            if "requestState" in result:
-                retry["requestState"] = result["requestState"]
-            result = await self.upstream(method, retry)
-        return result
+        async def ask(request: InputRequest) -> dict[str, Any] | McpError:
+            return await self.ask(request, None)
+
+        return await input_rounds(method, params, await self.upstream(method, params), functools.partial(self.upstream, method), ask)
 
     # -- tools/call (§5.2) ------------------------------------------------------------------------------
 
@@ -262,14 +241,11 @@ class _Call:
             task = task_from_get_result_v2(wire).evolve(task_id=entry.task_id or entry.ref.task)
             if task.dropped:
                 self.rules.backend.metrics.dropped(task.dropped, "a v2 tasks/get answer")
-        if entry.failure is not None:
-            task = task.evolve(status="failed", error=entry.failure, result=None, input_requests={})
-        elif entry.cancelled and task.status != "cancelled":
-            task = task.evolve(status="cancelled", result=None, error=None, input_requests={})
+        task = with_client_outcome(task, entry.failure, entry.cancelled)
         previous, entry.last = entry.last, task
         if entry.task_id and previous.status != task.status:
             self.rules.registry.save(entry)
-            await self.session.notify({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": get_task_result_v1(task)})
+            await self.session.notify(task_status_notification_v1(get_task_result_v1(task)))
         return task
 
     async def until_terminal(self, entry: Entry, task_id: str | None) -> CanonicalTask:
@@ -346,10 +322,9 @@ class _Call:
                 except McpError:
                     continue
             tasks.append(get_task_result_v1(task))
-        result: dict[str, Any] = {"tasks": tasks}
-        if start + size < len(entries):
-            result["nextCursor"] = self.rules.keyring.seal("cursor", (str(start + size), ""), self.session.principal)
-        return result
+        more = start + size < len(entries)
+        next_cursor = self.rules.keyring.seal("cursor", (str(start + size), ""), self.session.principal) if more else None
+        return tasks_list_result_v1(tasks, next_cursor)
 
     async def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
         entry = self.entry(params)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from translators.capabilities import with_tasks_extension
 from translators.envelope import ModernMeta, strip_envelope, upstream_client_capabilities
-from translators.protocol import TASKS_EXTENSION
 
 from .pool import SessionPool
 from .session_wire import ServerRequestHandler, UpstreamSession
@@ -22,12 +22,10 @@ from .session_wire import ServerRequestHandler, UpstreamSession
 def session_capabilities(meta: ModernMeta) -> dict[str, Any]:
     """What an upstream v2-session declares in `initialize` for a caller with this envelope."""
     capabilities = upstream_client_capabilities(meta.client_capabilities)
-    if meta.declares_tasks:
-        capabilities["extensions"] = {TASKS_EXTENSION: {}}
-    return capabilities
+    return with_tasks_extension(capabilities) if meta.declares_tasks else capabilities
 
 
-class SessionV2Client:
+class V2SessionClient:
     """The `ModernClient` interface over a v2-session backend's pooled sessions."""
 
     def __init__(self, pool: SessionPool):

@@ -1,4 +1,4 @@
-"""A configured backend as the faces see it: address, probed profile, session pool, task follower.
+"""A configured backend as the pairings see it: its endpoint, probed profile and session pool.
 
 The profile is probed at start, refreshed every `probe_interval_ms`, and re-probed (throttled)
 when a request finds it missing or stale, e.g. a tool name the cached `tools/list` lacks
@@ -18,13 +18,12 @@ import aiohttp
 from translators.errors import McpError
 from translators.protocol import TaskSupport
 
-from .config import Settings, Upstream
-from .follow import V1Follower
-from .metrics import Metrics
-from .store import TaskStateStore
-from .upstream.pool import SessionPool
-from .upstream.probe import BackendProfile, ProbeSession, probe
-from .upstream.session_wire import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, Backend, BackendUnreachable, reconnect_wait
+from ..config import Settings, Upstream
+from ..metrics import Metrics
+from .pool import SessionPool
+from .probe import BackendProfile, ProbeSession, probe
+from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, reconnect_wait
+from .transports import connect
 
 log = logging.getLogger(__name__)
 
@@ -36,21 +35,15 @@ class UnsupportedBackend(Exception):
     """The backend speaks a dialect this version of the proxy cannot serve."""
 
 
-class BackendHandle:
-    """One backend: its connector, its profile (None until a probe succeeded), pool and follower.
-    `store` keeps the task state replicas would share (`proxy/store.py`; default: in memory)."""
+class Backend:
+    """One backend: its connector (`Endpoint`), its profile (None until a probe succeeded) and
+    its session pool."""
 
-    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None,
-                 store: TaskStateStore | None = None):
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
         self.config = config
         self.name = config.name
-        self.connector = Backend(config.name, config.url, http, extra_headers=config.headers,
-                                 request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
+        self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
-        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
-                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store,
-                                   backend=config.name)
-        self.metrics.track_live(lambda: len(self.follower))
         self.profile: BackendProfile | None = None
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
@@ -184,6 +177,5 @@ class BackendHandle:
     async def close(self) -> None:
         """Release the backend's state; upstream sessions (the probes' one too) are left open on
         purpose (docs/decisions.md §2)."""
-        self.follower.close()
         self.pool.forget_all()
         self._probe_session.session = None

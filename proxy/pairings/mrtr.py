@@ -1,10 +1,15 @@
-"""Synchronous MRTR over a session-wire backend (docs/behaviour.md §4.8; core 2026-07-28 MRTR).
+"""MRTR rounds (core 2026-07-28, MRTR): held upstream exchanges, and the one rounds loop.
+
+Synchronous MRTR over a session-wire backend (docs/behaviour.md §4.8; core 2026-07-28 MRTR).
 
 When a v1 backend sends a server→client request while a synchronous call (`tools/call`,
 `prompts/get`, `resources/read`) is in flight, the proxy keeps that upstream exchange open, answers
 the client with an `InputRequiredResult` whose sealed `requestState` names the held exchange, and,
 when the client retries with `inputResponses`, answers upstream and continues reading the same
 upstream response. Exchanges live in this process only; an unknown or expired one is -32602.
+
+A session client is asked instead (`input_rounds`): the proxy puts each round's requests to it on
+the POST's stream and retries upstream with the answers.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from translators import jsonrpc
-from translators.errors import INVALID_PARAMS, McpError
-from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request
+from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request, mrtr_retry_params
 from translators.model import InputRequest
 
-from .upstream.session_wire import UpstreamSession, refuse_server_request
+from ..upstream.session_wire import UpstreamSession, refuse_server_request
 
 BATCH_S = 0.05
 """After a first request for input arrives, how long to wait for others sent with it (e.g. two
@@ -146,3 +151,32 @@ class ExchangeBook:
     def close(self) -> None:
         for exchange in list(self._held.values()):
             self.drop(exchange)
+
+
+MAX_ROUNDS = 16
+"""Most input rounds one request may take before the proxy gives up on it (every pairing that
+turns MRTR rounds into questions to a session client: `input_rounds`)."""
+
+
+async def input_rounds(method: str, params: dict[str, Any], result: dict[str, Any],
+                       once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                       ask: Callable[[InputRequest], Awaitable[dict[str, Any] | McpError]]) -> dict[str, Any]:
+    """Carry a request's MRTR rounds (core 2026-07-28, MRTR) to a client that is asked instead:
+    while `result` is an `InputRequiredResult`, each of its `inputRequests` is put to the client
+    (`ask`), and the request is sent again (`once`) with the answers and the round's
+    `requestState` (`translators.inputs.mrtr_retry_params`). Returns the first result that asks
+    for nothing. Raises the client's error answer (`McpError`), and `McpError(-32603)` after
+    `MAX_ROUNDS` rounds."""
+    rounds = 0
+    while result.get("resultType") == "input_required":
+        rounds += 1
+        if rounds > MAX_ROUNDS:
+            raise McpError(INTERNAL_ERROR, f"{method} asked for input more than {MAX_ROUNDS} times")
+        responses: dict[str, Any] = {}
+        for key, raw in (result.get("inputRequests") or {}).items():
+            answer = await ask(InputRequest.model_validate(raw))
+            if isinstance(answer, McpError):
+                raise answer
+            responses[key] = answer
+        result = await once(mrtr_retry_params(params, result, responses))
+    return result

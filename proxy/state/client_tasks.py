@@ -7,7 +7,7 @@ and the tasks the proxy holds itself (a plain result the backend gave to a task-
 
 Bounded in count (least recently used first) and time (`max_task_state_ms` after the last use);
 what is evicted is reported unknown, never wrong. Every entry is also written to the
-`TaskStateStore` (`proxy/store.py`) when it is created or changes, and read from it when this
+`TaskStateStore` (`proxy/state/store.py`) when it is created or changes, and read from it when this
 process does not hold it (after a restart), so listings and sticky cancels survive a restart with
 the SQLite store (docs/decisions.md, "State that survives a restart").
 """

@@ -1,0 +1,213 @@
+"""Every HTTP request to the MCP endpoint, once (docs/behaviour.md §2, §6): parse, work out the
+client's dialect, route (`proxy.routing`), call the pairing (`proxy.pairings.PAIRINGS`), and map
+errors to HTTP in one place.
+
+    POST ─► size, Content-Type, JSON-RPC ─► dialect ─┬─ v2-modern: Accept, _meta and header checks,
+                                                     │   route ─► relay, or pairing.answer ─► JSON
+                                                     └─ session wire: the proxy's own session, a
+                                                         relayed one, or an initialize placed anew
+    GET / DELETE ─► the proxy's own session, a relayed session, else 404 / 405
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from translators import jsonrpc
+from translators.dialect import is_modern, session_dialect
+from translators.envelope import ModernMeta, check_headers, read_meta
+from translators.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, modern_http_status
+from translators.protocol import H_SESSION_ID
+from translators.sealing import Keyring
+
+from .config import Settings
+from .faces.checks import accepts_json, json_response, not_modern_error, read_body, refuse_conflicting_duplicates, relay_outcome
+from .faces.modern import ModernRequest, Reply
+from .faces.session import SessionFace
+from .fleet import Fleet, FleetMember
+from .metrics import outcome_of
+from .pairings import Relay
+from .routing import Router
+from .sse import sse_frame
+from .upstream.backend import UnsupportedBackend
+from .upstream.endpoint import BackendUnreachable, reconnect_wait
+
+log = logging.getLogger(__name__)
+
+
+class Entry:
+    """The MCP endpoint: `post`, and `get_or_delete`."""
+
+    def __init__(self, settings: Settings, keyring: Keyring, fleet: Fleet, sessions: SessionFace):
+        self.settings = settings
+        self.keyring = keyring
+        self.fleet = fleet
+        self.router = Router(fleet, keyring)
+        self.sessions = sessions
+        self._identity_header = settings.identity_header or "Authorization"
+        self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        """Every POST: parse it, work out its dialect and its backend, and answer. New work that
+        finds its backend unreachable goes to the next one; nothing was sent to the first."""
+        principal = self.keyring.principal(request.headers.get(self._identity_header))
+        request_id: Any = None
+        method: str | None = None
+        face = "v2-modern"
+        member = self.fleet.first
+        try:
+            body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
+            message = jsonrpc.parse(body)
+            request_id = message.id if message.kind == "request" else None
+            method = message.method
+            params = message.params
+            if not is_modern(message.method, params):
+                if H_SESSION_ID in request.headers or message.method == "initialize":
+                    face = "v1"
+                    # A session is bound to its backend; with one backend, so is everything.
+                    bound = H_SESSION_ID in request.headers or not self.fleet.multi
+                    with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
+                        return await self._session_wire(request, message, body)
+                raise not_modern_error(message, request)
+            if not accepts_json(request.headers.get("Accept")):
+                raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
+            meta = read_meta(params)
+            refuse_conflicting_duplicates(request)
+            check_headers(message.method, params, meta, request.headers)
+            member, bound = await self.router.modern(message, meta, principal)
+            tried: set[str] = set()
+            while True:
+                try:
+                    with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
+                        return await self._modern(member, request, body, message, meta, principal)
+                except BackendUnreachable:
+                    tried.add(member.name)
+                    if bound or len(tried) >= len(self.fleet.members):
+                        raise
+                    member = await self.fleet.pick(frozenset(tried))
+        except McpError as exc:
+            self._log_refusal(exc, principal, request)
+            _count(member, method, outcome_of(exc), face)
+            answer_id = request_id if request_id is not None else exc.request_id
+            return json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
+        except UnsupportedBackend as exc:
+            _count(member, method, str(INTERNAL_ERROR), face)
+            error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
+            return json_response(jsonrpc.error_response(request_id, error), 502)
+        except Exception:  # a proxy bug must not take the connection down without an answer
+            log.exception("internal error answering a request from principal=%s", principal)
+            _count(member, method, str(INTERNAL_ERROR), face)
+            error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
+            return json_response(jsonrpc.error_response(request_id, error), 500)
+
+    async def _modern(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta,
+                      principal: str) -> web.StreamResponse:
+        """A checked modern request, answered by `member`'s pairing for its backend's dialect."""
+        # The dialect decides relay or translation: probe first when it is not known yet (a
+        # backend that was down at start), so a v2 backend is never translated as v1.
+        pairing = member.pairing("v2-modern", (await member.backend.current()).dialect)
+        if isinstance(pairing, Relay):
+            response = await pairing.modern(request, body, message, principal)
+            _count(member, message.method, relay_outcome(response))
+            return response
+        if message.kind == "notification":
+            _count(member, message.method, "ok")
+            return web.Response(status=202)
+        if message.kind == "response":
+            raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
+        forward = self.settings.upstream_headers(request.headers)
+        reply = await pairing.answer(ModernRequest(message.method, message.params, meta, principal, forward))  # type: ignore[union-attr]
+        _count(member, message.method, "ok")
+        return await _write(request, message.id, reply)
+
+    async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
+        """A session-wire POST (docs/behaviour.md §2 rules 3–5): the proxy's own session, a relayed
+        session (routed by the backend sealed in its id), or an `initialize` the router places."""
+        session_id = request.headers.get(H_SESSION_ID)
+        if session_id is not None:
+            if self.sessions.owns(session_id):
+                return await self.sessions.handle_post(request, message)  # counted by the session face
+            routed = self.router.relayed_session(session_id)
+            if routed is not None:
+                member, upstream_id = routed
+                dialect = (await member.backend.current()).dialect
+                if upstream_id is not None or dialect in ("v1", "v2-session"):
+                    return await self._relay_session(member, request, body, message, upstream_id)
+            return await self.sessions.handle_post(request, message)  # 404: no such session
+        client = session_dialect(message.params)
+        tried: set[str] = set()
+        while True:
+            member = await self.fleet.pick(frozenset(tried))
+            try:
+                dialect = (await member.backend.current()).dialect  # decides relay or translation
+                break
+            except BackendUnreachable:
+                tried.add(member.name)
+                if len(tried) >= len(self.fleet.members):
+                    raise
+        if client == dialect:
+            return await self._relay_session(member, request, body, message, None)
+        return await self.sessions.handle_post(request, message, member.pairing(client, dialect))
+
+    async def _relay_session(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message,
+                             upstream_id: str | None) -> web.StreamResponse:
+        relay = member.relay
+        try:
+            body = relay.session_body(message, body, upstream_id)
+        except McpError as exc:  # a task id not sealed for this session: never sent upstream
+            _count(member, message.method, outcome_of(exc), "v1")
+            return json_response(jsonrpc.error_response(message.id if message.kind == "request" else None, exc), 200)
+        response = await relay.session(request, body, message, upstream_id)
+        _count(member, message.method, relay_outcome(response), "v1")
+        return response
+
+    async def get_or_delete(self, request: web.Request) -> web.StreamResponse:
+        """GET and DELETE: the proxy's own sessions, relayed sessions (routed like their POSTs), else
+        404 for a session id and 405 without one (the modern wire has neither)."""
+        session_id = request.headers.get(H_SESSION_ID)
+        if session_id is None:
+            error = McpError(INVALID_REQUEST, f"Method Not Allowed: the 2026-07-28 wire has no {request.method}")
+            return json_response(jsonrpc.error_response(None, error), 405, {"Allow": "POST"})
+        if not self.sessions.owns(session_id):
+            routed = self.router.relayed_session(session_id)
+            if routed is not None:
+                member, upstream_id = routed
+                profile = member.backend.profile
+                if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
+                    return await member.relay.session(request, None, None, upstream_id)
+        if request.method == "GET":
+            return await self.sessions.handle_get(request)
+        return await self.sessions.handle_delete(request)
+
+    def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> None:
+        if isinstance(exc, BackendUnreachable):  # the backend logged it going down, once
+            log.info("backend unreachable for principal=%s: %s", principal, exc.message)
+        elif exc.http_status == 502:
+            log.warning("backend failure for principal=%s: %s", principal, exc.message)
+        else:
+            # A header mismatch's message quotes the header; header values are never logged.
+            reason = "a header does not match the request body" if exc.code == HEADER_MISMATCH else exc.message
+            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, reason)
+
+
+def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v2-modern") -> None:
+    """One answered request in `mcp_tasks_proxy_requests_total`."""
+    backend = member.backend
+    backend.metrics.request(face, backend.dialect, method, outcome)
+
+
+async def _write(request: web.Request, request_id: Any, reply: Reply) -> web.StreamResponse:
+    """A pairing's reply: JSON, or, when it carries notifications to send first, an SSE stream of
+    those notifications and then the answer (MCP 2026-07-28, Streamable HTTP)."""
+    answer = jsonrpc.result_response(request_id, reply.result)
+    if not reply.notifications:
+        return json_response(answer, 200, reply.headers)
+    stream = web.StreamResponse(status=200, headers={**reply.headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await stream.prepare(request)
+    for number, message in enumerate([*reply.notifications, answer], 1):
+        await stream.write(sse_frame(number, message))
+    await stream.write_eof()
+    return stream

@@ -1,0 +1,94 @@
+"""Which backend answers a request (docs/behaviour.md §2 "Upstream", §6 "Task ids"), for POST,
+GET and DELETE alike.
+
+What is already bound to a backend goes back to it, whatever the weights say: a task by the
+backend sealed in its id, an MRTR retry by the backend sealed in its `requestState`, a proxy
+session by the backend it got at `initialize` (the session remembers it), a relayed session by
+the backend sealed in its `Mcp-Session-Id`. Everything else is new work for the fleet's smooth
+weighted round robin (`proxy.fleet.Fleet.pick`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from translators import jsonrpc
+from translators.envelope import ModernMeta
+from translators.errors import INVALID_PARAMS, McpError, missing_tasks_extension
+from translators.fleet_ids import listened_task_ids
+from translators.protocol import MRTR_METHODS, TASK_METHODS_V2
+from translators.sealing import RELAY_SESSION, RELAY_STATE, Keyring
+
+from .fleet import Fleet, FleetMember
+
+
+class Router:
+    """Routes requests over `fleet`, opening the ids `keyring` sealed."""
+
+    def __init__(self, fleet: Fleet, keyring: Keyring):
+        self.fleet = fleet
+        self.keyring = keyring
+
+    async def modern(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> tuple[FleetMember, bool]:
+        """The member that must answer a checked modern request, and whether the request is bound
+        to it: a task by the backend sealed in its id, an MRTR retry by the one sealed in its
+        `requestState`; other requests are new work. With one backend, always it (ids that do not
+        unseal are then refused where they are read)."""
+        fleet = self.fleet
+        if not fleet.multi:
+            return fleet.first, True
+        params = message.params
+        if message.method in TASK_METHODS_V2:
+            if not meta.declares_tasks:
+                raise missing_tasks_extension(f"{message.method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
+            ref = self.keyring.unseal_task_id(params.get("taskId"), principal)
+            return fleet.named(ref.backend), True
+        if message.method == "subscriptions/listen":
+            names = {self.keyring.unseal_task_id(task_id, principal).backend for task_id in listened_task_ids(params)}
+            if len(names) > 1:
+                raise McpError(INVALID_PARAMS, "subscriptions/listen: with several backends, one subscription can only name tasks of one backend")
+            if names:
+                return fleet.named(names.pop()), True
+        if message.method in MRTR_METHODS and "requestState" in params:
+            member = fleet.get(self._state_backend(params["requestState"], principal))
+            if member is None:
+                raise McpError(INVALID_PARAMS, "Invalid requestState")
+            return member, True
+        return await fleet.pick(), False
+
+    def _state_backend(self, token: Any, principal: str) -> str:
+        """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange
+        (exchange id, backend), or wrapping a relayed backend's own state (backend, state). Raises
+        `McpError(-32602)` "Invalid requestState" for anything else (expired ones say so)."""
+        try:
+            relayed = self.keyring.unseal(RELAY_STATE, str(token), principal)  # (backend, its state)
+        except ValueError:
+            held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend)
+            if len(held) != 2:
+                raise McpError(INVALID_PARAMS, "Invalid requestState") from None
+            return held[1]
+        if len(relayed) != 2:
+            raise McpError(INVALID_PARAMS, "Invalid requestState")
+        return relayed[0]
+
+    def relayed_session(self, session_id: str) -> tuple[FleetMember, str | None] | None:
+        """Where a session id the proxy's own sessions do not hold goes: with one backend, to it
+        unchanged (`(member, None)`); with several, to the backend sealed in it, with the backend's
+        own id; None for an id that does not unseal (no such session: 404)."""
+        if not self.fleet.multi:
+            return self.fleet.first, None
+        try:
+            name, upstream_id = self.keyring.unseal(RELAY_SESSION, session_id, "")
+        except ValueError:
+            return None
+        member = self.fleet.get(name)
+        if member is None or not _visible_ascii(upstream_id):
+            return None  # a backend no longer configured, or an id no backend could have given
+        return member, upstream_id
+
+
+def _visible_ascii(session_id: str) -> bool:
+    """Whether `session_id` is a session id a backend may hand out: visible ASCII (0x21–0x7E),
+    the characters the session wire allows (core 2025-11-25, Session Management)."""
+    return bool(session_id) and all("!" <= ch <= "~" for ch in session_id)

@@ -1,0 +1,160 @@
+"""A backend's address over HTTP and the connection rules every upstream wire shares.
+
+`Endpoint` is where one backend answers (its URL, the shared HTTP client, extra headers): POSTs
+follow method-preserving redirects, reads are sent again on a fresh connection when a kept-alive
+one broke, and a refused connection waits for the backend as long as the request may
+(`reconnect_wait`, config `reconnect_wait_ms`). The session wire (`session_wire.py`), the modern
+wire (`modern_wire.py`) and relays all send through it. Source: MCP core 2025-11-25 and
+2026-07-28, Streamable HTTP; docs/decisions.md §24, §29.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from contextvars import ContextVar
+from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
+
+import aiohttp
+from yarl import URL
+
+from translators.errors import McpError, backend_unavailable
+
+from ..metrics import NO_METRICS, Metrics
+
+log = logging.getLogger(__name__)
+
+ACCEPT_BOTH = "application/json, text/event-stream"
+
+RECONNECT_WAIT_S: ContextVar[float] = ContextVar("mcp_tasks_proxy_reconnect_wait_s", default=0.0)
+"""How long a POST made in this context waits for a backend that refuses connections to accept
+them again (seconds; 0: not at all). Set per request by the entry face for requests bound to their
+backend (config `reconnect_wait_ms`), so that a restarted or replaced backend costs their clients a
+delay rather than an error; new work does not wait, it goes to another backend."""
+RECONNECT_PAUSE_S = 0.2
+"""Pause between connection attempts while waiting."""
+IDEMPOTENT_METHODS = frozenset({
+    "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+    "tasks/get", "tasks/list", "tasks/result",
+})
+"""Requests that read and change nothing: one the connection failed under (a kept-alive connection
+the backend had closed, a reset) is sent again on a new connection (at most `RESEND_ATTEMPTS` more
+times), since even if the backend received it, receiving it twice does no harm."""
+RESEND_ATTEMPTS = 2
+READ_AGAIN_PAUSE_S = 0.2
+"""Pause before a read whose answer broke off (or was a gateway's 502/503/504) is asked again."""
+_T = TypeVar("_T")
+
+
+@contextlib.contextmanager
+def reconnect_wait(seconds: float) -> Iterator[None]:
+    """Within the block, POSTs wait up to `seconds` for a backend refusing connections."""
+    token = RECONNECT_WAIT_S.set(seconds)
+    try:
+        yield
+    finally:
+        RECONNECT_WAIT_S.reset(token)
+
+
+async def read_again(read: Callable[[], Awaitable[_T]]) -> _T:
+    """`read()` (a request that only reads: `tasks/get`, `tasks/result`), called again while it
+    fails with HTTP 502 (`backend_unavailable`: an answer that broke off, or something in front of
+    the backend answering 502/503/504 without MCP), every `READ_AGAIN_PAUSE_S`, for as long as a
+    request in this context may wait for its backend (`RECONNECT_WAIT_S`, the config
+    `reconnect_wait_ms`), and at least twice in all (docs/decisions.md §24, §29).
+
+    Raises the last failure once the wait is over; `BackendUnreachable` at once (the connector
+    has already waited for a connection) and every other `McpError` at once.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECONNECT_WAIT_S.get()
+    tries = 0
+    while True:
+        try:
+            return await read()
+        except BackendUnreachable:
+            raise
+        except McpError as exc:
+            tries += 1
+            if exc.http_status != 502 or (tries > 1 and loop.time() >= deadline):
+                raise
+        await asyncio.sleep(READ_AGAIN_PAUSE_S)
+
+
+class BackendUnreachable(McpError):
+    """-32603 (HTTP 502): no connection to the backend could be made, so nothing was sent to it
+    and the request may go to another backend."""
+
+
+class Endpoint:
+    """One backend's address on the session wire and the HTTP client used to reach it.
+
+    `url` may change once: a 307/308 redirect (Starlette's `/mcp` → `/mcp/`) is followed with
+    method and body kept, and remembered. `metrics` records each request's latency (default: none).
+    """
+
+    def __init__(self, name: str, url: str, http: aiohttp.ClientSession, *, extra_headers: Mapping[str, str] | None = None,
+                 request_timeout_ms: int = 300_000, metrics: Metrics | None = None):
+        self.name = name
+        self.url = url
+        self.configured_url = url
+        self.http = http
+        self.extra_headers = dict(extra_headers or {})
+        self.on_trouble: Callable[[], None] = lambda: None
+        """Called when the backend contradicts what is known of it (refused connection, forgotten
+        session); the backend's handle then probes it again."""
+        self.on_unreachable: Callable[[BackendUnreachable], None] = lambda error: None
+        """Called with the error a request would raise each time no connection to the backend could
+        be made (the router then leaves it out; the backend's handle logs the change, once)."""
+        self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
+
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
+        """POST `body` to the backend, following up to 3 method-preserving redirects.
+
+        Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
+        The caller must release the returned response.
+        """
+        all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
+        deadline: float | None = None
+        redirects = 0
+        resends = RESEND_ATTEMPTS if idempotent else 0
+        while redirects < 4:
+            try:
+                response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                if resends > 0 and isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)) \
+                        and not isinstance(exc, aiohttp.ClientConnectorError):
+                    resends -= 1  # a connection the backend had closed: a read goes again on a new one
+                    continue
+                if isinstance(exc, aiohttp.ClientConnectorError):
+                    # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S).
+                    # Each refusal is a debug line; the handle logs the backend going down once.
+                    now = asyncio.get_running_loop().time()
+                    deadline = now + RECONNECT_WAIT_S.get() if deadline is None else deadline
+                    log.debug("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                    error = self.unreachable(exc)
+                    self.on_unreachable(error)
+                    if now < deadline:
+                        await asyncio.sleep(min(RECONNECT_PAUSE_S, deadline - now))
+                        continue
+                    self.on_trouble()
+                    raise error from None
+                # The client hears the backend's name and the kind of failure, not its address.
+                log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                self.on_trouble()
+                raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
+            if response.status in (307, 308) and "Location" in response.headers:
+                location = response.headers["Location"]
+                response.release()
+                self.url = str(response.url.join(URL(location)))
+                redirects += 1
+                continue
+            return response
+        raise backend_unavailable(self.name, "too many redirects")
+
+    def unreachable(self, exc: BaseException) -> BackendUnreachable:
+        """The error for a connection that could not be made (see `BackendUnreachable`)."""
+        error = backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})")
+        return BackendUnreachable(error.code, error.message, http_status=502)
