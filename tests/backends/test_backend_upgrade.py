@@ -61,7 +61,7 @@ async def test_a_backend_replaced_while_idle_is_noticed_within_one_probe_interva
     new = None
     try:
         async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=300) as proxy:
-            backend = proxy.runner.app[STATE].backend
+            backend = proxy.runner.app[STATE].fleet.first.backend
             assert backend.dialect == "v1"
             await asyncio.to_thread(old.stop)
             new = await asyncio.to_thread(start_reference_v2_server, port)
