@@ -15,7 +15,7 @@ from translators.sealing import Keyring, TaskRef
 
 pytestmark = pytest.mark.peers
 
-TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"]
+TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "report_progress", "test_tool_with_task"]
 CREATED_FORBIDDEN_KEYS = {"task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState"}
 
 
