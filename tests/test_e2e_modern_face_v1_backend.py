@@ -36,7 +36,7 @@ async def test_server_discover_is_answered_by_the_proxy_with_the_backend_capabil
     assert answer.status == 200
     assert answer.result == {
         "supportedVersions": ["2026-07-28"],
-        "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "capabilities": {"tools": {}, "logging": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
         "resultType": "complete",
         "ttlMs": 0,
         "cacheScope": "private",
