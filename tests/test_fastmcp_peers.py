@@ -39,7 +39,7 @@ BACKENDS = {"reference": "reference_v1_server", "fastmcp3": "fastmcp3_server", "
 """Backends behind the proxy: two v1 servers (translated) and the reference v2 server (relayed)."""
 #: Bound for one whole run of the checks script (seven checks of at most 45 s each, normally ~10 s).
 CHECKS_RUN_TIMEOUT_S = 420.0
-TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "report_progress", "test_tool_with_task"]
+TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"]
 
 
 # ============================================================================================
