@@ -75,7 +75,7 @@ async def test_an_answer_with_nothing_before_it_is_json(caller):
     assert messages == [{"jsonrpc": "2.0", "id": 1, "result": DONE}]
 
 
-PROGRESS_SCRIPT = Path(__file__).resolve().parents[1] / "proxy" / "demo" / "fastmcp4_progress_check.py"
+PROGRESS_SCRIPT = Path(__file__).resolve().parents[2] / "peers" / "fastmcp4_progress_check.py"
 
 
 async def test_fastmcp4_client_progress_handler_gets_every_notification_in_order(reference_v1_server, tmp_path: Path):
