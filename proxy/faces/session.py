@@ -43,6 +43,8 @@ SSE = "text/event-stream"
 SUPPORTED_LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
 ASK_TIMEOUT_S = 600.0
 """Longest the proxy waits for a v1 client to answer a request it put to it."""
+GET_ASK_GIVE_UP_S = 5.0
+"""A request put on the GET stream is given up this long after the session last had one open."""
 KEEPALIVE_S = 15.0
 """Longest time between keep-alive comments on a quiet GET stream."""
 _request_ids = itertools.count(1)
@@ -139,6 +141,30 @@ class ProxySession:
             except (ConnectionError, RuntimeError):
                 if self.get_stream is stream:
                     self.end_get_stream()
+
+    async def ask_on_get_stream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Put a request to the client on its GET stream (kept for replay like a notification; core
+        2025-11-25 lets a server send requests on any stream) and wait for its JSON-RPC response.
+        Raises `McpError` when no GET stream is open, when the session holds none any more for
+        `GET_ASK_GIVE_UP_S`, or after `ASK_TIMEOUT_S`."""
+        if self.get_stream is None:
+            raise McpError(INTERNAL_ERROR, f"No GET stream to put {method} on")
+        request_id = f"mcp-tasks-proxy-{next(_request_ids)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        deadline = time.monotonic() + ASK_TIMEOUT_S
+        try:
+            await self.notify(jsonrpc.request(request_id, method, params))
+            while time.monotonic() < deadline:
+                done, _ = await asyncio.wait([future], timeout=GET_ASK_GIVE_UP_S)
+                if done:
+                    return future.result()
+                if self.get_stream is None:  # gone, not resumed: asked again on a later stream or tasks/result
+                    break
+            raise McpError(INTERNAL_ERROR, f"The client did not answer {method} on its GET stream")
+        finally:
+            self.pending.pop(request_id, None)
+            future.cancel()
 
     def answer(self, message: Mapping[str, Any]) -> bool:
         """Deliver the client's JSON-RPC response to a request the proxy put to it."""
@@ -394,6 +420,9 @@ class SessionFace:
                                                          "X-Accel-Buffering": "no", H_SESSION_ID: session.id})
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
+        opened = getattr(session.rules, "get_stream_opened", None)
+        if opened is not None:  # the pairing may push what it follows for the session (docs/behaviour.md §5.7)
+            opened(session, request)
         try:
             if last is not None and last.isdigit():
                 for event_id, frame in list(session.events):
