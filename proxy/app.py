@@ -3,7 +3,8 @@
 Routes: `POST`, `GET` and `DELETE <path>` (and `<path>/`) → the entry (`proxy/entry.py`), which
 routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `GET`/`DELETE` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
 neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
-backend now), `GET /metrics` (Prometheus text format).
+backend now), `GET /metrics` (Prometheus text format), `GET /status` and
+`GET /status.json` (the operator's status page, `proxy/observe/status.py`).
 Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
 """
 
@@ -35,6 +36,7 @@ from .upstream.backend import UnsupportedBackend
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
+from .observe.status import status_json, status_page
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,16 @@ async def _metrics(request: web.Request) -> web.Response:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     return web.Response(body=generate_latest(request.app[STATE].metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _status_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return await status_json(request, state.fleet, state.metrics.recorder, state.settings.status_token)
+
+
+async def _status_page(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return await status_page(request, state.fleet, state.metrics.recorder, state.settings.status_token)
 
 
 @web.middleware
@@ -218,6 +230,8 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/status", _status_page)
+    app.router.add_get("/status.json", _status_json)
     app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
     app.on_shutdown.append(_shutdown)

@@ -81,6 +81,9 @@ class Settings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout_ms: int = Field(default=30_000, gt=0)
+    status_token: str | None = Field(default=None, min_length=16)
+    traces: Literal["off", "otlp"] = "off"
+    traces_endpoint: str | None = None
 
     @field_validator("upstream")
     @classmethod

@@ -30,6 +30,8 @@ from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_
 from translators.sealing import Keyring
 
 from ..config import Settings
+from ..metrics import method_label
+from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
 
@@ -316,7 +318,11 @@ class SessionFace:
         rules = session.rules if session is not None else pairing
         backend = rules.backend if rules is not None else None
         if backend is not None:
-            backend.metrics.request(self._face_of(request, message), backend.dialect, message.method, _outcome(request, response))
+            face, outcome = self._face_of(request, message), _outcome(request, response)
+            backend.metrics.request(face, backend.dialect, message.method, outcome)
+            info = session.client_info if session is not None else message.params.get("clientInfo")
+            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
+                                             None if outcome == "ok" else method_label(message.method))
         return response
 
     def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
