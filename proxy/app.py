@@ -17,7 +17,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -64,6 +64,10 @@ class ProxyState:
     (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
     own_store: bool = False
     """Whether the application opened `store` (and so closes it)."""
+    tracer_provider: Any = None
+    """An OpenTelemetry `TracerProvider` given to `create_app` (tests: an in-memory exporter's)."""
+    tracing: Any = None
+    """`proxy.observe.tracing.Tracing` while traces are on (`traces = "otlp"` or a given provider)."""
     maintainer: asyncio.Future[None] | None = None
     """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
 
@@ -139,7 +143,11 @@ async def _startup(app: web.Application) -> None:
                                        cookie_jar=aiohttp.DummyCookieJar())
     state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
     state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
-    state.entry = Entry(settings, state.keyring, state.fleet, state.session_face)
+    if settings.traces != "off" or state.tracer_provider is not None:
+        from .observe.tracing import build  # opentelemetry is imported only when traces are on
+
+        state.tracing = build(settings, state.tracer_provider)
+    state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
     if isinstance(state.store, SqliteTaskStore):
         state.maintainer = asyncio.ensure_future(state.store.maintain())
     try:
@@ -200,13 +208,16 @@ async def _cleanup(app: web.Application) -> None:
         await state.http.close()
     if state.own_store and state.store is not None:
         state.store.close()
+    if state.tracing is not None and state.tracer_provider is None:
+        state.tracing.shutdown()  # flushes the spans still batched
 
 
 def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-               store: TaskStateStore | None = None) -> web.Application:
+               store: TaskStateStore | None = None, tracer_provider: Any = None) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
     to use (`proxy/state/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
+    `tracer_provider`: an OpenTelemetry `TracerProvider` to trace with (needs the `otel` extra).
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
@@ -221,7 +232,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     own_store = store is None
     if store is None:
         store = _open_store(settings)
-    app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store)
+    app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store, tracer_provider=tracer_provider)
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
         app.router.add_post(route, _post)
@@ -252,12 +263,12 @@ class RunningProxy:
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-                store: TaskStateStore | None = None) -> RunningProxy:
+                store: TaskStateStore | None = None, tracer_provider: Any = None) -> RunningProxy:
     """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral).
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.
     """
-    app = create_app(settings, environ=environ, keyring=keyring, store=store)
+    app = create_app(settings, environ=environ, keyring=keyring, store=store, tracer_provider=tracer_provider)
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()

@@ -31,6 +31,7 @@ from .faces.modern import ModernRequest, Reply
 from .faces.session import SessionFace
 from .fleet import Fleet, FleetMember
 from .metrics import method_label, outcome_of
+from .observe.hooks import TRACE
 from .observe.recorder import CANCELLED, UNKNOWN_CLIENT, ClientKey, client_key
 from .pairings import Relay
 from .routing import Router
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 class Entry:
     """The MCP endpoint: `post`, and `get_or_delete`."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, fleet: Fleet, sessions: SessionFace):
+    def __init__(self, settings: Settings, keyring: Keyring, fleet: Fleet, sessions: SessionFace, tracing: Any = None):
         self.settings = settings
         self.keyring = keyring
         self.fleet = fleet
@@ -52,8 +53,25 @@ class Entry:
         self.sessions = sessions
         self._identity_header = settings.identity_header or "Authorization"
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
+        self.tracing = tracing
+        """`proxy.observe.tracing.Tracing` when traces are on, else None."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
+        """Every POST, inside a server span when traces are on (`proxy/observe/tracing.py`)."""
+        if self.tracing is None:
+            return await self._post(request)
+        trace = self.tracing.request(request.headers)
+        token = TRACE.set(trace)
+        status = None
+        try:
+            response = await self._post(request)
+            status = response.status
+            return response
+        finally:
+            trace.end(status)
+            TRACE.reset(token)
+
+    async def _post(self, request: web.Request) -> web.StreamResponse:
         """Every POST: parse it, work out its dialect and its backend, and answer. New work that
         finds its backend unreachable goes to the next one; nothing was sent to the first."""
         principal = self.keyring.principal(request.headers.get(self._identity_header))
@@ -68,6 +86,8 @@ class Entry:
             request_id = message.id if message.kind == "request" else None
             method = message.method
             params = message.params
+            if self.tracing is not None:
+                TRACE.get().begin(method, params, request_id)
             if not is_modern(message.method, params):
                 if H_SESSION_ID in request.headers or message.method == "initialize":
                     face = "v1"
@@ -130,6 +150,8 @@ class Entry:
         forward = self.settings.upstream_headers(request.headers)
         reply = await pairing.answer(ModernRequest(message.method, message.params, meta, principal, forward))  # type: ignore[union-attr]
         _count(member, message.method, "ok", client=client_key(meta.client_info))
+        if self.tracing is not None:
+            TRACE.get().result(reply.result)
         return await _write(request, message.id, reply)
 
     async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
@@ -223,6 +245,9 @@ def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v
     metrics.request(face, backend.dialect, method, outcome)
     metrics.recorder.request(backend.name, dialect or face, backend.dialect, outcome, client,
                              None if outcome == "ok" else method_label(method), reason)
+    trace = TRACE.get()
+    if trace is not None:
+        trace.answered(backend.name, dialect or face, backend.dialect, outcome)
 
 
 async def _write(request: web.Request, request_id: Any, reply: Reply) -> web.StreamResponse:

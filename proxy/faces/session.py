@@ -31,6 +31,7 @@ from translators.sealing import Keyring
 
 from ..config import Settings
 from ..metrics import method_label
+from ..observe.hooks import TRACE
 from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
@@ -323,6 +324,9 @@ class SessionFace:
             info = session.client_info if session is not None else message.params.get("clientInfo")
             backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
                                              None if outcome == "ok" else method_label(message.method))
+            trace = TRACE.get()
+            if trace is not None:
+                trace.answered(backend.name, face, backend.dialect, outcome)
         return response
 
     def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
