@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | demo`."""
+"""Command line: `mcp-tasks-proxy serve | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
     reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
+    from .observe.terminal import add_parser as add_status_parser
+
+    add_status_parser(commands)
     from .bench.cli import add_bench_parser
 
     add_bench_parser(commands)

@@ -155,3 +155,27 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("MCP_TASKS_PROXY_UPDATE_DOCS") == "1":
         shutil.copyfile(png, DOCS / "status-page.png")
+
+
+async def test_status_command_prints_the_tables(reference_v1_server, reference_v2_server, tmp_path):
+    import asyncio
+    import sys
+
+    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
+                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+        await drive(http, proxy.url)
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "status", proxy.base_url,
+                                                       stdout=asyncio.subprocess.PIPE)
+        out, _ = await process.communicate()
+    assert process.returncode == 0
+    lines = out.decode().splitlines()
+    assert lines[0] == "Backends"
+    assert lines[3].split()[:5] == ["old", "http", "v1", "2025-11-25", "up"]
+    assert lines[4].split()[:5] == ["new", "http", "v2-modern", "2026-07-28", "up"]
+    start = lines.index("Migration matrix, last hour")
+    assert [line.split() for line in lines[start + 3:start + 8]] == [
+        ["v1", "v1", "relayed", "4", "0"], ["v1", "v2-modern", "translated", "3", "0"], ["v2-session", "v1", "translated", "3", "0"],
+        ["v2-modern", "v1", "translated", "2", "1"], ["v2-modern", "v2-modern", "relayed", "2", "0"]]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Clients still on v1"))
+    row = lines[start + 3].split()
+    assert (row[:3], row[-1]) == (["legacy-cli", "1.2.0", "7"], "new,old")
