@@ -30,7 +30,7 @@ from .entry import Entry
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
 from .pairings import Relay, V2OverV1
-from .state.sqlite_store import SqliteTaskStore
+from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
 from .keys import load_master_key
@@ -183,6 +183,8 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
+    except (StoreDamaged, StoreInUse) as exc:
+        raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None
 

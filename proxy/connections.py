@@ -33,6 +33,9 @@ from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
 log = logging.getLogger(__name__)
 
+LIVENESS_PATH = "/healthz"
+"""Served also beyond `max_connections`: idle sockets filling the cap must not make an
+orchestrator restart a live process."""
 BUSY_RETRY_AFTER_S = 1
 """`Retry-After` of the 503 answered beyond `max_connections`."""
 
@@ -73,8 +76,23 @@ class BoundedRequestHandler(RequestHandler):
         self._limits.open += 1
         self._counted = True
         if self._limits.open > self._limits.max_connections:
-            self._request_handler = _busy
+            self._request_handler = self._over_the_cap(self._request_handler)
         super().connection_made(transport)
+
+    @staticmethod
+    def _over_the_cap(serve: Any) -> Any:
+        """The request handler of a connection beyond `max_connections`: 503 (`_busy`), except
+        the liveness check `GET /healthz`, served as usual; either way the connection then closes
+        (docs/decisions.md §46)."""
+
+        async def handle(request: BaseRequest) -> StreamResponse:
+            if request.method != "GET" or request.path != LIVENESS_PATH:
+                return await _busy(request)
+            response = await serve(request)
+            response.force_close()
+            return response
+
+        return handle
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._counted:

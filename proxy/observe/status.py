@@ -2,7 +2,7 @@
 speaks and how it does, the migration matrix, the clients still on v1 and the recent errors,
 from the fleet and the `StatusRecorder`.
 
-Access (docs/decisions.md §43): with `status_token` set, a request must carry
+Access (docs/decisions.md §48): with `status_token` set, a request must carry
 `Authorization: Bearer <status_token>`; without it only loopback peers are answered. Others get 403.
 """
 
