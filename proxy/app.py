@@ -189,7 +189,7 @@ async def _cleanup(app: web.Application) -> None:
     if state.http is not None:
         await state.http.close()
     if state.own_store and state.store is not None:
-        state.store.close()
+        await state.store.close()
 
 
 def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
