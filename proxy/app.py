@@ -128,8 +128,9 @@ async def _startup(app: web.Application) -> None:
     state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
     state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
     state.entry = Entry(settings, state.keyring, state.fleet, state.session_face)
-    if isinstance(state.store, SqliteTaskStore):
-        state.maintainer = asyncio.ensure_future(state.store.maintain())
+    if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
+        await _heartbeat(state.store)
+        state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
     try:
         await state.fleet.refresh_all()
     except UnsupportedBackend:
@@ -160,6 +161,12 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
     (in memory). Raises `ConfigError` when the file cannot be opened."""
     if settings.store == "memory":
         return None
+    if settings.store != "sqlite":
+        try:
+            from .state.redis_store import RedisTaskStore
+        except ImportError:
+            raise ConfigError("store: a Redis URL needs the redis client: pip install 'mcp-tasks-proxy[redis]'") from None
+        return RedisTaskStore(settings.store)
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
@@ -167,6 +174,18 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
         raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None
+
+
+async def _heartbeat(store: TaskStateStore) -> None:
+    """A shared store is reached once at start (its heartbeat written): an unreachable Redis
+    refuses the start with `ConfigError` instead of failing the first requests."""
+    beat = getattr(store, "heartbeat", None)
+    if beat is None:
+        return
+    try:
+        await beat()
+    except Exception as exc:  # the client's connection errors
+        raise ConfigError(f"store: cannot reach {getattr(store, 'url', 'the store')}: {exc}") from None
 
 
 async def _shutdown(app: web.Application) -> None:
@@ -251,7 +270,7 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, reuse_port=settings.workers > 1)
     try:
         await site.start()
     except BaseException:
