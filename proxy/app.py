@@ -64,6 +64,8 @@ class ProxyState:
     """Whether the application opened `store` (and so closes it)."""
     maintainer: asyncio.Future[None] | None = None
     """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
+    listener: asyncio.Future[None] | None = None
+    """A shared store's listener for clients' answers that reached this process for another."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -131,6 +133,10 @@ async def _startup(app: web.Application) -> None:
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
         await _heartbeat(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
+    if state.store is not None and state.store.shared:
+        from .faces.session import ANSWERS
+
+        state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
     try:
         await state.fleet.refresh_all()
     except UnsupportedBackend:
@@ -198,7 +204,7 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    for loop_task in (state.prober, state.maintainer):
+    for loop_task in (state.prober, state.maintainer, state.listener):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -46,6 +46,10 @@ ASK_TIMEOUT_S = 600.0
 KEEPALIVE_S = 15.0
 """Longest time between keep-alive comments on a quiet GET stream."""
 _request_ids = itertools.count(1)
+_PROCESS = secrets.token_hex(4)
+"""Part of the ids of requests put to clients: unique across the processes sharing a store."""
+ANSWERS = "answers"
+"""The channel on which a client's response reaching one process goes to the one that asked."""
 
 
 class SessionPairing(Protocol):
@@ -178,7 +182,7 @@ class SessionReply:
 
         Raises `McpError` when the client does not accept SSE or does not answer in time.
         """
-        request_id = f"mcp-tasks-proxy-{next(_request_ids)}"
+        request_id = f"mcp-tasks-proxy-{_PROCESS}-{next(_request_ids)}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.session.pending[request_id] = future
         try:
@@ -268,6 +272,10 @@ class SessionStore:
                 await self._hold(session)
         return session
 
+    def held(self, session_id: str) -> ProxySession | None:
+        """The session if this process holds it now (no store read)."""
+        return self._sessions.get(session_id)
+
     async def contains(self, session_id: object) -> bool:
         return isinstance(session_id, str) and await self.peek(session_id) is not None
 
@@ -291,6 +299,7 @@ class SessionFace:
         self.settings = settings
         self.keyring = keyring
         self.rules_for = rules_for
+        self.store = store
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
                                      restore=self._restore)
         self._identity_header = settings.identity_header or "Authorization"
@@ -302,6 +311,13 @@ class SessionFace:
     def _restore(self, record: SessionRecord) -> ProxySession | None:
         rules = self.rules_for(record.backend, record.face) if self.rules_for is not None else None
         return ProxySession.restored(record, self.settings.replay_events, rules) if rules is not None else None
+
+    async def deliver_answer(self, payload: dict[str, Any]) -> None:
+        """A client's response another process received (`ANSWERS`): to the session here that asked."""
+        session = self.sessions.held(str(payload.get("session")))
+        message = payload.get("message")
+        if session is not None and isinstance(message, dict):
+            session.answer(message)
 
     def close_streams(self) -> None:
         """End every session's GET stream (the proxy is stopping; clients reconnect elsewhere)."""
@@ -350,7 +366,9 @@ class SessionFace:
                      principal)
             return refusal
         if message.kind == "response":
-            session.answer(message.raw)
+            if not session.answer(message.raw) and self.store is not None and self.store.shared:
+                # Asked by another process sharing the store: its listener delivers it.
+                await self.store.publish(ANSWERS, {"session": session.id, "message": message.raw})  # type: ignore[attr-defined]
             return web.Response(status=202)
         if message.kind == "notification":
             return web.Response(status=202)

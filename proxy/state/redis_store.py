@@ -27,6 +27,7 @@ import json
 import logging
 import secrets
 import time
+from typing import Any, Awaitable, Callable
 
 import redis.asyncio as aioredis
 
@@ -243,3 +244,26 @@ class RedisTaskStore:
         async for _ in self.redis.scan_iter(match=PREFIX + "*", count=1000):
             count += 1
         return count
+
+    # -- messages between processes ------------------------------------------------------------------
+
+    async def publish(self, channel: str, payload: dict[str, Any]) -> int:
+        """Send `payload` (JSON) to every process listening on `channel`; how many listen."""
+        return int(await self.redis.publish(PREFIX + channel, json.dumps(payload)))
+
+    async def listen(self, channel: str, deliver: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        """Run until cancelled: `deliver` each payload published on `channel` (reconnecting after
+        a lost connection; what was published meanwhile is lost, as pub/sub is)."""
+        while True:
+            try:
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(PREFIX + channel)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            try:
+                                await deliver(json.loads(message["data"]))
+                            except Exception:
+                                log.exception("delivering a message from %s", channel)
+            except (OSError, aioredis.RedisError) as exc:
+                log.warning("state store %s: listening on %s: %s", self.url, channel, exc)
+                await asyncio.sleep(HEARTBEAT_S)
