@@ -11,6 +11,7 @@ errors to HTTP in one place.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -25,13 +26,12 @@ from translators.sealing import Keyring
 
 from .config import Settings
 from .faces.checks import accepts_json, json_response, not_modern_error, read_body, refuse_conflicting_duplicates, relay_outcome
-from .faces.modern import ModernRequest, Reply
-from .faces.session import SessionFace
+from .faces.modern import AnswerStream, ModernRequest, write_reply
+from .faces.session import KEEPALIVE_S, SessionFace
 from .fleet import Fleet, FleetMember
 from .metrics import outcome_of
 from .pairings import Relay
 from .routing import Router
-from .sse import sse_frame
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
 
@@ -49,6 +49,8 @@ class Entry:
         self.sessions = sessions
         self._identity_header = settings.identity_header or "Authorization"
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
+        self._keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
+        """Seconds between keep-alive comments on a streamed answer (docs/decisions.md §41)."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         """Every POST: parse it, work out its dialect and its backend, and answer. New work that
@@ -119,9 +121,26 @@ class Entry:
         if message.kind == "response":
             raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
         forward = self.settings.upstream_headers(request.headers)
-        reply = await pairing.answer(ModernRequest(message.method, message.params, meta, principal, forward))  # type: ignore[union-attr]
+        out = AnswerStream(request, self._keepalive_s)
+        call = ModernRequest(message.method, message.params, meta, principal, forward, out.notify)
+        try:
+            reply = await pairing.answer(call)  # type: ignore[union-attr]
+        except asyncio.CancelledError:
+            out.close()
+            raise
+        except Exception as exc:
+            if not out.started:
+                raise
+            # Notifications went out as SSE: the error is the stream's last event (HTTP 200).
+            error = exc if isinstance(exc, McpError) else McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
+            if not isinstance(exc, McpError):
+                log.exception("internal error answering a streamed request from principal=%s", principal)
+            else:
+                self._log_refusal(exc, principal, request)
+            _count(member, message.method, outcome_of(error))
+            return await out.finish(jsonrpc.error_response(message.id, error))
         _count(member, message.method, "ok")
-        return await _write(request, message.id, reply)
+        return await write_reply(out, message.id, reply)
 
     async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
         """A session-wire POST (docs/behaviour.md §2 rules 3–5): the proxy's own session, a relayed
@@ -197,17 +216,3 @@ def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v
     """One answered request in `mcp_tasks_proxy_requests_total`."""
     backend = member.backend
     backend.metrics.request(face, backend.dialect, method, outcome)
-
-
-async def _write(request: web.Request, request_id: Any, reply: Reply) -> web.StreamResponse:
-    """A pairing's reply: JSON, or, when it carries notifications to send first, an SSE stream of
-    those notifications and then the answer (MCP 2026-07-28, Streamable HTTP)."""
-    answer = jsonrpc.result_response(request_id, reply.result)
-    if not reply.notifications:
-        return json_response(answer, 200, reply.headers)
-    stream = web.StreamResponse(status=200, headers={**reply.headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await stream.prepare(request)
-    for number, message in enumerate([*reply.notifications, answer], 1):
-        await stream.write(sse_frame(number, message))
-    await stream.write_eof()
-    return stream

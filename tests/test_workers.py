@@ -1,5 +1,5 @@
 """`serve --workers N`: N processes on one port (SO_REUSEPORT) sharing a Redis store; refused
-without a shared store (docs/decisions.md §48)."""
+without a shared store (docs/decisions.md §49)."""
 
 from __future__ import annotations
 

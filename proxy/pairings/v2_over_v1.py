@@ -150,6 +150,7 @@ class V2OverV1:
         shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
         exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
+        exchange.attend(call.notify, call.meta.log_level)
         exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
         try:
             return await self._round(call, exchange)
@@ -159,6 +160,7 @@ class V2OverV1:
             # The backend forgot the pooled session before processing anything: once more, anew.
             session = await self._session(call)
             exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
+            exchange.attend(call.notify, call.meta.log_level)
             exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
             return await self._round(call, exchange)
 
@@ -167,6 +169,7 @@ class V2OverV1:
         fields = self.keyring.unseal_request_state(call.params.get("requestState"), call.principal, int(time.time() * 1000))
         responses = read_input_responses(call.params)
         exchange = self.exchanges.take(fields[0] if fields else "", call.principal, call.method, name)
+        exchange.attend(call.notify, call.meta.log_level)
         try:
             await exchange.deliver(responses)
         except SessionLost:
@@ -181,9 +184,11 @@ class V2OverV1:
         except asyncio.CancelledError:
             # The client went away. An exchange never handed out is cancelled upstream (the
             # backend hears notifications/cancelled); a held one waits for the client's retry.
+            exchange.notify = None
             if not self.exchanges.is_held(exchange):
                 exchange.abandon()
             raise
+        exchange.notify = None  # nobody waits on the exchange until the client's retry
         if requests is not None:
             self.exchanges.hold(exchange)
             expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms
