@@ -70,6 +70,8 @@ class ProxyState:
     """`proxy.observe.tracing.Tracing` while traces are on (`traces = "otlp"` or a given provider)."""
     maintainer: asyncio.Future[None] | None = None
     """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
+    listener: asyncio.Future[None] | None = None
+    """A shared store's listener for clients' answers that reached this process for another."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -148,8 +150,13 @@ async def _startup(app: web.Application) -> None:
 
         state.tracing = build(settings, state.tracer_provider)
     state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
-    if isinstance(state.store, SqliteTaskStore):
-        state.maintainer = asyncio.ensure_future(state.store.maintain())
+    if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
+        await _heartbeat(state.store)
+        state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
+    if state.store is not None and state.store.shared:
+        from .faces.session import ANSWERS
+
+        state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
     try:
         await state.fleet.refresh_all()
     except UnsupportedBackend:
@@ -180,6 +187,12 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
     (in memory). Raises `ConfigError` when the file cannot be opened."""
     if settings.store == "memory":
         return None
+    if settings.store != "sqlite":
+        try:
+            from .state.redis_store import RedisTaskStore
+        except ImportError:
+            raise ConfigError("store: a Redis URL needs the redis client: pip install 'mcp-tasks-proxy[redis]'") from None
+        return RedisTaskStore(settings.store)
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
@@ -187,6 +200,18 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
         raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None
+
+
+async def _heartbeat(store: TaskStateStore) -> None:
+    """A shared store is reached once at start (its heartbeat written): an unreachable Redis
+    refuses the start with `ConfigError` instead of failing the first requests."""
+    beat = getattr(store, "heartbeat", None)
+    if beat is None:
+        return
+    try:
+        await beat()
+    except Exception as exc:  # the client's connection errors
+        raise ConfigError(f"store: cannot reach {getattr(store, 'url', 'the store')}: {exc}") from None
 
 
 async def _shutdown(app: web.Application) -> None:
@@ -199,7 +224,7 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    for loop_task in (state.prober, state.maintainer):
+    for loop_task in (state.prober, state.maintainer, state.listener):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -209,7 +234,7 @@ async def _cleanup(app: web.Application) -> None:
     if state.http is not None:
         await state.http.close()
     if state.own_store and state.store is not None:
-        state.store.close()
+        await state.store.close()
     if state.tracing is not None and state.tracer_provider is None:
         state.tracing.shutdown()  # flushes the spans still batched
 
@@ -276,7 +301,7 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, reuse_port=settings.workers > 1)
     try:
         await site.start()
     except BaseException:

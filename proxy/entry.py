@@ -177,7 +177,7 @@ class Entry:
         session (routed by the backend sealed in its id), or an `initialize` the router places."""
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is not None:
-            if self.sessions.owns(session_id):
+            if await self.sessions.owns(session_id):
                 return await self.sessions.handle_post(request, message)  # counted by the session face
             routed = self.router.relayed_session(session_id)
             if routed is not None:
@@ -229,7 +229,7 @@ class Entry:
         if session_id is None:
             error = McpError(INVALID_REQUEST, f"Method Not Allowed: the 2026-07-28 wire has no {request.method}")
             return json_response(jsonrpc.error_response(None, error), 405, {"Allow": "POST"})
-        if not self.sessions.owns(session_id):
+        if not await self.sessions.owns(session_id):
             routed = self.router.relayed_session(session_id)
             if routed is not None:
                 member, upstream_id = routed
