@@ -32,7 +32,7 @@ MIN_POLL_S = 0.05
 QUESTION_GRACE_S = 1.0
 """How long a task stays `input_required`, with no `tasks/result` of its client waiting, before its
 questions go out on the GET stream: a client that calls `tasks/result` once it sees
-`input_required` (as 2025-11-25 requires of requestors) gets them there (docs/decisions.md §48)."""
+`input_required` (as 2025-11-25 requires of requestors) gets them there (docs/decisions.md §53)."""
 
 
 def poll_delay(poll_interval_ms: int | None) -> float:
@@ -75,15 +75,15 @@ class TaskPush:
             return
         self._followers[session.id] = asyncio.ensure_future(self._follow(session, headers))
 
-    def _open_tasks(self, session: ProxySession) -> list[Entry]:
-        return [entry for entry in self.registry.listing(session.principal, session.id)
+    async def _open_tasks(self, session: ProxySession) -> list[Entry]:
+        return [entry for entry in await self.registry.listing(session.principal, session.id)
                 if entry.session_id == session.id and entry.ref.session != HELD and not entry.last.terminal]
 
     async def _follow(self, session: ProxySession, headers: dict[str, str]) -> None:
         parked: dict[str, float] = {}  # task id → when it was first seen input_required with nobody waiting
         try:
             while session.get_stream is not None and not session.get_stream_gone():
-                entries = self._open_tasks(session)
+                entries = await self._open_tasks(session)
                 if not entries:
                     return
                 dialect = (await self.backend.current()).dialect

@@ -211,7 +211,7 @@ class V2OverV1:
         if created.dropped:
             self.backend.metrics.dropped(created.dropped, "a v1 CreateTaskResult")
         ref = TaskRef(self.backend.name, exchange.session.session_id or "", created.task_id)
-        self.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
+        await self.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
         if exchange.context == "wait":
             return Reply(await self._wait(call, ref, exchange.session))
         task_id = self.keyring.seal_task_id(ref, call.principal)
@@ -263,5 +263,5 @@ class V2OverV1:
         except McpError as exc:
             if exc.http_status is not None:
                 raise
-        self.follower.forget(ref)
+        await self.follower.forget(ref)
         return Reply(cancel_answer_v2())
