@@ -3,11 +3,11 @@
 `initialize` is answered by the proxy with a sealed `Mcp-Session-Id`; later requests carry it.
 Answers are JSON, or SSE when the proxy must first put requests to the client (input for a task
 or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
-session carries `notifications/tasks/status`, with `Last-Event-ID` replay from a bounded buffer;
-DELETE ends the session. Source: core 2025-11-25 §Transports; docs/wire.md §5; docs/behaviour.md §2, §5.
-Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with the SQLite store a client's
-session survives a restart of the proxy; its pending requests and replay buffer do not
-(docs/decisions.md, "State that survives a restart").
+session carries what the pairing pushes (`notifications/tasks/status`, questions of a task: behaviour.md §5.7–§5.8),
+with `Last-Event-ID` replay from a bounded buffer; DELETE ends the session. Source: core 2025-11-25 §Transports;
+docs/wire.md §5; docs/behaviour.md §2, §5. Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with
+the SQLite store a client's session survives a restart; its pending requests and replay buffer do not (decisions.md,
+"State that survives a restart").
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ SSE = "text/event-stream"
 SUPPORTED_LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
 ASK_TIMEOUT_S = 600.0
 """Longest the proxy waits for a v1 client to answer a request it put to it."""
-GET_ASK_GIVE_UP_S = 5.0
-"""A request put on the GET stream is given up this long after the session last had one open."""
 KEEPALIVE_S = 15.0
 """Longest time between keep-alive comments on a quiet GET stream."""
 _request_ids = itertools.count(1)
@@ -149,30 +147,6 @@ class ProxySession:
                 if self.get_stream is stream:
                     self.end_get_stream()
 
-    async def ask_on_get_stream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Put a request to the client on its GET stream (kept for replay like a notification; core
-        2025-11-25 lets a server send requests on any stream) and wait for its JSON-RPC response.
-        Raises `McpError` when no GET stream is open, when the session holds none any more for
-        `GET_ASK_GIVE_UP_S`, or after `ASK_TIMEOUT_S`."""
-        if self.get_stream is None:
-            raise McpError(INTERNAL_ERROR, f"No GET stream to put {method} on")
-        request_id = f"mcp-tasks-proxy-{next(_request_ids)}"
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.pending[request_id] = future
-        deadline = time.monotonic() + ASK_TIMEOUT_S
-        try:
-            await self.notify(jsonrpc.request(request_id, method, params))
-            while time.monotonic() < deadline:
-                done, _ = await asyncio.wait([future], timeout=GET_ASK_GIVE_UP_S)
-                if done:
-                    return future.result()
-                if self.get_stream is None:  # gone, not resumed: asked again on a later stream or tasks/result
-                    break
-            raise McpError(INTERNAL_ERROR, f"The client did not answer {method} on its GET stream")
-        finally:
-            self.pending.pop(request_id, None)
-            future.cancel()
-
     def answer(self, message: Mapping[str, Any]) -> bool:
         """Deliver the client's JSON-RPC response to a request the proxy put to it."""
         future = self.pending.get(message.get("id"))  # type: ignore[arg-type]
@@ -233,8 +207,7 @@ class SessionReply:
 
 
 TOUCH_S = 60.0
-"""A session in use is written to the store again (its idle time renewed there) at most this often
-(or every tenth of `session_idle_ms`, if shorter): not on every request."""
+"""A session in use is written to the store again (idle time renewed) at most this often (or every tenth of `session_idle_ms`)."""
 
 
 class SessionStore:
@@ -318,10 +291,8 @@ class SessionStore:
 
 
 class SessionFace:
-    """HTTP handling of the session wire; what requests mean is each session's `rules`, the
-    pairing the entry chose at `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)`
-    gives the pairing a session restored from the store uses (None: the backend is no longer
-    configured)."""
+    """HTTP handling of the session wire; what requests mean is each session's `rules`, the pairing the entry chose at
+    `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)` gives a restored session's (None: not configured)."""
 
     def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None, *,
                  rules_for: Callable[[str, str], SessionPairing | None] | None = None):
@@ -454,9 +425,8 @@ class SessionFace:
                                                          "X-Accel-Buffering": "no", H_SESSION_ID: session.id})
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
-        opened = getattr(session.rules, "get_stream_opened", None)
-        if opened is not None:  # the pairing may push what it follows for the session (docs/behaviour.md §5.7)
-            opened(session, request)
+        if (opened := getattr(session.rules, "get_stream_opened", None)) is not None:
+            opened(session, request)  # the pairing may push what it follows for the session (behaviour.md §5.7)
         try:
             if last is not None and last.isdigit():
                 for event_id, frame in list(session.events):

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import time
 from typing import Any, Callable
 
-from translators.errors import McpError
+from translators import jsonrpc
+from translators.errors import INTERNAL_ERROR, McpError
 
-from ..faces.session import ProxySession
+from ..faces.session import ASK_TIMEOUT_S, ProxySession
 from ..state.client_tasks import HELD, Entry, TaskRegistry
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,9 @@ MAX_POLL_S = 1.0
 """A followed task is read upstream at its `pollIntervalMs`, at most this far apart..."""
 MIN_POLL_S = 0.05
 """...and at least this far apart."""
+GET_ASK_GIVE_UP_S = 5.0
+"""A request put on a GET stream is given up this long after the session last had one open."""
+_request_ids = itertools.count(1)
 QUESTION_GRACE_S = 1.0
 """How long a task stays `input_required`, with no `tasks/result` of its client waiting, before its
 questions go out on the GET stream: a client that calls `tasks/result` once it sees
@@ -48,7 +53,29 @@ class GetStreamReply:
         self.session = session
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await self.session.ask_on_get_stream(method, params)
+        """Put a request to the client on its GET stream (kept for replay like a notification; core
+        2025-11-25 lets a server send requests on any stream) and wait for its JSON-RPC response.
+        Raises `McpError` when no GET stream is open, when the session holds none any more for
+        `GET_ASK_GIVE_UP_S`, or after `ASK_TIMEOUT_S`."""
+        session = self.session
+        if session.get_stream is None:
+            raise McpError(INTERNAL_ERROR, f"No GET stream to put {method} on")
+        request_id = f"mcp-tasks-proxy-get-{next(_request_ids)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        session.pending[request_id] = future
+        deadline = time.monotonic() + ASK_TIMEOUT_S
+        try:
+            await session.notify(jsonrpc.request(request_id, method, params))
+            while time.monotonic() < deadline:
+                done, _ = await asyncio.wait([future], timeout=GET_ASK_GIVE_UP_S)
+                if done:
+                    return future.result()
+                if session.get_stream is None:  # gone, not resumed: asked again on a later stream or tasks/result
+                    break
+            raise McpError(INTERNAL_ERROR, f"The client did not answer {method} on its GET stream")
+        finally:
+            session.pending.pop(request_id, None)
+            future.cancel()
 
 
 class TaskPush:
