@@ -162,13 +162,15 @@ class BoundedSite(web.BaseSite):
     `TCPSite`, which always builds the plain `RequestHandler`). `handler_args` go to aiohttp's
     `RequestHandler` (e.g. `access_log=None`)."""
 
-    __slots__ = ("_host", "_port", "_limits", "_handler_args")
+    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_reuse_port")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
-                 **handler_args: Any):
+                 reuse_port: bool = False, **handler_args: Any):
         super().__init__(runner, backlog=backlog)
         self._host = host
         self._port = port
+        self._reuse_port = reuse_port
+        """`SO_REUSEPORT`: several worker processes listen on one port (the kernel spreads connections)."""
         self._limits = limits
         self._handler_args = handler_args
 
@@ -185,4 +187,5 @@ class BoundedSite(web.BaseSite):
         def protocol() -> BoundedRequestHandler:
             return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
 
-        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog)
+        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog,
+                                                reuse_port=self._reuse_port or None)

@@ -45,12 +45,10 @@ from ..upstream.v2_session_wire import V2SessionClient
 from ..upstream.endpoint import read_again
 from .mrtr import input_rounds
 from .parts import MemberParts
+from .v1_task_push import TaskPush, poll_delay
 
 log = logging.getLogger(__name__)
 
-MAX_POLL_S = 1.0
-"""`tasks/result` and waits poll upstream at the task's `pollIntervalMs`, at most this far apart."""
-MIN_POLL_S = 0.05
 
 
 def _now_iso() -> str:
@@ -70,6 +68,12 @@ class V1OverV2:
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                      store=parts.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))
+        self.push = TaskPush(self.registry, backend, functools.partial(_Call, self))
+        """Followers of the sessions' tasks while their GET streams are open (§5.7, §5.8)."""
+
+    def get_stream_opened(self, session: ProxySession, request: web.Request) -> None:
+        """The session opened its GET stream: follow its open tasks there (`proxy/faces/session.py`)."""
+        self.push.watch(session, self._headers(request))
 
     # -- session start -----------------------------------------------------------------------------
 
@@ -97,7 +101,10 @@ class V1OverV2:
         if method == "ping":
             return {}
         if method == "tools/call":
-            return await call.tool(params)
+            result = await call.tool(params)
+            if "task" in result:
+                self.push.watch(session, call.headers)
+            return result
         if method == "tasks/get":
             return await call.get(params)
         if method == "tasks/result":
@@ -174,14 +181,14 @@ class _Call:
             if not wants_task:
                 return await self.wait(ref, created)
             task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
-            self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, created.evolve(task_id=task_id))
+            await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, created.evolve(task_id=task_id))
             return created_task_result_v1(created.evolve(task_id=task_id))
         plain = legacy_result("tools/call", result)
         if not wants_task:
             return plain
-        return self.hold(plain, params["task"].get("ttl"))
+        return await self.hold(plain, params["task"].get("ttl"))
 
-    def hold(self, result: dict[str, Any], ttl: Any) -> dict[str, Any]:
+    async def hold(self, result: dict[str, Any], ttl: Any) -> dict[str, Any]:
         """A task the proxy holds itself, carrying a plain result (§5.2); the client's ttl is
         honoured (positive integer milliseconds, at most `max_task_state_ms`)."""
         cap = self.rules.settings.max_task_state_ms
@@ -190,7 +197,7 @@ class _Call:
         task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
         now = _now_iso()
         task = CanonicalTask(task_id=task_id, status="completed", created_at=now, last_updated_at=now, ttl_ms=ttl_ms, result=result)
-        self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, task, held_ttl_ms=ttl_ms)
+        await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, task, held_ttl_ms=ttl_ms)
         return created_task_result_v1(task)
 
     async def wait(self, ref: TaskRef, created: CanonicalTask) -> dict[str, Any]:
@@ -207,18 +214,18 @@ class _Call:
 
     # -- following a task --------------------------------------------------------------------------------
 
-    def entry(self, params: dict[str, Any]) -> Entry:
+    async def entry(self, params: dict[str, Any]) -> Entry:
         """The caller's task named by `params.taskId`. Raises -32602 when unknown/forged/foreign."""
         task_id = params.get("taskId")
         ref = self.rules.keyring.unseal_task_id(task_id, self.session.principal)
-        entry = self.rules.registry.get(task_id)  # type: ignore[arg-type]
+        entry = await self.rules.registry.get(task_id)  # type: ignore[arg-type]
         if entry is None:
             if ref.session == HELD or ref.backend != self.rules.backend.name:
                 raise unknown_task()
             # Known to the key but not to this process (a restart or another replica): adopt it.
             now = _now_iso()
             placeholder = CanonicalTask(task_id=task_id, status="working", created_at=now, last_updated_at=now)  # type: ignore[arg-type]
-            entry = self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, placeholder)  # type: ignore[arg-type]
+            entry = await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, placeholder)  # type: ignore[arg-type]
         return entry
 
     async def current(self, entry: Entry) -> CanonicalTask:
@@ -235,7 +242,7 @@ class _Call:
                 wire = await read_again(lambda: self.upstream("tasks/get", {"taskId": entry.ref.task}))
             except McpError as exc:
                 if exc.code == INVALID_PARAMS:
-                    self.rules.registry.remove(entry.task_id)
+                    await self.rules.registry.remove(entry.task_id)
                     raise unknown_task() from None
                 raise
             task = task_from_get_result_v2(wire).evolve(task_id=entry.task_id or entry.ref.task)
@@ -244,7 +251,7 @@ class _Call:
         task = with_client_outcome(task, entry.failure, entry.cancelled)
         previous, entry.last = entry.last, task
         if entry.task_id and previous.status != task.status:
-            self.rules.registry.save(entry)
+            await self.rules.registry.save(entry)
             await self.session.notify(task_status_notification_v1(get_task_result_v1(task)))
         return task
 
@@ -255,28 +262,32 @@ class _Call:
             task = await self.current(entry)
             if task.terminal:
                 return task
-            answered = False
-            if task.status == "input_required":
-                for key, request in task.input_requests.items():
-                    if key in entry.asked or key in entry.asking:
-                        continue
-                    entry.asking.add(key)  # not kept in the store: a restart asks it again
-                    try:
-                        answer = await self.ask(request, task_id or entry.ref.task)
-                        if isinstance(answer, McpError):
-                            await self._fail(entry, answer)
-                            break
-                        await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                                                        self.meta, headers=self.headers, **self.extra)
-                    finally:
-                        entry.asking.discard(key)  # not answered: asked again on a later tasks/result
-                    entry.asked.add(key)
-                    if entry.task_id:
-                        self.rules.registry.save(entry)
-                    answered = True
+            answered = task.status == "input_required" and await self.ask_open(entry, task, task_id or entry.ref.task)
             if not answered:
-                interval = (task.poll_interval_ms or 500) / 1000
-                await asyncio.sleep(min(max(interval, MIN_POLL_S), MAX_POLL_S))
+                await asyncio.sleep(poll_delay(task.poll_interval_ms))
+
+    async def ask_open(self, entry: Entry, task: CanonicalTask, task_id: str) -> bool:
+        """Put each input request of `task` not yet asked (nor being asked) to the client once, on
+        this call's stream, and send its answer upstream with `tasks/update`; whether any was."""
+        answered = False
+        for key, request in task.input_requests.items():
+            if key in entry.asked or key in entry.asking:
+                continue
+            entry.asking.add(key)  # not kept in the store: a restart asks it again
+            try:
+                answer = await self.ask(request, task_id)
+                if isinstance(answer, McpError):
+                    await self._fail(entry, answer)
+                    break
+                await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                   self.meta, headers=self.headers, **self.extra)
+            finally:
+                entry.asking.discard(key)  # not answered: asked again on a later tasks/result
+            entry.asked.add(key)
+            if entry.task_id:
+                await self.rules.registry.save(entry)
+            answered = True
+        return answered
 
     async def _fail(self, entry: Entry, error: McpError) -> None:
         """A client error answer to a non-elicitation request: cancel the upstream task and end it
@@ -284,7 +295,7 @@ class _Call:
         entry.failure = TaskError(code=error.code, message=error.message, data=error.data)
         entry.asked.update(entry.asking)
         if entry.task_id:
-            self.rules.registry.save(entry)
+            await self.rules.registry.save(entry)
         try:
             await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         except McpError as exc:
@@ -293,16 +304,23 @@ class _Call:
     # -- tasks/* (§5.3–§5.6) -------------------------------------------------------------------------------
 
     async def get(self, params: dict[str, Any]) -> dict[str, Any]:
-        return get_task_result_v1(await self.current(self.entry(params)))
+        return get_task_result_v1(await self.current(await self.entry(params)))
 
     async def result(self, params: dict[str, Any]) -> dict[str, Any]:
-        entry = self.entry(params)
-        task = await self.until_terminal(entry, entry.task_id)
+        entry = await self.entry(params)
+        waiting = self.rules.push.waiting
+        waiting[entry.task_id] += 1  # its questions come on this stream, not the GET stream (§5.8)
+        try:
+            task = await self.until_terminal(entry, entry.task_id)
+        finally:
+            waiting[entry.task_id] -= 1
+            if waiting[entry.task_id] <= 0:
+                del waiting[entry.task_id]
         _, payload = outcome_to_v1(task)
         return _payload_answer(payload, entry.task_id)
 
     async def list(self, params: dict[str, Any]) -> dict[str, Any]:
-        entries = self.rules.registry.listing(self.session.principal, self.session.id)
+        entries = await self.rules.registry.listing(self.session.principal, self.session.id)
         start = 0
         cursor = params.get("cursor")
         if cursor is not None:
@@ -327,13 +345,13 @@ class _Call:
         return tasks_list_result_v1(tasks, next_cursor)
 
     async def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
-        entry = self.entry(params)
+        entry = await self.entry(params)
         task = await self.current(entry)
         if task.terminal:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
         await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         entry.cancelled = True
-        self.rules.registry.save(entry)
+        await self.rules.registry.save(entry)
         return cancel_answer_v1(await self.current(entry))
 
 

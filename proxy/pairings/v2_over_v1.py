@@ -33,6 +33,7 @@ from translators.sealing import TaskRef
 
 from ..faces.modern import ModernRequest, Reply
 from ..upstream.session_wire import SessionLost, UpstreamSession
+from .listen import listen
 from .mrtr import Exchange
 from .parts import MemberParts
 
@@ -61,7 +62,9 @@ class V2OverV1:
             return await self.task(call, self._unseal(call))
         if method in REMOVED_TASK_METHODS_V2:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method} does not exist on the {MODERN_VERSION} wire; tasks/get inlines results", method)
-        if method == "subscriptions/listen" or method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
+        if method == "subscriptions/listen":
+            return await listen(self, call)
+        if method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}", method)
         if method in MRTR_METHODS:
             name = call.params.get("name") if method == "prompts/get" else call.params.get("uri")
@@ -208,7 +211,7 @@ class V2OverV1:
         if created.dropped:
             self.backend.metrics.dropped(created.dropped, "a v1 CreateTaskResult")
         ref = TaskRef(self.backend.name, exchange.session.session_id or "", created.task_id)
-        self.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
+        await self.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
         if exchange.context == "wait":
             return Reply(await self._wait(call, ref, exchange.session))
         task_id = self.keyring.seal_task_id(ref, call.principal)
@@ -260,5 +263,5 @@ class V2OverV1:
         except McpError as exc:
             if exc.http_status is not None:
                 raise
-        self.follower.forget(ref)
+        await self.follower.forget(ref)
         return Reply(cancel_answer_v2())

@@ -8,8 +8,8 @@ committed: the kernel still holds and writes those pages. No write waits for the
 loss or kernel crash may lose the last commits, and never corrupts the file. The one step that
 syncs, copying the log into the database (a checkpoint), is run by `maintain()` in a worker thread
 every `SWEEP_INTERVAL_S`, never by a write (without `maintain()`, SQLite's automatic checkpoint
-applies). The relay never calls the store; the translated faces call it synchronously, one short
-statement or transaction per call (microseconds), on the event loop's thread.
+applies). The relay never calls the store; the translated faces await it, and each call runs one short
+statement or transaction (microseconds) on the event loop's thread without suspending.
 
 Bounds. Every row has a wall-clock `expires_at` (seconds since the epoch); a read of an expired row
 deletes it and answers as if it were absent, and `sweep()` (run by `maintain()`, and by any write
@@ -30,6 +30,7 @@ import contextlib
 import errno
 import fcntl
 import functools
+import inspect
 import json
 import logging
 import os
@@ -93,14 +94,28 @@ def _spills(method: _F) -> _F:
     """A store method that, when the file cannot be written (a full disk, an I/O error, a file
     made read-only), moves the store into memory once and runs again (docs/decisions.md §45)."""
 
+    def spills(self: "SqliteTaskStore", exc: sqlite3.OperationalError) -> None:
+        if self.in_memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
+            raise exc
+        self._spill(exc)
+
+    if inspect.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def spilling_async(self: "SqliteTaskStore", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                spills(self, exc)
+            return await method(self, *args, **kwargs)
+
+        return spilling_async  # type: ignore[return-value]
+
     @functools.wraps(method)
     def spilling(self: "SqliteTaskStore", *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.OperationalError as exc:
-            if self.in_memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
-                raise
-            self._spill(exc)
+            spills(self, exc)
         return method(self, *args, **kwargs)
 
     return spilling  # type: ignore[return-value]
@@ -118,7 +133,10 @@ class SqliteTaskStore:
     and `StoreDamaged` when SQLite's quick check finds it damaged (docs/decisions.md §43).
     """
 
+    shared = False
+
     def __init__(self, path: str | Path, *, max_tasks: int, max_sessions: int):
+        self._orders: dict[str, int] = {}
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # captured requests may be private
@@ -279,7 +297,7 @@ class SqliteTaskStore:
         finally:
             db.close()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._db.close()
         if self._lock >= 0:
             os.close(self._lock)  # releases the lock
@@ -288,7 +306,7 @@ class SqliteTaskStore:
     # -- terminal outcomes ---------------------------------------------------------------------------
 
     @_spills
-    def outcome(self, ref: TaskRef) -> CanonicalTask | None:
+    async def outcome(self, ref: TaskRef) -> CanonicalTask | None:
         row = self._db.execute(f"SELECT body, expires_at FROM outcomes WHERE {_REF}", _ref(ref)).fetchone()
         if row is None:
             return None
@@ -298,14 +316,14 @@ class SqliteTaskStore:
         return CanonicalTask.model_validate_json(row[0])
 
     @_spills
-    def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
+    async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         self._maybe_sweep()
         with self._tx():
             self._upsert("outcomes", {"backend": ref.backend, "session": ref.session, "task": ref.task,
                                       "body": task.model_dump_json(), "expires_at": time.time() + keep_s})
 
     @_spills
-    def forget_outcome(self, ref: TaskRef) -> None:
+    async def forget_outcome(self, ref: TaskRef) -> None:
         self._delete("outcomes", _ref(ref))
 
     def outcome_count(self, backend: str) -> int:
@@ -325,7 +343,7 @@ class SqliteTaskStore:
         return row[0]
 
     @_spills
-    def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         self._maybe_sweep()
         uid = json.dumps(upstream_id)
         with self._tx() as db:
@@ -346,7 +364,7 @@ class SqliteTaskStore:
         return key
 
     @_spills
-    def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
+    async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         if self._input_task(ref) is None:
             return {}
         rows = self._db.execute(f"SELECT key, upstream_id, request FROM input_requests WHERE {_REF} AND state IN (?, ?) "
@@ -354,7 +372,7 @@ class SqliteTaskStore:
         return {key: CapturedInput(key, json.loads(uid), InputRequest.model_validate_json(body)) for key, uid, body in rows}
 
     @_spills
-    def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+    async def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
         if self._input_task(ref) is None:
             return None
         # One UPDATE decides: of two claims (any connection to this file), only one changes the row.
@@ -365,22 +383,22 @@ class SqliteTaskStore:
         return CapturedInput(key, json.loads(claimed[0][0]), InputRequest.model_validate_json(claimed[0][1]))
 
     @_spills
-    def release_input(self, ref: TaskRef, key: str) -> None:
+    async def release_input(self, ref: TaskRef, key: str) -> None:
         self._db.execute(f"UPDATE input_requests SET state = 'outstanding' WHERE {_REF} AND key = ? AND state = 'claimed'", (*_ref(ref), key))
 
     @_spills
-    def answered(self, ref: TaskRef, key: str) -> None:
+    async def answered(self, ref: TaskRef, key: str) -> None:
         self._db.execute(f"UPDATE input_requests SET state = 'answered' WHERE {_REF} AND key = ?", (*_ref(ref), key))
 
     @_spills
-    def drop_inputs(self, ref: TaskRef) -> None:
+    async def drop_inputs(self, ref: TaskRef) -> None:
         with self._tx():
             self._delete_input_task(_ref(ref))
 
     # -- the proxy's own sessions ------------------------------------------------------------------
 
     @_spills
-    def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+    async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         self._maybe_sweep()
         body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
                            "params": record.params, "protocol_version": record.protocol_version})
@@ -388,7 +406,7 @@ class SqliteTaskStore:
             self._upsert("sessions", {"id": record.session_id, "body": body, "expires_at": time.time() + keep_s})
 
     @_spills
-    def session(self, session_id: str) -> SessionRecord | None:
+    async def session(self, session_id: str) -> SessionRecord | None:
         row = self._db.execute("SELECT body, expires_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
@@ -399,13 +417,13 @@ class SqliteTaskStore:
         return SessionRecord(session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"])
 
     @_spills
-    def forget_session(self, session_id: str) -> None:
+    async def forget_session(self, session_id: str) -> None:
         self._delete("sessions", (session_id,))
 
     # -- the v1 face's task registry ---------------------------------------------------------------
 
     @_spills
-    def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+    async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         self._maybe_sweep()
         expires_at = time.time() + keep_s
         if entry.held_expires_at is not None:
@@ -427,7 +445,7 @@ class SqliteTaskStore:
                      asked=set(body["asked"]), held_expires_at=body["held_expires_at"])
 
     @_spills
-    def entry(self, backend: str, task_id: str) -> Entry | None:
+    async def entry(self, backend: str, task_id: str) -> Entry | None:
         row = self._db.execute("SELECT owner, ord, body, expires_at FROM entries WHERE backend = ? AND task_id = ?",
                                (backend, task_id)).fetchone()
         if row is None:
@@ -437,14 +455,19 @@ class SqliteTaskStore:
             return None
         return self._entry(task_id, row[0], row[1], row[2])
 
-    def entries_of(self, backend: str, owner: str) -> list[Entry]:
+    async def entries_of(self, backend: str, owner: str) -> list[Entry]:
         rows = self._db.execute("SELECT task_id, ord, body FROM entries WHERE backend = ? AND owner = ? AND expires_at > ? ORDER BY ord",
                                 (backend, owner, time.time())).fetchall()
         return [self._entry(task_id, owner, order, body) for task_id, order, body in rows]
 
     @_spills
-    def forget_entry(self, backend: str, task_id: str) -> None:
+    async def forget_entry(self, backend: str, task_id: str) -> None:
         self._delete("entries", (backend, task_id))
 
     def highest_order(self, backend: str) -> int:
+        """The highest `Entry.order` kept for `backend` (0 when none)."""
         return self._db.execute("SELECT coalesce(max(ord), 0) FROM entries WHERE backend = ?", (backend,)).fetchone()[0]
+
+    async def next_order(self, backend: str) -> int:
+        order = self._orders[backend] = max(self._orders.get(backend, 0), self.highest_order(backend)) + 1
+        return order

@@ -47,13 +47,13 @@ def _fill(db: sqlite3.Connection) -> None:
                 db.execute("INSERT INTO meta VALUES (?, ?)", (f"pad-{n}", "x" * size))
 
 
-def test_a_file_with_damaged_pages_is_refused_at_start_not_on_a_later_request(tmp_path):
+async def test_a_file_with_damaged_pages_is_refused_at_start_not_on_a_later_request(tmp_path):
     good = tmp_path / "good"
     store = SqliteTaskStore(good / "tasks.sqlite3", max_tasks=5000, max_sessions=5000)
     for i in range(2000):
-        store.keep_session(SessionRecord(f"s{i}", "p", "v1", "main", {"clientInfo": {"name": "c" * 100}}, "2025-11-25"), 600)
+        await store.keep_session(SessionRecord(f"s{i}", "p", "v1", "main", {"clientInfo": {"name": "c" * 100}}, "2025-11-25"), 600)
     store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    store.close()
+    await store.close()
     damaged = tmp_path / "damaged"
     shutil.copytree(good, damaged)
     with open(damaged / "tasks.sqlite3", "r+b") as file:
@@ -66,10 +66,10 @@ def test_a_file_with_damaged_pages_is_refused_at_start_not_on_a_later_request(tm
                                   "move it away to start with an empty store")
 
 
-def test_a_second_process_on_the_same_state_directory_is_refused(tmp_path):
+async def test_a_second_process_on_the_same_state_directory_is_refused(tmp_path):
     store = _open_store(_settings(tmp_path))
-    store.capture_input(REF, 7, ASK, 60)
-    assert store.claim_input(REF, "input-1") is not None  # this process is delivering the answer
+    await store.capture_input(REF, 7, ASK, 60)
+    assert await store.claim_input(REF, "input-1") is not None  # this process is delivering the answer
     other = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         from proxy.app import _open_store
         from proxy.config import ConfigError, load
@@ -81,28 +81,28 @@ def test_a_second_process_on_the_same_state_directory_is_refused(tmp_path):
     assert (other.stdout, other.returncode) == (
         f"store: {tmp_path / 'tasks.sqlite3'} is in use by another process (one proxy per state_dir)\n", 0)
     # The live claim was not released by the other process's start: the key cannot be claimed twice.
-    assert store.claim_input(REF, "input-1") is None
-    store.close()
+    assert await store.claim_input(REF, "input-1") is None
+    await store.close()
     reopened = _open_store(_settings(tmp_path))  # the first process is done with it: a new one may start
-    assert reopened.claim_input(REF, "input-1") is not None
-    reopened.close()
+    assert await reopened.claim_input(REF, "input-1") is not None
+    await reopened.close()
 
 
-def test_a_full_store_keeps_state_in_memory_and_says_so(tmp_path, caplog):
+async def test_a_full_store_keeps_state_in_memory_and_says_so(tmp_path, caplog):
     store = SqliteTaskStore(tmp_path / "tasks.sqlite3", max_tasks=10, max_sessions=10)
-    store.capture_input(REF, 1, ASK, 60)
+    await store.capture_input(REF, 1, ASK, 60)
     _fill(store._db)
     with caplog.at_level(logging.ERROR, logger="proxy.state.sqlite_store"):
-        assert store.capture_input(REF, 2, BIG, 60) == "input-2"
-        assert store.capture_input(TaskRef("main", "s", "u"), 3, BIG, 60) == "input-1"
-    assert list(store.inputs(REF)) == ["input-1", "input-2"]
-    assert store.claim_input(REF, "input-2") is not None
-    store.answered(REF, "input-2")
-    assert list(store.inputs(REF)) == ["input-1"]
+        assert await store.capture_input(REF, 2, BIG, 60) == "input-2"
+        assert await store.capture_input(TaskRef("main", "s", "u"), 3, BIG, 60) == "input-1"
+    assert list(await store.inputs(REF)) == ["input-1", "input-2"]
+    assert await store.claim_input(REF, "input-2") is not None
+    await store.answered(REF, "input-2")
+    assert list(await store.inputs(REF)) == ["input-1"]
     assert [r.getMessage() for r in caplog.records] == [
         f"state store {tmp_path / 'tasks.sqlite3'} cannot be written (database or disk is full): task state is kept in memory "
         "from now on and will not survive a restart"]
-    store.close()
+    await store.close()
 
 
 @pytest.mark.peers

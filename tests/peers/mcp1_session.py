@@ -84,6 +84,8 @@ class Recorder:
         self.elicitations: list[Detail] = []
         self.samplings: list[Detail] = []
         self.progress: list[Detail] = []
+        self.task_statuses: list[Detail] = []
+        """The params of every ``notifications/tasks/status``, in arrival order."""
         self.notifications: list[str] = []
         self.in_result = 0
 
@@ -133,6 +135,8 @@ class Recorder:
             self.notifications.append(getattr(root, "method", type(root).__name__))
             if isinstance(root, types.ProgressNotification):
                 self.progress.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
+            elif isinstance(root, types.TaskStatusNotification):
+                self.task_statuses.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
 @contextlib.asynccontextmanager

@@ -32,13 +32,13 @@ def test_the_session_dialect_is_v2_session_only_when_initialize_declares_the_ext
     assert session_dialect({}) == "v1"
 
 
-def test_discover_shows_v2_capabilities_the_extension_and_the_proxys_server_info():
+def test_discover_shows_v2_capabilities_list_changed_the_extension_and_the_proxys_server_info():
     assert discover_result(V1_CAPS, "be brief", offers_tool_tasks=True, cache_ttl_ms=0) == {
         "resultType": "complete",
         "ttlMs": 0,
         "cacheScope": "private",
         "supportedVersions": ["2026-07-28"],
-        "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS: {}}},
+        "capabilities": {"tools": {"listChanged": True}, "logging": {}, "extensions": {TASKS: {}}},
         "instructions": "be brief",
         "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
     }
