@@ -74,12 +74,17 @@ class Zod:
 
 
 MODULE_CORE = "@modelcontextprotocol/core"
+_SUBSCRIPTION_ID = ("params", "_meta", "io.modelcontextprotocol/subscriptionId")
+"""Where a notification of a `subscriptions/listen` stream names its subscription (a RequestId)."""
 
 OFFICIAL: dict[tuple[str, str], tuple[Zod, ...]] = {
     (EXT_TASKS, "CreateTaskResult"): (Zod("CreateTaskResultV2Schema"),),
     (EXT_TASKS, "GetTaskResult"): (Zod("GetTaskResultV2Schema"), Zod("ServerRequestSchema", ("inputRequests", _ANY))),
     (EXT_TASKS, "UpdateTaskResult"): (Zod("UpdateTaskResultV2Schema"),),
     (EXT_TASKS, "CancelTaskResult"): (Zod("CancelTaskResultV2Schema"),),
+    (EXT_TASKS, "TaskStatusNotification"): (
+        Zod("TaskStatusNotificationV2Schema"), Zod("JSONRPCNotificationSchema"), Zod("RequestIdSchema", _SUBSCRIPTION_ID),
+    ),
     (MCP_2025_11_25, "CallToolResult"): (Zod("CallToolResultV1Schema"), Zod("CallToolResultSchema")),
     (MCP_2025_11_25, "CancelTaskResult"): (Zod("CancelTaskResultV1Schema"), Zod(f"{MODULE_CORE}:CancelTaskResultSchema")),
     (MCP_2025_11_25, "CreateTaskResult"): (Zod("CreateTaskResultV1Schema"), Zod(f"{MODULE_CORE}:CreateTaskResultSchema")),
@@ -101,6 +106,10 @@ OFFICIAL: dict[tuple[str, str], tuple[Zod, ...]] = {
     ),
     (MCP_2026_07_28, "JSONRPCErrorResponse"): (Zod("JSONRPCErrorResponseSchema"),),
     (MCP_2026_07_28, "ListToolsResult"): (Zod("ListToolsResultSchema"), Zod("ToolV2Schema", ("tools", _ANY))),
+    (MCP_2026_07_28, "SubscriptionsAcknowledgedNotification"): (
+        Zod("SubscriptionsAcknowledgedNotificationSchema"), Zod("JSONRPCNotificationSchema"),
+        Zod("RequestIdSchema", _SUBSCRIPTION_ID),
+    ),
 }
 """The official zod schemas that stand for each definition the tests use, all of which must pass."""
 

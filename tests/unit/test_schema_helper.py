@@ -108,3 +108,12 @@ def test_a_json_schema_beside_the_checkout_is_checked_as_well(monkeypatch, tmp_p
     finally:
         schemas._load.cache_clear()
         schemas._validator.cache_clear()
+
+
+def test_a_listen_stream_notification_names_its_subscription_with_a_request_id(no_json_schemas):
+    ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+           "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 4}, "notifications": {"taskIds": ["t"]}}}
+    validate(ack, MCP_2026_07_28, "SubscriptionsAcknowledgedNotification")
+    ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] = None
+    [problem] = official_problems(ack, MCP_2026_07_28, "SubscriptionsAcknowledgedNotification")
+    assert problem.startswith("RequestIdSchema at params._meta.io.modelcontextprotocol/subscriptionId: <root>: Invalid input")

@@ -13,14 +13,14 @@ import aiohttp
 import pytest
 
 from proxy.sse import SseParser
-from schemas import validate
+from schemas import EXT_TASKS, MCP_2026_07_28, validate
 from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
 
 SUB = "io.modelcontextprotocol/subscriptionId"
-MODERN_SCHEMA = "mcp-2026-07-28.schema.json"
-TASKS_SCHEMA = "ext-tasks-draft.schema.json"
+MODERN_SCHEMA = MCP_2026_07_28
+TASKS_SCHEMA = EXT_TASKS
 
 
 @pytest.fixture
