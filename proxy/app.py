@@ -72,6 +72,8 @@ class ProxyState:
     """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
     listener: asyncio.Future[None] | None = None
     """A shared store's listener for clients' answers that reached this process for another."""
+    handover: asyncio.Future[None] | None = None
+    """A shared store's listener for MRTR retries handed between processes."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -157,6 +159,7 @@ async def _startup(app: web.Application) -> None:
         from .faces.session import ANSWERS
 
         state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
+        state.handover = _handover(state.store, state.fleet)
     try:
         await state.fleet.refresh_all()
     except UnsupportedBackend:
@@ -164,6 +167,22 @@ async def _startup(app: web.Application) -> None:
         state.http = None
         raise
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
+
+
+def _handover(store: TaskStateStore, fleet: Fleet) -> asyncio.Future[None]:
+    """MRTR retries reaching this process for an exchange another holds, and back
+    (`proxy/pairings/handover.py`): one listener for every backend's exchanges."""
+    from .pairings.handover import Handover
+    from .pairings.mrtr import ExchangeBook
+
+    def book_for(name: str) -> "ExchangeBook | None":
+        member = fleet.get(name)
+        return member.exchanges if member is not None else None
+
+    handover = Handover(store, book_for)
+    for member in fleet.members:
+        member.exchanges.handover = handover
+    return asyncio.ensure_future(handover.listen())
 
 
 def _rules_for(fleet: Fleet) -> Callable[[str, str], SessionPairing | None]:
@@ -224,7 +243,7 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    for loop_task in (state.prober, state.maintainer, state.listener):
+    for loop_task in (state.prober, state.maintainer, state.listener, state.handover):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

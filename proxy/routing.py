@@ -59,13 +59,13 @@ class Router:
 
     def _state_backend(self, token: Any, principal: str) -> str:
         """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange
-        (exchange id, backend), or wrapping a relayed backend's own state (backend, state). Raises
+        (exchange id, backend, and with a shared store the holding process), or wrapping a relayed backend's own state (backend, state). Raises
         `McpError(-32602)` "Invalid requestState" for anything else (expired ones say so)."""
         try:
             relayed = self.keyring.unseal(RELAY_STATE, str(token), principal)  # (backend, its state)
         except ValueError:
-            held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend)
-            if len(held) != 2:
+            held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend[, holder])
+            if len(held) not in (2, 3):
                 raise McpError(INVALID_PARAMS, "Invalid requestState") from None
             return held[1]
         if len(relayed) != 2:

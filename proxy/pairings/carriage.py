@@ -34,7 +34,7 @@ from ..faces.session import ProxySession, SessionReply
 from ..upstream.modern_wire import ModernClient
 from ..upstream.session_wire import SessionLost
 from ..upstream.v2_session_wire import session_capabilities
-from .mrtr import Exchange, input_rounds
+from .mrtr import Exchange, Finished, input_rounds
 from .parts import MemberParts
 from .v2_over_v1 import V2OverV1
 
@@ -55,7 +55,7 @@ class V2OverV2Session(V2OverV1):
         params = strip_mrtr(drop_task_param(strip_envelope(call.params)))
         return await self._exchange(call, name, params, creates_task="v2-session")
 
-    async def finish(self, call: ModernRequest, exchange: Exchange, answer: dict[str, Any]) -> Reply:
+    async def finish(self, call: ModernRequest, exchange: Exchange | Finished, answer: dict[str, Any]) -> Reply:
         """A created task's id sealed with the session that owns it; other results as they are."""
         if exchange.context == "v2-session" and answer.get("resultType") == "task":
             created = created_task_from_v2(answer)

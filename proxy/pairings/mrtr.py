@@ -6,7 +6,9 @@ When a v1 backend sends a server→client request while a synchronous call (`too
 `prompts/get`, `resources/read`) is in flight, the proxy keeps that upstream exchange open, answers
 the client with an `InputRequiredResult` whose sealed `requestState` names the held exchange, and,
 when the client retries with `inputResponses`, answers upstream and continues reading the same
-upstream response. Exchanges live in this process only; an unknown or expired one is -32602.
+upstream response. An exchange lives in the process that started it; with a shared store a retry
+reaching another process is handed to it (`proxy/pairings/handover.py`). An unknown or expired one
+is -32602.
 
 A session client is asked instead (`input_rounds`): the proxy puts each round's requests to it on
 the POST's stream and retries upstream with the answers.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
 from translators import jsonrpc
@@ -121,13 +124,29 @@ class Exchange:
             self.upstream.cancel()
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What finishing an exchange held by another process needs of it (`V2OverV1.finish`)."""
+
+    method: str
+    context: Any
+    session: UpstreamSession
+
+
 class ExchangeBook:
-    """Held exchanges by id, each dropped (and cancelled upstream) when it expires."""
+    """Held exchanges by id, each dropped (and cancelled upstream) when it expires. `handover`
+    (set when the store is shared) reaches exchanges other processes hold."""
 
     def __init__(self, *, lifetime_ms: int, max_exchanges: int = 10_000):
         self.lifetime_s = lifetime_ms / 1000
         self.max_exchanges = max_exchanges
         self._held: dict[str, Exchange] = {}
+        self.handover: Any = None
+        """A `proxy.pairings.handover.Handover` when the store is shared (it imports this module)."""
+
+    def holds(self, exchange_id: str) -> bool:
+        """Whether this process holds the exchange `exchange_id` now."""
+        return exchange_id in self._held
 
     def open(self, principal: str, method: str, name: str, session: UpstreamSession, headers: Mapping[str, str],
              context: Any = None) -> Exchange:

@@ -34,7 +34,8 @@ from translators.sealing import TaskRef
 from ..faces.modern import ModernRequest, Reply
 from ..upstream.session_wire import SessionLost, UpstreamSession
 from .listen import listen
-from .mrtr import Exchange
+from .handover import requests_of
+from .mrtr import Exchange, Finished
 from .parts import MemberParts
 
 
@@ -171,7 +172,11 @@ class V2OverV1:
         """An MRTR retry: answer the held exchange's requests upstream, then its next round."""
         fields = self.keyring.unseal_request_state(call.params.get("requestState"), call.principal, int(time.time() * 1000))
         responses = read_input_responses(call.params)
-        exchange = self.exchanges.take(fields[0] if fields else "", call.principal, call.method, name)
+        exchange_id = fields[0] if fields else ""
+        handover = self.exchanges.handover
+        if handover is not None and len(fields) == 3 and fields[2] != handover.process and not self.exchanges.holds(exchange_id):
+            return await self._resume_elsewhere(call, name, exchange_id, fields[2], responses)
+        exchange = self.exchanges.take(exchange_id, call.principal, call.method, name)
         exchange.attend(call.notify, call.meta.log_level)
         try:
             await exchange.deliver(responses)
@@ -179,6 +184,25 @@ class V2OverV1:
             self.exchanges.drop(exchange)
             raise McpError(INVALID_PARAMS, "Unknown or expired requestState: the backend lost the session") from None
         return await self._round(call, exchange)
+
+    async def _resume_elsewhere(self, call: ModernRequest, name: str, exchange_id: str, holder: str,
+                                responses: dict[str, Any]) -> Reply:
+        """An MRTR retry of an exchange the process `holder` holds: handed to it
+        (`proxy/pairings/handover.py`); its next round, or the upstream answer finished here."""
+        handover = self.exchanges.handover
+        assert handover is not None
+        reply = await handover.resume(holder, self.backend.name, exchange_id, call.principal, call.method, name, responses,
+                                      call.meta.log_level, call.notify)
+        if "requests" in reply:
+            return Reply(input_required_result(requests_of(reply), self._state(call, exchange_id, holder)))
+        finished = Finished(str(reply.get("method")), reply.get("context"), self.backend.pool.by_id(str(reply.get("session") or "")))
+        return await self.finish(call, finished, reply.get("answer") or {})
+
+    def _state(self, call: ModernRequest, exchange_id: str, holder: str | None) -> str:
+        """The sealed `requestState` naming an exchange (and, with a shared store, its holder)."""
+        expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms
+        fields = (exchange_id, self.backend.name) if holder is None else (exchange_id, self.backend.name, holder)
+        return self.keyring.seal_request_state(fields, call.principal, expires_ms)
 
     async def _round(self, call: ModernRequest, exchange: Exchange) -> Reply:
         """The next answer of an exchange: the final result (`finish`), or an `InputRequiredResult`."""
@@ -194,14 +218,14 @@ class V2OverV1:
         exchange.notify = None  # nobody waits on the exchange until the client's retry
         if requests is not None:
             self.exchanges.hold(exchange)
-            expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms
-            state = self.keyring.seal_request_state((exchange.id, self.backend.name), call.principal, expires_ms)
+            handover = self.exchanges.handover
+            state = self._state(call, exchange.id, handover.process if handover is not None else None)
             return Reply(input_required_result(requests, state))
         self.exchanges.release(exchange)
         assert exchange.upstream is not None
         return await self.finish(call, exchange, exchange.upstream.result())
 
-    async def finish(self, call: ModernRequest, exchange: Exchange, answer: dict[str, Any]) -> Reply:
+    async def finish(self, call: ModernRequest, exchange: Exchange | Finished, answer: dict[str, Any]) -> Reply:
         """The client's answer once the upstream call ended: a plain result, or the v1 task it
         created, followed (§4.3) and shown with a sealed id, or waited for (`"wait"`)."""
         if exchange.context is None or "task" not in answer:

@@ -108,6 +108,10 @@ class RedisTaskStore:
         """Renew this process's heartbeat once (also done by `maintain`)."""
         await self.redis.set(PREFIX + "hb:" + self.process, "1", ex=HEARTBEAT_TTL_S)
 
+    async def alive(self, process: str) -> bool:
+        """Whether the process `process` renewed its heartbeat within `HEARTBEAT_TTL_S`."""
+        return bool(await self.redis.exists(PREFIX + "hb:" + process))
+
     async def close(self) -> None:
         with contextlib.suppress(OSError, aioredis.RedisError):
             await self.redis.delete(PREFIX + "hb:" + self.process)

@@ -55,13 +55,7 @@ async def test_mcp1_client_checks_to_the_reference_v2_server(reference_v2_server
     assert _lines(out) == dict.fromkeys(MCP1_CHECKS, True), err[-3000:]
 
 
-#: MRTR exchanges are held by the replica whose upstream response is still open; a retry reaching
-#: the other replica is not handed over yet (docs/load-balancing.md "Without affinity").
-NOT_SHARED_YET = {"tasks-mrtr-composition"}
-
-
-@pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="MRTR exchange not handed over"))
-                                      if s in NOT_SHARED_YET else s for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_conformance_scenario_to_the_reference_v1_server(scenario, reference_v1_server, redis_url, tmp_path):
     conformance = ensure_conformance()
     async with round_robin(reference_v1_server.url, redis_url, tmp_path) as url:
