@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | demo`."""
+"""Command line: `mcp-tasks-proxy serve | stdio | demo | probe | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -8,20 +8,61 @@ import logging
 import signal
 import sys
 
+from typing import TYPE_CHECKING
+
 from .config import ConfigError, load
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+
+def _settings(args: argparse.Namespace) -> "Settings | None":
+    """The settings of `serve` and `stdio`: the file, then the flags (`--upstream URL` or
+    `--upstream-command 'CMD ARGS'`, split as a shell splits words; no shell runs it)."""
+    import shlex
+
+    overrides = {"listen": getattr(args, "listen", None), "store": args.store}
+    if args.upstream and args.upstream_command:
+        print("mcp-tasks-proxy: give --upstream or --upstream-command, not both", file=sys.stderr)
+        return None
+    if args.upstream:
+        overrides["upstream"] = [{"name": "main", "url": args.upstream}]
+    elif args.upstream_command:
+        try:
+            argv = shlex.split(args.upstream_command)
+        except ValueError as exc:
+            print(f"mcp-tasks-proxy: --upstream-command: {exc}", file=sys.stderr)
+            return None
+        overrides["upstream"] = [{"name": "main", "command": argv}]
+    try:
+        return load(args.config, overrides)
+    except ConfigError as exc:
+        print(f"mcp-tasks-proxy: configuration error: {exc}", file=sys.stderr)
+        return None
+
+
+def _stdio(args: argparse.Namespace) -> int:
+    from .logs import configure
+    from .stdio_face import serve_stdio
+    from .upstream.backend import UnsupportedBackend
+
+    settings = _settings(args)
+    if settings is None:
+        return 2
+    configure(settings.log_level, settings.log_format)  # the log goes to stderr; stdout is the wire
+    try:
+        return asyncio.run(serve_stdio(settings))
+    except (UnsupportedBackend, ConfigError) as exc:
+        print(f"mcp-tasks-proxy: refusing to start: {exc}", file=sys.stderr)
+        return 2
 
 
 def _serve(args: argparse.Namespace) -> int:
     from .app import start
     from .upstream.backend import UnsupportedBackend
 
-    overrides = {"listen": args.listen, "store": args.store}
-    if args.upstream:
-        overrides["upstream"] = [{"name": "main", "url": args.upstream}]
-    try:
-        settings = load(args.config, overrides)
-    except ConfigError as exc:
-        print(f"mcp-tasks-proxy: configuration error: {exc}", file=sys.stderr)
+    settings = _settings(args)
+    if settings is None:
         return 2
     from .logs import configure
 
@@ -41,7 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
             return 2
-        backends = ", ".join(f"{u.name} {u.url}" for u in settings.upstream)
+        backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
@@ -147,7 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
     serve.add_argument("--store", choices=["sqlite", "memory"],
                        help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts) or memory")
+    serve.add_argument("--upstream-command", metavar="'CMD ARGS'",
+                       help="a stdio backend: the server command the proxy runs (split like shell words, no shell)")
     serve.set_defaults(run=_serve)
+    stdio = commands.add_parser("stdio", help="be a stdio MCP server (for desktop clients) in front of a backend")
+    stdio.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint")
+    stdio.add_argument("--upstream-command", metavar="'CMD ARGS'", help="a stdio backend's command (split like shell words)")
+    stdio.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
+    stdio.add_argument("--store", choices=["sqlite", "memory"], default="memory",
+                       help="where task state lives (default here: memory)")
+    stdio.set_defaults(run=_stdio)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
     demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
     demo.add_argument("--reverse", action="store_true",

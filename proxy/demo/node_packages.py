@@ -36,7 +36,7 @@ from pathlib import Path
 from .node_tools import _npm_install
 from .peers import _exclusive_lock, cache_root
 
-__all__ = ["OFFICIAL_SCHEMAS", "ensure_npm_packages", "node_binary", "npm_prefix"]
+__all__ = ["OFFICIAL_SCHEMAS", "STDIO_SERVERS", "ensure_npm_packages", "node_binary", "npm_prefix"]
 
 #: The official schema packages, pinned exactly (zod too: its schemas are what validates).
 #: ``@modelcontextprotocol/client`` depends on ``@modelcontextprotocol/core`` of its own version.
@@ -45,6 +45,14 @@ OFFICIAL_SCHEMAS: tuple[str, ...] = (
     "@modelcontextprotocol/client@2.4.0",
     "@modelcontextprotocol/core@2.4.0",
     "zod@4.6.7",
+)
+
+#: Legacy (2025-11-25) servers that speak only stdio, run by the stdio-backend tests and the demo's
+#: stdio step: the "everything" reference server (v1 tasks with an elicitation:
+#: ``simulate-research-query``) and the task-less "memory" server.
+STDIO_SERVERS: tuple[str, ...] = (
+    "@modelcontextprotocol/server-everything@2026.8.31",
+    "@modelcontextprotocol/server-memory@2026.8.31",
 )
 
 _MARKER_NAME = ".npm-ready"

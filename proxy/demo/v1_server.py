@@ -8,6 +8,7 @@ It binds the socket itself (port 0 picks a free port), serves the low-level ``Se
 ``StreamableHTTPSessionManager`` mounted with Starlette ``Mount("/mcp", ...)`` on uvicorn (so
 ``POST /mcp`` answers 307 to ``/mcp/``, as real Python servers do), and prints exactly one line
 ``LISTENING http://127.0.0.1:<port>/mcp`` once it accepts connections. Loopback only.
+``python v1_server.py --stdio`` serves one session on stdin/stdout instead (a stdio backend).
 
 Tools (the conformance fixture set, ``shared/peers/README.md``):
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
@@ -299,8 +301,23 @@ def build_app() -> Starlette:
     return Starlette(routes=[Mount("/mcp", app=session_manager.handle_request)], lifespan=lifespan)
 
 
+async def serve_stdio() -> None:
+    """Serve one session on stdin/stdout (the 2025-11-25 stdio transport) until EOF."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse ``--host``/``--port`` and serve until SIGTERM or SIGINT."""
+    """Parse ``--host``/``--port`` and serve until SIGTERM or SIGINT; with ``--stdio`` serve one
+    session on stdin/stdout instead (logs on stderr)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--stdio" in args:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        anyio.run(serve_stdio)
+        return
     loopback_serve.main(__doc__, build_app, argv)
 
 
