@@ -95,6 +95,15 @@ def created_task(result: Any) -> str | None:
     return task_id if isinstance(task_id, str) else None
 
 
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def terminal(task: Any) -> bool:
+    """Whether a task (a `tasks/get` or `tasks/cancel` result, a status notification's params,
+    a `CreateTaskResult`'s `task`) is in a terminal status."""
+    return isinstance(task, dict) and task.get("status") in TERMINAL
+
+
 def own_tasks(result: dict[str, Any], owned: Callable[[str], bool]) -> dict[str, Any]:
     """A `tasks/list` result keeping only the tasks `owned` says are the caller's (`nextCursor`
     kept: a page may come back shorter, even empty, before the last)."""

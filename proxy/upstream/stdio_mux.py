@@ -62,11 +62,17 @@ class VirtualSession:
     id: str
     slot: "ProcessSlot"
     tasks: set[str] = field(default_factory=set)
+    running_tasks: set[str] = field(default_factory=set)
     subscriptions: set[str] = field(default_factory=set)
     inflight: dict[int, Pending] = field(default_factory=dict)
     stream: asyncio.Queue[dict[str, Any]] | None = None
     backlog: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=BACKLOG))
     lost: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Whether a task of this session may still be working (not seen terminal yet)."""
+        return bool(self.running_tasks)
 
     def deliver(self, message: dict[str, Any], prefer: Pending | None = None) -> None:
         """Put a message for this session where its client will read it: on `prefer`'s stream when
@@ -322,6 +328,8 @@ class ProcessSlot:
             owner = self._token_owner.get(route.key)
             if owner is not None:
                 message = multiplex.with_progress_token(message, owner[1])
+        elif route.kind == "task" and isinstance(route.key, str) and multiplex.terminal(message.get("params")):
+            session.running_tasks.discard(route.key)
         for each in ([session] if route.kind != "broadcast" else []):
             each.deliver(message, prefer)
 
@@ -344,11 +352,20 @@ class ProcessSlot:
                 if route.kind == "broadcast" or route.key in session.subscriptions:
                     session.deliver(message)
             return None, None
-        asking = [p for p in self._pending.values() if p.session is not None and p.method not in multiplex.QUIET_METHODS]
-        owners = {id(p.session): p for p in asking}
-        if len(owners) == 1:
-            only = next(iter(owners.values()))
-            return only.session, only
+        # No key in the message (a server that leaves out the related task): the one session that
+        # may be asking, tried in order: with a request in flight that may ask, with any request in
+        # flight, with a task not yet finished (docs/decisions.md §stdio routing).
+        in_flight = [p for p in self._pending.values() if p.session is not None]
+        for candidates in ([p for p in in_flight if p.method not in multiplex.QUIET_METHODS], in_flight):
+            owners = {id(p.session): p for p in candidates}
+            if len(owners) == 1:
+                only = next(iter(owners.values()))
+                return only.session, only
+            if owners:
+                return None, None
+        running = {id(s): s for s in self._task_owner.values() if s.running}
+        if len(running) == 1:
+            return next(iter(running.values())), None
         return None, None
 
     def _response(self, message: dict[str, Any]) -> None:
@@ -364,7 +381,10 @@ class ProcessSlot:
             task = multiplex.created_task(result)
             if task is not None:
                 session.tasks.add(task)
+                session.running_tasks.add(task)
                 self._task_owner[task] = session
+            elif pending.task is not None and multiplex.terminal(result):
+                session.running_tasks.discard(pending.task)
             elif pending.method == "tasks/list" and isinstance(result, dict):
                 message = {**message, "result": multiplex.own_tasks(result, session.tasks.__contains__)}
             message = multiplex.to_client(message, pending.client_id)
