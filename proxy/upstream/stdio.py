@@ -94,10 +94,14 @@ class ProcessPool:
             slot = next((s for s in reversed(self.slots.values()) if s.ready.is_set()), None)
         if slot is None:
             slot = self._slot(self.key(capabilities, authorization), capabilities, client_info)
-        try:
-            await asyncio.wait_for(slot.ready.wait(), START_WAIT_S)
-        except asyncio.TimeoutError:
-            raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running", http_status=502) from None
+        if not slot.ready.is_set() and slot.starting:  # being started: wait; waiting out a backoff: not
+            try:
+                await asyncio.wait_for(slot.attempt_done.wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        if not slot.ready.is_set():
+            reason = "still starting" if slot.starting else slot.last_failure
+            raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running ({reason})", http_status=502)
         session = slot.open_session()
         self.sessions[session.id] = session
         return session

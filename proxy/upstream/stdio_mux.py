@@ -104,6 +104,10 @@ class ProcessSlot:
         self.max_line_bytes, self.grace_s = max_line_bytes, grace_s
         self.on_down, self.on_up = on_down, on_up
         self.ready = asyncio.Event()
+        self.attempt_done = asyncio.Event()
+        """Set when a start attempt has ended (answered `initialize`, or failed); cleared at each attempt."""
+        self.starting = True
+        self.last_failure = "starting"
         self.initialize_result: dict[str, Any] = {}
         self.sessions: dict[str, VirtualSession] = {}
         self.process: StdioProcess | None = None
@@ -130,7 +134,12 @@ class ProcessSlot:
         while not self._closed:
             started = time.monotonic()
             self._exited.clear()
+            self.starting = True
+            self.attempt_done.clear()
             reason = await self._run_once()
+            self.starting = False
+            self.last_failure = reason
+            self.attempt_done.set()
             if self._closed:
                 return
             self.ready.clear()
@@ -173,6 +182,8 @@ class ProcessSlot:
         self.initialize_result = result
         process.send(jsonrpc.notification("notifications/initialized"))
         self.ready.set()
+        self.starting = False
+        self.attempt_done.set()
         self.on_up()
         await self._exited.wait()
         code = process.process.returncode if process.process is not None else None
@@ -353,19 +364,14 @@ class ProcessSlot:
                     session.deliver(message)
             return None, None
         # No key in the message (a server that leaves out the related task): the one session that
-        # may be asking, tried in order: with a request in flight that may ask, with any request in
-        # flight, with a task not yet finished (docs/decisions.md §stdio routing).
-        in_flight = [p for p in self._pending.values() if p.session is not None]
-        for candidates in ([p for p in in_flight if p.method not in multiplex.QUIET_METHODS], in_flight):
-            owners = {id(p.session): p for p in candidates}
-            if len(owners) == 1:
-                only = next(iter(owners.values()))
-                return only.session, only
-            if owners:
-                return None, None
-        running = {id(s): s for s in self._task_owner.values() if s.running}
-        if len(running) == 1:
-            return next(iter(running.values())), None
+        # may be asking, if there is only one: with a request in flight that may ask, or with a
+        # task not seen finished (docs/decisions.md §stdio routing). Two or more: refused.
+        asking = [p for p in self._pending.values() if p.session is not None and p.method not in multiplex.QUIET_METHODS]
+        candidates = {id(p.session): p.session for p in asking if p.session is not None}
+        candidates.update({id(s): s for s in self._task_owner.values() if s.running})
+        if len(candidates) == 1:
+            session = next(iter(candidates.values()))
+            return session, next((p for p in reversed(asking) if p.session is session), None)
         return None, None
 
     def _response(self, message: dict[str, Any]) -> None:
