@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
