@@ -166,6 +166,11 @@ def _demo(args: argparse.Namespace) -> int:
     else:
         from .demo.walkthrough import main as demo_main
 
+    if args.stdio:
+        if args.reverse:
+            print("mcp-tasks-proxy: demo --stdio walks the v2 client to a stdio v1 server; leave out --reverse", file=sys.stderr)
+            return 2
+        return demo_main(verbose=not args.quiet, stdio=True)  # type: ignore[call-arg]
     return demo_main(verbose=not args.quiet)
 
 
@@ -202,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
     demo.add_argument("--reverse", action="store_true",
                       help="walk a v1 client through the proxy in front of the reference v2 server instead")
+    demo.add_argument("--stdio", action="store_true",
+                      help="run the reference v1 server as a stdio server the proxy starts (a stdio backend)")
     demo.set_defaults(run=_demo)
     probe = commands.add_parser("probe", help="show each backend's dialect, protocol versions and tools' task support")
     probe.add_argument("urls", nargs="+", metavar="URL", help="a backend's MCP endpoint")
