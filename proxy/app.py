@@ -3,7 +3,8 @@
 Routes: `POST`, `GET` and `DELETE <path>` (and `<path>/`) → the entry (`proxy/entry.py`), which
 routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `GET`/`DELETE` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
 neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
-backend now), `GET /metrics` (Prometheus text format).
+backend now), `GET /metrics` (Prometheus text format), `GET /status` and
+`GET /status.json` (the operator's status page, `proxy/observe/status.py`).
 Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
 """
 
@@ -16,7 +17,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -29,12 +30,13 @@ from .entry import Entry
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
 from .pairings import Relay, V2OverV1
-from .state.sqlite_store import SqliteTaskStore
+from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
+from .observe.status import status_json, status_page
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +64,14 @@ class ProxyState:
     (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
     own_store: bool = False
     """Whether the application opened `store` (and so closes it)."""
+    tracer_provider: Any = None
+    """An OpenTelemetry `TracerProvider` given to `create_app` (tests: an in-memory exporter's)."""
+    tracing: Any = None
+    """`proxy.observe.tracing.Tracing` while traces are on (`traces = "otlp"` or a given provider)."""
     maintainer: asyncio.Future[None] | None = None
     """The store's sweep and checkpoint loop (`SqliteTaskStore.maintain`), cancelled at cleanup."""
+    listener: asyncio.Future[None] | None = None
+    """A shared store's listener for clients' answers that reached this process for another."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -100,6 +108,16 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(request.app[STATE].metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def _status_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return await status_json(request, state.fleet, state.metrics.recorder, state.settings.status_token)
+
+
+async def _status_page(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return await status_page(request, state.fleet, state.metrics.recorder, state.settings.status_token)
+
+
 @web.middleware
 async def _request_id(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     """Give the request its id (see `proxy.logs.request_id_from`) for log lines and the response."""
@@ -127,9 +145,18 @@ async def _startup(app: web.Application) -> None:
                                        cookie_jar=aiohttp.DummyCookieJar())
     state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
     state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
-    state.entry = Entry(settings, state.keyring, state.fleet, state.session_face)
-    if isinstance(state.store, SqliteTaskStore):
-        state.maintainer = asyncio.ensure_future(state.store.maintain())
+    if settings.traces != "off" or state.tracer_provider is not None:
+        from .observe.tracing import build  # opentelemetry is imported only when traces are on
+
+        state.tracing = build(settings, state.tracer_provider)
+    state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
+    if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
+        await _heartbeat(state.store)
+        state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
+    if state.store is not None and state.store.shared:
+        from .faces.session import ANSWERS
+
+        state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
     try:
         await state.fleet.refresh_all()
     except UnsupportedBackend:
@@ -160,11 +187,31 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
     (in memory). Raises `ConfigError` when the file cannot be opened."""
     if settings.store == "memory":
         return None
+    if settings.store != "sqlite":
+        try:
+            from .state.redis_store import RedisTaskStore
+        except ImportError:
+            raise ConfigError("store: a Redis URL needs the redis client: pip install 'mcp-tasks-proxy[redis]'") from None
+        return RedisTaskStore(settings.store)
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
+    except (StoreDamaged, StoreInUse) as exc:
+        raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None
+
+
+async def _heartbeat(store: TaskStateStore) -> None:
+    """A shared store is reached once at start (its heartbeat written): an unreachable Redis
+    refuses the start with `ConfigError` instead of failing the first requests."""
+    beat = getattr(store, "heartbeat", None)
+    if beat is None:
+        return
+    try:
+        await beat()
+    except Exception as exc:  # the client's connection errors
+        raise ConfigError(f"store: cannot reach {getattr(store, 'url', 'the store')}: {exc}") from None
 
 
 async def _shutdown(app: web.Application) -> None:
@@ -177,7 +224,7 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    for loop_task in (state.prober, state.maintainer):
+    for loop_task in (state.prober, state.maintainer, state.listener):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -187,14 +234,17 @@ async def _cleanup(app: web.Application) -> None:
     if state.http is not None:
         await state.http.close()
     if state.own_store and state.store is not None:
-        state.store.close()
+        await state.store.close()
+    if state.tracing is not None and state.tracer_provider is None:
+        state.tracing.shutdown()  # flushes the spans still batched
 
 
 def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-               store: TaskStateStore | None = None) -> web.Application:
+               store: TaskStateStore | None = None, tracer_provider: Any = None) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
     to use (`proxy/state/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
+    `tracer_provider`: an OpenTelemetry `TracerProvider` to trace with (needs the `otel` extra).
 
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
@@ -209,7 +259,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     own_store = store is None
     if store is None:
         store = _open_store(settings)
-    app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store)
+    app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store, tracer_provider=tracer_provider)
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
         app.router.add_post(route, _post)
@@ -218,6 +268,8 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/status", _status_page)
+    app.router.add_get("/status.json", _status_json)
     app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
     app.on_shutdown.append(_shutdown)
@@ -238,18 +290,18 @@ class RunningProxy:
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-                store: TaskStateStore | None = None) -> RunningProxy:
+                store: TaskStateStore | None = None, tracer_provider: Any = None) -> RunningProxy:
     """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral).
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.
     """
-    app = create_app(settings, environ=environ, keyring=keyring, store=store)
+    app = create_app(settings, environ=environ, keyring=keyring, store=store, tracer_provider=tracer_provider)
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, reuse_port=settings.workers > 1)
     try:
         await site.start()
     except BaseException:

@@ -1,19 +1,19 @@
-"""Command line: `mcp-tasks-proxy serve | stdio | demo | probe | reference-server | bench`."""
+"""Command line: `mcp-tasks-proxy serve | stdio | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
-
-from typing import TYPE_CHECKING
-
-from .config import ConfigError, load
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from .config import Settings
+
+from .config import ConfigError, load
 
 
 def _settings(args: argparse.Namespace) -> "Settings | None":
@@ -21,7 +21,7 @@ def _settings(args: argparse.Namespace) -> "Settings | None":
     `--upstream-command 'CMD ARGS'`, split as a shell splits words; no shell runs it)."""
     import shlex
 
-    overrides = {"listen": getattr(args, "listen", None), "store": args.store}
+    overrides = {"listen": getattr(args, "listen", None), "store": args.store, "workers": getattr(args, "workers", None)}
     if args.upstream and args.upstream_command:
         print("mcp-tasks-proxy: give --upstream or --upstream-command, not both", file=sys.stderr)
         return None
@@ -58,15 +58,64 @@ def _stdio(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .app import start
-    from .upstream.backend import UnsupportedBackend
-
     settings = _settings(args)
     if settings is None:
         return 2
     from .logs import configure
 
     configure(settings.log_level, settings.log_format)
+    if settings.workers > 1:
+        refusal = _workers_refusal(settings)
+        if refusal:
+            print(f"mcp-tasks-proxy: configuration error: {refusal}", file=sys.stderr)
+            return 2
+        return _run_workers(settings.workers, lambda: _serve_one(settings))
+    return _serve_one(settings)
+
+
+def _workers_refusal(settings: "Settings") -> str | None:
+    """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes")."""
+    if settings.store in ("sqlite", "memory"):
+        return (f"workers = {settings.workers} needs a store the processes share: store = \"redis://host:port/db\" "
+                f"(the SQLite store belongs to one process, and memory to each)")
+    if settings.port == 0:
+        return "workers > 1 need a fixed port to share (listen = \"host:port\", not port 0)"
+    return None
+
+
+def _run_workers(count: int, serve: "Callable[[], int]") -> int:
+    """Fork `count` processes that each `serve()` on the one port (`SO_REUSEPORT`); SIGINT and
+    SIGTERM are passed on to them. Returns the worst exit status."""
+    children = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = serve()
+            finally:
+                os._exit(code)
+        children.append(pid)
+
+    def forward(sig: int, _frame: object) -> None:
+        for child in children:
+            try:
+                os.kill(child, sig)
+            except ProcessLookupError:
+                pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, forward)
+    worst = 0
+    for child in children:
+        _, status = os.waitpid(child, 0)
+        worst = max(worst, os.waitstatus_to_exitcode(status) & 0xFF)
+    return worst
+
+
+def _serve_one(settings: "Settings") -> int:
+    from .app import start
+    from .upstream.backend import UnsupportedBackend
 
     async def run() -> int:
         # Handlers first: a signal that arrives while starting stops the proxy gracefully too.
@@ -191,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint, e.g. http://127.0.0.1:3000/mcp")
     serve.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:8080)")
     serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
-    serve.add_argument("--store", choices=["sqlite", "memory"],
-                       help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts) or memory")
+    serve.add_argument("--store", metavar="STORE",
+                       help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts), memory, "
+                            "or a Redis URL redis://host:port/db shared by replicas and workers")
+    serve.add_argument("--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)")
     serve.add_argument("--upstream-command", metavar="'CMD ARGS'",
                        help="a stdio backend: the server command the proxy runs (split like shell words, no shell)")
     serve.set_defaults(run=_serve)
@@ -221,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
     reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
+    from .observe.terminal import add_parser as add_status_parser
+
+    add_status_parser(commands)
     from .bench.cli import add_bench_parser
 
     add_bench_parser(commands)

@@ -77,7 +77,8 @@ class Settings(BaseModel):
     max_connections: int = Field(default=10_000, gt=0)
     state_dir: str = "~/.local/state/mcp-tasks-proxy"
     key_file: str | None = None
-    store: Literal["sqlite", "memory"] = "sqlite"
+    store: str = "sqlite"
+    workers: int = Field(default=1, ge=1)
     replicas: int = Field(default=1, ge=1)
     identity_header: str | None = None
     forward_headers: list[str] = Field(default_factory=list)
@@ -102,6 +103,9 @@ class Settings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout_ms: int = Field(default=30_000, gt=0)
+    status_token: str | None = Field(default=None, min_length=16)
+    traces: Literal["off", "otlp"] = "off"
+    traces_endpoint: str | None = None
 
     @field_validator("upstream")
     @classmethod
@@ -111,6 +115,13 @@ class Settings(BaseModel):
             if names.count(name) > 1:
                 raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
         return value
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str) -> str:
+        if value in ("sqlite", "memory") or value.startswith(("redis://", "rediss://", "unix://")):
+            return value
+        raise ValueError('store must be "sqlite", "memory" or a Redis URL (redis://host:port/db)')
 
     @field_validator("listen")
     @classmethod

@@ -33,6 +33,9 @@ from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
 log = logging.getLogger(__name__)
 
+LIVENESS_PATH = "/healthz"
+"""Served also beyond `max_connections`: idle sockets filling the cap must not make an
+orchestrator restart a live process."""
 BUSY_RETRY_AFTER_S = 1
 """`Retry-After` of the 503 answered beyond `max_connections`."""
 
@@ -73,8 +76,23 @@ class BoundedRequestHandler(RequestHandler):
         self._limits.open += 1
         self._counted = True
         if self._limits.open > self._limits.max_connections:
-            self._request_handler = _busy
+            self._request_handler = self._over_the_cap(self._request_handler)
         super().connection_made(transport)
+
+    @staticmethod
+    def _over_the_cap(serve: Any) -> Any:
+        """The request handler of a connection beyond `max_connections`: 503 (`_busy`), except
+        the liveness check `GET /healthz`, served as usual; either way the connection then closes
+        (docs/decisions.md §46)."""
+
+        async def handle(request: BaseRequest) -> StreamResponse:
+            if request.method != "GET" or request.path != LIVENESS_PATH:
+                return await _busy(request)
+            response = await serve(request)
+            response.force_close()
+            return response
+
+        return handle
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._counted:
@@ -144,13 +162,15 @@ class BoundedSite(web.BaseSite):
     `TCPSite`, which always builds the plain `RequestHandler`). `handler_args` go to aiohttp's
     `RequestHandler` (e.g. `access_log=None`)."""
 
-    __slots__ = ("_host", "_port", "_limits", "_handler_args")
+    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_reuse_port")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
-                 **handler_args: Any):
+                 reuse_port: bool = False, **handler_args: Any):
         super().__init__(runner, backlog=backlog)
         self._host = host
         self._port = port
+        self._reuse_port = reuse_port
+        """`SO_REUSEPORT`: several worker processes listen on one port (the kernel spreads connections)."""
         self._limits = limits
         self._handler_args = handler_args
 
@@ -167,4 +187,5 @@ class BoundedSite(web.BaseSite):
         def protocol() -> BoundedRequestHandler:
             return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
 
-        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog)
+        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog,
+                                                reuse_port=self._reuse_port or None)

@@ -11,6 +11,8 @@ errors to HTTP in one place.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -25,13 +27,14 @@ from translators.sealing import Keyring
 
 from .config import Settings
 from .faces.checks import accepts_json, json_response, not_modern_error, read_body, refuse_conflicting_duplicates, relay_outcome
-from .faces.modern import ModernRequest, Reply
-from .faces.session import SessionFace
+from .faces.modern import AnswerStream, ModernRequest, write_reply
+from .faces.session import KEEPALIVE_S, SessionFace
 from .fleet import Fleet, FleetMember
-from .metrics import outcome_of
+from .metrics import method_label, outcome_of
+from .observe.hooks import TRACE
+from .observe.recorder import CANCELLED, UNKNOWN_CLIENT, ClientKey, client_key
 from .pairings import Relay
 from .routing import Router
-from .sse import sse_frame
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
 
@@ -41,7 +44,7 @@ log = logging.getLogger(__name__)
 class Entry:
     """The MCP endpoint: `post`, and `get_or_delete`."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, fleet: Fleet, sessions: SessionFace):
+    def __init__(self, settings: Settings, keyring: Keyring, fleet: Fleet, sessions: SessionFace, tracing: Any = None):
         self.settings = settings
         self.keyring = keyring
         self.fleet = fleet
@@ -49,14 +52,34 @@ class Entry:
         self.sessions = sessions
         self._identity_header = settings.identity_header or "Authorization"
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
+        self.tracing = tracing
+        """`proxy.observe.tracing.Tracing` when traces are on, else None."""
+        self._keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
+        """Seconds between keep-alive comments on a streamed answer (docs/decisions.md §41)."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
+        """Every POST, inside a server span when traces are on (`proxy/observe/tracing.py`)."""
+        if self.tracing is None:
+            return await self._post(request)
+        trace = self.tracing.request(request.headers)
+        token = TRACE.set(trace)
+        status = None
+        try:
+            response = await self._post(request)
+            status = response.status
+            return response
+        finally:
+            trace.end(status)
+            TRACE.reset(token)
+
+    async def _post(self, request: web.Request) -> web.StreamResponse:
         """Every POST: parse it, work out its dialect and its backend, and answer. New work that
         finds its backend unreachable goes to the next one; nothing was sent to the first."""
         principal = self.keyring.principal(request.headers.get(self._identity_header))
         request_id: Any = None
         method: str | None = None
         face = "v2-modern"
+        client = UNKNOWN_CLIENT
         member = self.fleet.first
         try:
             body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
@@ -64,6 +87,8 @@ class Entry:
             request_id = message.id if message.kind == "request" else None
             method = message.method
             params = message.params
+            if self.tracing is not None:
+                TRACE.get().begin(method, params, request_id)
             if not is_modern(message.method, params):
                 if H_SESSION_ID in request.headers or message.method == "initialize":
                     face = "v1"
@@ -75,6 +100,7 @@ class Entry:
             if not accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
             meta = read_meta(params)
+            client = client_key(meta.client_info)
             refuse_conflicting_duplicates(request)
             check_headers(message.method, params, meta, request.headers)
             member, bound = await self.router.modern(message, meta, principal)
@@ -89,17 +115,17 @@ class Entry:
                         raise
                     member = await self.fleet.pick(frozenset(tried))
         except McpError as exc:
-            self._log_refusal(exc, principal, request)
-            _count(member, method, outcome_of(exc), face)
+            reason = self._log_refusal(exc, principal, request)
+            _count(member, method, outcome_of(exc), face, client, reason=reason)
             answer_id = request_id if request_id is not None else exc.request_id
             return json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
         except UnsupportedBackend as exc:
-            _count(member, method, str(INTERNAL_ERROR), face)
+            _count(member, method, str(INTERNAL_ERROR), face, client, reason="backend of an unsupported dialect")
             error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
             return json_response(jsonrpc.error_response(request_id, error), 502)
         except Exception:  # a proxy bug must not take the connection down without an answer
             log.exception("internal error answering a request from principal=%s", principal)
-            _count(member, method, str(INTERNAL_ERROR), face)
+            _count(member, method, str(INTERNAL_ERROR), face, client, reason="internal error in mcp-tasks-proxy")
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             return json_response(jsonrpc.error_response(request_id, error), 500)
 
@@ -110,25 +136,48 @@ class Entry:
         # backend that was down at start), so a v2 backend is never translated as v1.
         pairing = member.pairing("v2-modern", (await member.backend.current()).dialect)
         if isinstance(pairing, Relay):
-            response = await pairing.modern(request, body, message, principal)
-            _count(member, message.method, relay_outcome(response))
+            try:
+                response = await pairing.modern(request, body, message, principal)
+            except asyncio.CancelledError:  # the client left before the stream's end
+                member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client_key(meta.client_info))
+                raise
+            _count(member, message.method, relay_outcome(response), client=client_key(meta.client_info))
             return response
         if message.kind == "notification":
-            _count(member, message.method, "ok")
+            _count(member, message.method, "ok", client=client_key(meta.client_info))
             return web.Response(status=202)
         if message.kind == "response":
             raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
         forward = self.settings.upstream_headers(request.headers)
-        reply = await pairing.answer(ModernRequest(message.method, message.params, meta, principal, forward))  # type: ignore[union-attr]
-        _count(member, message.method, "ok")
-        return await _write(request, message.id, reply)
+        out = AnswerStream(request, self._keepalive_s)
+        call = ModernRequest(message.method, message.params, meta, principal, forward, out.notify)
+        try:
+            reply = await pairing.answer(call)  # type: ignore[union-attr]
+        except asyncio.CancelledError:
+            out.close()
+            raise
+        except Exception as exc:
+            if not out.started:
+                raise
+            # Notifications went out as SSE: the error is the stream's last event (HTTP 200).
+            error = exc if isinstance(exc, McpError) else McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
+            if not isinstance(exc, McpError):
+                log.exception("internal error answering a streamed request from principal=%s", principal)
+            else:
+                self._log_refusal(exc, principal, request)
+            _count(member, message.method, outcome_of(error), client=client_key(meta.client_info), reason=error.message)
+            return await out.finish(jsonrpc.error_response(message.id, error))
+        _count(member, message.method, "ok", client=client_key(meta.client_info))
+        if self.tracing is not None:
+            TRACE.get().result(reply.result)
+        return await write_reply(out, message.id, reply)
 
     async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
         """A session-wire POST (docs/behaviour.md §2 rules 3–5): the proxy's own session, a relayed
         session (routed by the backend sealed in its id), or an `initialize` the router places."""
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is not None:
-            if self.sessions.owns(session_id):
+            if await self.sessions.owns(session_id):
                 return await self.sessions.handle_post(request, message)  # counted by the session face
             routed = self.router.relayed_session(session_id)
             if routed is not None:
@@ -155,13 +204,22 @@ class Entry:
     async def _relay_session(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message,
                              upstream_id: str | None) -> web.StreamResponse:
         relay = member.relay
+        recorder = member.backend.metrics.recorder
+        dialect = member.backend.dialect  # relayed: the client speaks the backend's dialect
+        initialize = message.method == "initialize"
+        client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(request.headers.get(H_SESSION_ID))
         try:
             body = relay.session_body(message, body, upstream_id)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream
-            _count(member, message.method, outcome_of(exc), "v1")
+            _count(member, message.method, outcome_of(exc), "v1", client, dialect, exc.message)
             return json_response(jsonrpc.error_response(message.id if message.kind == "request" else None, exc), 200)
-        response = await relay.session(request, body, message, upstream_id)
-        _count(member, message.method, relay_outcome(response), "v1")
+        remember = functools.partial(recorder.remember_session, client=client) if initialize else None
+        try:
+            response = await relay.session(request, body, message, upstream_id, remember)
+        except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
+            recorder.request(member.name, dialect, dialect, CANCELLED, client)
+            raise
+        _count(member, message.method, relay_outcome(response), "v1", client, dialect)
         return response
 
     async def get_or_delete(self, request: web.Request) -> web.StreamResponse:
@@ -171,7 +229,7 @@ class Entry:
         if session_id is None:
             error = McpError(INVALID_REQUEST, f"Method Not Allowed: the 2026-07-28 wire has no {request.method}")
             return json_response(jsonrpc.error_response(None, error), 405, {"Allow": "POST"})
-        if not self.sessions.owns(session_id):
+        if not await self.sessions.owns(session_id):
             routed = self.router.relayed_session(session_id)
             if routed is not None:
                 member, upstream_id = routed
@@ -182,32 +240,29 @@ class Entry:
             return await self.sessions.handle_get(request)
         return await self.sessions.handle_delete(request)
 
-    def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> None:
+    def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> str:
+        """Log a refusal; returns its reason as logs and the status page may show it."""
         if isinstance(exc, BackendUnreachable):  # the backend logged it going down, once
             log.info("backend unreachable for principal=%s: %s", principal, exc.message)
-        elif exc.http_status == 502:
+            return exc.message
+        if exc.http_status == 502:
             log.warning("backend failure for principal=%s: %s", principal, exc.message)
-        else:
-            # A header mismatch's message quotes the header; header values are never logged.
-            reason = "a header does not match the request body" if exc.code == HEADER_MISMATCH else exc.message
-            log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, reason)
+            return exc.message
+        # A header mismatch's message quotes the header; header values are never logged.
+        reason = "a header does not match the request body" if exc.code == HEADER_MISMATCH else exc.message
+        log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, reason)
+        return reason
 
 
-def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v2-modern") -> None:
-    """One answered request in `mcp_tasks_proxy_requests_total`."""
+def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v2-modern", client: ClientKey = UNKNOWN_CLIENT,
+           dialect: str | None = None, reason: str | None = None) -> None:
+    """One answered request in `mcp_tasks_proxy_requests_total` and on the status page (the
+    client's dialect is `dialect`, else `face`; `reason` of a refusal, free of header values)."""
     backend = member.backend
-    backend.metrics.request(face, backend.dialect, method, outcome)
-
-
-async def _write(request: web.Request, request_id: Any, reply: Reply) -> web.StreamResponse:
-    """A pairing's reply: JSON, or, when it carries notifications to send first, an SSE stream of
-    those notifications and then the answer (MCP 2026-07-28, Streamable HTTP)."""
-    answer = jsonrpc.result_response(request_id, reply.result)
-    if not reply.notifications:
-        return json_response(answer, 200, reply.headers)
-    stream = web.StreamResponse(status=200, headers={**reply.headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await stream.prepare(request)
-    for number, message in enumerate([*reply.notifications, answer], 1):
-        await stream.write(sse_frame(number, message))
-    await stream.write_eof()
-    return stream
+    metrics = backend.metrics
+    metrics.request(face, backend.dialect, method, outcome)
+    metrics.recorder.request(backend.name, dialect or face, backend.dialect, outcome, client,
+                             None if outcome == "ok" else method_label(method), reason)
+    trace = TRACE.get()
+    if trace is not None:
+        trace.answered(backend.name, dialect or face, backend.dialect, outcome)

@@ -25,6 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from translators.errors import McpError
 
+from .observe.recorder import NoRecorder, StatusRecorder
+
 log = logging.getLogger(__name__)
 
 KNOWN_METHODS = frozenset({
@@ -88,6 +90,8 @@ class Metrics:
             ["field"], registry=self.registry,
         )
         self._live_sources: list[Callable[[], int]] = []
+        self.recorder = StatusRecorder()
+        """What the status page shows (`proxy/observe/recorder.py`), recorded beside these metrics."""
         # Pre-bound label children: one dict lookup per event instead of prometheus_client's
         # labels() (validation, lock). Bounded: every label value comes from a fixed set, a
         # backend name or a JSON-RPC error code.
@@ -112,6 +116,7 @@ class Metrics:
         if child is None:
             child = self._upstream_children[key] = self._upstream.labels(*key)
         child.observe(seconds)
+        self.recorder.upstream(backend, seconds)
 
     def dropped(self, fields: Iterable[str], where: str) -> None:
         """Count (and log at debug level) task fields dropped in translation; `where` names the
@@ -143,7 +148,7 @@ class NoMetrics(Metrics):
     """Records nothing: the default of connectors and components no application wired up."""
 
     def __init__(self) -> None:  # no registry at all
-        pass
+        self.recorder = NoRecorder()
 
     def request(self, face: str, backend_dialect: str, method: str | None, outcome: str) -> None:
         pass

@@ -10,6 +10,7 @@ Sections:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,30 @@ def _running(start: Callable[[], ServerProcess]) -> Iterator[ServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Any]:
+    """A redis-server on a loopback port (Debian's package, installed when missing), one per run,
+    stopped by its PID (`proxy/bench/redis_server.py`)."""
+    from proxy.bench.redis_server import start_redis
+
+    server = start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: Any) -> str:
+    """The Redis server's URL, its database emptied for this test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    client.close()
+    return str(redis_server.url)
 
 
 @pytest.fixture(scope="session")

@@ -90,7 +90,9 @@ async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_pat
     async with running_proxy(upstream_url, tmp_path, idle_timeout_ms=1500) as proxy:
         loop = asyncio.get_running_loop()
 
-        async def idle_socket() -> float:
+        async def idle_socket() -> tuple[float, float]:
+            """(closed − before connecting, closed − connected): the proxy's clock starts in between."""
+            connecting = loop.time()
             reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
             opened = loop.time()
             try:
@@ -98,11 +100,12 @@ async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_pat
             finally:
                 writer.close()
             assert received == b""
-            return closed_at - opened
+            return closed_at - connecting, closed_at - opened
 
-        async def idle_after_a_request() -> float:
+        async def idle_after_a_request() -> tuple[float, float]:
             reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
             try:
+                asked = loop.time()
                 writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
                 head = await reader.readuntil(b"\r\n\r\n")
                 assert head.startswith(b"HTTP/1.1 200 OK\r\n")
@@ -112,19 +115,20 @@ async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_pat
             finally:
                 writer.close()
             assert received == b""
-            return closed_at - answered
+            return closed_at - asked, closed_at - answered
 
         lifetimes = await asyncio.gather(*(idle_socket() for _ in range(200)), idle_after_a_request())
     assert len(lifetimes) == 201
-    assert max(lifetimes) <= idle_timeout_s + BOUND_S, max(lifetimes)
-    assert min(lifetimes) >= idle_timeout_s - 0.05, min(lifetimes)
+    assert max(since_connected for _, since_connected in lifetimes) <= idle_timeout_s + BOUND_S, lifetimes
+    assert min(since_connecting for since_connecting, _ in lifetimes) >= idle_timeout_s, lifetimes
 
 
 async def test_a_connection_over_max_connections_gets_503(upstream_url, tmp_path):
     async with running_proxy(upstream_url, tmp_path, max_connections=3) as proxy:
         held = [await asyncio.open_connection("127.0.0.1", _port(proxy)) for _ in range(3)]
+        # (/healthz is answered beyond the cap too: tests/adversarial/test_connection_bounds_attacks.py)
         reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: proxy\r\n\r\n")
         received, _ = await _read_until_closed(reader, 5)
         writer.close()
         status, headers, body = _status_and_body(received)
@@ -136,7 +140,7 @@ async def test_a_connection_over_max_connections_gets_503(upstream_url, tmp_path
         held[0][1].close()
         statuses = []
         for _ in range(50):
-            async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/healthz") as response:
+            async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/readyz") as response:
                 statuses.append(response.status)
             if response.status == 200:
                 break

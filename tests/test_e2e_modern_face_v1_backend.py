@@ -15,7 +15,7 @@ from translators.sealing import Keyring, TaskRef
 
 pytestmark = pytest.mark.peers
 
-TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"]
+TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "report_progress", "test_tool_with_task"]
 CREATED_FORBIDDEN_KEYS = {"task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState"}
 
 
@@ -36,7 +36,7 @@ async def test_server_discover_is_answered_by_the_proxy_with_the_backend_capabil
     assert answer.status == 200
     assert answer.result == {
         "supportedVersions": ["2026-07-28"],
-        "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "capabilities": {"tools": {}, "logging": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
         "resultType": "complete",
         "ttlMs": 0,
         "cacheScope": "private",

@@ -244,6 +244,7 @@ async def test_initialize_declares_tasks_list_cancel_and_tools_call(mcp: _McpSes
     assert mcp.initialize_result["protocolVersion"] == PROTOCOL_VERSION
     assert mcp.initialize_result["capabilities"] == {
         "experimental": {},
+        "logging": {},
         "tools": {"listChanged": False},
         "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
     }
@@ -264,6 +265,7 @@ async def test_tools_list_declares_each_tools_task_support(mcp: _McpSession) -> 
         "protocol_error_job": {"taskSupport": "required"},
         "confirm_delete": {"taskSupport": "required"},
         "multi_input": {"taskSupport": "required"},
+        "report_progress": None,
         "test_tool_with_task": {"taskSupport": "required"},
     }
     assert tools["slow_compute"]["inputSchema"] == {

@@ -43,117 +43,117 @@ def test_the_file_is_private_and_in_wal_mode_with_normal_sync(tmp_path):
             store._db.execute("PRAGMA synchronous").fetchone()[0]) == (0o600, "wal", 1)  # 1 = NORMAL
 
 
-def test_captured_requests_get_fresh_keys_never_reused_and_survive_a_reopen(tmp_path):
+async def test_captured_requests_get_fresh_keys_never_reused_and_survive_a_reopen(tmp_path):
     store = _open(tmp_path)
-    assert store.capture_input(REF, 7, ASK, 60) == "input-1"
-    assert store.capture_input(REF, 7, ASK, 60) is None  # the same upstream request again
-    assert store.capture_input(REF, "req-8", ASK, 60) == "input-2"
-    assert store.capture_input(OTHER, 7, ASK, 60) == "input-1"  # keys are per task
-    store.answered(REF, "input-1")
-    store.close()
+    assert await store.capture_input(REF, 7, ASK, 60) == "input-1"
+    assert await store.capture_input(REF, 7, ASK, 60) is None  # the same upstream request again
+    assert await store.capture_input(REF, "req-8", ASK, 60) == "input-2"
+    assert await store.capture_input(OTHER, 7, ASK, 60) == "input-1"  # keys are per task
+    await store.answered(REF, "input-1")
+    await store.close()
     store = _open(tmp_path)
-    assert store.capture_input(REF, 7, ASK, 60) is None  # answered, still known as seen
-    assert store.capture_input(REF, 9, ASK, 60) == "input-3"
-    assert store.inputs(REF) == {"input-2": CapturedInput("input-2", "req-8", ASK), "input-3": CapturedInput("input-3", 9, ASK)}
-    store.drop_inputs(REF)
-    assert (store.inputs(REF), store.inputs(OTHER)) == ({}, {"input-1": CapturedInput("input-1", 7, ASK)})
+    assert await store.capture_input(REF, 7, ASK, 60) is None  # answered, still known as seen
+    assert await store.capture_input(REF, 9, ASK, 60) == "input-3"
+    assert await store.inputs(REF) == {"input-2": CapturedInput("input-2", "req-8", ASK), "input-3": CapturedInput("input-3", 9, ASK)}
+    await store.drop_inputs(REF)
+    assert (await store.inputs(REF), await store.inputs(OTHER)) == ({}, {"input-1": CapturedInput("input-1", 7, ASK)})
 
 
-def test_a_claim_has_one_winner_also_across_connections_and_a_dead_process_claim_is_released_at_open(tmp_path):
+async def test_a_claim_has_one_winner_also_across_connections_and_a_dead_process_claim_is_released_at_open(tmp_path):
     store = _open(tmp_path)
-    store.capture_input(REF, 7, ASK, 60)
+    await store.capture_input(REF, 7, ASK, 60)
     rival = _open(tmp_path)  # a second connection to the same file
-    assert (store.claim_input(REF, "input-1"), rival.claim_input(REF, "input-1"), store.claim_input(REF, "input-1")) == (
+    assert (await store.claim_input(REF, "input-1"), await rival.claim_input(REF, "input-1"), await store.claim_input(REF, "input-1")) == (
         CapturedInput("input-1", 7, ASK), None, None)
-    store.release_input(REF, "input-1")
-    assert rival.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
-    assert store.inputs(REF) == {"input-1": CapturedInput("input-1", 7, ASK)}  # claimed is still outstanding
-    rival.close()
-    store.close()  # it died holding the claim
+    await store.release_input(REF, "input-1")
+    assert await rival.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    assert await store.inputs(REF) == {"input-1": CapturedInput("input-1", 7, ASK)}  # claimed is still outstanding
+    await rival.close()
+    await store.close()  # it died holding the claim
     store = _open(tmp_path)
-    assert store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
-    store.answered(REF, "input-1")
-    assert (store.claim_input(REF, "input-1"), store.inputs(REF)) == (None, {})
+    assert await store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    await store.answered(REF, "input-1")
+    assert (await store.claim_input(REF, "input-1"), await store.inputs(REF)) == (None, {})
 
 
-def test_outcomes_are_kept_forgotten_expire_and_survive_a_reopen(tmp_path):
+async def test_outcomes_are_kept_forgotten_expire_and_survive_a_reopen(tmp_path):
     store = _open(tmp_path)
-    store.keep_outcome(REF, _task(), 60)
-    store.keep_outcome(OTHER, _task(), 0)  # expires at once
-    store.keep_outcome(TaskRef("other", "s", "t"), _task(), 60)
-    assert (store.outcome(OTHER), _rows(store, "outcomes")) == (None, 2)  # the expired row was deleted on read
-    store.close()
+    await store.keep_outcome(REF, _task(), 60)
+    await store.keep_outcome(OTHER, _task(), 0)  # expires at once
+    await store.keep_outcome(TaskRef("other", "s", "t"), _task(), 60)
+    assert (await store.outcome(OTHER), _rows(store, "outcomes")) == (None, 2)  # the expired row was deleted on read
+    await store.close()
     store = _open(tmp_path)
-    assert (store.outcome(REF), store.outcome_count("main"), store.outcome_count("other")) == (_task(), 1, 1)
-    store.forget_outcome(REF)
-    assert (store.outcome(REF), store.outcome_count("main")) == (None, 0)
+    assert (await store.outcome(REF), store.outcome_count("main"), store.outcome_count("other")) == (_task(), 1, 1)
+    await store.forget_outcome(REF)
+    assert (await store.outcome(REF), store.outcome_count("main")) == (None, 0)
 
 
-def test_each_table_is_bounded_in_count_soonest_to_expire_first(tmp_path):
+async def test_each_table_is_bounded_in_count_soonest_to_expire_first(tmp_path):
     store = _open(tmp_path, max_tasks=2, max_sessions=2)
     refs = [TaskRef("main", "s", f"t{i}") for i in range(3)]
     for i, ref in enumerate(refs):
-        store.keep_outcome(ref, _task(), 60 + i)
-        store.capture_input(ref, i, ASK, 60 + i)
-        store.keep_session(SessionRecord(f"s{i}", "p", "v1", "main", {}, "2025-11-25"), 60 + i)
-    store.keep_outcome(refs[1], _task("cancelled"), 120)  # an update is not a new row
-    assert [store.outcome(r) is not None for r in refs] == [False, True, True]
-    assert [bool(store.inputs(r)) for r in refs] == [False, True, True]
-    assert [store.session(f"s{i}") is not None for i in range(3)] == [False, True, True]
+        await store.keep_outcome(ref, _task(), 60 + i)
+        await store.capture_input(ref, i, ASK, 60 + i)
+        await store.keep_session(SessionRecord(f"s{i}", "p", "v1", "main", {}, "2025-11-25"), 60 + i)
+    await store.keep_outcome(refs[1], _task("cancelled"), 120)  # an update is not a new row
+    assert [await store.outcome(r) is not None for r in refs] == [False, True, True]
+    assert [bool(await store.inputs(r)) for r in refs] == [False, True, True]
+    assert [await store.session(f"s{i}") is not None for i in range(3)] == [False, True, True]
     assert [_rows(store, t) for t in ("outcomes", "input_tasks", "input_requests", "sessions")] == [2, 2, 2, 2]
     # t0's input state was let go while its task may live on: its next key numbers after every key issued.
-    assert store.capture_input(refs[0], 99, ASK, 60) == "input-2"
+    assert await store.capture_input(refs[0], 99, ASK, 60) == "input-2"
 
 
-def test_the_sweep_deletes_every_expired_row(tmp_path, monkeypatch):
+async def test_the_sweep_deletes_every_expired_row(tmp_path, monkeypatch):
     store = _open(tmp_path)
-    store.keep_outcome(REF, _task(), 0.05)
-    store.capture_input(REF, 1, ASK, 0.05)
-    store.keep_session(SessionRecord("s", "p", "v1", "main", {}, "2025-11-25"), 0.05)
-    store.keep_entry("main", Entry("sealed-1", REF, "p", 1, _task("working", "sealed-1"), "s"), 0.05)
-    store.keep_outcome(OTHER, _task(), 60)
+    await store.keep_outcome(REF, _task(), 0.05)
+    await store.capture_input(REF, 1, ASK, 0.05)
+    await store.keep_session(SessionRecord("s", "p", "v1", "main", {}, "2025-11-25"), 0.05)
+    await store.keep_entry("main", Entry("sealed-1", REF, "p", 1, _task("working", "sealed-1"), "s"), 0.05)
+    await store.keep_outcome(OTHER, _task(), 60)
     time.sleep(0.1)
     store.sweep()
     assert [_rows(store, t) for t in ("outcomes", "input_tasks", "input_requests", "sessions", "entries")] == [1, 0, 0, 0, 0]
     # Writes sweep by themselves once SWEEP_INTERVAL_S has passed.
     monkeypatch.setattr(sqlite_store, "SWEEP_INTERVAL_S", 0.0)
-    store.keep_outcome(OTHER, _task(), 0.01)
+    await store.keep_outcome(OTHER, _task(), 0.01)
     time.sleep(0.05)
-    store.keep_outcome(REF, _task(), 60)
+    await store.keep_outcome(REF, _task(), 60)
     assert _rows(store, "outcomes") == 1
 
 
-def test_sessions_and_registry_entries_survive_a_reopen(tmp_path):
+async def test_sessions_and_registry_entries_survive_a_reopen(tmp_path):
     store = _open(tmp_path)
     record = SessionRecord("sealed-session", "principal-1", "v1", "main",
                            {"capabilities": {"elicitation": {}}, "clientInfo": {"name": "c", "version": "1"}}, "2025-11-25")
-    store.keep_session(record, 60)
+    await store.keep_session(record, 60)
     entry = Entry("sealed-1", REF, "principal-1", 7, _task("working", "sealed-1"), "sealed-session", cancelled=True,
                   failure=TaskError(code=-32001, message="declined"), asked={"input-1"}, asking={"input-2"}, saved_at=5.0)
-    store.keep_entry("main", entry, 60)
+    await store.keep_entry("main", entry, 60)
     held = Entry("sealed-2", TaskRef("main", "@held", "x"), "principal-1", 8, _task("completed", "sealed-2"), "sealed-session",
                  held_expires_at=time.time() + 60)
-    store.keep_entry("main", held, 60)
-    store.keep_entry("main", Entry("sealed-3", OTHER, "principal-2", 9, _task("working", "sealed-3"), "s2"), 60)
-    store.close()
+    await store.keep_entry("main", held, 60)
+    await store.keep_entry("main", Entry("sealed-3", OTHER, "principal-2", 9, _task("working", "sealed-3"), "s2"), 60)
+    await store.close()
     store = _open(tmp_path)
-    assert store.session("sealed-session") == record
-    assert store.entry("main", "sealed-1") == Entry("sealed-1", REF, "principal-1", 7, _task("working", "sealed-1"), "sealed-session",
+    assert await store.session("sealed-session") == record
+    assert await store.entry("main", "sealed-1") == Entry("sealed-1", REF, "principal-1", 7, _task("working", "sealed-1"), "sealed-session",
                                                     cancelled=True, failure=TaskError(code=-32001, message="declined"), asked={"input-1"})
-    assert [e.task_id for e in store.entries_of("main", "principal-1")] == ["sealed-1", "sealed-2"]
-    assert store.entries_of("main", "principal-1")[1].last.result == {"content": [{"type": "text", "text": "done"}]}
-    assert (store.entry("other", "sealed-1"), store.highest_order("main"), store.highest_order("other")) == (None, 9, 0)
-    store.forget_session("sealed-session")
-    store.forget_entry("main", "sealed-1")
-    assert (store.session("sealed-session"), store.entry("main", "sealed-1")) == (None, None)
+    assert [e.task_id for e in await store.entries_of("main", "principal-1")] == ["sealed-1", "sealed-2"]
+    assert (await store.entries_of("main", "principal-1"))[1].last.result == {"content": [{"type": "text", "text": "done"}]}
+    assert (await store.entry("other", "sealed-1"), store.highest_order("main"), store.highest_order("other")) == (None, 9, 0)
+    await store.forget_session("sealed-session")
+    await store.forget_entry("main", "sealed-1")
+    assert (await store.session("sealed-session"), await store.entry("main", "sealed-1")) == (None, None)
 
 
-def test_a_held_entry_expires_with_its_own_ttl(tmp_path):
+async def test_a_held_entry_expires_with_its_own_ttl(tmp_path):
     store = _open(tmp_path)
     held = Entry("sealed-2", TaskRef("main", "@held", "x"), "p", 1, _task("completed", "sealed-2"), "s", held_expires_at=time.time() + 0.05)
-    store.keep_entry("main", held, 60)
+    await store.keep_entry("main", held, 60)
     time.sleep(0.1)
-    assert (store.entry("main", "sealed-2"), store.entries_of("main", "p")) == (None, [])
+    assert (await store.entry("main", "sealed-2"), await store.entries_of("main", "p")) == (None, [])
 
 
 async def test_maintain_sweeps_and_checkpoints_off_the_write_path(tmp_path, monkeypatch):
@@ -161,7 +161,7 @@ async def test_maintain_sweeps_and_checkpoints_off_the_write_path(tmp_path, monk
 
     monkeypatch.setattr(sqlite_store, "SWEEP_INTERVAL_S", 0.05)
     store = _open(tmp_path)
-    store.keep_outcome(REF, _task(), 0.01)
+    await store.keep_outcome(REF, _task(), 0.01)
     keeper = asyncio.ensure_future(store.maintain())
     await asyncio.sleep(0.3)
     assert (store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0], _rows(store, "outcomes")) == (0, 0)

@@ -27,48 +27,48 @@ def _task(status: str = "completed") -> CanonicalTask:
                          last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
 
 
-def test_captured_requests_get_fresh_keys_never_reused_within_a_task():
+async def test_captured_requests_get_fresh_keys_never_reused_within_a_task():
     store = MemoryTaskStore(max_tasks=10)
-    assert store.capture_input(REF, 7, ASK, 60) == "input-1"
-    assert store.capture_input(REF, 7, ASK, 60) is None  # the same upstream request again
-    assert store.capture_input(REF, 8, ASK, 60) == "input-2"
-    assert store.capture_input(OTHER, 7, ASK, 60) == "input-1"  # keys are per task
-    store.answered(REF, "input-1")
-    assert store.capture_input(REF, 9, ASK, 60) == "input-3"
-    assert store.inputs(REF) == {"input-2": CapturedInput("input-2", 8, ASK), "input-3": CapturedInput("input-3", 9, ASK)}
-    store.drop_inputs(REF)
-    assert store.inputs(REF) == {}
-    assert store.inputs(OTHER) == {"input-1": CapturedInput("input-1", 7, ASK)}
+    assert await store.capture_input(REF, 7, ASK, 60) == "input-1"
+    assert await store.capture_input(REF, 7, ASK, 60) is None  # the same upstream request again
+    assert await store.capture_input(REF, 8, ASK, 60) == "input-2"
+    assert await store.capture_input(OTHER, 7, ASK, 60) == "input-1"  # keys are per task
+    await store.answered(REF, "input-1")
+    assert await store.capture_input(REF, 9, ASK, 60) == "input-3"
+    assert await store.inputs(REF) == {"input-2": CapturedInput("input-2", 8, ASK), "input-3": CapturedInput("input-3", 9, ASK)}
+    await store.drop_inputs(REF)
+    assert await store.inputs(REF) == {}
+    assert await store.inputs(OTHER) == {"input-1": CapturedInput("input-1", 7, ASK)}
 
 
-def test_inputs_returns_a_copy():
+async def test_inputs_returns_a_copy():
     store = MemoryTaskStore(max_tasks=10)
-    store.capture_input(REF, 1, ASK, 60)
-    store.inputs(REF).clear()
-    assert list(store.inputs(REF)) == ["input-1"]
+    await store.capture_input(REF, 1, ASK, 60)
+    (await store.inputs(REF)).clear()
+    assert list(await store.inputs(REF)) == ["input-1"]
 
 
-def test_outcomes_are_kept_forgotten_and_expire():
+async def test_outcomes_are_kept_forgotten_and_expire():
     store = MemoryTaskStore(max_tasks=10)
-    store.keep_outcome(REF, _task(), 60)
-    store.keep_outcome(OTHER, _task(), 0)  # expires at once
-    store.keep_outcome(TaskRef("other", "s", "t"), _task(), 60)
-    assert (store.outcome(REF), store.outcome(OTHER), store.outcome_count("main"), store.outcome_count("other")) == (_task(), None, 1, 1)
-    store.forget_outcome(REF)
-    assert (store.outcome(REF), store.outcome_count("main")) == (None, 0)
+    await store.keep_outcome(REF, _task(), 60)
+    await store.keep_outcome(OTHER, _task(), 0)  # expires at once
+    await store.keep_outcome(TaskRef("other", "s", "t"), _task(), 60)
+    assert (await store.outcome(REF), await store.outcome(OTHER), store.outcome_count("main"), store.outcome_count("other")) == (_task(), None, 1, 1)
+    await store.forget_outcome(REF)
+    assert (await store.outcome(REF), store.outcome_count("main")) == (None, 0)
 
 
-def test_the_memory_store_is_bounded_in_count_least_recently_used_first():
+async def test_the_memory_store_is_bounded_in_count_least_recently_used_first():
     store = MemoryTaskStore(max_tasks=2)
     refs = [TaskRef("main", "s", f"t{i}") for i in range(3)]
-    store.keep_outcome(refs[0], _task(), 60)
-    store.keep_outcome(refs[1], _task(), 60)
-    assert store.outcome(refs[0]) == _task()  # refs[1] is now the least recently used
-    store.keep_outcome(refs[2], _task(), 60)
-    assert [store.outcome(r) is not None for r in refs] == [True, False, True]
+    await store.keep_outcome(refs[0], _task(), 60)
+    await store.keep_outcome(refs[1], _task(), 60)
+    assert await store.outcome(refs[0]) == _task()  # refs[1] is now the least recently used
+    await store.keep_outcome(refs[2], _task(), 60)
+    assert [await store.outcome(r) is not None for r in refs] == [True, False, True]
     for i, ref in enumerate(refs):
-        store.capture_input(ref, i, ASK, 60)
-    assert [bool(store.inputs(r)) for r in refs] == [False, True, True]
+        await store.capture_input(ref, i, ASK, 60)
+    assert [bool(await store.inputs(r)) for r in refs] == [False, True, True]
 
 
 @pytest.mark.peers
@@ -101,21 +101,21 @@ async def test_two_replicas_with_one_store_answer_each_others_captured_requests(
         assert (await on_a.poll(created["taskId"]))["result"] == final["result"]
 
 
-def test_one_claim_per_key_until_answered_or_released():
+async def test_one_claim_per_key_until_answered_or_released():
     store = MemoryTaskStore(max_tasks=10)
-    store.capture_input(REF, 7, ASK, 60)
-    assert store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
-    assert store.claim_input(REF, "input-1") is None  # a concurrent answer to the same key
-    store.release_input(REF, "input-1")  # the backend did not take the first
-    assert store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
-    store.answered(REF, "input-1")
-    assert (store.claim_input(REF, "input-1"), store.inputs(REF)) == (None, {})
-    assert store.claim_input(REF, "input-9") is None
+    await store.capture_input(REF, 7, ASK, 60)
+    assert await store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    assert await store.claim_input(REF, "input-1") is None  # a concurrent answer to the same key
+    await store.release_input(REF, "input-1")  # the backend did not take the first
+    assert await store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    await store.answered(REF, "input-1")
+    assert (await store.claim_input(REF, "input-1"), await store.inputs(REF)) == (None, {})
+    assert await store.claim_input(REF, "input-9") is None
 
 
-def test_a_task_forgotten_under_pressure_never_gets_a_key_again():
+async def test_a_task_forgotten_under_pressure_never_gets_a_key_again():
     store = MemoryTaskStore(max_tasks=1)
-    assert store.capture_input(REF, 1, ASK, 60) == "input-1"
-    assert store.capture_input(OTHER, 1, ASK, 60) == "input-1"  # REF's entry is let go
-    assert store.capture_input(REF, 2, ASK, 60) == "input-2"  # not input-1 again
-    store.drop_inputs(REF)  # ended: dropping is not forgetting
+    assert await store.capture_input(REF, 1, ASK, 60) == "input-1"
+    assert await store.capture_input(OTHER, 1, ASK, 60) == "input-1"  # REF's entry is let go
+    assert await store.capture_input(REF, 2, ASK, 60) == "input-2"  # not input-1 again
+    await store.drop_inputs(REF)  # ended: dropping is not forgetting

@@ -38,10 +38,15 @@ def test_discover_shows_v2_capabilities_the_extension_and_the_proxys_server_info
         "ttlMs": 0,
         "cacheScope": "private",
         "supportedVersions": ["2026-07-28"],
-        "capabilities": {"tools": {}, "extensions": {TASKS: {}}},
+        "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS: {}}},
         "instructions": "be brief",
         "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
     }
+
+
+def test_discover_shows_logging_only_when_the_backend_declares_it():
+    assert "logging" not in discover_result({"tools": {}}, None, offers_tool_tasks=False)["capabilities"]
+    assert discover_result({"logging": {}}, None, offers_tool_tasks=False)["capabilities"] == {"logging": {}}
 
 
 def test_initialize_for_v1_clients_keeps_other_extensions_and_declares_v1_tasks():

@@ -24,9 +24,10 @@ def v1_offers_tool_tasks(capabilities: dict[str, Any]) -> bool:
 def server_capabilities_to_v2(capabilities: dict[str, Any]) -> dict[str, Any]:
     """A v1 backend's `ServerCapabilities` as a v2 `server/discover` shows them (docs/behaviour.md §4.9).
 
-    Keeps tools, resources, prompts and completions without `listChanged`/`subscribe` (no
-    notifications are relayed yet, so neither is `logging`); adds `extensions[io.modelcontextprotocol/tasks] = {}` when
-    the backend declares `tasks.requests.tools.call`; never a `tasks` key.
+    Keeps tools, resources, prompts and completions without `listChanged`/`subscribe` (list
+    changes are not carried; `logging` is added by `results.discover_result`, where it works);
+    adds `extensions[io.modelcontextprotocol/tasks] = {}` when the backend declares
+    `tasks.requests.tools.call`; never a `tasks` key.
     """
     out: dict[str, Any] = {}
     for name in ("tools", "resources", "prompts", "completions"):

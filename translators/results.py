@@ -22,8 +22,12 @@ def discover_result(
 ) -> dict[str, Any]:
     """The `server/discover` result for a session-wire backend with these `initialize` capabilities
     (core 2026-07-28; docs/behaviour.md §4.9): the 2026-07-28 version only, capabilities as v2 shows
-    them, the tasks extension when the backend offers tool tasks, and the proxy's server info."""
+    them, `logging` when the backend declares it, the tasks extension when the backend offers tool
+    tasks, and the proxy's server info."""
     result: dict[str, Any] = {"supportedVersions": [MODERN_VERSION], "capabilities": server_capabilities_to_v2(capabilities)}
+    if isinstance(capabilities.get("logging"), dict):
+        # Log messages reach the request that asked for them (§4.10).
+        result["capabilities"]["logging"] = {}
     if offers_tool_tasks:
         result["capabilities"] = with_tasks_extension(result["capabilities"])
     if instructions:

@@ -281,7 +281,7 @@ http {{
     scgi_temp_path {dir}/scgi;
     client_max_body_size 4m;
     upstream backend {{
-        server {upstream};
+{servers}
         keepalive 64;
     }}
     server {{
@@ -301,11 +301,12 @@ http {{
 
 
 class Nginx(Measured):
-    """nginx as a plain reverse proxy on 127.0.0.1:<free port> in front of one upstream."""
+    """nginx as a plain reverse proxy on 127.0.0.1:<free port> in front of one upstream, or of
+    several (`more`: their URLs) in plain round robin: no hashing, no stickiness."""
 
     name = "nginx"
 
-    def __init__(self, executable: str, upstream_url: str):
+    def __init__(self, executable: str, upstream_url: str, more: list[str] | None = None):
         from urllib.parse import urlsplit
 
         parts = urlsplit(upstream_url)
@@ -313,7 +314,8 @@ class Nginx(Measured):
         os.chmod(self.dir, 0o755)
         port = _free_port()
         conf = self.dir / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, port=port))
+        servers = "\n".join(f"        server {urlsplit(url).netloc} max_fails=0;" for url in [upstream_url, *(more or [])])
+        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, servers=servers, port=port))
         self.url = f"http://127.0.0.1:{port}{parts.path}"
         self.popen = subprocess.Popen([executable, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -348,9 +350,9 @@ class Nginx(Measured):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None) -> Nginx:
-    """nginx in front of `upstream_url`. Raises `NginxUnavailable` with the reason."""
-    return Nginx(ensure_nginx(log), upstream_url)
+def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None, more: list[str] | None = None) -> Nginx:
+    """nginx in front of `upstream_url` (and `more`, round robin). Raises `NginxUnavailable` with the reason."""
+    return Nginx(ensure_nginx(log), upstream_url, more)
 
 
 __all__ = ["ChildServer", "Measured", "Nginx", "NginxUnavailable", "ServerStartError", "cpu_seconds", "rss_bytes",

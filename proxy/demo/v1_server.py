@@ -25,6 +25,10 @@ confirm_delete(filename)  required       in the task, one form question (boolean
 multi_input()             required       in the task, two questions asked concurrently
 test_tool_with_task()     required       asks for a name on the ``tools/call`` stream before
                                          the task exists, then ends with a greeting
+report_progress(count)    (none)         ``count`` ``notifications/progress`` (with a
+                                         ``progressToken``), one log message at each of
+                                         debug, info, warning and error (at or above the
+                                         session's ``logging/setLevel``), ``progress done``
 ========================  =============  ==================================================
 
 A required tool called without a task, or a tool without ``execution`` called with one, gets the
@@ -133,6 +137,11 @@ TOOLS: list[Tool] = [
         execution=REQUIRED,
     ),
     Tool(
+        name="report_progress",
+        description="Reports `count` steps of progress and logs at four levels, then answers `progress done`.",
+        inputSchema=_object_schema({"count": {"type": "integer"}}, ["count"]),
+    ),
+    Tool(
         name="test_tool_with_task",
         description="Asks for a name before its task exists, then greets in the task.",
         inputSchema=_object_schema({}, []),
@@ -229,6 +238,32 @@ def _greet_in_task(name: str | None, reason: str) -> Work:
     return work
 
 
+REPORTED_LEVELS = ("debug", "info", "warning", "error")
+_SEVERITY = {level: rank for rank, level in enumerate(("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))}
+_session_levels: dict[int, str] = {}
+"""``logging/setLevel`` per session (by the session object's id); every level until one is set."""
+
+
+@server.set_logging_level()
+async def set_logging_level(level: Any) -> None:
+    """``logging/setLevel``: this session gets log messages at ``level`` or above."""
+    _session_levels[id(server.request_context.session)] = str(level)
+
+
+async def _report_progress(count: int) -> CallToolResult:
+    ctx = server.request_context
+    token = ctx.meta.progressToken if ctx.meta is not None else None
+    if token is not None:
+        for step in range(1, count + 1):
+            await ctx.session.send_progress_notification(token, step, count, f"step {step}", related_request_id=str(ctx.request_id))
+    threshold = _SEVERITY[_session_levels.get(id(ctx.session), "debug")]
+    for level in REPORTED_LEVELS:
+        if _SEVERITY[level] >= threshold:
+            await ctx.session.send_log_message(level, f"report_progress at {level}", "report_progress",  # type: ignore[arg-type]
+                                               related_request_id=ctx.request_id)
+    return _text("progress done")
+
+
 @server.list_tools()
 async def list_tools() -> list[Tool]:
     """``tools/list``: the fixture tools, with ``execution.taskSupport`` where they have one."""
@@ -252,6 +287,8 @@ async def call_tool(name: str, arguments: dict[str, Any]) -> CallToolResult | Cr
     work: Work
     if name == "greet":
         return _text(f"Hello, {arguments['name']}!")
+    if name == "report_progress":
+        return await _report_progress(int(arguments["count"]))
     if name == "slow_compute":
         seconds, label = arguments["seconds"], arguments["label"]
         if not ctx.experimental.is_task:

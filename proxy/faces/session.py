@@ -30,6 +30,9 @@ from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_
 from translators.sealing import Keyring
 
 from ..config import Settings
+from ..metrics import method_label
+from ..observe.hooks import TRACE
+from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
 
@@ -46,6 +49,10 @@ ASK_TIMEOUT_S = 600.0
 KEEPALIVE_S = 15.0
 """Longest time between keep-alive comments on a quiet GET stream."""
 _request_ids = itertools.count(1)
+_PROCESS = secrets.token_hex(4)
+"""Part of the ids of requests put to clients: unique across the processes sharing a store."""
+ANSWERS = "answers"
+"""The channel on which a client's response reaching one process goes to the one that asked."""
 
 
 class SessionPairing(Protocol):
@@ -178,7 +185,7 @@ class SessionReply:
 
         Raises `McpError` when the client does not accept SSE or does not answer in time.
         """
-        request_id = f"mcp-tasks-proxy-{next(_request_ids)}"
+        request_id = f"mcp-tasks-proxy-{_PROCESS}-{next(_request_ids)}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.session.pending[request_id] = future
         try:
@@ -217,53 +224,63 @@ class SessionStore:
         self._touch_s = min(TOUCH_S, self.idle_s / 10)
         self._sessions: dict[str, ProxySession] = {}
 
-    def add(self, session: ProxySession) -> None:
-        self._hold(session)
-        self._save(session)
+    async def add(self, session: ProxySession) -> None:
+        await self._hold(session)
+        await self._save(session)
 
-    def _hold(self, session: ProxySession) -> None:
+    async def _hold(self, session: ProxySession) -> None:
         self._sweep()
         if len(self._sessions) >= self.max_sessions:
             oldest = min(self._sessions.values(), key=lambda s: s.last_seen)
-            self.remove(oldest.id)
+            await self.remove(oldest.id)
         self._sessions[session.id] = session
 
-    def _save(self, session: ProxySession) -> None:
+    async def _save(self, session: ProxySession) -> None:
         if self.store is not None:
             session.saved_at = time.time()
-            self.store.keep_session(session.record(), self.idle_s)
+            await self.store.keep_session(session.record(), self.idle_s)
 
-    def get(self, session_id: str, principal: str) -> ProxySession | None:
-        """The live session with this id opened by this principal (another principal's: None)."""
-        session = self.peek(session_id)
+    async def get(self, session_id: str, principal: str) -> ProxySession | None:
+        """The live session with this id opened by this principal (another principal's: None).
+        With a shared store the session's idle time is the store's (another process may have
+        served it meanwhile) and a session ended by another process is let go here too."""
+        session = await self.peek(session_id)
         if session is None or session.principal != principal:
             return None
-        if time.monotonic() - session.last_seen > self.idle_s:
-            self.remove(session_id)
+        shared = self.store is not None and self.store.shared
+        if not shared and time.monotonic() - session.last_seen > self.idle_s:
+            await self.remove(session_id)
             return None
         session.last_seen = time.monotonic()
         if self.store is not None and time.time() - session.saved_at > self._touch_s:
-            self._save(session)
+            if shared and await self.store.session(session_id) is None:
+                self._sessions.pop(session_id, None)  # ended (or expired) in the store
+                return None
+            await self._save(session)
         return session
 
-    def remove(self, session_id: str) -> None:
+    async def remove(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
         if self.store is not None:
-            self.store.forget_session(session_id)
+            await self.store.forget_session(session_id)
 
-    def peek(self, session_id: str) -> ProxySession | None:
+    async def peek(self, session_id: str) -> ProxySession | None:
         """The session with this id, whoever owns it, without touching its idle time."""
         session = self._sessions.get(session_id)
         if session is None and session_id and self.store is not None and self.restore is not None:
-            record = self.store.session(session_id)
+            record = await self.store.session(session_id)
             session = self.restore(record) if record is not None else None
             if session is not None:
                 session.saved_at = time.time()
-                self._hold(session)
+                await self._hold(session)
         return session
 
-    def __contains__(self, session_id: object) -> bool:
-        return isinstance(session_id, str) and self.peek(session_id) is not None
+    def held(self, session_id: str) -> ProxySession | None:
+        """The session if this process holds it now (no store read)."""
+        return self._sessions.get(session_id)
+
+    async def contains(self, session_id: object) -> bool:
+        return isinstance(session_id, str) and await self.peek(session_id) is not None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -285,6 +302,7 @@ class SessionFace:
         self.settings = settings
         self.keyring = keyring
         self.rules_for = rules_for
+        self.store = store
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
                                      restore=self._restore)
         self._identity_header = settings.identity_header or "Authorization"
@@ -297,13 +315,20 @@ class SessionFace:
         rules = self.rules_for(record.backend, record.face) if self.rules_for is not None else None
         return ProxySession.restored(record, self.settings.replay_events, rules) if rules is not None else None
 
+    async def deliver_answer(self, payload: dict[str, Any]) -> None:
+        """A client's response another process received (`ANSWERS`): to the session here that asked."""
+        session = self.sessions.held(str(payload.get("session")))
+        message = payload.get("message")
+        if session is not None and isinstance(message, dict):
+            session.answer(message)
+
     def close_streams(self) -> None:
         """End every session's GET stream (the proxy is stopping; clients reconnect elsewhere)."""
         self._closing.set()
 
-    def owns(self, session_id: str) -> bool:
+    async def owns(self, session_id: str) -> bool:
         """Whether `session_id` is a live session of this proxy (any principal)."""
-        return session_id in self.sessions
+        return await self.sessions.contains(session_id)
 
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
@@ -312,16 +337,23 @@ class SessionFace:
         """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`.
         `pairing` is the one the entry chose for an `initialize`."""
         response = await self._handle_post(request, message, pairing)
-        session = self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
+        session = await self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
         rules = session.rules if session is not None else pairing
         backend = rules.backend if rules is not None else None
         if backend is not None:
-            backend.metrics.request(self._face_of(request, message), backend.dialect, message.method, _outcome(request, response))
+            face, outcome = await self._face_of(request, message), _outcome(request, response)
+            backend.metrics.request(face, backend.dialect, message.method, outcome)
+            info = session.client_info if session is not None else message.params.get("clientInfo")
+            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
+                                             None if outcome == "ok" else method_label(message.method))
+            trace = TRACE.get()
+            if trace is not None:
+                trace.answered(backend.name, face, backend.dialect, outcome)
         return response
 
-    def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
+    async def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
         """The face label of a session-wire request: "v1", or "v2-session" for such sessions."""
-        session = self.sessions.peek(request.headers.get(H_SESSION_ID, ""))
+        session = await self.sessions.peek(request.headers.get(H_SESSION_ID, ""))
         if session is not None:
             return getattr(session, "face", "v1")
         return session_dialect(message.params) if message.method == "initialize" else "v1"
@@ -335,7 +367,7 @@ class SessionFace:
                 return await self._initialize(request, message, principal, pairing)
             return _error(message.id if message.kind == "request" else None,
                           McpError(INVALID_REQUEST, "Bad Request: Missing session ID"), 400)
-        session = self.sessions.get(session_id, principal)
+        session = await self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
         refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
@@ -344,7 +376,9 @@ class SessionFace:
                      principal)
             return refusal
         if message.kind == "response":
-            session.answer(message.raw)
+            if not session.answer(message.raw) and self.store is not None and self.store.shared:
+                # Asked by another process sharing the store: its listener delivers it.
+                await self.store.publish(ANSWERS, {"session": session.id, "message": message.raw})  # type: ignore[attr-defined]
             return web.Response(status=202)
         if message.kind == "notification":
             return web.Response(status=202)
@@ -370,13 +404,13 @@ class SessionFace:
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_LEGACY_VERSIONS else LEGACY_VERSION
         session_id = self.keyring.seal("session", (secrets.token_urlsafe(12),), principal)
-        self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events, face, handler))
+        await self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events, face, handler))
         body = jsonrpc.result_response(message.id, {**result, "protocolVersion": version})
         return web.Response(body=jsonrpc.dumps(body), content_type=JSON, headers={H_SESSION_ID: session_id})
 
     async def handle_get(self, request: web.Request) -> web.StreamResponse:
         """The session's standalone SSE stream (one per session: a second gets 409)."""
-        session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
+        session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
         refusal = _version_refusal(request, session, None)
@@ -399,11 +433,11 @@ class SessionFace:
                 for event_id, frame in list(session.events):
                     if event_id > int(last):
                         await stream.write(frame)
-            while not ended.is_set() and self.sessions.get(session.id, session.principal) is session:
+            while not ended.is_set() and await self.sessions.get(session.id, session.principal) is session:
                 if await self._ends_within(ended, self.keepalive_s):
                     break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)
                 await stream.write(b": keep-alive\n\n")
-            if ended.is_set() and request.transport is not None and self.sessions.get(session.id, session.principal) is session:
+            if ended.is_set() and request.transport is not None and await self.sessions.get(session.id, session.principal) is session:
                 request.transport.close()  # taken over by a resumed stream: this connection may be dead
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -423,13 +457,13 @@ class SessionFace:
         return bool(done)
 
     async def handle_delete(self, request: web.Request) -> web.Response:
-        session = self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
+        session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
         refusal = _version_refusal(request, session, None)
         if refusal is not None:
             return refusal
-        self.sessions.remove(session.id)
+        await self.sessions.remove(session.id)
         session.end_get_stream()
         return web.Response(status=200)
 

@@ -115,7 +115,8 @@ class V2SessionCarriage:
         once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
         if profile.dialect == "v1":
             async def once(p: dict[str, Any]) -> dict[str, Any]:
-                return (await self.modern_pairing.answer(ModernRequest(method, p, meta, session.principal, headers))).result
+                call = ModernRequest(method, p, meta, session.principal, headers, reply.send)  # progress on the POST's stream
+                return (await self.modern_pairing.answer(call)).result
         else:
             async def once(p: dict[str, Any]) -> dict[str, Any]:
                 return await self.modern.request(method, p, meta, headers=headers)

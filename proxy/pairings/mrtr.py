@@ -23,7 +23,9 @@ from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
 from translators.inputs import input_key, input_request_from_v1, input_response_to_v1, is_input_request, mrtr_retry_params
 from translators.model import InputRequest
+from translators.streaming import request_notification
 
+from ..faces.modern import Notify
 from ..upstream.session_wire import UpstreamSession, refuse_server_request
 
 BATCH_S = 0.05
@@ -48,10 +50,28 @@ class Exchange:
         self.upstream: asyncio.Task[dict[str, Any]] | None = None
         self._count = 0
         self._arrived = asyncio.Event()
+        self.notify: Notify | None = None
+        """Where notifications about the request go while a client waits on one of its rounds
+        (None between rounds: they are dropped, no client is waiting)."""
+        self.log_level: str | None = None
+
+    def attend(self, notify: Notify, log_level: str | None) -> None:
+        """A client waits on this exchange's next round: its notifications go to `notify`
+        (`translators.streaming.request_notification`, log messages at `log_level` or above)."""
+        self.notify = notify
+        self.log_level = log_level
+
+    async def _on_notification(self, message: dict[str, Any]) -> None:
+        notify = self.notify
+        if notify is not None:
+            out = request_notification(message, self.log_level)
+            if out is not None:
+                await notify(out)
 
     def start(self, call: Callable[..., Awaitable[dict[str, Any]]]) -> None:
-        """Run `call(on_server_request=...)` (the upstream request) in the background."""
-        self.upstream = asyncio.ensure_future(call(on_server_request=self._on_server_request))
+        """Run `call(on_server_request=..., on_notification=...)` (the upstream request) in the
+        background."""
+        self.upstream = asyncio.ensure_future(call(on_server_request=self._on_server_request, on_notification=self._on_notification))
         # An abandoned exchange's outcome is nobody's business; don't log it as unretrieved.
         self.upstream.add_done_callback(lambda done: done.cancelled() or done.exception())
 

@@ -317,6 +317,17 @@ Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 """A whole JSON-RPC message in, the same message with its ids rewritten out."""
 
 
+def _telling(sealer: Callable[[str], str] | None, tell: Callable[[str], None]) -> Callable[[str], str]:
+    """`sealer` (None: ids as they are) that also tells `tell` the id it hands out."""
+
+    def seal(session_id: str) -> str:
+        shown = sealer(session_id) if sealer is not None else session_id
+        tell(shown)
+        return shown
+
+    return seal
+
+
 class Relay:
     """The diagonal of the pairing table (docs/behaviour.md §3): a client of the backend's own
     dialect. On the modern wire a request is relayed with its routing headers; on the session wire
@@ -382,18 +393,22 @@ class Relay:
         return body if task_ids is None else jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
-                      upstream_id: str | None) -> web.StreamResponse:
+                      upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
         GET or DELETE: `message` None); with several backends the session id the backend hands out
         is sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
-        with backend and session both ways (`session_task_ids`)."""
+        with backend and session both ways (`session_task_ids`). `on_session` is called with the
+        session id the client is given, as soon as the backend's answer names one (an `initialize`)."""
         task_ids = self.session_task_ids(upstream_id)
         rewrite = task_ids[1] if task_ids is not None else None
+        sealer = self.session_sealer()
+        if on_session is not None:
+            sealer = _telling(sealer, on_session)
         if message is None:
             return await relay(request, self.backend.connector, None, self.settings.forward_headers, session_id=upstream_id,
-                               seal_session=self.session_sealer(), rewrite=rewrite)
+                               seal_session=sealer, rewrite=rewrite)
         return await relay(request, self.backend.connector, body, self.settings.forward_headers,
-                           session_id=upstream_id, seal_session=self.session_sealer(), rewrite=rewrite,
+                           session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
                            method=message.method, request_id=message.id if message.kind == "request" else None,
                            v2=self.backend.dialect == "v2-session")
 

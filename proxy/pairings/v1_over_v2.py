@@ -174,14 +174,14 @@ class _Call:
             if not wants_task:
                 return await self.wait(ref, created)
             task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
-            self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, created.evolve(task_id=task_id))
+            await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, created.evolve(task_id=task_id))
             return created_task_result_v1(created.evolve(task_id=task_id))
         plain = legacy_result("tools/call", result)
         if not wants_task:
             return plain
-        return self.hold(plain, params["task"].get("ttl"))
+        return await self.hold(plain, params["task"].get("ttl"))
 
-    def hold(self, result: dict[str, Any], ttl: Any) -> dict[str, Any]:
+    async def hold(self, result: dict[str, Any], ttl: Any) -> dict[str, Any]:
         """A task the proxy holds itself, carrying a plain result (§5.2); the client's ttl is
         honoured (positive integer milliseconds, at most `max_task_state_ms`)."""
         cap = self.rules.settings.max_task_state_ms
@@ -190,7 +190,7 @@ class _Call:
         task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
         now = _now_iso()
         task = CanonicalTask(task_id=task_id, status="completed", created_at=now, last_updated_at=now, ttl_ms=ttl_ms, result=result)
-        self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, task, held_ttl_ms=ttl_ms)
+        await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, task, held_ttl_ms=ttl_ms)
         return created_task_result_v1(task)
 
     async def wait(self, ref: TaskRef, created: CanonicalTask) -> dict[str, Any]:
@@ -207,18 +207,18 @@ class _Call:
 
     # -- following a task --------------------------------------------------------------------------------
 
-    def entry(self, params: dict[str, Any]) -> Entry:
+    async def entry(self, params: dict[str, Any]) -> Entry:
         """The caller's task named by `params.taskId`. Raises -32602 when unknown/forged/foreign."""
         task_id = params.get("taskId")
         ref = self.rules.keyring.unseal_task_id(task_id, self.session.principal)
-        entry = self.rules.registry.get(task_id)  # type: ignore[arg-type]
+        entry = await self.rules.registry.get(task_id)  # type: ignore[arg-type]
         if entry is None:
             if ref.session == HELD or ref.backend != self.rules.backend.name:
                 raise unknown_task()
             # Known to the key but not to this process (a restart or another replica): adopt it.
             now = _now_iso()
             placeholder = CanonicalTask(task_id=task_id, status="working", created_at=now, last_updated_at=now)  # type: ignore[arg-type]
-            entry = self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, placeholder)  # type: ignore[arg-type]
+            entry = await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, placeholder)  # type: ignore[arg-type]
         return entry
 
     async def current(self, entry: Entry) -> CanonicalTask:
@@ -235,7 +235,7 @@ class _Call:
                 wire = await read_again(lambda: self.upstream("tasks/get", {"taskId": entry.ref.task}))
             except McpError as exc:
                 if exc.code == INVALID_PARAMS:
-                    self.rules.registry.remove(entry.task_id)
+                    await self.rules.registry.remove(entry.task_id)
                     raise unknown_task() from None
                 raise
             task = task_from_get_result_v2(wire).evolve(task_id=entry.task_id or entry.ref.task)
@@ -244,7 +244,7 @@ class _Call:
         task = with_client_outcome(task, entry.failure, entry.cancelled)
         previous, entry.last = entry.last, task
         if entry.task_id and previous.status != task.status:
-            self.rules.registry.save(entry)
+            await self.rules.registry.save(entry)
             await self.session.notify(task_status_notification_v1(get_task_result_v1(task)))
         return task
 
@@ -272,7 +272,7 @@ class _Call:
                         entry.asking.discard(key)  # not answered: asked again on a later tasks/result
                     entry.asked.add(key)
                     if entry.task_id:
-                        self.rules.registry.save(entry)
+                        await self.rules.registry.save(entry)
                     answered = True
             if not answered:
                 interval = (task.poll_interval_ms or 500) / 1000
@@ -284,7 +284,7 @@ class _Call:
         entry.failure = TaskError(code=error.code, message=error.message, data=error.data)
         entry.asked.update(entry.asking)
         if entry.task_id:
-            self.rules.registry.save(entry)
+            await self.rules.registry.save(entry)
         try:
             await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         except McpError as exc:
@@ -293,16 +293,16 @@ class _Call:
     # -- tasks/* (§5.3–§5.6) -------------------------------------------------------------------------------
 
     async def get(self, params: dict[str, Any]) -> dict[str, Any]:
-        return get_task_result_v1(await self.current(self.entry(params)))
+        return get_task_result_v1(await self.current(await self.entry(params)))
 
     async def result(self, params: dict[str, Any]) -> dict[str, Any]:
-        entry = self.entry(params)
+        entry = await self.entry(params)
         task = await self.until_terminal(entry, entry.task_id)
         _, payload = outcome_to_v1(task)
         return _payload_answer(payload, entry.task_id)
 
     async def list(self, params: dict[str, Any]) -> dict[str, Any]:
-        entries = self.rules.registry.listing(self.session.principal, self.session.id)
+        entries = await self.rules.registry.listing(self.session.principal, self.session.id)
         start = 0
         cursor = params.get("cursor")
         if cursor is not None:
@@ -327,13 +327,13 @@ class _Call:
         return tasks_list_result_v1(tasks, next_cursor)
 
     async def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
-        entry = self.entry(params)
+        entry = await self.entry(params)
         task = await self.current(entry)
         if task.terminal:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
         await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         entry.cancelled = True
-        self.rules.registry.save(entry)
+        await self.rules.registry.save(entry)
         return cancel_answer_v1(await self.current(entry))
 
 

@@ -150,6 +150,7 @@ class V2OverV1:
         shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
         exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
+        exchange.attend(call.notify, call.meta.log_level)
         exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
         try:
             return await self._round(call, exchange)
@@ -159,6 +160,7 @@ class V2OverV1:
             # The backend forgot the pooled session before processing anything: once more, anew.
             session = await self._session(call)
             exchange = self.exchanges.open(call.principal, call.method, name, session, call.upstream_headers, creates_task)
+            exchange.attend(call.notify, call.meta.log_level)
             exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
             return await self._round(call, exchange)
 
@@ -167,6 +169,7 @@ class V2OverV1:
         fields = self.keyring.unseal_request_state(call.params.get("requestState"), call.principal, int(time.time() * 1000))
         responses = read_input_responses(call.params)
         exchange = self.exchanges.take(fields[0] if fields else "", call.principal, call.method, name)
+        exchange.attend(call.notify, call.meta.log_level)
         try:
             await exchange.deliver(responses)
         except SessionLost:
@@ -181,9 +184,11 @@ class V2OverV1:
         except asyncio.CancelledError:
             # The client went away. An exchange never handed out is cancelled upstream (the
             # backend hears notifications/cancelled); a held one waits for the client's retry.
+            exchange.notify = None
             if not self.exchanges.is_held(exchange):
                 exchange.abandon()
             raise
+        exchange.notify = None  # nobody waits on the exchange until the client's retry
         if requests is not None:
             self.exchanges.hold(exchange)
             expires_ms = int(time.time() * 1000) + self.settings.request_state_ttl_ms
@@ -203,7 +208,7 @@ class V2OverV1:
         if created.dropped:
             self.backend.metrics.dropped(created.dropped, "a v1 CreateTaskResult")
         ref = TaskRef(self.backend.name, exchange.session.session_id or "", created.task_id)
-        self.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
+        await self.follower.created(ref, exchange.session, call.upstream_headers, created.ttl_ms)
         if exchange.context == "wait":
             return Reply(await self._wait(call, ref, exchange.session))
         task_id = self.keyring.seal_task_id(ref, call.principal)
@@ -255,5 +260,5 @@ class V2OverV1:
         except McpError as exc:
             if exc.http_status is not None:
                 raise
-        self.follower.forget(ref)
+        await self.follower.forget(ref)
         return Reply(cancel_answer_v2())

@@ -64,15 +64,14 @@ class TaskInputs:
 
     # -- capture and answer ----------------------------------------------------------------------
 
-    @property
-    def outstanding(self) -> dict[str, CapturedInput]:
+    async def outstanding(self) -> dict[str, CapturedInput]:
         """Requests held and not answered yet, by key, in the order they arrived."""
-        return self.store.inputs(self.ref)
+        return await self.store.inputs(self.ref)
 
-    def capture(self, message: Mapping[str, Any]) -> str | None:
+    async def capture(self, message: Mapping[str, Any]) -> str | None:
         """Hold a server request for input (it came on this task's session) under a fresh key;
         None when already held (same id)."""
-        key = self.store.capture_input(self.ref, message.get("id"), input_request_from_v1(message), self.keep_s)  # type: ignore[arg-type]
+        key = await self.store.capture_input(self.ref, message.get("id"), input_request_from_v1(message), self.keep_s)  # type: ignore[arg-type]
         if key is not None:
             self._arrived.set()
         return key
@@ -82,25 +81,25 @@ class TaskInputs:
         already answered keys are ignored (docs/behaviour.md §4.5). Returns the keys delivered."""
         delivered = []
         for key, value in responses.items():
-            captured = self.store.claim_input(self.ref, key)  # one answer per key, however many arrive at once
+            captured = await self.store.claim_input(self.ref, key)  # one answer per key, however many arrive at once
             if captured is None:
                 continue
             try:
                 await self.session.deliver(input_response_to_v1(captured.upstream_id, value), headers=headers)
             except BaseException:
-                self.store.release_input(self.ref, key)  # the backend did not take it: the key stays outstanding
+                await self.store.release_input(self.ref, key)  # the backend did not take it: the key stays outstanding
                 raise
-            self.store.answered(self.ref, key)
+            await self.store.answered(self.ref, key)
             delivered.append(key)
         return delivered
 
-    def requests(self) -> dict[str, InputRequest]:
+    async def requests(self) -> dict[str, InputRequest]:
         """Outstanding requests by key, in the order they arrived."""
-        return {key: c.request for key, c in self.outstanding.items()}
+        return {key: c.request for key, c in (await self.outstanding()).items()}
 
     async def wait_for_request(self, timeout_s: float) -> None:
         """Wait up to `timeout_s` for a request to be captured (returns at once if one is held)."""
-        if self.outstanding:
+        if await self.outstanding():
             return
         self._arrived.clear()
         try:
@@ -136,7 +135,7 @@ class TaskInputs:
     async def _on_stream_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if not is_input_request(message):
             return await refuse_server_request(message)
-        self.capture(message)
+        await self.capture(message)
         return None
 
     def note_status(self, status: str) -> None:
@@ -147,13 +146,16 @@ class TaskInputs:
             self.nonblocking = self._held_error.code == INVALID_PARAMS
             self._held_error = None
 
-    def close(self, *, ended: bool = False) -> None:
+    def close(self) -> None:
         """Stop holding anything for this task here (its state was evicted from this process, or
-        the proxy stops); when the task `ended`, its requests are dropped from the store too."""
+        the proxy stops)."""
         if self._holder is not None and not self._holder.done():
             self._holder.cancel()
-        if ended:
-            self.store.drop_inputs(self.ref)
+
+    async def end(self) -> None:
+        """The task ended: stop holding it, and drop its requests from the store."""
+        self.close()
+        await self.store.drop_inputs(self.ref)
 
 
 class SessionListener:
@@ -193,7 +195,7 @@ class SessionListener:
     async def _on_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if not is_input_request(message):
             return await refuse_server_request(message)
-        if not self._attribute(message):
+        if not await self._attribute(message):
             self.unattributed.append(message)
         return None
 
@@ -213,17 +215,17 @@ class SessionListener:
         inputs.note_status(status)
         if status == "input_required":
             inputs.announced += 1
-        self.retry()
+        await self.retry()
 
-    def adopt(self, inputs: TaskInputs) -> None:
+    async def adopt(self, inputs: TaskInputs) -> None:
         """A task of this session is followed from now on: apply what was heard of it earlier."""
         early = self.early.pop(inputs.ref.task, None)
         if early is not None:
             inputs.note_status(early[0])
             inputs.announced += early[1]
-        self.retry()
+        await self.retry()
 
-    def _attribute(self, message: dict[str, Any]) -> bool:
+    async def _attribute(self, message: dict[str, Any]) -> bool:
         task_id = related_task_id(message)
         if task_id is not None:
             inputs = self.book.find(self.session, task_id)
@@ -235,12 +237,12 @@ class SessionListener:
                 inputs.announced -= 1
         if inputs is None:
             return False
-        inputs.capture(message)
+        await inputs.capture(message)
         return True
 
-    def retry(self) -> None:
+    async def retry(self) -> None:
         """Attribute held requests again (a status changed)."""
-        self.unattributed = [m for m in self.unattributed if not self._attribute(m)]
+        self.unattributed = [m for m in self.unattributed if not await self._attribute(m)]
 
     def close(self) -> None:
         self.task.cancel()
@@ -275,7 +277,7 @@ class InputBook:
     def _deadline(_ref: TaskRef, inputs: TaskInputs, now: float) -> float:
         return now + inputs.keep_s
 
-    def track(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None) -> TaskInputs:
+    async def track(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None) -> TaskInputs:
         """The input state of a task, created on first use and kept for the task's ttl (or
         `max_task_state_ms` when the ttl is null or longer), and the session's GET stream held."""
         inputs = self._tasks.get(ref)
@@ -285,7 +287,7 @@ class InputBook:
             self._tasks[ref] = inputs
             listener = self.listener(session, headers)
             if listener is not None:
-                listener.adopt(inputs)
+                await listener.adopt(inputs)
         else:
             self.listener(session, headers)
         return inputs
@@ -335,11 +337,11 @@ class InputBook:
         self._tasks.expire()
         return [t for t in self._tasks.values() if (t.session.session_id or "") == sid]
 
-    def finish(self, ref: TaskRef) -> None:
+    async def finish(self, ref: TaskRef) -> None:
         """The task ended: stop holding its stream and requests."""
         inputs = self._tasks.pop(ref, None)
         if inputs is not None:
-            inputs.close(ended=True)
+            await inputs.end()
             sid = inputs.session.session_id or ""
             if sid in self._ephemeral and not self.tasks_of(inputs.session):
                 self._ephemeral.discard(sid)

@@ -14,7 +14,6 @@ the SQLite store (docs/decisions.md, "State that survives a restart").
 
 from __future__ import annotations
 
-import itertools
 import time
 from typing import Any
 
@@ -42,67 +41,68 @@ class TaskRegistry:
         self.backend = backend
         self._entries: TTLCache[str, Entry] = TTLCache(maxsize=max_tasks, ttl=self.keep_s, timer=time.monotonic)
         self._by_owner: dict[str, dict[str, None]] = {}
-        self._order = itertools.count(self.store.highest_order(backend) + 1)
 
     @staticmethod
     def owner(principal: str, session_id: str) -> str:
         """Who may list a task: the principal, or for anonymous callers the proxy session."""
         return f"{ANONYMOUS}:{session_id}" if principal == ANONYMOUS else principal
 
-    def add(self, task_id: str, ref: TaskRef, principal: str, session_id: str, task: CanonicalTask,
+    async def add(self, task_id: str, ref: TaskRef, principal: str, session_id: str, task: CanonicalTask,
             *, held_ttl_ms: int | None = None) -> Entry:
         owner = self.owner(principal, session_id)
-        entry = Entry(task_id, ref, owner, next(self._order), task, session_id)
+        entry = Entry(task_id, ref, owner, await self.store.next_order(self.backend), task, session_id)
         if held_ttl_ms is not None:
             entry.held_expires_at = time.time() + held_ttl_ms / 1000
         self._hold(entry)
-        self.save(entry)
+        await self.save(entry)
         return entry
 
     def _hold(self, entry: Entry) -> None:
         self._entries[entry.task_id] = entry
         self._by_owner.setdefault(entry.owner, {})[entry.task_id] = None
 
-    def save(self, entry: Entry) -> None:
+    async def save(self, entry: Entry) -> None:
         """Write the entry to the store (it was created or changed: status, cancel, failure, an
         answered input key)."""
         entry.saved_at = time.time()
-        self.store.keep_entry(self.backend, entry, self.keep_s)
+        await self.store.keep_entry(self.backend, entry, self.keep_s)
 
-    def get(self, task_id: str) -> Entry | None:
-        entry = self._entries.get(task_id)
+    async def get(self, task_id: str) -> Entry | None:
+        """The entry under `task_id`, or None. With a shared store (several processes) it is read
+        from the store every time: another process may have changed it (a cancel, an answer)."""
+        entry = None if self.store.shared else self._entries.get(task_id)
         if entry is None:
-            entry = self.store.entry(self.backend, task_id)
+            entry = await self.store.entry(self.backend, task_id)
             if entry is None:
                 return None
             entry.saved_at = time.time()
             self._hold(entry)
         if entry.held_expires_at is not None and entry.held_expires_at <= time.time():
-            self.remove(task_id)
+            await self.remove(task_id)
             return None
         self._entries[task_id] = entry  # refresh its time and recency
         if time.time() - entry.saved_at > self.keep_s / TOUCH_FRACTION:
-            self.save(entry)
+            await self.save(entry)
         return entry
 
-    def remove(self, task_id: str) -> None:
+    async def remove(self, task_id: str) -> None:
         entry = self._entries.pop(task_id, None)
         if entry is not None:
             self._by_owner.get(entry.owner, {}).pop(task_id, None)
-        self.store.forget_entry(self.backend, task_id)
+        await self.store.forget_entry(self.backend, task_id)
 
-    def listing(self, principal: str, session_id: str) -> list[Entry]:
+    async def listing(self, principal: str, session_id: str) -> list[Entry]:
         """The owner's live entries in creation order (forgotten ids pruned), those only the
         store still has (from before a restart) included."""
         owner = self.owner(principal, session_id)
-        for kept in self.store.entries_of(self.backend, owner):
-            if kept.task_id not in self._entries:
+        for kept in await self.store.entries_of(self.backend, owner):
+            if self.store.shared or kept.task_id not in self._entries:
                 kept.saved_at = time.time()
                 self._hold(kept)
         ids = self._by_owner.get(owner, {})
         entries = []
         for task_id in list(ids):
-            entry = self.get(task_id)
+            entry = await self.get(task_id)
             if entry is None:
                 ids.pop(task_id, None)
             else:

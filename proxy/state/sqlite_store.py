@@ -8,8 +8,8 @@ committed: the kernel still holds and writes those pages. No write waits for the
 loss or kernel crash may lose the last commits, and never corrupts the file. The one step that
 syncs, copying the log into the database (a checkpoint), is run by `maintain()` in a worker thread
 every `SWEEP_INTERVAL_S`, never by a write (without `maintain()`, SQLite's automatic checkpoint
-applies). The relay never calls the store; the translated faces call it synchronously, one short
-statement or transaction per call (microseconds), on the event loop's thread.
+applies). The relay never calls the store; the translated faces await it, and each call runs one short
+statement or transaction (microseconds) on the event loop's thread without suspending.
 
 Bounds. Every row has a wall-clock `expires_at` (seconds since the epoch); a read of an expired row
 deletes it and answers as if it were absent, and `sweep()` (run by `maintain()`, and by any write
@@ -17,7 +17,8 @@ once `SWEEP_INTERVAL_S` has passed) deletes every expired row. Each table holds 
 (`max_tasks` task rows of each kind, `max_sessions` sessions): beyond it the rows soonest to expire
 go first (for equal lifetimes, the least recently written).
 
-One process per file. At open, claims on requests for input that a process left when it died are
+One process per file, enforced: the store holds a POSIX lock on `<file>.lock` while open, and a
+second process is refused (docs/decisions.md §44). At open, claims on requests for input that a process left when it died are
 released: that process may or may not have delivered its answer, so the request is shown again
 (docs/decisions.md, "State that survives a restart").
 """
@@ -26,12 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import fcntl
+import functools
+import inspect
 import json
+import logging
 import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from translators import jsonrpc
 from translators.inputs import input_key
@@ -39,6 +45,8 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
 from .store import CapturedInput, Entry, SessionRecord
+
+log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 30.0
 """How often expired rows are deleted and the write-ahead log is checkpointed."""
@@ -69,6 +77,50 @@ _REF = "backend = ? AND session = ? AND task = ?"
 _LIVE = ("outstanding", "claimed")
 
 
+class StoreDamaged(sqlite3.DatabaseError):
+    """The state file is damaged (SQLite's quick check failed); the message names it and the remedy."""
+
+
+class StoreInUse(OSError):
+    """Another process has the state file open (its `<file>.lock` is held)."""
+
+
+_UNWRITABLE = {8, 10, 13}
+"""SQLite's primary result codes for a file that cannot be written: READONLY, IOERR, FULL."""
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _spills(method: _F) -> _F:
+    """A store method that, when the file cannot be written (a full disk, an I/O error, a file
+    made read-only), moves the store into memory once and runs again (docs/decisions.md §45)."""
+
+    def spills(self: "SqliteTaskStore", exc: sqlite3.OperationalError) -> None:
+        if self.in_memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
+            raise exc
+        self._spill(exc)
+
+    if inspect.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def spilling_async(self: "SqliteTaskStore", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                spills(self, exc)
+            return await method(self, *args, **kwargs)
+
+        return spilling_async  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def spilling(self: "SqliteTaskStore", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            spills(self, exc)
+        return method(self, *args, **kwargs)
+
+    return spilling  # type: ignore[return-value]
+
+
 def _ref(ref: TaskRef) -> tuple[str, str, str]:
     return (ref.backend, ref.session, ref.task)
 
@@ -77,18 +129,28 @@ class SqliteTaskStore:
     """`TaskStateStore` in the SQLite file `path` (created, mode 0600, with its directory).
 
     `max_tasks` bounds each kind of task row (outcomes, tasks with captured requests, registry
-    entries), `max_sessions` the sessions. Raises `sqlite3.Error` when the file cannot be opened.
+    entries), `max_sessions` the sessions. Raises `sqlite3.Error` when the file cannot be opened,
+    and `StoreDamaged` when SQLite's quick check finds it damaged (docs/decisions.md §43).
     """
 
+    shared = False
+
     def __init__(self, path: str | Path, *, max_tasks: int, max_sessions: int):
+        self._orders: dict[str, int] = {}
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # captured requests may be private
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=2000")
-        self._db.executescript(_SCHEMA)
+        self._lock = self._lock_out_others()
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=2000")
+            self._check()
+            self._db.executescript(_SCHEMA)
+        except BaseException:
+            os.close(self._lock)
+            raise
         self._limits = {"outcomes": max_tasks, "input_tasks": max_tasks, "entries": max_tasks, "sessions": max_sessions}
         self._db.execute("UPDATE input_requests SET state = 'outstanding' WHERE state = 'claimed'")
         meta = dict(self._db.execute("SELECT name, value FROM meta").fetchall())
@@ -97,9 +159,38 @@ class SqliteTaskStore:
         self._forgot = meta.get("forgot") == "1"
         self._counts: dict[str, int] = {}
         self._swept = 0.0
+        self.in_memory = False
+        """Set once the file could not be written: the state is then kept in memory only."""
         self.sweep()
 
     # -- housekeeping ------------------------------------------------------------------------------
+
+    def _lock_out_others(self) -> int:
+        """Hold `<file>.lock` (a POSIX record lock: held per process, released by the kernel when the
+        process dies, even by SIGKILL). Raises `StoreInUse` when another process holds it: two
+        processes would each release the other's live claims at open and overrun the bounds."""
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                raise StoreInUse(f"{self.path} is in use by another process (one proxy per state_dir)") from None
+            raise
+        return fd
+
+    def _check(self) -> None:
+        """Refuse a damaged file now, not on a later request: SQLite reads pages only when a
+        statement needs them, so a damaged table would otherwise fail requests one by one. The
+        quick check reads every page once (milliseconds for the bounded tables)."""
+        try:
+            verdict = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        if verdict != "ok":
+            self._db.close()
+            verdict = " ".join(verdict.split())  # one line
+            raise StoreDamaged(f"{self.path} is damaged (quick check: {verdict}): move it away to start with an empty store")
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -107,9 +198,23 @@ class SqliteTaskStore:
         try:
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # SQLite already rolled back after some errors (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    def _spill(self, exc: sqlite3.Error) -> None:
+        """The file cannot be written: copy what it holds into an in-memory database and go on there."""
+        log.error("state store %s cannot be written (%s): task state is kept in memory from now on and will not survive a restart",
+                  self.path, exc)
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        self._db.backup(memory)
+        self._db.close()
+        self._db = memory
+        self.in_memory = True
+        self.sweep()  # recounts the rows
 
     def _note_forgot(self) -> None:
         """Input state was let go before its task ended: later keys number after every key issued."""
@@ -157,6 +262,7 @@ class SqliteTaskStore:
         if time.monotonic() - self._swept >= SWEEP_INTERVAL_S:
             self.sweep()
 
+    @_spills
     def sweep(self) -> None:
         """Delete every expired row now (and recount each table)."""
         now = time.time()
@@ -179,7 +285,8 @@ class SqliteTaskStore:
             while True:
                 await asyncio.sleep(SWEEP_INTERVAL_S)
                 self.sweep()
-                await asyncio.to_thread(self._checkpoint)
+                if not self.in_memory:
+                    await asyncio.to_thread(self._checkpoint)
         finally:
             self._db.execute("PRAGMA wal_autocheckpoint=1000")
 
@@ -190,12 +297,16 @@ class SqliteTaskStore:
         finally:
             db.close()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._db.close()
+        if self._lock >= 0:
+            os.close(self._lock)  # releases the lock
+            self._lock = -1
 
     # -- terminal outcomes ---------------------------------------------------------------------------
 
-    def outcome(self, ref: TaskRef) -> CanonicalTask | None:
+    @_spills
+    async def outcome(self, ref: TaskRef) -> CanonicalTask | None:
         row = self._db.execute(f"SELECT body, expires_at FROM outcomes WHERE {_REF}", _ref(ref)).fetchone()
         if row is None:
             return None
@@ -204,13 +315,15 @@ class SqliteTaskStore:
             return None
         return CanonicalTask.model_validate_json(row[0])
 
-    def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
+    @_spills
+    async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         self._maybe_sweep()
         with self._tx():
             self._upsert("outcomes", {"backend": ref.backend, "session": ref.session, "task": ref.task,
                                       "body": task.model_dump_json(), "expires_at": time.time() + keep_s})
 
-    def forget_outcome(self, ref: TaskRef) -> None:
+    @_spills
+    async def forget_outcome(self, ref: TaskRef) -> None:
         self._delete("outcomes", _ref(ref))
 
     def outcome_count(self, backend: str) -> int:
@@ -229,7 +342,8 @@ class SqliteTaskStore:
             return None
         return row[0]
 
-    def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
+    @_spills
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         self._maybe_sweep()
         uid = json.dumps(upstream_id)
         with self._tx() as db:
@@ -249,14 +363,16 @@ class SqliteTaskStore:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('highest', ?)", (str(number),))
         return key
 
-    def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
+    @_spills
+    async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         if self._input_task(ref) is None:
             return {}
         rows = self._db.execute(f"SELECT key, upstream_id, request FROM input_requests WHERE {_REF} AND state IN (?, ?) "
                                 "ORDER BY number", (*_ref(ref), *_LIVE)).fetchall()
         return {key: CapturedInput(key, json.loads(uid), InputRequest.model_validate_json(body)) for key, uid, body in rows}
 
-    def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+    @_spills
+    async def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
         if self._input_task(ref) is None:
             return None
         # One UPDATE decides: of two claims (any connection to this file), only one changes the row.
@@ -266,26 +382,31 @@ class SqliteTaskStore:
             return None
         return CapturedInput(key, json.loads(claimed[0][0]), InputRequest.model_validate_json(claimed[0][1]))
 
-    def release_input(self, ref: TaskRef, key: str) -> None:
+    @_spills
+    async def release_input(self, ref: TaskRef, key: str) -> None:
         self._db.execute(f"UPDATE input_requests SET state = 'outstanding' WHERE {_REF} AND key = ? AND state = 'claimed'", (*_ref(ref), key))
 
-    def answered(self, ref: TaskRef, key: str) -> None:
+    @_spills
+    async def answered(self, ref: TaskRef, key: str) -> None:
         self._db.execute(f"UPDATE input_requests SET state = 'answered' WHERE {_REF} AND key = ?", (*_ref(ref), key))
 
-    def drop_inputs(self, ref: TaskRef) -> None:
+    @_spills
+    async def drop_inputs(self, ref: TaskRef) -> None:
         with self._tx():
             self._delete_input_task(_ref(ref))
 
     # -- the proxy's own sessions ------------------------------------------------------------------
 
-    def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+    @_spills
+    async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         self._maybe_sweep()
         body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
                            "params": record.params, "protocol_version": record.protocol_version})
         with self._tx():
             self._upsert("sessions", {"id": record.session_id, "body": body, "expires_at": time.time() + keep_s})
 
-    def session(self, session_id: str) -> SessionRecord | None:
+    @_spills
+    async def session(self, session_id: str) -> SessionRecord | None:
         row = self._db.execute("SELECT body, expires_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
@@ -295,12 +416,14 @@ class SqliteTaskStore:
         body = json.loads(row[0])
         return SessionRecord(session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"])
 
-    def forget_session(self, session_id: str) -> None:
+    @_spills
+    async def forget_session(self, session_id: str) -> None:
         self._delete("sessions", (session_id,))
 
     # -- the v1 face's task registry ---------------------------------------------------------------
 
-    def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+    @_spills
+    async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         self._maybe_sweep()
         expires_at = time.time() + keep_s
         if entry.held_expires_at is not None:
@@ -321,7 +444,8 @@ class SqliteTaskStore:
                      cancelled=body["cancelled"], failure=TaskError.model_validate(failure) if failure is not None else None,
                      asked=set(body["asked"]), held_expires_at=body["held_expires_at"])
 
-    def entry(self, backend: str, task_id: str) -> Entry | None:
+    @_spills
+    async def entry(self, backend: str, task_id: str) -> Entry | None:
         row = self._db.execute("SELECT owner, ord, body, expires_at FROM entries WHERE backend = ? AND task_id = ?",
                                (backend, task_id)).fetchone()
         if row is None:
@@ -331,13 +455,19 @@ class SqliteTaskStore:
             return None
         return self._entry(task_id, row[0], row[1], row[2])
 
-    def entries_of(self, backend: str, owner: str) -> list[Entry]:
+    async def entries_of(self, backend: str, owner: str) -> list[Entry]:
         rows = self._db.execute("SELECT task_id, ord, body FROM entries WHERE backend = ? AND owner = ? AND expires_at > ? ORDER BY ord",
                                 (backend, owner, time.time())).fetchall()
         return [self._entry(task_id, owner, order, body) for task_id, order, body in rows]
 
-    def forget_entry(self, backend: str, task_id: str) -> None:
+    @_spills
+    async def forget_entry(self, backend: str, task_id: str) -> None:
         self._delete("entries", (backend, task_id))
 
     def highest_order(self, backend: str) -> int:
+        """The highest `Entry.order` kept for `backend` (0 when none)."""
         return self._db.execute("SELECT coalesce(max(ord), 0) FROM entries WHERE backend = ?", (backend,)).fetchone()[0]
+
+    async def next_order(self, backend: str) -> int:
+        order = self._orders[backend] = max(self._orders.get(backend, 0), self.highest_order(backend)) + 1
+        return order

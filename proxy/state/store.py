@@ -95,39 +95,44 @@ class Entry:
 
 
 class TaskStateStore(Protocol):
-    """Shared task state (see the module docstring). Implementations must be safe to call from one
-    event loop without awaiting (the memory store) — a networked store would make these async in
-    its own adapter and cache locally."""
+    """Shared task state (see the module docstring). Every method but `outcome_count` is a
+    coroutine: the memory and SQLite stores answer without suspending, the Redis store
+    (`proxy/state/redis_store.py`) makes one round trip (docs/decisions.md, "A shared store").
 
-    def outcome(self, ref: TaskRef) -> CanonicalTask | None:
+    `shared` is True for a store several processes use at once (Redis): what a process holds of
+    the state in its own memory may then be stale, and is read from the store again."""
+
+    shared: bool
+
+    async def outcome(self, ref: TaskRef) -> CanonicalTask | None:
         """The terminal task remembered for `ref`, or None."""
 
-    def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
+    async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         """Remember a terminal task for `keep_s` seconds."""
 
-    def forget_outcome(self, ref: TaskRef) -> None:
+    async def forget_outcome(self, ref: TaskRef) -> None:
         """Drop the remembered outcome (e.g. after a cancel)."""
 
-    def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         """Hold a request for input under a fresh key (keys are never reused within a task: `input-1`,
         `input-2`, …, also after the store had to forget the task); None when a request with this
         `upstream_id` was held before."""
 
-    def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
+    async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         """The outstanding requests of a task by key, in the order they arrived."""
 
-    def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+    async def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
         """Take the right to answer `key` (atomically: of two concurrent claims, on any replica,
         one wins): the request, or None when it is not outstanding or already claimed. End the
         claim with `answered` (delivered) or `release_input` (the backend did not take it)."""
 
-    def release_input(self, ref: TaskRef, key: str) -> None:
+    async def release_input(self, ref: TaskRef, key: str) -> None:
         """Give up a claim (the answer did not reach the backend): `key` may be answered again."""
 
-    def answered(self, ref: TaskRef, key: str) -> None:
+    async def answered(self, ref: TaskRef, key: str) -> None:
         """The backend took the answer to `key`: it is no longer outstanding."""
 
-    def drop_inputs(self, ref: TaskRef) -> None:
+    async def drop_inputs(self, ref: TaskRef) -> None:
         """The task ended: forget its requests."""
 
     def outcome_count(self, backend: str) -> int:
@@ -135,34 +140,35 @@ class TaskStateStore(Protocol):
 
     # -- the proxy's own sessions (faces/session.py) ------------------------------------------------
 
-    def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+    async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         """Remember a session for `keep_s` seconds (again: its idle time starts anew)."""
 
-    def session(self, session_id: str) -> SessionRecord | None:
+    async def session(self, session_id: str) -> SessionRecord | None:
         """The session remembered under `session_id`, or None (unknown, expired, ended)."""
 
-    def forget_session(self, session_id: str) -> None:
+    async def forget_session(self, session_id: str) -> None:
         """The session ended (DELETE, or evicted)."""
 
     # -- the v1 face's task registry (registry.py) -----------------------------------------------
 
-    def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+    async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         """Remember (or update) a registry entry of `backend` for `keep_s` seconds; `asking` and
         `saved_at` are not kept."""
 
-    def entry(self, backend: str, task_id: str) -> Entry | None:
+    async def entry(self, backend: str, task_id: str) -> Entry | None:
         """The entry of `backend` under the client-facing `task_id`, or None."""
 
-    def entries_of(self, backend: str, owner: str) -> list[Entry]:
+    async def entries_of(self, backend: str, owner: str) -> list[Entry]:
         """`owner`'s live entries of `backend`, in creation order."""
 
-    def forget_entry(self, backend: str, task_id: str) -> None:
+    async def forget_entry(self, backend: str, task_id: str) -> None:
         """Drop an entry (its task is unknown upstream, or it expired)."""
 
-    def highest_order(self, backend: str) -> int:
-        """The highest `Entry.order` remembered for `backend` (0 when none): new entries sort after it."""
+    async def next_order(self, backend: str) -> int:
+        """A new `Entry.order` for `backend`, higher than every one handed out before (by any
+        process sharing the store, and before a restart): new entries sort after the others."""
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Release what the store holds open (its file)."""
 
 
@@ -199,7 +205,10 @@ class _Forgetful(TLRUCache):
 class MemoryTaskStore:
     """`TaskStateStore` in this process: two TLRU caches of at most `max_tasks` entries each."""
 
+    shared = False
+
     def __init__(self, *, max_tasks: int):
+        self._orders: dict[str, int] = {}
         self._outcomes: TLRUCache[TaskRef, tuple[CanonicalTask, float]] = TLRUCache(
             maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry[1], timer=time.monotonic)
         self._inputs: _Forgetful = _Forgetful(maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry.keep_s, timer=time.monotonic)
@@ -207,17 +216,17 @@ class MemoryTaskStore:
         """The highest key number handed out: once an entry was let go while its task may live on,
         new entries number after it, so a task whose entry was forgotten never gets a key again."""
 
-    def outcome(self, ref: TaskRef) -> CanonicalTask | None:
+    async def outcome(self, ref: TaskRef) -> CanonicalTask | None:
         entry = self._outcomes.get(ref)
         return entry[0] if entry is not None else None
 
-    def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
+    async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         self._outcomes[ref] = (task, keep_s)
 
-    def forget_outcome(self, ref: TaskRef) -> None:
+    async def forget_outcome(self, ref: TaskRef) -> None:
         self._outcomes.pop(ref, None)
 
-    def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         entry = self._inputs.get(ref)
         if entry is None:
             entry = self._inputs[ref] = _Inputs(keep_s, self._highest + 1 if self._inputs.forgot else 1)
@@ -230,29 +239,29 @@ class MemoryTaskStore:
         entry.outstanding[key] = CapturedInput(key, upstream_id, request)
         return key
 
-    def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
+    async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         entry = self._inputs.get(ref)
         return dict(entry.outstanding) if entry is not None else {}
 
-    def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+    async def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
         entry = self._inputs.get(ref)
         if entry is None or key not in entry.outstanding or key in entry.claimed:
             return None
         entry.claimed.add(key)
         return entry.outstanding[key]
 
-    def release_input(self, ref: TaskRef, key: str) -> None:
+    async def release_input(self, ref: TaskRef, key: str) -> None:
         entry = self._inputs.get(ref)
         if entry is not None:
             entry.claimed.discard(key)
 
-    def answered(self, ref: TaskRef, key: str) -> None:
+    async def answered(self, ref: TaskRef, key: str) -> None:
         entry = self._inputs.get(ref)
         if entry is not None:
             entry.outstanding.pop(key, None)
             entry.claimed.discard(key)
 
-    def drop_inputs(self, ref: TaskRef) -> None:
+    async def drop_inputs(self, ref: TaskRef) -> None:
         self._inputs.pop(ref, None)
 
     def outcome_count(self, backend: str) -> int:
@@ -262,29 +271,30 @@ class MemoryTaskStore:
     # Sessions and registry entries live in the faces' own objects while the process runs; this
     # store keeps no second copy of them (nothing of them survives the process, as before).
 
-    def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+    async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         pass
 
-    def session(self, session_id: str) -> SessionRecord | None:
+    async def session(self, session_id: str) -> SessionRecord | None:
         return None
 
-    def forget_session(self, session_id: str) -> None:
+    async def forget_session(self, session_id: str) -> None:
         pass
 
-    def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+    async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         pass
 
-    def entry(self, backend: str, task_id: str) -> Entry | None:
+    async def entry(self, backend: str, task_id: str) -> Entry | None:
         return None
 
-    def entries_of(self, backend: str, owner: str) -> list[Entry]:
+    async def entries_of(self, backend: str, owner: str) -> list[Entry]:
         return []
 
-    def forget_entry(self, backend: str, task_id: str) -> None:
+    async def forget_entry(self, backend: str, task_id: str) -> None:
         pass
 
-    def highest_order(self, backend: str) -> int:
-        return 0
+    async def next_order(self, backend: str) -> int:
+        self._orders[backend] = order = self._orders.get(backend, 0) + 1
+        return order
 
-    def close(self) -> None:
+    async def close(self) -> None:
         pass

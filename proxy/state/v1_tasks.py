@@ -43,10 +43,10 @@ class V1Follower:
     def _keep_s(self, task: CanonicalTask) -> float:
         return self._max_state_s if task.ttl_ms is None else min(task.ttl_ms / 1000, self._max_state_s)
 
-    def created(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], ttl_ms: int | None) -> None:
+    async def created(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], ttl_ms: int | None) -> None:
         """Start following a task just created through the proxy (its session's GET stream is held,
         so requests for input sent there are not missed)."""
-        self.inputs.track(ref, session, headers, ttl_ms=ttl_ms)
+        await self.inputs.track(ref, session, headers, ttl_ms=ttl_ms)
 
     async def status(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> CanonicalTask:
         """The task as the hub sees it (upstream task id kept): outcome folded in when terminal,
@@ -55,36 +55,36 @@ class V1Follower:
         Raises `McpError(-32602)` when the backend does not know the task or forgot its session,
         and `McpError` (HTTP 502) when the backend is unreachable.
         """
-        cached = self.store.outcome(ref)
+        cached = await self.store.outcome(ref)
         if cached is not None:
             return cached
         try:
             wire = await self._read("tasks/get", ref, session, headers)
         except SessionLost:
-            self.inputs.finish(ref)
+            await self.inputs.finish(ref)
             raise unknown_task() from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
-                self.inputs.finish(ref)
+                await self.inputs.finish(ref)
                 raise unknown_task() from None
             if exc.code == METHOD_NOT_FOUND:
                 # A "v1" backend that does not know tasks/get was upgraded (or replaced): the task
                 # is gone with it, and the backend is probed again.
                 session.backend.on_trouble()
-                self.inputs.finish(ref)
+                await self.inputs.finish(ref)
                 raise unknown_task() from None
             raise
         task = task_from_wire(wire, "v1")
         if task.dropped:
             session.backend.metrics.dropped(task.dropped, "a v1 tasks/get answer")
-        inputs = self.inputs.track(ref, session, headers, ttl_ms=task.ttl_ms)
+        inputs = await self.inputs.track(ref, session, headers, ttl_ms=task.ttl_ms)
         inputs.note_status(task.status)
         if task.terminal:
             if task.status in ("completed", "failed"):
                 payload = inputs.payload or await self._payload(ref, session, headers)
                 task = outcome_to_v2(task, payload)
-            self.inputs.finish(ref)
-            self.store.keep_outcome(ref, task, self._keep_s(task))
+            await self.inputs.finish(ref)
+            await self.store.keep_outcome(ref, task, self._keep_s(task))
             return task
         return await self._with_inputs(task, inputs, headers)
 
@@ -99,8 +99,9 @@ class V1Follower:
         if task.status == "input_required":
             inputs.ensure_held(headers)
             await inputs.wait_for_request(self._capture_wait_s)
-        if inputs.outstanding:
-            return task.evolve(status="input_required", input_requests=inputs.requests())
+        requests = await inputs.requests()
+        if requests:
+            return task.evolve(status="input_required", input_requests=requests)
         return task
 
     async def _payload(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str]) -> V1Payload:
@@ -110,7 +111,7 @@ class V1Follower:
         except SessionLost:
             # The backend forgot the session (restarted, replaced) between the status and the
             # payload: the task is unknown, as on `tasks/get` — not "failed", which would be wrong.
-            self.inputs.finish(ref)
+            await self.inputs.finish(ref)
             raise unknown_task() from None
         except TimeoutError:
             return V1Payload("unobtainable")
@@ -124,12 +125,12 @@ class V1Follower:
         """Deliver `tasks/update` answers: each outstanding key goes upstream as the JSON-RPC
         response to the request it names; other keys (unknown, answered, or of an ended task) are
         ignored (docs/behaviour.md §4.5)."""
-        if self.store.outcome(ref) is not None:
+        if await self.store.outcome(ref) is not None:
             return
         inputs = self.inputs.get(ref)
-        if inputs is None and self.store.inputs(ref):
+        if inputs is None and await self.store.inputs(ref):
             # Requests another replica captured (a shared store): answer them from here.
-            inputs = self.inputs.track(ref, session, headers)
+            inputs = await self.inputs.track(ref, session, headers)
         if inputs is None:
             # Not followed in this process (a restart, or lost with its session): the backend must
             # still know the task, else it is unknown (docs/behaviour.md §4.1, §4.5).
@@ -138,12 +139,12 @@ class V1Follower:
         try:
             await inputs.answer(responses, headers)
         except SessionLost:
-            self.inputs.finish(ref)
+            await self.inputs.finish(ref)
             raise unknown_task() from None
 
-    def forget(self, ref: TaskRef) -> None:
+    async def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""
-        self.store.forget_outcome(ref)
+        await self.store.forget_outcome(ref)
 
     def __len__(self) -> int:
         """Tasks followed now: those with input state plus the terminal ones remembered."""

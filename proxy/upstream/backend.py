@@ -57,6 +57,8 @@ class Backend:
         None while it answers, and before its first probe."""
         self.connector.on_unreachable = self._unreachable
         self._probe_interval_s = settings.probe_interval_ms / 1000
+        self.dialect_since_ms: int | None = None
+        """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
 
     @property
     def metrics(self) -> Metrics:
@@ -120,6 +122,8 @@ class Backend:
                 log.warning("backend %s is back: %s", self.name, profile.summary())
             elif self.profile is None or self.profile.dialect != profile.dialect:
                 log.info("backend probed: %s", profile.summary())
+            if self.profile is None or self.profile.dialect != profile.dialect:
+                self.dialect_since_ms = profile.probed_at_ms or int(time.time() * 1000)
             self.down = None
             self.profile = profile
             return profile

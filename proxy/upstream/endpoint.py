@@ -22,6 +22,7 @@ from yarl import URL
 from translators.errors import McpError, backend_unavailable
 
 from ..metrics import NO_METRICS, Metrics
+from ..observe.hooks import TRACE
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +115,15 @@ class Endpoint:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
         Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
-        The caller must release the returned response.
+        The caller must release the returned response. Inside a traced request (`TRACE`), the POST
+        is a client span and carries the trace context (`proxy/observe/tracing.py`).
         """
+        trace = TRACE.get()
+        if trace is not None:
+            return await trace.upstream(self, body, dict(headers), lambda b, h: self._post(b, h, idempotent=idempotent))
+        return await self._post(body, headers, idempotent=idempotent)
+
+    async def _post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
         all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
         deadline: float | None = None
         redirects = 0

@@ -778,44 +778,44 @@ def _terminal() -> CanonicalTask:
                          last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
 
 
-def test_memory_store_entries_expire_after_their_own_keep_time():
+async def test_memory_store_entries_expire_after_their_own_keep_time():
     store = MemoryTaskStore(max_tasks=10)
-    store.keep_outcome(REF, _terminal(), 0.15)
-    store.keep_outcome(OTHER, _terminal(), 60)
-    assert store.capture_input(REF, 1, ASK, 0.15) == "input-1"
-    assert store.capture_input(OTHER, 1, ASK, 60) == "input-1"
+    await store.keep_outcome(REF, _terminal(), 0.15)
+    await store.keep_outcome(OTHER, _terminal(), 60)
+    assert await store.capture_input(REF, 1, ASK, 0.15) == "input-1"
+    assert await store.capture_input(OTHER, 1, ASK, 60) == "input-1"
     time.sleep(0.25)
-    assert (store.outcome(REF), store.outcome(OTHER), store.outcome_count("main")) == (None, _terminal(), 1)
-    assert (store.inputs(REF), list(store.inputs(OTHER))) == ({}, ["input-1"])
-    store.answered(REF, "input-1")  # on an expired task: nothing happens
-    assert store.inputs(REF) == {}
+    assert (await store.outcome(REF), await store.outcome(OTHER), store.outcome_count("main")) == (None, _terminal(), 1)
+    assert (await store.inputs(REF), list(await store.inputs(OTHER))) == ({}, ["input-1"])
+    await store.answered(REF, "input-1")  # on an expired task: nothing happens
+    assert await store.inputs(REF) == {}
 
 
-def test_memory_store_a_request_answered_and_sent_again_is_not_captured_again():
+async def test_memory_store_a_request_answered_and_sent_again_is_not_captured_again():
     """The backend sends the same request (same JSON-RPC id) again after its answer was delivered
     (e.g. on a re-opened tasks/result stream): it must not become outstanding again, or a client
     could answer it twice."""
     store = MemoryTaskStore(max_tasks=10)
-    assert store.capture_input(REF, 7, ASK, 60) == "input-1"
-    store.answered(REF, "input-1")
-    assert store.capture_input(REF, 7, ASK, 60) is None
-    assert store.inputs(REF) == {}
-    store.answered(REF, "input-1")  # answered twice: no error, nothing changes
-    assert store.capture_input(REF, 8, ASK_B, 60) == "input-2"
-    assert store.inputs(REF) == {"input-2": CapturedInput("input-2", 8, ASK_B)}
+    assert await store.capture_input(REF, 7, ASK, 60) == "input-1"
+    await store.answered(REF, "input-1")
+    assert await store.capture_input(REF, 7, ASK, 60) is None
+    assert await store.inputs(REF) == {}
+    await store.answered(REF, "input-1")  # answered twice: no error, nothing changes
+    assert await store.capture_input(REF, 8, ASK_B, 60) == "input-2"
+    assert await store.inputs(REF) == {"input-2": CapturedInput("input-2", 8, ASK_B)}
 
 
-def test_memory_store_keys_are_not_reused_within_a_task_after_eviction():
+async def test_memory_store_keys_are_not_reused_within_a_task_after_eviction():
     """Decision 13: input keys are never reused within a task (SEP-2663 asks for uniqueness over
     the task's life), and docs/behaviour.md §6 "Bounded state": what the proxy had to let go is
     unknown afterwards, never wrong. With `max_tasks` = 1 a second task's question evicts the first
     task's entry, counter included; the first task's next question must still get a new key, so
     that a client answering the earlier `input-1` cannot answer the new question."""
     store = MemoryTaskStore(max_tasks=1)
-    assert store.capture_input(REF, 7, ASK, 60) == "input-1"
-    assert store.capture_input(OTHER, 1, ASK, 60) == "input-1"  # evicts REF's entry
-    assert store.inputs(REF) == {}
-    key = store.capture_input(REF, 9, ASK_B, 60)
+    assert await store.capture_input(REF, 7, ASK, 60) == "input-1"
+    assert await store.capture_input(OTHER, 1, ASK, 60) == "input-1"  # evicts REF's entry
+    assert await store.inputs(REF) == {}
+    key = await store.capture_input(REF, 9, ASK_B, 60)
     assert key is not None and key != "input-1", f"{key!r} is reused for another request of the same task"
 
 

@@ -145,3 +145,30 @@ async def test_tasks_update_for_a_task_lost_in_a_backend_restart_is_32602(restar
         restartable.restart()
         answer = await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": CONFIRM})
         assert (answer.status, answer.body.get("error", {}).get("code")) == (400, -32602), answer.body
+
+
+async def test_a_client_that_closes_a_streamed_answer_cancels_the_upstream_call(tapped, tmp_path):
+    """docs/behaviour.md §4.10: once the answer streams (a progress notification came), a client
+    closing the stream has the upstream request cancelled with `notifications/cancelled`."""
+    async with running_proxy(tapped.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        caller = Caller(http, proxy.url)
+        await caller.call("tools/list")
+        mark = len(tapped.bodies)
+        body = caller.body("tools/call", {"name": "report_progress", "arguments": {"count": 100_000}})
+        body["params"]["_meta"]["progressToken"] = "long"
+        headers = {**caller.headers("tools/call"), "Content-Type": "application/json"}
+        async with http.post(proxy.url, json=body, headers=headers) as response:
+            assert response.headers["Content-Type"] == "text/event-stream"
+            first = await response.content.readuntil(b"\n\n")
+            assert b'"progress":1.0,' in first
+            response.close()  # the client goes away mid-stream
+        call_ids = [b["id"] for b in tapped.bodies[mark:] if b.get("method") == "tools/call"]
+        assert len(call_ids) == 1
+        cancelled = []
+        for _ in range(60):
+            cancelled = [b["params"].get("requestId") for b in tapped.bodies[mark:] if b.get("method") == "notifications/cancelled"]
+            if cancelled:
+                break
+            await asyncio.sleep(0.05)
+        assert cancelled == call_ids
+        assert await healthz_ok(http, proxy.base_url)

@@ -1,0 +1,103 @@
+"""`GET /status.json` and `GET /status` (docs/configuration.md "Status page"): what each backend
+speaks and how it does, the migration matrix, the clients still on v1 and the recent errors,
+from the fleet and the `StatusRecorder`.
+
+Access (docs/decisions.md §48): with `status_token` set, a request must carry
+`Authorization: Bearer <status_token>`; without it only loopback peers are answered. Others get 403.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from .page import render
+from .recorder import StatusRecorder
+
+if TYPE_CHECKING:
+    from ..fleet import Fleet
+
+HOUR = 60
+DAY = 1440
+REFRESH_S = 10
+"""The page reloads itself this often (`<meta http-equiv="refresh">`)."""
+
+
+def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
+    """The status as JSON-ready data (shape: docs/configuration.md "Status page"). Times are Unix
+    milliseconds, latencies milliseconds."""
+    backends = []
+    for member in fleet.members:
+        backend = member.backend
+        profile = backend.profile
+        hour = recorder.backend_counts(member.name, HOUR)
+        minute = recorder.backend_counts(member.name, 1)
+        health = "unknown" if profile is None and backend.down is None else ("down" if backend.down is not None else "up")
+        backends.append({
+            "name": member.name,
+            "transport": urlsplit(backend.config.url).scheme.lower(),
+            "dialect": backend.dialect,
+            "pinned": backend.config.dialect != "auto",
+            "protocol_versions": list(profile.protocol_versions) if profile is not None else [],
+            "health": health,
+            "down_reason": backend.down,
+            "last_probe_ms": profile.probed_at_ms if profile is not None else None,
+            "dialect_since_ms": backend.dialect_since_ms,
+            "live_tasks": len(member.follower),
+            "requests_last_minute": minute[0],
+            "errors_last_minute": minute[1],
+            "requests_last_hour": hour[0],
+            "errors_last_hour": hour[1],
+            "requests_per_minute": round(hour[0] / HOUR, 3),
+            "errors_per_minute": round(hour[1] / HOUR, 3),
+            "upstream_latency_ms": recorder.latency_ms(member.name),
+        })
+    clients = recorder.clients()
+    return {
+        "now_ms": recorder.now_ms(),
+        "started_ms": recorder.started_ms,
+        "backends": backends,
+        "matrix": {"last_hour": recorder.matrix(HOUR), "last_day": recorder.matrix(DAY)},
+        "clients": clients,
+        "v1_clients": [row for row in clients if row["dialect"] == "v1"],
+        "last_v1_ms": recorder.last_v1_ms(),
+        "timeline": recorder.timeline(HOUR),
+        "recent_errors": list(reversed(recorder.errors)),
+    }
+
+
+def allowed(request: web.Request, token: str | None) -> bool:
+    """Whether `request` may read the status (see the module docstring)."""
+    if token:
+        given = request.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+    try:
+        return ipaddress.ip_address((request.remote or "").split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def refused() -> web.Response:
+    return web.json_response({"error": "forbidden: the status is served to loopback peers, or with the status_token"}, status=403)
+
+
+async def status_json(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None) -> web.Response:
+    if not allowed(request, token):
+        return refused()
+    if fleet is None:
+        return web.json_response({"error": "starting"}, status=503)
+    return web.json_response(snapshot(fleet, recorder), headers={"Cache-Control": "no-store"})
+
+
+async def status_page(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None) -> web.Response:
+    if not allowed(request, token):
+        return refused()
+    if fleet is None:
+        return web.Response(text="starting", status=503)
+    html = render(snapshot(fleet, recorder), REFRESH_S)
+    return web.Response(text=html, content_type="text/html", charset="utf-8",
+                        headers={"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})

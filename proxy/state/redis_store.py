@@ -1,0 +1,269 @@
+"""`TaskStateStore` in Redis (`store = "redis://host:port/db"`): the state only a proxy knows, shared
+by every replica and worker process that names the same database (docs/decisions.md, "A shared
+store"; the interface is `proxy/state/store.py`).
+
+Keys (all under `mcp-tasks-proxy:`; every one has a TTL set by Redis, never by a timer here):
+
+* `o:<ref>` — a terminal outcome (JSON), for its `keep_s`.
+* `i:<ref>` — a hash of one task's captured requests: `r:<key>` (JSON: number, upstream id,
+  request), `u:<upstream id>` (that id was held: never captured again), `c:<key>` (claimed by the
+  process named). For the task's `keep_s`, renewed by each capture. `n:<ref>` holds the task's
+  next key number for twice that, so keys are not reused when the hash expired first.
+* `s:<session id>` — a proxy session (JSON), for `session_idle_ms`, renewed by use.
+* `e:<backend>:<task id>` — a registry entry (JSON), and `eo:<backend>:<owner>`, a sorted set of the
+  owner's task ids by order, renewed with each entry; `ord:<backend>` the order counter.
+* `hb:<process>` — a process's heartbeat, renewed every `HEARTBEAT_S`, gone `HEARTBEAT_TTL_S`
+  after the process died: a claim held by a dead process counts as released.
+
+Atomicity: a capture and a claim are each one Lua script (of two replicas racing, one wins: one
+key per upstream request, one answer per key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from typing import Any, Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from translators import jsonrpc
+from translators.model import CanonicalTask, InputRequest, TaskError
+from translators.sealing import TaskRef
+
+from .store import CapturedInput, Entry, SessionRecord
+
+log = logging.getLogger(__name__)
+
+PREFIX = "mcp-tasks-proxy:"
+HEARTBEAT_S = 1.0
+"""How often a process renews its heartbeat key."""
+HEARTBEAT_TTL_S = 5
+"""A heartbeat key's lifetime: a process silent this long is taken for dead."""
+ORDER_TTL_S = 30 * 86400
+"""Lifetime of a backend's entry-order counter (renewed by each use)."""
+
+_CAPTURE = """
+local hash, counter = KEYS[1], KEYS[2]
+local uid, body, keep, start = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if redis.call('HEXISTS', hash, 'u:' .. uid) == 1 then return false end
+local number = tonumber(redis.call('GET', counter) or '0')
+if number < 1 then number = start end
+redis.call('SET', counter, number + 1, 'EX', keep * 2)
+local key = ARGV[5] .. number  -- translators.inputs.input_key
+redis.call('HSET', hash, 'u:' .. uid, key, 'r:' .. key, cjson.encode({number, uid, body}))
+redis.call('EXPIRE', hash, keep)
+return key
+"""
+
+_CLAIM = """
+local hash, key, me = KEYS[1], ARGV[1], ARGV[2]
+local body = redis.call('HGET', hash, 'r:' .. key)
+if not body then return false end
+local holder = redis.call('HGET', hash, 'c:' .. key)
+if holder and redis.call('EXISTS', ARGV[3] .. holder) == 1 then return false end
+redis.call('HSET', hash, 'c:' .. key, me)
+return body
+"""
+
+
+def _ref(ref: TaskRef) -> str:
+    return json.dumps([ref.backend, ref.session, ref.task], separators=(",", ":"))
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+class RedisTaskStore:
+    """`TaskStateStore` in the Redis database `url` (`redis://host:port/db`). Opening makes no
+    connection; the first call does (`redis.exceptions.ConnectionError` when Redis is down).
+    `process` names this process in claims and its heartbeat (random by default)."""
+
+    shared = True
+
+    def __init__(self, url: str, *, process: str | None = None):
+        self.url = url
+        self.process = process or secrets.token_hex(8)
+        self.redis: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True)
+        self._capture = self.redis.register_script(_CAPTURE)
+        self._claim = self.redis.register_script(_CLAIM)
+        self._outcomes: dict[TaskRef, float] = {}
+        """Outcomes this process kept and their deadlines (monotonic): `outcome_count` answers from it."""
+
+    async def maintain(self) -> None:
+        """Run until cancelled: renew this process's heartbeat every `HEARTBEAT_S`."""
+        while True:
+            try:
+                await self.redis.set(PREFIX + "hb:" + self.process, "1", ex=HEARTBEAT_TTL_S)
+            except (OSError, aioredis.RedisError) as exc:
+                log.warning("state store %s: heartbeat not renewed: %s", self.url, exc)
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def heartbeat(self) -> None:
+        """Renew this process's heartbeat once (also done by `maintain`)."""
+        await self.redis.set(PREFIX + "hb:" + self.process, "1", ex=HEARTBEAT_TTL_S)
+
+    async def close(self) -> None:
+        with contextlib.suppress(OSError, aioredis.RedisError):
+            await self.redis.delete(PREFIX + "hb:" + self.process)
+        await self.redis.aclose()
+
+    # -- terminal outcomes ---------------------------------------------------------------------------
+
+    async def outcome(self, ref: TaskRef) -> CanonicalTask | None:
+        body = await self.redis.get(PREFIX + "o:" + _ref(ref))
+        return CanonicalTask.model_validate_json(body) if body is not None else None
+
+    async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
+        await self.redis.set(PREFIX + "o:" + _ref(ref), task.model_dump_json(), px=_ms(keep_s))
+        self._outcomes[ref] = time.monotonic() + keep_s
+
+    async def forget_outcome(self, ref: TaskRef) -> None:
+        await self.redis.delete(PREFIX + "o:" + _ref(ref))
+        self._outcomes.pop(ref, None)
+
+    def outcome_count(self, backend: str) -> int:
+        """Outcomes of `backend` this process kept and that are not expired (another process's
+        are counted by it)."""
+        now = time.monotonic()
+        for ref in [r for r, deadline in self._outcomes.items() if deadline <= now]:
+            del self._outcomes[ref]
+        return sum(1 for ref in self._outcomes if ref.backend == backend)
+
+    # -- captured requests for input -------------------------------------------------------------
+
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
+        key = await self._capture(keys=[PREFIX + "i:" + _ref(ref), PREFIX + "n:" + _ref(ref)],
+                                  args=[json.dumps(upstream_id), request.model_dump_json(), max(1, int(keep_s + 0.999)), 1, "input-"])
+        return key if isinstance(key, str) else None
+
+    async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
+        fields = await self.redis.hgetall(PREFIX + "i:" + _ref(ref))
+        held = []
+        for name, value in fields.items():
+            if name.startswith("r:"):
+                number, uid, body = json.loads(value)
+                held.append((number, CapturedInput(name[2:], json.loads(uid), InputRequest.model_validate_json(body))))
+        return {captured.key: captured for _, captured in sorted(held, key=lambda item: item[0])}
+
+    async def claim_input(self, ref: TaskRef, key: str) -> CapturedInput | None:
+        value = await self._claim(keys=[PREFIX + "i:" + _ref(ref)], args=[key, self.process, PREFIX + "hb:"])
+        if not isinstance(value, str):
+            return None
+        _, uid, body = json.loads(value)
+        return CapturedInput(key, json.loads(uid), InputRequest.model_validate_json(body))
+
+    async def release_input(self, ref: TaskRef, key: str) -> None:
+        await self.redis.hdel(PREFIX + "i:" + _ref(ref), "c:" + key)
+
+    async def answered(self, ref: TaskRef, key: str) -> None:
+        await self.redis.hdel(PREFIX + "i:" + _ref(ref), "r:" + key, "c:" + key)
+
+    async def drop_inputs(self, ref: TaskRef) -> None:
+        await self.redis.delete(PREFIX + "i:" + _ref(ref))
+
+    # -- the proxy's own sessions ------------------------------------------------------------------
+
+    async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
+        body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
+                           "params": record.params, "protocol_version": record.protocol_version})
+        await self.redis.set(PREFIX + "s:" + record.session_id, body, px=_ms(keep_s))
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        raw = await self.redis.get(PREFIX + "s:" + session_id)
+        if raw is None:
+            return None
+        body = json.loads(raw)
+        return SessionRecord(session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"])
+
+    async def forget_session(self, session_id: str) -> None:
+        await self.redis.delete(PREFIX + "s:" + session_id)
+
+    # -- the v1 face's task registry ---------------------------------------------------------------
+
+    async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
+        if entry.held_expires_at is not None:
+            keep_s = min(keep_s, entry.held_expires_at - time.time())
+        body = json.dumps({"ref": [entry.ref.backend, entry.ref.session, entry.ref.task], "session_id": entry.session_id,
+                           "owner": entry.owner, "order": entry.order,
+                           "last": entry.last.model_dump(mode="json"), "cancelled": entry.cancelled,
+                           "failure": entry.failure.model_dump(mode="json") if entry.failure is not None else None,
+                           "asked": sorted(entry.asked), "held_expires_at": entry.held_expires_at})
+        owned = f"{PREFIX}eo:{backend}:{entry.owner}"
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"{PREFIX}e:{backend}:{entry.task_id}", body, px=_ms(keep_s))
+            pipe.zadd(owned, {entry.task_id: entry.order})
+            pipe.pexpire(owned, _ms(keep_s), gt=True)
+            pipe.pexpire(owned, _ms(keep_s), nx=True)
+            await pipe.execute()
+
+    @staticmethod
+    def _entry(task_id: str, raw: str) -> Entry:
+        body = json.loads(raw)
+        failure = body["failure"]
+        return Entry(task_id, TaskRef(*body["ref"]), body["owner"], body["order"], CanonicalTask.model_validate(body["last"]),
+                     body["session_id"], cancelled=body["cancelled"],
+                     failure=TaskError.model_validate(failure) if failure is not None else None,
+                     asked=set(body["asked"]), held_expires_at=body["held_expires_at"])
+
+    async def entry(self, backend: str, task_id: str) -> Entry | None:
+        raw = await self.redis.get(f"{PREFIX}e:{backend}:{task_id}")
+        return self._entry(task_id, raw) if raw is not None else None
+
+    async def entries_of(self, backend: str, owner: str) -> list[Entry]:
+        owned = f"{PREFIX}eo:{backend}:{owner}"
+        ids = await self.redis.zrange(owned, 0, -1)
+        if not ids:
+            return []
+        raws = await self.redis.mget([f"{PREFIX}e:{backend}:{task_id}" for task_id in ids])
+        gone = [task_id for task_id, raw in zip(ids, raws) if raw is None]
+        if gone:
+            await self.redis.zrem(owned, *gone)
+        return [self._entry(task_id, raw) for task_id, raw in zip(ids, raws) if raw is not None]
+
+    async def forget_entry(self, backend: str, task_id: str) -> None:
+        raw = await self.redis.getdel(f"{PREFIX}e:{backend}:{task_id}")
+        if raw is not None:
+            await self.redis.zrem(f"{PREFIX}eo:{backend}:{json.loads(raw)['owner']}", task_id)
+
+    async def next_order(self, backend: str) -> int:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incr(f"{PREFIX}ord:{backend}")
+            pipe.expire(f"{PREFIX}ord:{backend}", ORDER_TTL_S)
+            order, _ = await pipe.execute()
+        return int(order)
+
+    async def key_count(self) -> int:
+        """Keys of this proxy in the database now (for the soak's bound)."""
+        count = 0
+        async for _ in self.redis.scan_iter(match=PREFIX + "*", count=1000):
+            count += 1
+        return count
+
+    # -- messages between processes ------------------------------------------------------------------
+
+    async def publish(self, channel: str, payload: dict[str, Any]) -> int:
+        """Send `payload` (JSON) to every process listening on `channel`; how many listen."""
+        return int(await self.redis.publish(PREFIX + channel, json.dumps(payload)))
+
+    async def listen(self, channel: str, deliver: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        """Run until cancelled: `deliver` each payload published on `channel` (reconnecting after
+        a lost connection; what was published meanwhile is lost, as pub/sub is)."""
+        while True:
+            try:
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(PREFIX + channel)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            try:
+                                await deliver(json.loads(message["data"]))
+                            except Exception:
+                                log.exception("delivering a message from %s", channel)
+            except (OSError, aioredis.RedisError) as exc:
+                log.warning("state store %s: listening on %s: %s", self.url, channel, exc)
+                await asyncio.sleep(HEARTBEAT_S)

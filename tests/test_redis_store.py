@@ -1,0 +1,112 @@
+"""The Redis store (proxy/state/redis_store.py) against a real redis-server: the rules of the other
+stores, atomic claims between two processes' stores, a dead claimer's claim released, and every
+key carrying a TTL set by Redis."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aioredis
+
+from proxy.state.redis_store import PREFIX, RedisTaskStore
+from proxy.state.store import CapturedInput, Entry, SessionRecord
+from translators.model import CanonicalTask, InputRequest, TaskError
+from translators.sealing import TaskRef
+
+REF = TaskRef("main", "session-1", "task-1")
+OTHER = TaskRef("main", "session-1", "task-2")
+ASK = InputRequest(method="elicitation/create", params={"message": "Delete a.txt?"})
+
+
+def _task(status: str = "completed") -> CanonicalTask:
+    return CanonicalTask(task_id="task-1", status=status, created_at="2026-11-30T08:00:00Z",
+                         last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
+
+
+async def test_captured_requests_get_fresh_keys_and_are_answered_once(redis_url):
+    store = RedisTaskStore(redis_url, process="a")
+    try:
+        assert await store.capture_input(REF, 7, ASK, 60) == "input-1"
+        assert await store.capture_input(REF, 7, ASK, 60) is None
+        assert await store.capture_input(REF, "x", ASK, 60) == "input-2"
+        assert await store.capture_input(OTHER, 7, ASK, 60) == "input-1"
+        assert await store.inputs(REF) == {"input-1": CapturedInput("input-1", 7, ASK), "input-2": CapturedInput("input-2", "x", ASK)}
+        assert await store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+        await store.answered(REF, "input-1")
+        assert await store.capture_input(REF, 7, ASK, 60) is None  # answered, sent again: not captured again
+        assert await store.capture_input(REF, 9, ASK, 60) == "input-3"
+        assert list(await store.inputs(REF)) == ["input-2", "input-3"]
+        await store.drop_inputs(REF)
+        assert await store.inputs(REF) == {}
+    finally:
+        await store.close()
+
+
+async def test_of_two_processes_claiming_one_key_one_wins_and_a_dead_claimers_claim_is_released(redis_url):
+    a, b = RedisTaskStore(redis_url, process="a"), RedisTaskStore(redis_url, process="b")
+    try:
+        await a.heartbeat()
+        await b.heartbeat()
+        await a.capture_input(REF, 7, ASK, 60)
+        claims = await asyncio.gather(*(store.claim_input(REF, "input-1") for store in (a, b, a, b)))
+        assert sorted(claim is not None for claim in claims) == [False, False, False, True]
+        assert await b.claim_input(REF, "input-1") is None
+        holder = "a" if claims[0] is not None or claims[2] is not None else "b"
+        winner, loser = (a, b) if holder == "a" else (b, a)
+        await winner.release_input(REF, "input-1")
+        assert await loser.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+        await loser.redis.delete(PREFIX + "hb:" + loser.process)  # the claimer died (its heartbeat expired)
+        assert await winner.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_outcomes_sessions_and_entries_are_shared_and_expire(redis_url):
+    a, b = RedisTaskStore(redis_url, process="a"), RedisTaskStore(redis_url, process="b")
+    try:
+        await a.keep_outcome(REF, _task(), 60)
+        await a.keep_outcome(OTHER, _task(), 0.05)
+        assert (await b.outcome(REF), a.outcome_count("main"), b.outcome_count("main")) == (_task(), 2, 0)
+        await b.forget_outcome(REF)
+        assert await a.outcome(REF) is None
+        record = SessionRecord("sid", "alice", "v1", "main", {"clientInfo": {"name": "c"}}, "2025-11-25")
+        await a.keep_session(record, 60)
+        assert await b.session("sid") == record
+        await b.forget_session("sid")
+        assert await a.session("sid") is None
+        orders = [await a.next_order("main"), await b.next_order("main"), await a.next_order("other")]
+        assert orders == [1, 2, 1]
+        entry = Entry("sealed-1", REF, "alice", orders[0], _task("working"), "sid", cancelled=True,
+                      failure=TaskError(code=-32603, message="no"), asked={"input-1"})
+        later = Entry("sealed-2", OTHER, "alice", orders[1], _task(), "sid")
+        await a.keep_entry("main", entry, 60)
+        await b.keep_entry("main", later, 0.05)
+        got = await b.entry("main", "sealed-1")
+        assert (got.task_id, got.ref, got.owner, got.order, got.cancelled, got.failure, got.asked, got.last) == \
+            ("sealed-1", REF, "alice", 1, True, TaskError(code=-32603, message="no"), {"input-1"}, _task("working"))
+        assert [e.task_id for e in await a.entries_of("main", "alice")] == ["sealed-1", "sealed-2"]
+        await asyncio.sleep(0.2)
+        assert (await a.outcome(OTHER), [e.task_id for e in await a.entries_of("main", "alice")]) == (None, ["sealed-1"])
+        await a.forget_entry("main", "sealed-1")
+        assert (await b.entry("main", "sealed-1"), await b.entries_of("main", "alice")) == (None, [])
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_every_key_has_a_ttl_set_by_redis(redis_url):
+    store = RedisTaskStore(redis_url, process="a")
+    try:
+        await store.heartbeat()
+        await store.keep_outcome(REF, _task(), 60)
+        await store.capture_input(REF, 7, ASK, 60)
+        await store.keep_session(SessionRecord("sid", "p", "v1", "main", {}, "2025-11-25"), 60)
+        await store.keep_entry("main", Entry("t", REF, "p", await store.next_order("main"), _task(), "sid"), 60)
+        raw = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        keys = sorted([key async for key in raw.scan_iter(match=PREFIX + "*")])
+        ttls = {key.split(":", 2)[1]: await raw.ttl(key) > 0 for key in keys}
+        await raw.aclose()
+        assert (len(keys), ttls) == (8, {"hb": True, "o": True, "i": True, "n": True, "s": True, "e": True, "eo": True, "ord": True})
+    finally:
+        await store.close()
