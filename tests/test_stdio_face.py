@@ -3,7 +3,7 @@
 The official `mcp` 1.30 SDK's stdio client launches `mcp-tasks-proxy stdio --upstream URL` in
 front of the reference v2 server and runs the task checks it runs over HTTP
 (`test_v1_client_v2_backend.py`), except `list_tasks`: it needs two principals, told apart by
-`Authorization`, which a stdio launch does not have (docs/decisions.md §48).
+`Authorization`, which a stdio launch does not have (docs/decisions.md §58).
 """
 
 from __future__ import annotations

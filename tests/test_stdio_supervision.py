@@ -99,3 +99,28 @@ async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_
         created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "new"}})).result
         final = await client.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "computed new"}]
+
+
+async def test_a_question_asked_before_the_task_creating_call_is_answered_reaches_the_task(tmp_path):
+    """The question lands on the stream of the call creating the task; when the call's answer comes
+    first, the question is offered again on the session's GET stream, where the task's client
+    finds it (docs/decisions.md §54)."""
+    racing = [sys.executable, str(Path(__file__).resolve().parent / "peers" / "racing_stdio_server.py")]
+    proxy = await _proxy(racing, tmp_path)
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = Caller(http, proxy.url)
+            created = (await client.call("tools/call", {"name": "ask", "arguments": {}})).result
+            for _ in range(200):  # the question is there at once with the fix; without it, never
+                task = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
+                if task["status"] == "input_required":
+                    break
+                await asyncio.sleep(0.05)
+            [(key, question)] = task["inputRequests"].items()
+            assert (question["method"], question["params"]["message"]) == ("elicitation/create", "Which word?")
+            await client.call("tasks/update", {"taskId": created["taskId"],
+                                               "inputResponses": {key: {"action": "accept", "content": {"word": "tide"}}}})
+            final = await client.poll(created["taskId"])
+        assert final["result"]["content"] == [{"type": "text", "text": "answer: tide"}]
+    finally:
+        await proxy.stop()

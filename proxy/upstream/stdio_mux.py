@@ -6,7 +6,7 @@ requests of many `VirtualSession`s over it. Ids and progress tokens are rewritte
 (`translators.multiplex`); what the process sends is routed to the virtual session it belongs
 to: a response to the request's own stream; a server→client request or notification by its
 related task, progress token, the request it names, the task it names, or else the one session
-with a request in flight that may ask (docs/decisions.md §44, §45). A session keeps the
+with a request in flight that may ask (docs/decisions.md §54, §55). A session keeps the
 tasks it created: another session's task is unknown to it, and its `tasks/list` shows its own only.
 """
 
@@ -51,6 +51,14 @@ class Pending:
     method: str
     task: str | None
     queue: asyncio.Queue[tuple[dict[str, Any], bool]] = field(default_factory=asyncio.Queue)
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    """Server→client requests put on this request's stream (offered again elsewhere if the
+    response comes while one is still unanswered)."""
+
+    def put(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" in message:
+            self.questions.append(message)
+        self.queue.put_nowait((message, False))
 
 
 @dataclass(eq=False)
@@ -79,13 +87,13 @@ class VirtualSession:
         that request is still in flight, else the GET stream, else the newest request in flight
         that may ask (not a quiet one), else the backlog."""
         if prefer is not None and any(p is prefer for p in self.inflight.values()):
-            prefer.queue.put_nowait((message, False))
+            prefer.put(message)
         elif self.stream is not None:
             self.stream.put_nowait(message)
         else:
             asking = [p for p in self.inflight.values() if p.method not in multiplex.QUIET_METHODS]
             if asking:
-                asking[-1].queue.put_nowait((message, False))
+                asking[-1].put(message)
             else:
                 self.backlog.append(message)
 
@@ -365,7 +373,7 @@ class ProcessSlot:
             return None, None
         # No key in the message (a server that leaves out the related task): the one session that
         # may be asking, if there is only one: with a request in flight that may ask, or with a
-        # task not seen finished (docs/decisions.md §44, §45). Two or more: refused.
+        # task not seen finished (docs/decisions.md §54, §55). Two or more: refused.
         asking = [p for p in self._pending.values() if p.session is not None and p.method not in multiplex.QUIET_METHODS]
         candidates = {id(p.session): p.session for p in asking if p.session is not None}
         candidates.update({id(s): s for s in self._task_owner.values() if s.running})
@@ -395,3 +403,10 @@ class ProcessSlot:
                 message = {**message, "result": multiplex.own_tasks(result, session.tasks.__contains__)}
             message = multiplex.to_client(message, pending.client_id)
         pending.queue.put_nowait((message, True))
+        if session is not None:
+            # A question put on this stream and still unanswered when the response came (a task's
+            # work that asked while the call creating it was in flight): the client's reader of
+            # that stream is gone, so it is offered again on the session's other streams.
+            for question in pending.questions:
+                if self._asked.get(question["id"]) is session:
+                    session.deliver(question)
