@@ -150,7 +150,7 @@ class Entry:
             raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
         forward = self.settings.upstream_headers(request.headers)
         out = AnswerStream(request, self._keepalive_s)
-        call = ModernRequest(message.method, message.params, meta, principal, forward, out.notify)
+        call = ModernRequest(message.method, message.params, meta, principal, forward, out.notify, message.id)
         try:
             reply = await pairing.answer(call)  # type: ignore[union-attr]
         except asyncio.CancelledError:

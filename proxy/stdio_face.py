@@ -1,7 +1,7 @@
 """The proxy as a stdio MCP server (`mcp-tasks-proxy stdio`), for clients that can only launch one.
 
 The proxy runs as always, on an ephemeral loopback port in this process, and stdin/stdout are
-bridged to it as one session-wire client (docs/decisions.md §58): each line read from
+bridged to it as one session-wire client (docs/decisions.md §60): each line read from
 stdin is POSTed to the proxy's endpoint (with the `Mcp-Session-Id` its `initialize` was given),
 and every JSON-RPC message of the answer, JSON or SSE, is written to stdout as one line; after
 `initialize` the session's GET stream is held too, for what the proxy sends unasked. So the

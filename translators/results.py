@@ -12,6 +12,7 @@ from . import jsonrpc
 from .capabilities import server_capabilities_to_v1, server_capabilities_to_v2, tool_to_v1, tool_to_v2, with_tasks_extension
 from .envelope import complete_result, with_server_info
 from .protocol import MODERN_VERSION, TaskSupport
+from .subscriptions import advertised
 
 SERVER_INFO = {"name": "mcp-tasks-proxy", "version": "0.1.0"}
 """The proxy's own `serverInfo` (`Implementation`), in every result it answers itself."""
@@ -24,7 +25,9 @@ def discover_result(
     (core 2026-07-28; docs/behaviour.md §4.9): the 2026-07-28 version only, capabilities as v2 shows
     them, `logging` when the backend declares it, the tasks extension when the backend offers tool
     tasks, and the proxy's server info."""
-    result: dict[str, Any] = {"supportedVersions": [MODERN_VERSION], "capabilities": server_capabilities_to_v2(capabilities)}
+    # listChanged/subscribe: delivered through subscriptions/listen (§4.9).
+    shown = advertised(capabilities, server_capabilities_to_v2(capabilities))
+    result: dict[str, Any] = {"supportedVersions": [MODERN_VERSION], "capabilities": shown}
     if isinstance(capabilities.get("logging"), dict):
         # Log messages reach the request that asked for them (§4.10).
         result["capabilities"]["logging"] = {}

@@ -48,18 +48,19 @@ async def _nobody(_message: dict[str, Any]) -> None:
 class ModernRequest:
     """One checked modern request in flight: who asks (`principal`), with which envelope (`meta`),
     forwarding which headers upstream (`upstream_headers`), and where notifications about it go
-    (`notify`; by default nowhere)."""
+    (`notify`; by default nowhere); `request_id` is its JSON-RPC id (a subscription's id)."""
 
-    __slots__ = ("method", "params", "meta", "principal", "upstream_headers", "notify")
+    __slots__ = ("method", "params", "meta", "principal", "upstream_headers", "notify", "request_id")
 
     def __init__(self, method: str, params: dict[str, Any], meta: ModernMeta, principal: str, upstream_headers: dict[str, str],
-                 notify: Notify | None = None):
+                 notify: Notify | None = None, request_id: jsonrpc.RequestId | None = None):
         self.method = method
         self.params = params
         self.meta = meta
         self.principal = principal
         self.upstream_headers = upstream_headers
         self.notify: Notify = notify or _nobody
+        self.request_id = request_id
 
 
 class AnswerStream:

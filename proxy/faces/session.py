@@ -3,11 +3,11 @@
 `initialize` is answered by the proxy with a sealed `Mcp-Session-Id`; later requests carry it.
 Answers are JSON, or SSE when the proxy must first put requests to the client (input for a task
 or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
-session carries `notifications/tasks/status`, with `Last-Event-ID` replay from a bounded buffer;
-DELETE ends the session. Source: core 2025-11-25 §Transports; docs/wire.md §5; docs/behaviour.md §2, §5.
-Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with the SQLite store a client's
-session survives a restart of the proxy; its pending requests and replay buffer do not
-(docs/decisions.md, "State that survives a restart").
+session carries what the pairing pushes (`notifications/tasks/status`, questions of a task: behaviour.md §5.7–§5.8),
+with `Last-Event-ID` replay from a bounded buffer; DELETE ends the session. Source: core 2025-11-25 §Transports;
+docs/wire.md §5; docs/behaviour.md §2, §5. Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with
+the SQLite store a client's session survives a restart; its pending requests and replay buffer do not (decisions.md,
+"State that survives a restart").
 """
 
 from __future__ import annotations
@@ -207,8 +207,7 @@ class SessionReply:
 
 
 TOUCH_S = 60.0
-"""A session in use is written to the store again (its idle time renewed there) at most this often
-(or every tenth of `session_idle_ms`, if shorter): not on every request."""
+"""A session in use is written to the store again (idle time renewed) at most this often (or every tenth of `session_idle_ms`)."""
 
 
 class SessionStore:
@@ -292,10 +291,8 @@ class SessionStore:
 
 
 class SessionFace:
-    """HTTP handling of the session wire; what requests mean is each session's `rules`, the
-    pairing the entry chose at `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)`
-    gives the pairing a session restored from the store uses (None: the backend is no longer
-    configured)."""
+    """HTTP handling of the session wire; what requests mean is each session's `rules`, the pairing the entry chose at
+    `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)` gives a restored session's (None: not configured)."""
 
     def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None, *,
                  rules_for: Callable[[str, str], SessionPairing | None] | None = None):
@@ -428,6 +425,8 @@ class SessionFace:
                                                          "X-Accel-Buffering": "no", H_SESSION_ID: session.id})
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
+        if (opened := getattr(session.rules, "get_stream_opened", None)) is not None:
+            opened(session, request)  # the pairing may push what it follows for the session (behaviour.md §5.7)
         try:
             if last is not None and last.isdigit():
                 for event_id, frame in list(session.events):

@@ -45,12 +45,10 @@ from ..upstream.v2_session_wire import V2SessionClient
 from ..upstream.endpoint import read_again
 from .mrtr import input_rounds
 from .parts import MemberParts
+from .v1_task_push import TaskPush, poll_delay
 
 log = logging.getLogger(__name__)
 
-MAX_POLL_S = 1.0
-"""`tasks/result` and waits poll upstream at the task's `pollIntervalMs`, at most this far apart."""
-MIN_POLL_S = 0.05
 
 
 def _now_iso() -> str:
@@ -70,6 +68,12 @@ class V1OverV2:
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                      store=parts.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))
+        self.push = TaskPush(self.registry, backend, functools.partial(_Call, self))
+        """Followers of the sessions' tasks while their GET streams are open (§5.7, §5.8)."""
+
+    def get_stream_opened(self, session: ProxySession, request: web.Request) -> None:
+        """The session opened its GET stream: follow its open tasks there (`proxy/faces/session.py`)."""
+        self.push.watch(session, self._headers(request))
 
     # -- session start -----------------------------------------------------------------------------
 
@@ -97,7 +101,10 @@ class V1OverV2:
         if method == "ping":
             return {}
         if method == "tools/call":
-            return await call.tool(params)
+            result = await call.tool(params)
+            if "task" in result:
+                self.push.watch(session, call.headers)
+            return result
         if method == "tasks/get":
             return await call.get(params)
         if method == "tasks/result":
@@ -255,28 +262,32 @@ class _Call:
             task = await self.current(entry)
             if task.terminal:
                 return task
-            answered = False
-            if task.status == "input_required":
-                for key, request in task.input_requests.items():
-                    if key in entry.asked or key in entry.asking:
-                        continue
-                    entry.asking.add(key)  # not kept in the store: a restart asks it again
-                    try:
-                        answer = await self.ask(request, task_id or entry.ref.task)
-                        if isinstance(answer, McpError):
-                            await self._fail(entry, answer)
-                            break
-                        await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                                                        self.meta, headers=self.headers, **self.extra)
-                    finally:
-                        entry.asking.discard(key)  # not answered: asked again on a later tasks/result
-                    entry.asked.add(key)
-                    if entry.task_id:
-                        await self.rules.registry.save(entry)
-                    answered = True
+            answered = task.status == "input_required" and await self.ask_open(entry, task, task_id or entry.ref.task)
             if not answered:
-                interval = (task.poll_interval_ms or 500) / 1000
-                await asyncio.sleep(min(max(interval, MIN_POLL_S), MAX_POLL_S))
+                await asyncio.sleep(poll_delay(task.poll_interval_ms))
+
+    async def ask_open(self, entry: Entry, task: CanonicalTask, task_id: str) -> bool:
+        """Put each input request of `task` not yet asked (nor being asked) to the client once, on
+        this call's stream, and send its answer upstream with `tasks/update`; whether any was."""
+        answered = False
+        for key, request in task.input_requests.items():
+            if key in entry.asked or key in entry.asking:
+                continue
+            entry.asking.add(key)  # not kept in the store: a restart asks it again
+            try:
+                answer = await self.ask(request, task_id)
+                if isinstance(answer, McpError):
+                    await self._fail(entry, answer)
+                    break
+                await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                   self.meta, headers=self.headers, **self.extra)
+            finally:
+                entry.asking.discard(key)  # not answered: asked again on a later tasks/result
+            entry.asked.add(key)
+            if entry.task_id:
+                await self.rules.registry.save(entry)
+            answered = True
+        return answered
 
     async def _fail(self, entry: Entry, error: McpError) -> None:
         """A client error answer to a non-elicitation request: cancel the upstream task and end it
@@ -297,7 +308,14 @@ class _Call:
 
     async def result(self, params: dict[str, Any]) -> dict[str, Any]:
         entry = await self.entry(params)
-        task = await self.until_terminal(entry, entry.task_id)
+        waiting = self.rules.push.waiting
+        waiting[entry.task_id] += 1  # its questions come on this stream, not the GET stream (§5.8)
+        try:
+            task = await self.until_terminal(entry, entry.task_id)
+        finally:
+            waiting[entry.task_id] -= 1
+            if waiting[entry.task_id] <= 0:
+                del waiting[entry.task_id]
         _, payload = outcome_to_v1(task)
         return _payload_answer(payload, entry.task_id)
 

@@ -33,6 +33,7 @@ from translators.sealing import TaskRef
 
 from ..faces.modern import ModernRequest, Reply
 from ..upstream.session_wire import SessionLost, UpstreamSession
+from .listen import listen
 from .mrtr import Exchange
 from .parts import MemberParts
 
@@ -61,7 +62,9 @@ class V2OverV1:
             return await self.task(call, self._unseal(call))
         if method in REMOVED_TASK_METHODS_V2:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method} does not exist on the {MODERN_VERSION} wire; tasks/get inlines results", method)
-        if method == "subscriptions/listen" or method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
+        if method == "subscriptions/listen":
+            return await listen(self, call)
+        if method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}", method)
         if method in MRTR_METHODS:
             name = call.params.get("name") if method == "prompts/get" else call.params.get("uri")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from cachetools import TLRUCache
 
@@ -176,6 +176,8 @@ class SessionListener:
         created the task): upstream task id → (last status, input_required announcements)."""
         self.ready = asyncio.Event()
         """Set once the stream is open, or once it is known there will be none."""
+        self.subscribers: set[Callable[[dict[str, Any]], None]] = set()
+        """Called with every notification the stream carries (`subscriptions/listen`, §4.9)."""
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
@@ -200,6 +202,8 @@ class SessionListener:
         return None
 
     async def _on_notification(self, message: dict[str, Any]) -> None:
+        for subscriber in list(self.subscribers):
+            subscriber(message)
         if message.get("method") != "notifications/tasks/status":
             return
         params = message.get("params") or {}

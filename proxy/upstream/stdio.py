@@ -2,7 +2,7 @@
 
 A stdio server is a session-wire backend with one session per process. So that every pairing,
 the relays and the probe reach it exactly as they reach an HTTP session-wire backend, the
-connector serves it as one (docs/decisions.md §53, §56): `StdioEndpoint` is an `Endpoint`
+connector serves it as one (docs/decisions.md §55, §58): `StdioEndpoint` is an `Endpoint`
 whose URL is a loopback Streamable HTTP endpoint run in the proxy's own event loop, where each
 `initialize` opens a virtual session (`stdio_mux.VirtualSession`) over one of a small pool of
 processes (`ProcessPool`), keyed by `process_scope`: "shared" (one process), "capabilities"

@@ -6,7 +6,7 @@ requests of many `VirtualSession`s over it. Ids and progress tokens are rewritte
 (`translators.multiplex`); what the process sends is routed to the virtual session it belongs
 to: a response to the request's own stream; a server→client request or notification by its
 related task, progress token, the request it names, the task it names, or else the one session
-with a request in flight that may ask (docs/decisions.md §54, §55). A session keeps the
+with a request in flight that may ask (docs/decisions.md §56, §57). A session keeps the
 tasks it created: another session's task is unknown to it, and its `tasks/list` shows its own only.
 """
 
@@ -373,7 +373,7 @@ class ProcessSlot:
             return None, None
         # No key in the message (a server that leaves out the related task): the one session that
         # may be asking, if there is only one: with a request in flight that may ask, or with a
-        # task not seen finished (docs/decisions.md §54, §55). Two or more: refused.
+        # task not seen finished (docs/decisions.md §56, §57). Two or more: refused.
         asking = [p for p in self._pending.values() if p.session is not None and p.method not in multiplex.QUIET_METHODS]
         candidates = {id(p.session): p.session for p in asking if p.session is not None}
         candidates.update({id(s): s for s in self._task_owner.values() if s.running})

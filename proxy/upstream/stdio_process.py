@@ -6,7 +6,7 @@ may write anything to stderr. Here: each stdout line that is a JSON object goes 
 a line that is not JSON, or longer than `max_line_bytes`, is logged and skipped (never fatal);
 each stderr line goes to the proxy's log with the backend's name. `stop()` closes stdin (EOF),
 then sends SIGTERM, then SIGKILL, each after `grace_s`, and always waits for the exit
-(docs/behaviour.md §7 "stdio backends"; docs/decisions.md §57).
+(docs/behaviour.md §7 "stdio backends"; docs/decisions.md §59).
 """
 
 from __future__ import annotations

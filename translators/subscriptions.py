@@ -1,0 +1,118 @@
+"""`subscriptions/listen` for a modern client in front of a session-wire backend (docs/behaviour.md
+§4.9; core 2026-07-28 "subscriptions/listen", SEP-2663 `taskIds`).
+
+A 2026-07-28 client opts in to notification types with a `SubscriptionFilter`; a 2025-11-25 backend
+announces list changes and resource updates on its session's GET stream, for whatever its
+`initialize` capabilities declare (`listChanged`, `subscribe`). These functions decide what a
+subscription gets, and shape every message of its stream: the acknowledgement first, then each
+notification stamped with `_meta["io.modelcontextprotocol/subscriptionId"]` (the listen request's
+JSON-RPC id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+LIST_CHANGED: dict[str, tuple[str, str]] = {
+    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
+    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
+    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
+}
+"""Filter flag → (the capability whose `listChanged` carries it, the notification)."""
+_FLAG_OF = {method: flag for flag, (_, method) in LIST_CHANGED.items()}
+
+
+def offered_filter(capabilities: Mapping[str, Any], *, offers_tool_tasks: bool) -> dict[str, Any]:
+    """What the proxy can deliver from a backend with these 2025-11-25 `initialize` capabilities:
+    each list flag whose capability declares `listChanged: true`, `resourceSubscriptions` when
+    `resources.subscribe` is true, `taskIds` when the backend runs tool tasks (the value `[]`
+    means "any": it is a marker, narrowed against the request)."""
+    offered: dict[str, Any] = {}
+    for flag, (capability, _) in LIST_CHANGED.items():
+        value = capabilities.get(capability)
+        if isinstance(value, Mapping) and value.get("listChanged") is True:
+            offered[flag] = True
+    resources = capabilities.get("resources")
+    if isinstance(resources, Mapping) and resources.get("subscribe") is True:
+        offered["resourceSubscriptions"] = []
+    if offers_tool_tasks:
+        offered["taskIds"] = []
+    return offered
+
+
+def narrow_filter(requested: Any, offered: Mapping[str, Any]) -> dict[str, Any]:
+    """The acknowledged filter: the requested types the backend offers (flags only when requested
+    `true`; URI and task-id lists kept as requested, strings only, duplicates dropped in order)."""
+    if not isinstance(requested, Mapping):
+        return {}
+    agreed: dict[str, Any] = {}
+    for flag in LIST_CHANGED:
+        if requested.get(flag) is True and offered.get(flag) is True:
+            agreed[flag] = True
+    for key in ("resourceSubscriptions", "taskIds"):
+        values = requested.get(key)
+        if key in offered and isinstance(values, list):
+            agreed[key] = list(dict.fromkeys(v for v in values if isinstance(v, str)))
+    return agreed
+
+
+def _stamped(meta_id: Any, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    out = {key: value for key, value in (params or {}).items() if key != "_meta"}
+    meta = dict(params.get("_meta") or {}) if isinstance(params, Mapping) and isinstance(params.get("_meta"), Mapping) else {}
+    meta[SUBSCRIPTION_ID] = meta_id
+    out["_meta"] = meta
+    return out
+
+
+def acknowledged(subscription_id: Any, agreed: Mapping[str, Any]) -> dict[str, Any]:
+    """`notifications/subscriptions/acknowledged`, the first message of the listen stream."""
+    return {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {SUBSCRIPTION_ID: subscription_id}, "notifications": dict(agreed)}}
+
+
+def for_subscription(message: Mapping[str, Any], subscription_id: Any, agreed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a subscription gets of a notification from the backend's GET stream: a list change the
+    filter agreed to, or `notifications/resources/updated` for a subscribed URI, stamped with the
+    subscription id; None for anything else (task status goes by `tasks_notification`)."""
+    method = message.get("method")
+    params = message.get("params") if isinstance(message.get("params"), Mapping) else None
+    flag = _FLAG_OF.get(method) if isinstance(method, str) else None
+    if flag is not None:
+        if agreed.get(flag) is not True:
+            return None
+        return {"jsonrpc": "2.0", "method": method, "params": _stamped(subscription_id, params)}
+    if method == "notifications/resources/updated" and params is not None:
+        if params.get("uri") not in (agreed.get("resourceSubscriptions") or ()):
+            return None
+        return {"jsonrpc": "2.0", "method": method, "params": _stamped(subscription_id, params)}
+    return None
+
+
+def tasks_notification(subscription_id: Any, detailed_task: Mapping[str, Any]) -> dict[str, Any]:
+    """`notifications/tasks` for an acknowledged task id: `detailed_task` is what `tasks/get` answers
+    then (a `DetailedTask`; its `resultType` and `_meta` are not part of the notification)."""
+    params = {key: value for key, value in detailed_task.items() if key not in ("resultType", "_meta")}
+    return {"jsonrpc": "2.0", "method": "notifications/tasks", "params": _stamped(subscription_id, params)}
+
+
+def listen_ended(subscription_id: Any) -> dict[str, Any]:
+    """The `subscriptions/listen` result sent when the proxy ends a subscription gracefully."""
+    return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: subscription_id}}
+
+
+def advertised(capabilities: Mapping[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+    """`shown` (capabilities as v2 shows them) with `listChanged` and `subscribe` put back where the
+    backend declares them: the proxy delivers them through `subscriptions/listen`."""
+    out = dict(shown)
+    for name in ("tools", "prompts", "resources"):
+        declared = capabilities.get(name)
+        if not isinstance(declared, Mapping) or not isinstance(out.get(name), Mapping):
+            continue
+        keys = ("listChanged", "subscribe") if name == "resources" else ("listChanged",)
+        extra = {key: True for key in keys if declared.get(key) is True}
+        if extra:
+            out[name] = {**out[name], **extra}
+    return out
