@@ -21,7 +21,7 @@ import pytest
 
 from proxy.demo.node_packages import OFFICIAL_SCHEMAS, SERVER_EVERYTHING, ensure_npm_packages
 from proxy.demo.node_tools import ensure_conformance
-from proxy.demo.processes import ServerProcess, start_reference_v1_server
+from proxy.demo.processes import ServerProcess
 from support import RunningProxy, running_proxy
 
 pytestmark = pytest.mark.peers
@@ -44,16 +44,6 @@ def everything(node: str) -> Iterator[ServerProcess]:
     entry = prefix / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
     server = ServerProcess.start([node, "--import", str(NODE_DIR / "loopback_listen.mjs"), str(entry), "streamableHttp"],
                                  env={"PORT": "0"})
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def listing_v1_server() -> Iterator[ServerProcess]:
-    """The reference v1 server with `tools.listChanged` and `add_tool` (REFERENCE_V1_LIST_CHANGED=1)."""
-    server = start_reference_v1_server(env={"REFERENCE_V1_LIST_CHANGED": "1"})
     try:
         yield server
     finally:
@@ -98,6 +88,16 @@ async def test_everything_progress_reaches_the_callback_every_step_in_order(node
         {"type": "text", "text": "Long running operation completed. Duration: 1 seconds, Steps: 10."}]
 
 
+async def test_everything_capabilities_show_what_the_proxy_delivers(node, via_everything):
+    answer = await _client(node, via_everything, "progress", {"tool": "echo", "arguments": {"message": "hi"}})
+    assert answer["capabilities"] == {
+        "tools": {"listChanged": True}, "prompts": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True}, "logging": {}, "completions": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    assert answer["progress"] == []
+    assert answer["result"]["content"] == [{"type": "text", "text": "Echo: hi"}]
+
+
 async def test_everything_listen_is_acknowledged_and_a_resource_list_change_delivered(node, via_everything):
     data = "data:text/plain;base64,aGVsbG8="  # "hello": no network needed
     answer = await _client(node, via_everything, "listen", {
@@ -109,11 +109,22 @@ async def test_everything_listen_is_acknowledged_and_a_resource_list_change_deli
     assert answer["closed"] == "local"
 
 
-# -- the reference v1 server -------------------------------------------------------------------
+async def test_everything_a_subscribed_resource_update_reaches_the_listener(node, via_everything):
+    uri = "demo://resource/dynamic/text/1"
+    answer = await _client(node, via_everything, "listen", {
+        "filter": {"resourceSubscriptions": [uri]}, "tool": "toggle-subscriber-updates", "arguments": {},
+        "wait": "notifications/resources/updated"})
+    assert answer["honored"] == {"resourceSubscriptions": [uri]}
+    assert answer["delivered"] == [f"notifications/resources/updated {uri}"]
+
+
+# -- the reference v1 server (`listing_v1_server`: tools.listChanged and add_tool) ---------------
 
 
 async def test_v1_progress_reaches_the_callback_every_step_in_order(node, via_v1):
     answer = await _client(node, via_v1, "progress", {"tool": "report_progress", "arguments": {"count": 100}})
+    assert answer["capabilities"] == {"tools": {"listChanged": True}, "logging": {},
+                                      "extensions": {"io.modelcontextprotocol/tasks": {}}}
     assert answer["progress"] == [{"progress": step, "total": 100, "message": f"step {step}"} for step in range(1, 101)]
     assert answer["result"] == _text("progress done")
 

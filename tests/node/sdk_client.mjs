@@ -17,6 +17,8 @@
 //       listen(filter), then calls the tool, then waits for a notification of method `wait`
 //       (delivered through the subscription to the client's notification handler):
 //       {"ok": true, "honored": {...}, "delivered": [method...], "tools": [name...], "result": {...}}
+//       (a resources/updated is listed as "<method> <uri>")
+// Every answer also carries "capabilities", the server's as the client sees them after connecting.
 // Failures print {"ok": false, "error": "<name>: <message>"}.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -72,9 +74,9 @@ async function listen() {
   let arrived;
   const wanted = new Promise((resolve) => { arrived = resolve; });
   for (const method of ["notifications/tools/list_changed", "notifications/resources/list_changed",
-    "notifications/prompts/list_changed"]) {
-    client.setNotificationHandler(method, () => {
-      delivered.push(method);
+    "notifications/prompts/list_changed", "notifications/resources/updated"]) {
+    client.setNotificationHandler(method, (n) => {
+      delivered.push(n.params?.uri === undefined ? method : `${method} ${n.params.uri}`);
       if (method === arg.wait) arrived();
     });
   }
@@ -90,7 +92,7 @@ async function listen() {
 const modes = { progress, logs, listen };
 try {
   await client.connect(new sdk.StreamableHTTPClientTransport(new URL(url)));
-  const out = await modes[mode]();
+  const out = { capabilities: client.getServerCapabilities(), ...(await modes[mode]()) };
   await client.close();
   process.stdout.write(JSON.stringify({ ok: true, ...out }) + "\n");
 } catch (error) {
