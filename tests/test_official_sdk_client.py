@@ -104,9 +104,9 @@ async def test_everything_listen_is_acknowledged_and_a_resource_list_change_deli
         "filter": {"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True},
         "tool": "gzip-file-as-resource", "arguments": {"name": "hello.gz", "data": data},
         "wait": "notifications/resources/list_changed"})
-    assert answer["honored"] == {"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True}
+    assert answer["honored"] == [{"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True}]
     assert answer["delivered"] == ["notifications/resources/list_changed"]
-    assert answer["closed"] == "local"
+    assert answer["closed"] == ["local"]
 
 
 async def test_everything_a_subscribed_resource_update_reaches_the_listener(node, via_everything):
@@ -114,7 +114,7 @@ async def test_everything_a_subscribed_resource_update_reaches_the_listener(node
     answer = await _client(node, via_everything, "listen", {
         "filter": {"resourceSubscriptions": [uri]}, "tool": "toggle-subscriber-updates", "arguments": {},
         "wait": "notifications/resources/updated"})
-    assert answer["honored"] == {"resourceSubscriptions": [uri]}
+    assert answer["honored"] == [{"resourceSubscriptions": [uri]}]
     assert answer["delivered"] == [f"notifications/resources/updated {uri}"]
 
 
@@ -143,8 +143,17 @@ async def test_v1_listen_is_acknowledged_and_a_tools_list_change_delivered(node,
     answer = await _client(node, via_v1, "listen", {
         "filter": {"toolsListChanged": True, "promptsListChanged": True},
         "tool": "add_tool", "arguments": {"name": "added_by_listen"}, "wait": "notifications/tools/list_changed"})
-    assert answer["honored"] == {"toolsListChanged": True}
+    assert answer["honored"] == [{"toolsListChanged": True}]
     assert answer["delivered"] == ["notifications/tools/list_changed"]
     assert answer["result"] == _text("added added_by_listen")
     assert answer["tools"][-2:] == ["add_tool", "added_by_listen"]
-    assert answer["closed"] == "local"
+    assert answer["closed"] == ["local"]
+
+
+async def test_v1_two_listeners_of_one_client_each_get_the_change(node, via_v1):
+    answer = await _client(node, via_v1, "listen", {
+        "filter": {"toolsListChanged": True}, "listeners": 2,
+        "tool": "add_tool", "arguments": {"name": "added_for_two"}, "wait": "notifications/tools/list_changed"})
+    assert answer["honored"] == [{"toolsListChanged": True}, {"toolsListChanged": True}]
+    assert answer["delivered"] == ["notifications/tools/list_changed", "notifications/tools/list_changed"]
+    assert answer["closed"] == ["local", "local"]

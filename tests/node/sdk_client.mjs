@@ -13,10 +13,12 @@
 //       calls the tool with _meta io.modelcontextprotocol/logLevel = level, records every
 //       notifications/message, and tries setLoggingLevel(level) afterwards:
 //       {"ok": true, "logs": [{level, logger, data}...], "result": {...}, "setLoggingLevel": "<error>"}
-//   listen {filter, tool, arguments, wait}
-//       listen(filter), then calls the tool, then waits for a notification of method `wait`
-//       (delivered through the subscription to the client's notification handler):
-//       {"ok": true, "honored": {...}, "delivered": [method...], "tools": [name...], "result": {...}}
+//   listen {filter, tool, arguments, wait, listeners}
+//       listen(filter) `listeners` times (default 1), then calls the tool, then waits for
+//       `listeners` notifications of method `wait` (delivered through the subscriptions to the client's
+//       notification handler), lists the tools and closes the subscriptions:
+//       {"ok": true, "honored": [{...} per subscription], "delivered": [method...],
+//        "tools": [name...], "result": {...}, "closed": ["local"...]}
 //       (a resources/updated is listed as "<method> <uri>")
 // Every answer also carries "capabilities", the server's as the client sees them after connecting.
 // Failures print {"ok": false, "error": "<name>: <message>"}.
@@ -72,21 +74,26 @@ async function logs() {
 async function listen() {
   const delivered = [];
   let arrived;
+  let waited = 0;
   const wanted = new Promise((resolve) => { arrived = resolve; });
   for (const method of ["notifications/tools/list_changed", "notifications/resources/list_changed",
     "notifications/prompts/list_changed", "notifications/resources/updated"]) {
     client.setNotificationHandler(method, (n) => {
       delivered.push(n.params?.uri === undefined ? method : `${method} ${n.params.uri}`);
-      if (method === arg.wait) arrived();
+      if (method === arg.wait && ++waited === (arg.listeners ?? 1)) arrived();
     });
   }
-  const subscription = await client.listen(arg.filter);
+  const subscriptions = [];
+  for (let n = 0; n < (arg.listeners ?? 1); n++) subscriptions.push(await client.listen(arg.filter));
   const result = await client.callTool({ name: arg.tool, arguments: arg.arguments });
   await within(wanted, arg.wait);
   const tools = (await client.listTools()).tools.map((tool) => tool.name);
-  await subscription.close();
-  const closed = await subscription.closed;
-  return { honored: subscription.honoredFilter, delivered, tools, result, closed };
+  const closed = [];
+  for (const subscription of subscriptions) {
+    await subscription.close();
+    closed.push(await subscription.closed);
+  }
+  return { honored: subscriptions.map((s) => s.honoredFilter), delivered, tools, result, closed };
 }
 
 const modes = { progress, logs, listen };
