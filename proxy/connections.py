@@ -12,7 +12,7 @@ cap (answered 503 with a JSON-RPC error body, then closed), and `handle_error` f
 requests (aiohttp logs the parser's message, which quotes up to 100 bytes of the offending line:
 a bearer token in an oversized `Authorization` header). The subclass reads a few of aiohttp's
 private fields (`_waiter`, `_messages`, `_request_count`, `_request_handler`): aiohttp is pinned
-in pyproject.toml, and tests/test_connections.py measures every bound against it.
+in pyproject.toml, and tests/operations/test_connections.py measures every bound against it.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def redis_url(redis_server: Any) -> str:
 
 @pytest.fixture(scope="session")
 def reference_v1_server() -> Iterator[ServerProcess]:
-    """The reference v1 server (``proxy/demo/v1_server.py`` on ``mcp==1.30.0``), one per run.
+    """The reference v1 server (``proxy/demo/servers/v1_server.py`` on ``mcp==1.30.0``), one per run.
 
     Yields the running :class:`ServerProcess`; its ``url`` is ``http://127.0.0.1:<port>/mcp``.
     The first use builds the ``mcp-v1`` peer environment (network access to PyPI needed once).
@@ -81,7 +81,7 @@ def reference_v1_server() -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="session")
 def reference_v2_server() -> Iterator[ServerProcess]:
-    """The reference v2 server (``proxy/demo/v2_server.py`` on ``fastmcp==4.1.4`` +
+    """The reference v2 server (``proxy/demo/servers/v2_server.py`` on ``fastmcp==4.1.4`` +
     ``fastmcp-tasks==4.1.4``), one per run, stopped by its own handle at the end."""
     yield from _running(start_reference_v2_server)
 

@@ -1,4 +1,4 @@
-"""Plumbing for the tests that run a peer's client checks script (``proxy/demo/*_client_checks.py``)
+"""Plumbing for the tests that run a peer's client checks script (``tests/peers/*_client_checks.py``)
 in its own environment and read its JSON lines: a peer server for a module, one run of the
 script, its lines, and what the tests learn from the script's source."""
 

@@ -1,14 +1,27 @@
-"""Validate a message against one definition of the shared MCP JSON Schemas, or against the
-official packages' zod schemas.
+"""Schema checks of the tests: the MCP project's official zod schemas on every layout, and the MCP
+JSON Schemas as an extra check where a checkout has them beside it.
 
-    from schemas import validate, validate_official
-    validate(result, "ext-tasks-draft.schema.json", "CreateTaskResult")
-    validate_official(result, "GetTaskResultV2Schema")
+    from schemas import EXT_TASKS, MCP_2025_11_25, MCP_2026_07_28, validate, validate_official
+    validate(result, EXT_TASKS, "CreateTaskResult")        # a definition of one MCP schema
+    validate_official(result, "GetTaskResultV2Schema")     # one official zod schema, by name
 
-The schema files live in ``shared/schemas/`` beside the repository (``/work/shared/schemas`` for
-``/work/main``); set ``MCP_TASKS_PROXY_SHARED`` to another ``shared`` directory to use that one.
-Each file is loaded once and registered as a ``referencing`` resource, so the ``#/$defs/...`` refs
-inside a file resolve within that file (the ext-tasks schema carries its own ``$defs``).
+`validate(message, schema, definition)` names a definition of one of three MCP schemas: the
+tasks extension (SEP-2663, :data:`EXT_TASKS`), MCP 2025-11-25 (:data:`MCP_2025_11_25`) and MCP
+2026-07-28 (:data:`MCP_2026_07_28`). It checks, in this order:
+
+1. the official zod schemas that stand for that definition (:data:`OFFICIAL`): those of npm
+   ``@modelcontextprotocol/ext-tasks`` (``/core/v2``, ``/core/v1``) and ``@modelcontextprotocol/core``,
+   which the project installs into the cache itself (``proxy/demo/node_packages.py``) and runs with
+   ``tests/node/validate.mjs``; some apply to a part of the message (each tool, each input request);
+2. the rules of the definition that those zod schemas leave open, written out here (:data:`RULES`;
+   e.g. core 2.4.0 shares its result schemas with 2025-11-25, so the 2026-07-28 ``resultType``,
+   ``cacheScope`` and ``ttlMs`` are checked by a rule);
+3. the JSON Schema file of that MCP schema, when a ``shared/schemas/`` directory is beside the
+   checkout (or named by ``MCP_TASKS_PROXY_SHARED``). Without it, steps 1 and 2 decide alone:
+   nothing is skipped.
+
+Each JSON Schema file is loaded once and registered as a ``referencing`` resource, so the
+``#/$defs/...`` refs inside a file resolve within that file.
 """
 
 from __future__ import annotations
@@ -18,6 +31,8 @@ import json
 import os
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,12 +42,177 @@ from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+EXT_TASKS = "ext-tasks"
+"""The tasks extension, SEP-2663 (``io.modelcontextprotocol/tasks``), on the 2026-07-28 wire."""
+MCP_2025_11_25 = "mcp-2025-11-25"
+"""MCP 2025-11-25, whose core carries the v1 tasks."""
+MCP_2026_07_28 = "mcp-2026-07-28"
+"""MCP 2026-07-28, the stateless wire."""
+
 SHARED_ENV = "MCP_TASKS_PROXY_SHARED"
-"""Environment variable naming the ``shared`` directory that holds ``schemas/``."""
+"""Environment variable naming a ``shared`` directory whose ``schemas/`` holds the JSON Schemas."""
+
+JSON_SCHEMA_FILES = {
+    EXT_TASKS: "ext-tasks-draft.schema.json",
+    MCP_2025_11_25: "mcp-2025-11-25.schema.json",
+    MCP_2026_07_28: "mcp-2026-07-28.schema.json",
+}
+"""The JSON Schema file of each MCP schema, inside ``shared/schemas/`` (the extra check)."""
+
+_ANY = "*"
+"""In a path: every value of an object, every item of a list."""
+
+
+@dataclass(frozen=True)
+class Zod:
+    """The official zod schema `name` (see :func:`check_official`) applied to the part of the
+    message at `at`: a path of keys, :data:`_ANY` for every value or item; a missing part is
+    optional and not checked."""
+
+    name: str
+    at: tuple[str, ...] = ()
+
+
+MODULE_CORE = "@modelcontextprotocol/core"
+_SUBSCRIPTION_ID = ("params", "_meta", "io.modelcontextprotocol/subscriptionId")
+"""Where a notification of a `subscriptions/listen` stream names its subscription (a RequestId)."""
+
+OFFICIAL: dict[tuple[str, str], tuple[Zod, ...]] = {
+    (EXT_TASKS, "CreateTaskResult"): (Zod("CreateTaskResultV2Schema"),),
+    (EXT_TASKS, "GetTaskResult"): (Zod("GetTaskResultV2Schema"), Zod("ServerRequestSchema", ("inputRequests", _ANY))),
+    (EXT_TASKS, "UpdateTaskResult"): (Zod("UpdateTaskResultV2Schema"),),
+    (EXT_TASKS, "CancelTaskResult"): (Zod("CancelTaskResultV2Schema"),),
+    (EXT_TASKS, "TaskStatusNotification"): (
+        Zod("TaskStatusNotificationV2Schema"), Zod("JSONRPCNotificationSchema"), Zod("RequestIdSchema", _SUBSCRIPTION_ID),
+    ),
+    (MCP_2025_11_25, "CallToolResult"): (Zod("CallToolResultV1Schema"), Zod("CallToolResultSchema")),
+    (MCP_2025_11_25, "CancelTaskResult"): (Zod("CancelTaskResultV1Schema"), Zod(f"{MODULE_CORE}:CancelTaskResultSchema")),
+    (MCP_2025_11_25, "CreateTaskResult"): (Zod("CreateTaskResultV1Schema"), Zod(f"{MODULE_CORE}:CreateTaskResultSchema")),
+    (MCP_2025_11_25, "ElicitRequest"): (Zod("ElicitRequestSchema"), Zod("JSONRPCRequestSchema")),
+    (MCP_2025_11_25, "GetTaskResult"): (Zod("GetTaskResultV1Schema"), Zod(f"{MODULE_CORE}:GetTaskResultSchema")),
+    (MCP_2025_11_25, "InitializeResult"): (Zod("InitializeResultSchema"),),
+    (MCP_2025_11_25, "JSONRPCErrorResponse"): (Zod("JSONRPCErrorResponseSchema"),),
+    (MCP_2025_11_25, "JSONRPCResultResponse"): (Zod("JSONRPCResultResponseSchema"),),
+    (MCP_2025_11_25, "ListTasksResult"): (Zod("ListTasksResultV1Schema"), Zod("ListTasksResultSchema")),
+    (MCP_2025_11_25, "ListToolsResult"): (Zod("ListToolsResultSchema"), Zod("ToolV1Schema", ("tools", _ANY))),
+    (MCP_2025_11_25, "Task"): (Zod("TaskV1Schema"), Zod(f"{MODULE_CORE}:TaskSchema")),
+    (MCP_2025_11_25, "TaskStatusNotificationParams"): (Zod(f"{MODULE_CORE}:TaskStatusNotificationParamsSchema"),),
+    (MCP_2026_07_28, "CallToolResult"): (Zod("CallToolResultSchema"), Zod("CallToolResultV2Schema")),
+    (MCP_2026_07_28, "DiscoverResult"): (
+        Zod("DiscoverResultSchema"), Zod("ImplementationSchema", ("_meta", "io.modelcontextprotocol/serverInfo")),
+    ),
+    (MCP_2026_07_28, "InputRequiredResult"): (
+        Zod("InputRequiredCallToolResultV2Schema"), Zod("ServerRequestSchema", ("inputRequests", _ANY)),
+    ),
+    (MCP_2026_07_28, "JSONRPCErrorResponse"): (Zod("JSONRPCErrorResponseSchema"),),
+    (MCP_2026_07_28, "ListToolsResult"): (Zod("ListToolsResultSchema"), Zod("ToolV2Schema", ("tools", _ANY))),
+    (MCP_2026_07_28, "SubscriptionsAcknowledgedNotification"): (
+        Zod("SubscriptionsAcknowledgedNotificationSchema"), Zod("JSONRPCNotificationSchema"),
+        Zod("RequestIdSchema", _SUBSCRIPTION_ID),
+    ),
+}
+"""The official zod schemas that stand for each definition the tests use, all of which must pass."""
+
+
+# --- the rules the official zod schemas leave open -----------------------------------------------
+
+
+def _cacheable_result(message: Any) -> Iterator[str]:
+    """MCP 2026-07-28 ``CacheableResult``: ``resultType`` a string, ``cacheScope`` "private" or
+    "public", ``ttlMs`` an integer >= 0, all three required (core 2.4.0 leaves them open)."""
+    if not isinstance(message, dict):
+        return
+    if not isinstance(message.get("resultType"), str):
+        yield f"resultType: a string is required, got {message.get('resultType', '<missing>')!r}"
+    if message.get("cacheScope") not in ("private", "public"):
+        yield f"cacheScope: \"private\" or \"public\" is required, got {message.get('cacheScope', '<missing>')!r}"
+    ttl = message.get("ttlMs")
+    if not (isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0):
+        yield f"ttlMs: an integer >= 0 is required, got {message.get('ttlMs', '<missing>')!r}"
+
+
+def _tool_schemas_2025(message: Any) -> Iterator[str]:
+    """MCP 2025-11-25 ``Tool.inputSchema`` / ``outputSchema``: ``properties`` maps names to objects,
+    ``required`` lists strings (the official zod schemas check neither)."""
+    tools = message.get("tools") if isinstance(message, dict) else None
+    for index, tool in enumerate(tools if isinstance(tools, list) else []):
+        for key in ("inputSchema", "outputSchema"):
+            schema = tool.get(key) if isinstance(tool, dict) else None
+            if not isinstance(schema, dict):
+                continue
+            properties = schema.get("properties", {})
+            if not isinstance(properties, dict) or not all(isinstance(p, dict) for p in properties.values()):
+                yield f"tools.{index}.{key}.properties: an object of objects is required, got {properties!r}"
+            required = schema.get("required", [])
+            if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+                yield f"tools.{index}.{key}.required: a list of strings is required, got {required!r}"
+
+
+RULES: dict[tuple[str, str], tuple[Callable[[Any], Iterator[str]], ...]] = {
+    (MCP_2025_11_25, "ListToolsResult"): (_tool_schemas_2025,),
+    (MCP_2026_07_28, "DiscoverResult"): (_cacheable_result,),
+    (MCP_2026_07_28, "ListToolsResult"): (_cacheable_result,),
+}
+"""Rules of a definition that its official zod schemas leave open; each yields its problems."""
+
+
+def _parts(message: Any, at: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    """The parts of `message` at path `at` (see :class:`Zod`), each with its dotted location."""
+    if not at:
+        yield "", message
+        return
+    head, rest = at[0], at[1:]
+    if head == _ANY:
+        items = message.items() if isinstance(message, dict) else enumerate(message) if isinstance(message, list) else ()
+    else:
+        items = [(head, message[head])] if isinstance(message, dict) and head in message else []
+    for key, value in items:
+        for where, part in _parts(value, rest):
+            yield f"{key}.{where}" if where else str(key), part
+
+
+def official_problems(message: Any, schema: str, definition: str) -> list[str]:
+    """What the official zod schemas (:data:`OFFICIAL`) and the rules (:data:`RULES`) find wrong with
+    `message` as `definition` of `schema`; empty when it passes. Raises ``KeyError`` for a
+    definition without official schemas (add it to :data:`OFFICIAL`)."""
+    checks = OFFICIAL.get((schema, definition))
+    if checks is None:
+        raise KeyError(f"no official zod schema stands for {schema} {definition}: add it to schemas.OFFICIAL")
+    problems = []
+    for check in checks:
+        for where, part in _parts(message, check.at):
+            error = check_official(part, check.name)
+            if error is not None:
+                problems.append(f"{check.name}{' at ' + where if where else ''}: {error}")
+    for rule in RULES.get((schema, definition), ()):
+        problems.extend(rule(message))
+    return problems
+
+
+def validate(message: Any, schema: str, definition: str) -> None:
+    """Assert that `message` is a valid `definition` of `schema` (:data:`EXT_TASKS`,
+    :data:`MCP_2025_11_25` or :data:`MCP_2026_07_28`): official zod schemas and rules first, then the
+    JSON Schema where ``shared/schemas/`` is present (see the module docstring).
+
+    Raises ``AssertionError`` naming each problem (zod's issues, a rule's, or the JSON Schema
+    validator's best error with its path), and ``KeyError`` for a definition not in :data:`OFFICIAL`.
+    """
+    problems = official_problems(message, schema, definition)
+    if problems:
+        raise AssertionError(f"{schema} {definition}: " + "; ".join(problems) + f"\nmessage: {json.dumps(message)}")
+    schema_file = JSON_SCHEMA_FILES[schema]
+    if (schemas_dir() / schema_file).is_file():
+        error = best_match(_validator(schema_file, definition).iter_errors(message))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "<root>"
+            raise AssertionError(f"{schema_file}#/$defs/{definition}: at {where}: {error.message}")
+
+
+# --- the JSON Schemas (extra check, where present) -----------------------------------------------
 
 
 def schemas_dir() -> Path:
-    """``$MCP_TASKS_PROXY_SHARED/schemas``, else ``shared/schemas`` two levels above ``tests/``."""
+    """``$MCP_TASKS_PROXY_SHARED/schemas``, else ``shared/schemas`` beside the checkout (it may not exist)."""
     shared = os.environ.get(SHARED_ENV)
     base = Path(shared) if shared else Path(__file__).resolve().parents[2] / "shared"
     return base / "schemas"
@@ -41,13 +221,7 @@ def schemas_dir() -> Path:
 @lru_cache(maxsize=None)
 def _load(schema_file: str) -> tuple[str, dict[str, Any], Registry]:
     """The base URI, the parsed document and a registry holding it, once per file."""
-    path = schemas_dir() / schema_file
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"JSON Schema {path} not found. The tests validate against the MCP project's schemas, kept in "
-            f"shared/schemas/ beside the checkout (as CI lays it out); set {SHARED_ENV} to a directory holding schemas/."
-        )
-    contents = json.loads(path.read_text(encoding="utf-8"))
+    contents = json.loads((schemas_dir() / schema_file).read_text(encoding="utf-8"))
     uri = contents.get("$id") or f"urn:mcp-tasks-proxy:schemas:{schema_file}"
     resource = Resource.from_contents(contents, default_specification=DRAFT202012)
     return uri, contents, Registry().with_resource(uri, resource)
@@ -59,17 +233,6 @@ def _validator(schema_file: str, definition: str) -> Draft202012Validator:
     if definition not in contents.get("$defs", {}):
         raise KeyError(f"{schema_file} has no $defs/{definition}")
     return Draft202012Validator({"$ref": f"{uri}#/$defs/{definition}"}, registry=registry)
-
-
-def validate(message: dict[str, Any], schema_file: str, definition: str) -> None:
-    """Assert that `message` is valid against ``$defs[definition]`` of `schema_file`.
-
-    Raises ``AssertionError`` carrying the validator's best error (message and JSON path).
-    """
-    error = best_match(_validator(schema_file, definition).iter_errors(message))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "<root>"
-        raise AssertionError(f"{schema_file}#/$defs/{definition}: at {where}: {error.message}")
 
 
 # --- the official zod schemas (npm @modelcontextprotocol/ext-tasks and @modelcontextprotocol/core) ---

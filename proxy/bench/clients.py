@@ -58,7 +58,7 @@ FAST_TOOLS = Tools()
 """The fast upstream's tools (`proxy.bench.upstream`)."""
 REFERENCE_TOOLS = Tools(echo="greet", echo_args={"name": "bench"}, echo_text="Hello, bench!", task="slow_compute",
                         task_args={"seconds": 0, "label": "bench"}, task_text="computed bench", progress="report_progress")
-"""The reference v1 server's tools (`proxy/demo/v1_server.py`)."""
+"""The reference v1 server's tools (`proxy/demo/servers/v1_server.py`)."""
 
 
 def _dumps(obj: Any) -> bytes:

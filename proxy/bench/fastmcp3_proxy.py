@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demo"))  # runs as a script in a peer env
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demo" / "servers"))  # runs as a script in a peer env
 from loopback_serve import loopback_socket  # noqa: E402
 
 

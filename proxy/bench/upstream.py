@@ -45,7 +45,7 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.demo.loopback_serve import loopback_socket
+from proxy.demo.servers.loopback_serve import loopback_socket
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"

@@ -1,7 +1,7 @@
 """The official MCP conformance suite (npm) and the Node 22 it needs, installed on demand.
 
 The suite ``@modelcontextprotocol/conformance`` tests a v2-modern server; its ``tasks-*``
-scenarios exercise the tasks extension (``shared/peers/README.md``). It needs Node >= 22, which
+scenarios exercise the tasks extension (``docs/wire.md`` §7 "Conformance suite"). It needs Node >= 22, which
 the machine may not have, so the npm package ``node`` (a prebuilt binary in a package) is
 installed beside it. Both are pinned exactly.
 
@@ -79,7 +79,7 @@ CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 NODE_PACKAGE = "node@22.23.3"
 _NODE_VERSION = NODE_PACKAGE.split("@", 1)[1]
 
-#: The suite's ``tasks-*`` server scenarios, in the order of ``shared/peers/README.md``.
+#: The suite's ``tasks-*`` server scenarios, in the order of ``docs/wire.md`` §7 "Conformance suite".
 #: ``tasks-status-notifications`` is always skipped by the suite itself.
 SCENARIOS: tuple[str, ...] = (
     "tasks-lifecycle",

@@ -35,11 +35,11 @@ __all__ = [
 #: Prefix of the readiness line a child prints, followed by its URL.
 LISTENING_PREFIX = "LISTENING "
 #: The reference v1 server script (run with the ``mcp-v1`` peer environment's python).
-V1_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_server.py")
+V1_SERVER_SCRIPT = Path(__file__).resolve().parent / "servers" / "v1_server.py"
 #: The FastMCP 3 v1 fixture server script (run with the ``fastmcp3`` peer environment's python).
-V1_FASTMCP3_SERVER_SCRIPT = Path(__file__).resolve().with_name("v1_fastmcp3_server.py")
+V1_FASTMCP3_SERVER_SCRIPT = Path(__file__).resolve().parent / "servers" / "v1_fastmcp3_server.py"
 #: The reference v2 server script (run with the ``fastmcp4`` peer environment's python).
-V2_SERVER_SCRIPT = Path(__file__).resolve().with_name("v2_server.py")
+V2_SERVER_SCRIPT = Path(__file__).resolve().parent / "servers" / "v2_server.py"
 
 _TAIL_LINES = 200
 _STOP_GRACE_S = 5.0

@@ -1,5 +1,5 @@
 // Drives the official MCP Tasks client (npm @modelcontextprotocol/ext-tasks, `withTasks`) against a
-// 2026-07-28 endpoint over plain HTTP, for tests/test_official_tasks_client.py.
+// 2026-07-28 endpoint over plain HTTP, for tests/conformance/test_official_tasks_client.py.
 //
 //   node tasks_client.mjs <npm prefix> <url> <tool> <arguments as JSON> [<elicitation answer as JSON>]
 //

@@ -1,6 +1,6 @@
 """A plain v1 server on the official ``mcp==1.30.0`` SDK, as deployments run it: the low-level
 ``Server`` with ``server.experimental.enable_tasks()`` and nothing else (none of the workarounds of
-``proxy/demo/v1_sdk_fixes.py``), served by ``StreamableHTTPSessionManager`` under Starlette on
+``proxy/demo/servers/v1_sdk_fixes.py``), served by ``StreamableHTTPSessionManager`` under Starlette on
 uvicorn.
 
 Run in the ``mcp-v1`` peer environment (``proxy/demo/peers.py``)::
@@ -33,7 +33,7 @@ from mcp.types import CallToolResult, CreateTaskResult, TextContent, Tool, ToolE
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "proxy" / "demo"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "proxy" / "demo" / "servers"))
 import loopback_serve  # noqa: E402  (the serve-and-announce entry point the reference servers share)
 
 server: Server[Any, Any] = Server("plain-mcp1")

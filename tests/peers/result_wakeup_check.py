@@ -1,5 +1,5 @@
 """``tasks/result`` on the reference v1 server's task store when the work ends between the
-handler's read of the task and its wait for the next update (``proxy/demo/v1_sdk_fixes.py``,
+handler's read of the task and its wait for the next update (``proxy/demo/servers/v1_sdk_fixes.py``,
 "The wake-up fix").
 
 Run in the ``mcp-v1`` peer environment (``proxy/demo/peers.py``) with the store to use::
@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "proxy" / "demo"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "proxy" / "demo" / "servers"))
 
 from mcp.server.experimental.task_result_handler import TaskResultHandler  # noqa: E402
 from mcp.shared.experimental.tasks.in_memory_task_store import InMemoryTaskStore  # noqa: E402

@@ -1,0 +1,96 @@
+"""`mcp-tasks-proxy serve`: probes its backend at start and refuses dialects it cannot serve."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from proxy.keys import new_key_text
+from support import Caller
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+@pytest.mark.peers
+async def test_serve_runs_in_front_of_a_v1_server_and_stops_on_sigterm(reference_v1_server, tmp_path):
+    process = await _spawn("serve", "--upstream", reference_v1_server.url, "--listen", "127.0.0.1:0", tmp_path=tmp_path)
+    try:
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        assert line.startswith("mcp-tasks-proxy listening on http://127.0.0.1:")
+        url = line.split()[3]
+        async with aiohttp.ClientSession() as http:
+            answer = await Caller(http, url).call("tools/call", {"name": "greet", "arguments": {"name": "CLI"}})
+        assert answer.result["content"] == [{"type": "text", "text": "Hello, CLI!"}]
+    finally:
+        if process.returncode is None:  # it may have exited already (the assertion above says why)
+            process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 15) == 0
+
+
+async def test_serve_names_a_v2_session_backend_and_serves_it(tmp_path):
+    """A minimal v2-session peer (no public one runs here): a session-wire server whose initialize
+    declares the tasks extension. Every dialect is served now; the start-up line says which one."""
+
+    async def v2_session(request: web.Request) -> web.Response:
+        if request.method == "DELETE":
+            return web.Response(status=200)
+        body = await request.json()
+        if body.get("method") == "server/discover":
+            return web.json_response({"jsonrpc": "2.0", "id": "server-error",
+                                      "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}, status=400)
+        if body.get("method") == "initialize":
+            result = {"protocolVersion": "2025-11-25", "serverInfo": {"name": "s", "version": "1"},
+                      "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}}
+            return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result}, headers={"Mcp-Session-Id": "s1"})
+        if "id" not in body:
+            return web.Response(status=202)
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": []}})
+
+    app = web.Application()
+    app.router.add_route("*", "/mcp", v2_session)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    host, port = runner.addresses[0][:2]
+    try:
+        process = await _spawn("serve", "--upstream", f"http://{host}:{port}/mcp", "--listen", "127.0.0.1:0", tmp_path=tmp_path)
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        await runner.cleanup()
+    assert line.startswith("mcp-tasks-proxy listening on http://127.0.0.1:")
+    assert process.returncode == 0
+    assert f"backend probed: main at http://{host}:{port}/mcp: v2-session (2025-11-25; tool tasks)" in stderr.decode()
+
+
+async def test_serve_reports_configuration_errors_by_key(tmp_path):
+    process = await _spawn("serve", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "nohost", tmp_path=tmp_path)
+    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    assert "listen: Value error, must be HOST:PORT" in stderr.decode()
+
+
+@pytest.mark.peers
+async def test_reference_server_on_a_busy_port_says_so_in_one_line(reference_v1_server, tmp_path):
+    # reference_v1_server: the mcp-v1 environment exists, so nothing is installed here.
+    busy = int(reference_v1_server.url.rsplit(":", 1)[1].split("/", 1)[0])
+    process = await _spawn("reference-server", "v1", "--port", str(busy), tmp_path=tmp_path)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert (process.returncode, stdout.decode()) == (1, "")
+    assert stderr.decode() == f"error: reference v1 server did not start: cannot listen on 127.0.0.1:{busy}: Address already in use\n"

@@ -1,0 +1,79 @@
+"""Configuration: the example file documents every setting, and errors name the key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from proxy.config import ConfigError, Settings, Upstream, load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_example_config_loads_to_the_defaults():
+    settings = load(ROOT / "config.example.toml")
+    assert settings == Settings(upstream=[Upstream(name="main", url="http://127.0.0.1:3000/mcp")])
+
+
+def test_example_config_names_every_setting():
+    text = (ROOT / "config.example.toml").read_text()
+    keys = set(re.findall(r"^#? ?([a-z0-9_]+) = ", text, re.MULTILINE))
+    assert keys == set(Settings.model_fields) - {"upstream"} | set(Upstream.model_fields)
+
+
+def test_configuration_reference_names_every_setting():
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [k for k in [*Settings.model_fields, *Upstream.model_fields] if f"`{k}`" not in doc]
+    assert missing == []
+
+
+def test_cli_overrides_win_over_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('listen = "127.0.0.1:9000"\n[[upstream]]\nurl = "http://127.0.0.1:1/mcp"\n')
+    settings = load(path, {"listen": "127.0.0.1:0", "upstream": [{"url": "http://127.0.0.1:2/mcp"}]})
+    assert (settings.listen, settings.upstream[0].url) == ("127.0.0.1:0", "http://127.0.0.1:2/mcp")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lisen = 1\n", "unknown key 'lisen' (did you mean 'listen'?)"),
+        ("reconect_wait_ms = 10\n", "unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"),
+        ("colour = 1\n", "unknown key 'colour'"),
+        ('[[upstream]]\nurl = "http://x"\nnmae = "a"\n', "upstream.0: unknown key 'nmae' (did you mean 'name'?)"),
+        ('listen = "nohost"\n', "listen: Value error, must be HOST:PORT, e.g. 127.0.0.1:8080 (got 'nohost')"),
+        ('v1_session_scope = "all"\n', "v1_session_scope: Input should be 'principal' or 'task' (got 'all')"),
+        ('[[upstream]]\nurl = "ftp://x"\n', "upstream.0.url: Value error, must be an http:// or https:// URL (got 'ftp://x')"),
+        ("task_ttl_ms = -1\n", "task_ttl_ms: Input should be greater than or equal to 0 (got -1)"),
+        ("max_body_bytes = \n", "not valid TOML"),
+    ],
+)
+def test_configuration_errors_name_the_key(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert message in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_a_misspelt_key_is_named_with_the_key_it_probably_means(tmp_path):
+    path = tmp_path / "typo.toml"
+    path.write_text("reconect_wait_ms = 10\n")
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}: unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"
+
+
+def test_replicas_refuse_an_auto_created_key(tmp_path):
+    from proxy.keys import load_master_key, new_key_text
+
+    settings = load(None, {"replicas": 2, "state_dir": str(tmp_path), "upstream": [{"url": "http://127.0.0.1:1/mcp"}]})
+    with pytest.raises(ConfigError) as caught:
+        load_master_key(settings, {})
+    assert str(caught.value).startswith("replicas: 2 replicas must share one sealing key")
+    assert not (tmp_path / "key").exists()
+    key, source = load_master_key(settings, {"MCP_TASKS_PROXY_KEY": new_key_text()})
+    assert (len(key), source) == (64, "environment")

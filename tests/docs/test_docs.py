@@ -1,0 +1,75 @@
+"""The documents stay in step with the code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from support import running_proxy
+from translators.table import render
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_translation_table_in_docs_is_generated_from_the_code():
+    doc = (ROOT / "docs" / "translation.md").read_text()
+    generated = doc.split("<!-- BEGIN GENERATED: python -m translators.table -->\n", 1)[1].split("<!-- END GENERATED -->", 1)[0]
+    assert generated == render()
+
+
+def test_readme_quick_start_is_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.startswith("# mcp-tasks-proxy")
+    section = readme.split("## Quick start", 1)[1]
+    block = section.split("```", 2)[1]
+    lines = [line for line in block.splitlines()[1:] if line.strip()]
+    assert len(lines) == 2
+    assert "mcp-tasks-proxy demo" in lines[0]
+    assert "pytest" in lines[1] or "ci" in lines[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    test_command = readme.split("## Quick start", 1)[1].split("```", 2)[1].splitlines()[2]
+    assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def _readme_curl_blocks() -> list[str]:
+    """The README's ``sh`` blocks that call the proxy with curl, in order."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = [part.split("\n", 1)[1] for part in readme.split("```")[1::2] if part.startswith("sh\n")]
+    return [block for block in blocks if "curl -s http://127.0.0.1:8080/mcp" in block]
+
+
+@pytest.mark.peers
+async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(reference_v1_server, tmp_path):
+    # Each command as the README prints it, against a proxy in front of the reference v1 server;
+    # only the address is the test proxy's and TASK is set from the first answer.
+    create, poll = _readme_curl_blocks()
+    assert poll.startswith("TASK='<the taskId from the answer>'\n")
+    async with running_proxy(reference_v1_server.url, tmp_path) as proxy:
+
+        async def sh(command: str, **env: str) -> dict:
+            process = await asyncio.create_subprocess_exec(
+                "bash", "-c", command.replace("http://127.0.0.1:8080/mcp", proxy.url),
+                env={**os.environ, **env}, stdout=asyncio.subprocess.PIPE,
+            )
+            out, _ = await process.communicate()
+            assert process.returncode == 0
+            return json.loads(out)
+
+        created = (await sh(create))["result"]
+        assert (created["resultType"], created["status"]) == ("task", "working")
+        command = poll.split("\n", 1)[1]
+        for _ in range(100):
+            answer = await sh(command, TASK=created["taskId"])
+            if answer["result"]["status"] == "completed":
+                break
+            await asyncio.sleep(0.2)
+    assert answer["id"] == 2
+    assert answer["result"]["result"] == {"content": [{"type": "text", "text": "computed hello"}], "isError": False,
+                                          "resultType": "complete"}

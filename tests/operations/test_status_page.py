@@ -1,0 +1,181 @@
+"""The operator's status page (docs/configuration.md "Status page"): v1, v2-modern and v2-session
+clients with their own clientInfo through the proxy to a v1 and a v2-modern backend, then
+`/status.json` checked count by count, and `/status` rendered by a real headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from browser import dump_dom, screenshot, tables
+from session_support import SessionCaller
+from support import TASKS_EXT, Caller, running_proxy
+
+pytestmark = pytest.mark.peers
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+LEGACY = {"name": "legacy-cli", "version": "1.2.0"}
+MODERN_APP = {"name": "modern-app", "version": "3.0.0"}
+BRIDGE = {"name": "bridge-agent", "version": "0.9.0"}
+
+
+class NamedCaller(Caller):
+    """A modern caller that names itself `info` in every request's `_meta`."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, info: dict[str, str]):
+        super().__init__(http, url)
+        self.info = info
+
+    def body(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None) -> dict[str, Any]:
+        body = super().body(method, params, declare=declare)
+        body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = self.info
+        return body
+
+
+async def _session(http: aiohttp.ClientSession, url: str, info: dict[str, str], *, v2: bool = False) -> SessionCaller:
+    caller = SessionCaller(http, url)
+    capabilities: dict[str, Any] = {"elicitation": {}}
+    if v2:
+        capabilities["extensions"] = {TASKS_EXT: {}}
+    answer = await caller.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": info})
+    assert answer["_status"] == 200, answer
+    async with http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=caller.headers()) as sent:
+        assert sent.status == 202
+    return caller
+
+
+async def _greet(caller: SessionCaller, name: str) -> None:
+    answer = await caller.call("tools/call", {"name": "greet", "arguments": {"name": name}})
+    assert answer["result"]["content"] == [{"type": "text", "text": f"Hello, {name}!"}], answer
+
+
+async def drive(http: aiohttp.ClientSession, url: str) -> None:
+    """The traffic both tests read back. New work alternates old, new, old, … (equal weights)."""
+    legacy_a = await _session(http, url, LEGACY)  # pick 1: old (v1 client, v1 backend: relayed)
+    created = await legacy_a.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "a"}, "task": {"ttl": 60_000}})
+    result = await legacy_a.call("tasks/result", {"taskId": created["result"]["task"]["taskId"]})
+    assert result["result"]["content"][0]["text"] == "computed a"
+    modern = NamedCaller(http, url, MODERN_APP)
+    listed = await modern.call("tools/list")  # pick 2: new (relayed)
+    assert listed.status == 200
+    for name in ("m1", "m2"):  # picks 3 (old: translated) and 4 (new: relayed)
+        greeted = await modern.call("tools/call", {"name": "greet", "arguments": {"name": name}})
+        assert greeted.result["content"] == [{"type": "text", "text": f"Hello, {name}!"}]
+    bridge = await _session(http, url, BRIDGE, v2=True)  # pick 5: old (v2-session client over v1: translated)
+    await _greet(bridge, "b")
+    legacy_b = await _session(http, url, LEGACY)  # pick 6: new (v1 client over v2-modern: translated)
+    await _greet(legacy_b, "l")
+    forged = await modern.call("tasks/get", {"taskId": "not-a-task-id"})  # refused; counted on the first backend
+    assert (forged.status, forged.error["code"], forged.error["message"]) == (400, -32602, "Unknown task")
+
+
+def _upstream(reference_v1_server, reference_v2_server) -> list[dict[str, str]]:
+    return [{"name": "old", "url": reference_v1_server.url}, {"name": "new", "url": reference_v2_server.url}]
+
+
+async def test_status_json_counts_every_request_dialect_and_client(reference_v1_server, reference_v2_server, tmp_path):
+    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
+                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+        await drive(http, proxy.url)
+        async with http.get(proxy.base_url + "/status.json") as response:
+            assert (response.status, response.content_type) == (200, "application/json")
+            status = await response.json()
+
+    backends = {b["name"]: b for b in status["backends"]}
+    assert list(backends) == ["old", "new"]
+    for name, dialect, versions, requests, errors in (("old", "v1", ["2025-11-25"], 9, 1), ("new", "v2-modern", ["2026-07-28"], 5, 0)):
+        b = backends[name]
+        latency = b.pop("upstream_latency_ms")
+        assert latency["samples"] >= requests - errors and latency["p50"] <= latency["p90"] <= latency["p99"], latency
+        assert b["last_probe_ms"] == b["dialect_since_ms"]  # probed once, at start
+        assert status["started_ms"] <= b["last_probe_ms"] <= status["now_ms"]
+        assert {k: v for k, v in b.items() if k not in ("last_probe_ms", "dialect_since_ms")} == {
+            "name": name, "transport": "http", "dialect": dialect, "pinned": False, "protocol_versions": versions,
+            "health": "up", "down_reason": None, "live_tasks": 0,
+            "requests_last_minute": b["requests_last_minute"], "errors_last_minute": b["errors_last_minute"],
+            "requests_last_hour": requests, "errors_last_hour": errors,
+            "requests_per_minute": round(requests / 60, 3), "errors_per_minute": round(errors / 60, 3),
+        }
+        assert b["requests_last_minute"] <= requests  # the run may straddle a minute
+    matrix = [
+        {"client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "requests": 4, "errors": 0},
+        {"client_dialect": "v1", "backend_dialect": "v2-modern", "mode": "translated", "requests": 3, "errors": 0},
+        {"client_dialect": "v2-session", "backend_dialect": "v1", "mode": "translated", "requests": 3, "errors": 0},
+        {"client_dialect": "v2-modern", "backend_dialect": "v1", "mode": "translated", "requests": 2, "errors": 1},
+        {"client_dialect": "v2-modern", "backend_dialect": "v2-modern", "mode": "relayed", "requests": 2, "errors": 0},
+    ]
+    assert status["matrix"] == {"last_hour": matrix, "last_day": matrix}
+    rows = [{k: v for k, v in row.items() if k not in ("first_seen_ms", "last_seen_ms")} for row in status["clients"]]
+    assert rows == [  # most recently seen first
+        {"dialect": "v2-modern", "name": "modern-app", "version": "3.0.0", "requests": 4, "backends": ["new", "old"]},
+        {"dialect": "v1", "name": "legacy-cli", "version": "1.2.0", "requests": 7, "backends": ["new", "old"]},
+        {"dialect": "v2-session", "name": "bridge-agent", "version": "0.9.0", "requests": 3, "backends": ["old"]},
+    ]
+    assert status["v1_clients"] == [status["clients"][1]]
+    assert status["last_v1_ms"] == status["clients"][1]["last_seen_ms"]
+    timeline = status["timeline"]
+    assert (timeline["minutes"], sum(timeline["v1"]), sum(timeline["v2-session"]), sum(timeline["v2-modern"])) == (60, 7, 3, 4)
+    errors = status["recent_errors"]
+    assert [{k: v for k, v in e.items() if k != "at_ms"} for e in errors] == [
+        {"backend": "old", "client_dialect": "v2-modern", "method": "tasks/get", "code": "-32602", "reason": "Unknown task"},
+    ]
+
+
+async def test_status_page_in_headless_chromium(reference_v1_server, reference_v2_server, tmp_path):
+    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
+                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+        await drive(http, proxy.url)
+        async with http.get(proxy.base_url + "/status") as response:
+            assert response.status == 200
+            served = await response.text()
+        dom = await dump_dom(proxy.base_url + "/status")
+        png = tmp_path / "status-page.png"
+        await screenshot(proxy.base_url + "/status", png)
+    assert '<meta http-equiv="refresh" content="10">' in served and "<script" not in served and "<svg" in served
+    rendered = tables(dom)
+    backends = [[cell for i, cell in enumerate(row) if i not in (5, 6, 10)] for row in rendered["backends"]]
+    assert backends == [
+        ["backend", "transport", "dialect", "protocol versions", "health", "live tasks", "requests (last min / hour)",
+         "errors (last min / hour)"],
+        ["old", "http", "v1", "2025-11-25", "up", "0", backends[1][6], backends[1][7]],
+        ["new", "http", "v2-modern", "2026-07-28", "up", "0", backends[2][6], backends[2][7]],
+    ]
+    assert (backends[1][6].split(" / ")[1], backends[1][7].split(" / ")[1]) == ("9", "1")
+    assert (backends[2][6].split(" / ")[1], backends[2][7].split(" / ")[1]) == ("5", "0")
+    v1_clients = rendered["v1-clients"]
+    assert v1_clients[0] == ["client", "version", "requests", "last seen", "backends used"]
+    assert [row[:3] + row[4:] for row in v1_clients[1:]] == [["legacy-cli", "1.2.0", "7", "new, old"]]
+    assert v1_clients[1][3].endswith("s ago)")
+    assert "v1 clients are still here: 7 requests in the last day" in dom
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("MCP_TASKS_PROXY_UPDATE_DOCS") == "1":
+        shutil.copyfile(png, DOCS / "status-page.png")
+
+
+async def test_status_command_prints_the_tables(reference_v1_server, reference_v2_server, tmp_path):
+    import asyncio
+    import sys
+
+    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
+                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+        await drive(http, proxy.url)
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "status", proxy.base_url,
+                                                       stdout=asyncio.subprocess.PIPE)
+        out, _ = await process.communicate()
+    assert process.returncode == 0
+    lines = out.decode().splitlines()
+    assert lines[0] == "Backends"
+    assert lines[3].split()[:5] == ["old", "http", "v1", "2025-11-25", "up"]
+    assert lines[4].split()[:5] == ["new", "http", "v2-modern", "2026-07-28", "up"]
+    start = lines.index("Migration matrix, last hour")
+    assert [line.split() for line in lines[start + 3:start + 8]] == [
+        ["v1", "v1", "relayed", "4", "0"], ["v1", "v2-modern", "translated", "3", "0"], ["v2-session", "v1", "translated", "3", "0"],
+        ["v2-modern", "v1", "translated", "2", "1"], ["v2-modern", "v2-modern", "relayed", "2", "0"]]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Clients still on v1"))
+    row = lines[start + 3].split()
+    assert (row[:3], row[-1]) == (["legacy-cli", "1.2.0", "7"], "new,old")
