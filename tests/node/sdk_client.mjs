@@ -1,6 +1,6 @@
 // Drives the official MCP TypeScript SDK v2 client (npm @modelcontextprotocol/client, a 2026-07-28
 // client) against an endpoint with its own Streamable HTTP transport, for
-// tests/test_official_sdk_client.py.
+// tests/conformance/test_official_sdk_client.py.
 //
 //   node sdk_client.mjs <npm prefix> <url> <mode> <mode argument as JSON>
 //

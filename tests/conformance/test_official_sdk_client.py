@@ -26,7 +26,7 @@ from support import RunningProxy, running_proxy
 
 pytestmark = pytest.mark.peers
 
-NODE_DIR = Path(__file__).resolve().parent / "node"
+NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "sdk_client.mjs"
 RUN_TIMEOUT_S = 60
 
