@@ -93,6 +93,13 @@ def second_v1_server() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def listing_v1_server() -> Iterator[ServerProcess]:
+    """The reference v1 server opted in to list changes (``REFERENCE_V1_LIST_CHANGED=1``: it
+    declares ``tools.listChanged`` and has ``add_tool``), one per run, stopped by its own handle."""
+    yield from _running(lambda: start_reference_v1_server(env={"REFERENCE_V1_LIST_CHANGED": "1"}))
+
+
+@pytest.fixture(scope="session")
 def second_v2_server() -> Iterator[ServerProcess]:
     """A second reference v2 server, for tests with several backends (one per run)."""
     yield from _running(start_reference_v2_server)
