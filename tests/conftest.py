@@ -124,3 +124,12 @@ async def tapped(reference_v1_server: ServerProcess):
     tap = await RecordingTap.start(reference_v1_server.url)
     yield tap
     await tap.stop()
+
+
+@pytest.fixture
+async def fast_modern_upstream_url(aiohttp_server):
+    """The benchmark's fast upstream on the modern wire, in this event loop: its MCP endpoint URL."""
+    from proxy.bench.upstream import create_app
+
+    server = await aiohttp_server(create_app("modern", poll_interval_ms=20))
+    return str(server.make_url("/mcp"))
