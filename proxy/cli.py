@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | demo | probe | status | reference-server | bench`."""
+"""Command line: `mcp-tasks-proxy serve | stdio | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -16,14 +16,50 @@ if TYPE_CHECKING:
 from .config import ConfigError, load
 
 
-def _serve(args: argparse.Namespace) -> int:
-    overrides = {"listen": args.listen, "store": args.store, "workers": args.workers}
+def _settings(args: argparse.Namespace) -> "Settings | None":
+    """The settings of `serve` and `stdio`: the file, then the flags (`--upstream URL` or
+    `--upstream-command 'CMD ARGS'`, split as a shell splits words; no shell runs it)."""
+    import shlex
+
+    overrides = {"listen": getattr(args, "listen", None), "store": args.store, "workers": getattr(args, "workers", None)}
+    if args.upstream and args.upstream_command:
+        print("mcp-tasks-proxy: give --upstream or --upstream-command, not both", file=sys.stderr)
+        return None
     if args.upstream:
         overrides["upstream"] = [{"name": "main", "url": args.upstream}]
+    elif args.upstream_command:
+        try:
+            argv = shlex.split(args.upstream_command)
+        except ValueError as exc:
+            print(f"mcp-tasks-proxy: --upstream-command: {exc}", file=sys.stderr)
+            return None
+        overrides["upstream"] = [{"name": "main", "command": argv}]
     try:
-        settings = load(args.config, overrides)
+        return load(args.config, overrides)
     except ConfigError as exc:
         print(f"mcp-tasks-proxy: configuration error: {exc}", file=sys.stderr)
+        return None
+
+
+def _stdio(args: argparse.Namespace) -> int:
+    from .logs import configure
+    from .stdio_face import serve_stdio
+    from .upstream.backend import UnsupportedBackend
+
+    settings = _settings(args)
+    if settings is None:
+        return 2
+    configure(settings.log_level, settings.log_format)  # the log goes to stderr; stdout is the wire
+    try:
+        return asyncio.run(serve_stdio(settings))
+    except (UnsupportedBackend, ConfigError) as exc:
+        print(f"mcp-tasks-proxy: refusing to start: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if settings is None:
         return 2
     from .logs import configure
 
@@ -95,7 +131,7 @@ def _serve_one(settings: "Settings") -> int:
         except OSError as exc:
             print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
             return 2
-        backends = ", ".join(f"{u.name} {u.url}" for u in settings.upstream)
+        backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
@@ -179,6 +215,11 @@ def _demo(args: argparse.Namespace) -> int:
     else:
         from .demo.walkthrough import main as demo_main
 
+    if args.stdio:
+        if args.reverse:
+            print("mcp-tasks-proxy: demo --stdio walks the v2 client to a stdio v1 server; leave out --reverse", file=sys.stderr)
+            return 2
+        return demo_main(verbose=not args.quiet, stdio=True)  # type: ignore[call-arg]
     return demo_main(verbose=not args.quiet)
 
 
@@ -203,11 +244,22 @@ def main(argv: list[str] | None = None) -> int:
                        help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts), memory, "
                             "or a Redis URL redis://host:port/db shared by replicas and workers")
     serve.add_argument("--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)")
+    serve.add_argument("--upstream-command", metavar="'CMD ARGS'",
+                       help="a stdio backend: the server command the proxy runs (split like shell words, no shell)")
     serve.set_defaults(run=_serve)
+    stdio = commands.add_parser("stdio", help="be a stdio MCP server (for desktop clients) in front of a backend")
+    stdio.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint")
+    stdio.add_argument("--upstream-command", metavar="'CMD ARGS'", help="a stdio backend's command (split like shell words)")
+    stdio.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
+    stdio.add_argument("--store", choices=["sqlite", "memory"], default="memory",
+                       help="where task state lives (default here: memory)")
+    stdio.set_defaults(run=_stdio)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
     demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
     demo.add_argument("--reverse", action="store_true",
                       help="walk a v1 client through the proxy in front of the reference v2 server instead")
+    demo.add_argument("--stdio", action="store_true",
+                      help="run the reference v1 server as a stdio server the proxy starts (a stdio backend)")
     demo.set_defaults(run=_demo)
     probe = commands.add_parser("probe", help="show each backend's dialect, protocol versions and tools' task support")
     probe.add_argument("urls", nargs="+", metavar="URL", help="a backend's MCP endpoint")

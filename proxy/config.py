@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
 
@@ -23,12 +23,22 @@ class ConfigError(Exception):
 class Upstream(BaseModel):
     """One backend: `name` (used in logs, errors and sealed ids; unique), `url` of its MCP endpoint,
     `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends),
-    extra `headers` sent on every upstream request."""
+    extra `headers` sent on every upstream request. Instead of `url`, a stdio server the proxy
+    runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
+    `process_scope`, `max_processes`, `max_line_bytes` and `stop_grace_ms` (docs/configuration.md
+    "stdio backends")."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="main", min_length=1, max_length=64)
-    url: str
+    url: str = ""
+    command: list[str] | None = Field(default=None, min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    process_scope: Literal["shared", "capabilities", "principal"] = "capabilities"
+    max_processes: int = Field(default=4, ge=1, le=64)
+    max_line_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    stop_grace_ms: int = Field(default=2_000, gt=0)
     dialect: DialectSetting = "auto"
     weight: int = Field(default=1, ge=1, le=1000)
     headers: dict[str, str] = Field(default_factory=dict)
@@ -36,9 +46,20 @@ class Upstream(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+        if value and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @model_validator(mode="after")
+    def _url_or_command(self) -> "Upstream":
+        if bool(self.url) == (self.command is not None):
+            raise ValueError("give either url (an HTTP backend) or command (a stdio server the proxy runs), not both")
+        return self
+
+    @property
+    def address(self) -> str:
+        """The URL, or the command of a stdio backend, for log lines."""
+        return self.url or "stdio: " + " ".join(self.command or ())
 
 
 class Settings(BaseModel):

@@ -93,6 +93,13 @@ def second_v1_server() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def listing_v1_server() -> Iterator[ServerProcess]:
+    """The reference v1 server opted in to list changes (``REFERENCE_V1_LIST_CHANGED=1``: it
+    declares ``tools.listChanged`` and has ``add_tool``), one per run, stopped by its own handle."""
+    yield from _running(lambda: start_reference_v1_server(env={"REFERENCE_V1_LIST_CHANGED": "1"}))
+
+
+@pytest.fixture(scope="session")
 def second_v2_server() -> Iterator[ServerProcess]:
     """A second reference v2 server, for tests with several backends (one per run)."""
     yield from _running(start_reference_v2_server)
@@ -117,3 +124,12 @@ async def tapped(reference_v1_server: ServerProcess):
     tap = await RecordingTap.start(reference_v1_server.url)
     yield tap
     await tap.stop()
+
+
+@pytest.fixture
+async def fast_modern_upstream_url(aiohttp_server):
+    """The benchmark's fast upstream on the modern wire, in this event loop: its MCP endpoint URL."""
+    from proxy.bench.upstream import create_app
+
+    server = await aiohttp_server(create_app("modern", poll_interval_ms=20))
+    return str(server.make_url("/mcp"))

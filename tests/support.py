@@ -109,6 +109,11 @@ class Caller:
             await asyncio.sleep(0.1)
 
 
+def proxy_port(proxy: RunningProxy) -> int:
+    """The TCP port a running proxy listens on."""
+    return int(proxy.base_url.rsplit(":", 1)[1])
+
+
 def free_port() -> int:
     """A loopback port free right now (for a server that must come back on the same port)."""
     with socket.socket() as probe:

@@ -61,6 +61,10 @@ class Bench:
         if "proxy" in wanted:
             self.log("starting mcp-tasks-proxy")
             self.procs["proxy"] = targets.start_proxy(upstream, self.workdir / "proxy", event_loop=self.options.event_loop)
+        if "proxy-stdio" in wanted and self.options.upstream != "reference":
+            self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
+                                                                  poll_interval_ms=POLL_INTERVAL_MS)
+            self.procs["upstream-stdio"] = targets.ChildrenOf("fast upstream (stdio)", self.procs["proxy-stdio"])
         if "proxy-modern" in wanted and "upstream-modern" in self.procs:
             self.procs["proxy-modern"] = targets.start_proxy(self.procs["upstream-modern"].url, self.workdir / "proxy-modern",
                                                              event_loop=self.options.event_loop)

@@ -160,6 +160,43 @@ def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = No
     return ChildServer("mcp-tasks-proxy", process)
 
 
+class ChildrenOf(Measured):
+    """The child processes of a measured process (a stdio backend the proxy runs)."""
+
+    def __init__(self, name: str, parent: Measured):
+        self.name = name
+        self.parent = parent
+
+    def pids(self) -> list[int]:
+        children: list[int] = []
+        for pid in self.parent.pids():
+            for task in Path(f"/proc/{pid}/task").glob("*"):
+                try:
+                    children += [int(p) for p in (task / "children").read_text().split()]
+                except OSError:
+                    pass
+        return children
+
+    def stop(self) -> None:
+        """Stopped by its parent."""
+
+
+def start_stdio_proxy(workdir: Path, *, event_loop: str | None = None, poll_interval_ms: int = 100) -> ChildServer:
+    """`python -m proxy serve --upstream-command` running the fast upstream on stdio."""
+    from proxy.eventloop import ENV_EVENT_LOOP
+    from proxy.keys import new_key_text
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "proxy.toml"
+    config.write_text(f'state_dir = "{workdir / "state"}"\n')
+    command = f"{sys.executable} -m proxy.bench.upstream --wire stdio --poll-interval-ms {poll_interval_ms}"
+    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--upstream-command", command]
+    env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
+    if event_loop is not None:
+        env[ENV_EVENT_LOOP] = event_loop
+    return ChildServer("mcp-tasks-proxy (stdio backend)", _AnnouncingProcess.start(argv, env=env, ready_timeout_s=60))
+
+
 def start_fastmcp3_proxy(upstream_url: str) -> ChildServer:
     """FastMCP 3.4.11's proxy server (`create_proxy(url)`, served as FastMCP serves it) in front
     of `upstream_url`. Builds the `fastmcp3` peer environment first if needed."""

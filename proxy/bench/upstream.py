@@ -13,6 +13,8 @@ mcp 1.x answers the proxy's `server/discover` probe), an unknown one 404; tasks 
 session that created them; `GET` holds the session's SSE stream, `DELETE` ends the session.
 ``--wire modern`` speaks the stateless 2026-07-28 wire with the SEP-2663 tasks extension, for the
 relay row of modern clients (a legacy `initialize` gets -32022, GET and DELETE 405).
+``--wire stdio`` serves the v1 tools on stdin/stdout instead (one session; no readiness line),
+for the row of a stdio backend the proxy runs.
 
 Tools:
 
@@ -40,6 +42,7 @@ import collections
 import json
 import secrets
 import signal
+import sys
 import time
 from typing import Any
 
@@ -429,13 +432,55 @@ async def serve(wire: str, host: str, port: int, poll_interval_ms: int) -> None:
         await runner.cleanup()
 
 
+async def serve_stdio(poll_interval_ms: int) -> None:
+    """``--wire stdio``: the v1 tools on stdin/stdout (one session, newline-delimited JSON-RPC)
+    until EOF; each request is answered in a task of its own (a `tasks/result` may wait)."""
+    server = FastUpstream(poll_interval_ms=poll_interval_ms)
+    session = Session("stdio")
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=16 * 1024 * 1024)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+    running: set[asyncio.Task[None]] = set()
+    initialize_result = json.loads(server._initialize(0).body)["result"]  # type: ignore[arg-type]
+
+    def send(message: dict[str, Any]) -> None:
+        out.write(_dumps(message) + b"\n")
+        out.flush()
+
+    async def answer(message: dict[str, Any]) -> None:
+        method, request_id, params = message.get("method"), message.get("id"), message.get("params") or {}
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": request_id, "result": initialize_result})
+            return
+        token = (params.get("_meta") or {}).get("progressToken")
+        if method == "tools/call" and params.get("name") == "progress" and token is not None:
+            count = _count(params)
+            for i in range(1, count + 1):
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "total": count}})
+        try:
+            send({"jsonrpc": "2.0", "id": request_id, "result": await server._dispatch_v1(session, str(method), params)})
+        except RpcError as exc:
+            send(json.loads(exc.body(request_id)))
+
+    while line := await reader.readline():
+        message = json.loads(line)
+        if message.get("method") and message.get("id") is not None:
+            task = asyncio.ensure_future(answer(message))
+            running.add(task)
+            task.add_done_callback(running.discard)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The benchmark's fast MCP upstream.")
-    parser.add_argument("--wire", choices=["v1", "modern"], default="v1")
+    parser.add_argument("--wire", choices=["v1", "modern", "stdio"], default="v1")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--poll-interval-ms", type=int, default=100)
     args = parser.parse_args(argv)
+    if args.wire == "stdio":
+        asyncio.run(serve_stdio(args.poll_interval_ms))
+        return
     asyncio.run(serve(args.wire, args.host, args.port, args.poll_interval_ms))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -328,6 +329,21 @@ class _Server(Protocol):
     def stop(self) -> int | None: ...
 
 
+STDIO_PREFIX = "stdio: "
+
+
+class StdioServer:
+    """A server for `run_demo` that the proxy itself runs on stdio: `url` is ``stdio: CMD``
+    (the command, shell-quoted), and there is nothing to stop (the proxy stops it)."""
+
+    def __init__(self, argv: Sequence[str]):
+        self.url = STDIO_PREFIX + shlex.join(argv)
+        self.pid = "started by the proxy"
+
+    def stop(self) -> None:
+        """Nothing to do: the proxy stops its stdio backend when it stops."""
+
+
 async def _walk(
     server_url: str,
     verbose: bool,
@@ -340,11 +356,10 @@ async def _walk(
     from proxy.app import start
     from proxy.config import load
 
-    settings = load(None, {
-        "listen": "127.0.0.1:0",
-        "upstream": [{"name": "main", "url": server_url}],
-        "state_dir": state_dir,
-    })
+    upstream: dict[str, Any] = {"name": "main", "url": server_url}
+    if server_url.startswith(STDIO_PREFIX):  # a stdio server: the proxy runs it (StdioServer)
+        upstream = {"name": "main", "command": shlex.split(server_url[len(STDIO_PREFIX):])}
+    settings = load(None, {"listen": "127.0.0.1:0", "upstream": [upstream], "state_dir": state_dir})
     running = await start(settings)
     try:
         if verbose:

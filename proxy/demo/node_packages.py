@@ -1,12 +1,17 @@
 """Pinned sets of npm packages installed on demand into the cache, like the conformance suite.
 
-One set is defined here: :data:`OFFICIAL_SCHEMAS`, the MCP project's own TypeScript packages whose
-zod schemas the tests validate the proxy's answers with (``tests/node/validate.mjs``):
+Two sets are defined here. :data:`OFFICIAL_SCHEMAS`, the MCP project's own TypeScript packages whose
+zod schemas the tests validate the proxy's answers with (``tests/node/validate.mjs``), and which
+``tests/node/sdk_client.mjs`` drives as a 2026-07-28 client:
 
 * ``@modelcontextprotocol/ext-tasks`` ships the schemas of both task generations
   (``@modelcontextprotocol/ext-tasks/core/v1``, ``.../core/v2``) and the official Tasks client;
 * ``@modelcontextprotocol/client`` (its peer dependency) brings ``@modelcontextprotocol/core`` at
   the same version, whose schemas are those of the other MCP messages.
+
+And :data:`SERVER_EVERYTHING`, the MCP project's TypeScript reference server (a 2025-11-25 server on
+the TypeScript SDK 1.x), run over Streamable HTTP as a v1 backend
+(``node <prefix>/node_modules/@modelcontextprotocol/server-everything/dist/index.js streamableHttp``).
 
 Layout::
 
@@ -19,7 +24,7 @@ directory beside the old one. These packages run on the machine's own Node (>= 2
 
 Command line::
 
-    python -m proxy.demo.node_packages install      # installs OFFICIAL_SCHEMAS, prints the prefix
+    python -m proxy.demo.node_packages install      # installs both sets, prints their prefixes
 
 Stdlib only: this module runs inside the proxy's own environment.
 """
@@ -36,7 +41,7 @@ from pathlib import Path
 from .node_tools import _npm_install
 from .peers import _exclusive_lock, cache_root
 
-__all__ = ["OFFICIAL_SCHEMAS", "ensure_npm_packages", "node_binary", "npm_prefix"]
+__all__ = ["OFFICIAL_SCHEMAS", "SERVER_EVERYTHING", "STDIO_SERVERS", "ensure_npm_packages", "node_binary", "npm_prefix"]
 
 #: The official schema packages, pinned exactly (zod too: its schemas are what validates).
 #: ``@modelcontextprotocol/client`` depends on ``@modelcontextprotocol/core`` of its own version.
@@ -45,6 +50,17 @@ OFFICIAL_SCHEMAS: tuple[str, ...] = (
     "@modelcontextprotocol/client@2.4.0",
     "@modelcontextprotocol/core@2.4.0",
     "zod@4.6.7",
+)
+
+#: The TypeScript reference server, pinned exactly (its own dependencies come with it).
+SERVER_EVERYTHING: tuple[str, ...] = ("@modelcontextprotocol/server-everything@2026.8.31",)
+
+#: Legacy (2025-11-25) servers that speak only stdio, run by the stdio-backend tests and the demo's
+#: stdio step: the "everything" reference server (v1 tasks with an elicitation:
+#: ``simulate-research-query``) and the task-less "memory" server.
+STDIO_SERVERS: tuple[str, ...] = (
+    "@modelcontextprotocol/server-everything@2026.8.31",
+    "@modelcontextprotocol/server-memory@2026.8.31",
 )
 
 _MARKER_NAME = ".npm-ready"
@@ -116,13 +132,16 @@ def node_binary() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``install``: install :data:`OFFICIAL_SCHEMAS` and print the prefix; returns the exit status."""
+    """``install``: install :data:`OFFICIAL_SCHEMAS`, :data:`SERVER_EVERYTHING` and
+    :data:`STDIO_SERVERS`, print the prefixes; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["install"]:
         print("usage: python -m proxy.demo.node_packages install", file=sys.stderr)
         return 2
     try:
         print(ensure_npm_packages("official-schemas", OFFICIAL_SCHEMAS))
+        print(ensure_npm_packages("server-everything", SERVER_EVERYTHING))
+        print(ensure_npm_packages("stdio-servers", STDIO_SERVERS))
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -294,3 +294,25 @@ def start_reference_v2_server(port: int = 0, **kw: Any) -> ServerProcess:
         ServerStartError: the server did not come up.
     """
     return _start_peer("fastmcp4", V2_SERVER_SCRIPT, port, fastmcp=True, **kw)
+
+
+def stdio_commands() -> dict[str, list[str]]:
+    """The argv of each stdio server the tests and the demo run behind the proxy, their
+    environments and npm packages installed first if needed (``peers.py``, ``node_packages.py``):
+    ``v1`` the reference v1 server, ``fastmcp3`` the FastMCP 3 fixture server, ``everything`` and
+    ``memory`` the npm reference servers (2025-11-25, the first with v1 tasks, the second without).
+
+    Raises:
+        RuntimeError: an environment or package set could not be installed.
+    """
+    from proxy.demo.node_packages import STDIO_SERVERS, ensure_npm_packages, node_binary
+    from proxy.demo.peers import ensure_peer_env
+
+    node = node_binary()
+    modules = ensure_npm_packages("stdio-servers", STDIO_SERVERS) / "node_modules" / "@modelcontextprotocol"
+    return {
+        "v1": [str(ensure_peer_env("mcp-v1")), str(V1_SERVER_SCRIPT), "--stdio"],
+        "fastmcp3": [str(ensure_peer_env("fastmcp3")), str(V1_FASTMCP3_SERVER_SCRIPT), "--stdio"],
+        "everything": [node, str(modules / "server-everything" / "dist" / "index.js"), "stdio"],
+        "memory": [node, str(modules / "server-memory" / "dist" / "index.js")],
+    }

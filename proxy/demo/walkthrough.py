@@ -445,20 +445,23 @@ async def _removed(demo: Demo) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def main(verbose: bool = True) -> int:
+def main(verbose: bool = True, *, stdio: bool = False) -> int:
     """Run the walkthrough; return 0 when every step saw exactly what it should, 1 otherwise.
+    With `stdio`, the reference v1 server is a stdio server the proxy runs (`v1_server.py --stdio`).
 
     The reference v1 server and the proxy are stopped at the end, also on failure or Ctrl-C.
     """
-    from .processes import start_reference_v1_server
+    from .narration import StdioServer
+    from .processes import start_reference_v1_server, stdio_commands
 
     return run_demo(
         verbose=verbose,
         steps=STEPS,
         make_demo=lambda url: Demo(url, verbose=verbose),
-        start_server=start_reference_v1_server,
-        banner="mcp-tasks-proxy demo: a v2 (2026-07-28 + tasks extension) client → the proxy → a v1 (2025-11-25) server",
+        start_server=(lambda: StdioServer(stdio_commands()["v1"])) if stdio else start_reference_v1_server,  # type: ignore[arg-type,return-value]
+        banner="mcp-tasks-proxy demo: a v2 (2026-07-28 + tasks extension) client → the proxy → a v1 (2025-11-25) server"
+               + (" on stdio" if stdio else ""),
         server_name="reference v1 server",
-        server_note="mcp 1.30.0",
-        face_note="v2-modern face → v1 backend",
+        server_note="mcp 1.30.0" + (", run by the proxy on stdio" if stdio else ""),
+        face_note="v2-modern face → v1 backend" + (" (stdio)" if stdio else ""),
     )

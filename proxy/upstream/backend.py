@@ -183,3 +183,4 @@ class Backend:
         purpose (docs/decisions.md §2)."""
         self.pool.forget_all()
         self._probe_session.session = None
+        await self.connector.close()

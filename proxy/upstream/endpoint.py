@@ -162,6 +162,10 @@ class Endpoint:
             return response
         raise backend_unavailable(self.name, "too many redirects")
 
+    async def close(self) -> None:
+        """Release what the connector holds beyond the shared HTTP client (nothing over HTTP; a
+        stdio connector stops its processes)."""
+
     def unreachable(self, exc: BaseException) -> BackendUnreachable:
         """The error for a connection that could not be made (see `BackendUnreachable`)."""
         error = backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})")

@@ -1,8 +1,8 @@
 """The connector of a configured backend, chosen by the transport its URL names.
 
-Today every backend is reached over HTTP (`http`, `https`: `Endpoint`, MCP Streamable HTTP); a
-transport without a connector is refused here, once, so that another (e.g. stdio) is one entry
-in `CONNECTORS` and one module beside `endpoint.py`.
+A backend with a URL is reached over HTTP (`http`, `https`: `Endpoint`, MCP Streamable HTTP); a
+backend with a `command` is a stdio server the proxy runs (`stdio.StdioEndpoint`, an `Endpoint`
+too). A transport without a connector is refused here, once.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ CONNECTORS: Final[dict[str, Connector]] = {"http": Endpoint, "https": Endpoint}
 def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, metrics: Metrics | None = None) -> Endpoint:
     """The connector for the backend `config` (its name, URL and extra headers). Raises
     `ConfigError` for a URL whose transport has no connector."""
+    if config.command is not None:
+        from .stdio import StdioEndpoint
+
+        return StdioEndpoint(config, http, request_timeout_ms=request_timeout_ms, metrics=metrics)
     scheme = urlsplit(config.url).scheme.lower()
     connector = CONNECTORS.get(scheme)
     if connector is None:

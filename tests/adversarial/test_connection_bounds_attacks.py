@@ -7,25 +7,13 @@ import asyncio
 import json
 
 import aiohttp
-import pytest
 
-from proxy.bench.upstream import create_app as create_upstream
-from support import running_proxy
+from support import proxy_port, running_proxy
 
 
-@pytest.fixture
-async def upstream_url(aiohttp_server):
-    server = await aiohttp_server(create_upstream("modern", poll_interval_ms=20))
-    return str(server.make_url("/mcp"))
-
-
-def _port(proxy) -> int:
-    return int(proxy.base_url.rsplit(":", 1)[1])
-
-
-async def test_liveness_is_answered_while_idle_sockets_hold_every_connection(upstream_url, tmp_path):
-    async with running_proxy(upstream_url, tmp_path, max_connections=3, idle_timeout_ms=60_000) as proxy:
-        idle = [await asyncio.open_connection("127.0.0.1", _port(proxy)) for _ in range(3)]
+async def test_liveness_is_answered_while_idle_sockets_hold_every_connection(fast_modern_upstream_url, tmp_path):
+    async with running_proxy(fast_modern_upstream_url, tmp_path, max_connections=3, idle_timeout_ms=60_000) as proxy:
+        idle = [await asyncio.open_connection("127.0.0.1", proxy_port(proxy)) for _ in range(3)]
         try:
             async with aiohttp.ClientSession() as http:
                 async with http.get(proxy.base_url + "/healthz") as alive:

@@ -40,6 +40,15 @@ def test_demo_quiet_passes_every_step() -> None:
 
 
 @pytest.mark.peers
+def test_stdio_demo_quiet_passes_every_step() -> None:
+    """`demo --stdio`: the same walk, with the reference v1 server a stdio server the proxy runs."""
+    completed, lines, report = _run_demo("--stdio", "--quiet")
+    assert completed.returncode == 0, report
+    titles = [f"Step {number}/{len(STEPS)} · {step.title}" for number, step in enumerate(STEPS, start=1)]
+    assert lines == [*titles, f"{len(STEPS)}/{len(STEPS)} steps passed"], report
+
+
+@pytest.mark.peers
 def test_reverse_demo_quiet_passes_every_step() -> None:
     """`demo --reverse`: a v1 client walks through the proxy in front of the reference v2 server."""
     from proxy.demo.reverse_walkthrough import STEPS as REVERSE_STEPS

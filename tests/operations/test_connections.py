@@ -15,22 +15,11 @@ import logging
 import aiohttp
 import pytest
 
-from proxy.bench.upstream import create_app as create_upstream
 from session_support import SessionCaller
-from support import running_proxy
+from support import proxy_port, running_proxy
 
 BOUND_S = 1.0
 """What the issue allows past each timeout."""
-
-
-@pytest.fixture
-async def upstream_url(aiohttp_server):
-    server = await aiohttp_server(create_upstream("modern", poll_interval_ms=20))
-    return str(server.make_url("/mcp"))
-
-
-def _port(proxy) -> int:
-    return int(proxy.base_url.rsplit(":", 1)[1])
 
 
 async def _read_until_closed(reader: asyncio.StreamReader, deadline_s: float) -> tuple[bytes, float]:
@@ -52,10 +41,10 @@ def _status_and_body(raw: bytes) -> tuple[str, dict[str, str], bytes]:
 
 
 @pytest.mark.parametrize("after_a_request", [False, True], ids=["fresh", "kept-alive"])
-async def test_trickled_headers_are_cut_within_header_timeout(upstream_url, tmp_path, after_a_request):
+async def test_trickled_headers_are_cut_within_header_timeout(fast_modern_upstream_url, tmp_path, after_a_request):
     header_timeout_s = 4.5  # longer than the 2 s between bytes: trickling must not extend it
-    async with running_proxy(upstream_url, tmp_path, header_timeout_ms=4500, idle_timeout_ms=60_000) as proxy:
-        reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
+    async with running_proxy(fast_modern_upstream_url, tmp_path, header_timeout_ms=4500, idle_timeout_ms=60_000) as proxy:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
         loop = asyncio.get_running_loop()
         if after_a_request:
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
@@ -85,15 +74,15 @@ async def test_trickled_headers_are_cut_within_header_timeout(upstream_url, tmp_
     assert json.loads(body) == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Request headers not received within 4.5 s"}}
 
 
-async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_path):
+async def test_idle_sockets_are_closed_within_idle_timeout(fast_modern_upstream_url, tmp_path):
     idle_timeout_s = 1.5
-    async with running_proxy(upstream_url, tmp_path, idle_timeout_ms=1500) as proxy:
+    async with running_proxy(fast_modern_upstream_url, tmp_path, idle_timeout_ms=1500) as proxy:
         loop = asyncio.get_running_loop()
 
         async def idle_socket() -> tuple[float, float]:
             """(closed − before connecting, closed − connected): the proxy's clock starts in between."""
             connecting = loop.time()
-            reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
             opened = loop.time()
             try:
                 received, closed_at = await _read_until_closed(reader, idle_timeout_s + BOUND_S + 2)
@@ -103,7 +92,7 @@ async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_pat
             return closed_at - connecting, closed_at - opened
 
         async def idle_after_a_request() -> tuple[float, float]:
-            reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
             try:
                 asked = loop.time()
                 writer.write(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
@@ -123,11 +112,11 @@ async def test_idle_sockets_are_closed_within_idle_timeout(upstream_url, tmp_pat
     assert min(since_connecting for since_connecting, _ in lifetimes) >= idle_timeout_s, lifetimes
 
 
-async def test_a_connection_over_max_connections_gets_503(upstream_url, tmp_path):
-    async with running_proxy(upstream_url, tmp_path, max_connections=3) as proxy:
-        held = [await asyncio.open_connection("127.0.0.1", _port(proxy)) for _ in range(3)]
+async def test_a_connection_over_max_connections_gets_503(fast_modern_upstream_url, tmp_path):
+    async with running_proxy(fast_modern_upstream_url, tmp_path, max_connections=3) as proxy:
+        held = [await asyncio.open_connection("127.0.0.1", proxy_port(proxy)) for _ in range(3)]
         # (/healthz is answered beyond the cap too: tests/adversarial/test_connection_bounds_attacks.py)
-        reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
         writer.write(b"GET /readyz HTTP/1.1\r\nHost: proxy\r\n\r\n")
         received, _ = await _read_until_closed(reader, 5)
         writer.close()
@@ -150,9 +139,9 @@ async def test_a_connection_over_max_connections_gets_503(upstream_url, tmp_path
             held_writer.close()
 
 
-async def test_a_get_stream_with_keep_alive_comments_outlives_idle_timeout(upstream_url, tmp_path):
+async def test_a_get_stream_with_keep_alive_comments_outlives_idle_timeout(fast_modern_upstream_url, tmp_path):
     idle_timeout_s = 1.5
-    async with running_proxy(upstream_url, tmp_path, idle_timeout_ms=1500) as proxy, aiohttp.ClientSession() as http:
+    async with running_proxy(fast_modern_upstream_url, tmp_path, idle_timeout_ms=1500) as proxy, aiohttp.ClientSession() as http:
         caller = SessionCaller(http, proxy.url)
         await caller.initialize()
         loop = asyncio.get_running_loop()
@@ -175,10 +164,10 @@ async def test_a_get_stream_with_keep_alive_comments_outlives_idle_timeout(upstr
         assert rest in (b"", b": keep-alive\n\n")
 
 
-async def test_a_held_tasks_result_outlives_idle_timeout(upstream_url, tmp_path):
+async def test_a_held_tasks_result_outlives_idle_timeout(fast_modern_upstream_url, tmp_path):
     """A request in progress is not idle: a `tasks/result` held 4 s (the task sleeps) with an idle
     timeout of 1.5 s is answered."""
-    async with running_proxy(upstream_url, tmp_path, idle_timeout_ms=1500) as proxy, aiohttp.ClientSession() as http:
+    async with running_proxy(fast_modern_upstream_url, tmp_path, idle_timeout_ms=1500) as proxy, aiohttp.ClientSession() as http:
         caller = SessionCaller(http, proxy.url)
         await caller.initialize()
         created = await caller.call("tools/call", {"name": "sleep", "arguments": {"seconds": 4}, "task": {"ttl": 60_000}})
@@ -188,11 +177,11 @@ async def test_a_held_tasks_result_outlives_idle_timeout(upstream_url, tmp_path)
     assert answer["result"]["content"] == [{"type": "text", "text": "done"}]
 
 
-async def test_an_oversized_authorization_header_reaches_no_log_line(upstream_url, tmp_path, caplog):
+async def test_an_oversized_authorization_header_reaches_no_log_line(fast_modern_upstream_url, tmp_path, caplog):
     token = "k9TzQw7R" * 1150  # 9200 bytes, over aiohttp's 8190-byte header limit
     caplog.set_level(logging.DEBUG)
-    async with running_proxy(upstream_url, tmp_path) as proxy:
-        reader, writer = await asyncio.open_connection("127.0.0.1", _port(proxy))
+    async with running_proxy(fast_modern_upstream_url, tmp_path) as proxy:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
         writer.write(b"POST /mcp HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer " + token.encode() + b"\r\n"
                      b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
         received, _ = await _read_until_closed(reader, 5)

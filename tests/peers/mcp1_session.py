@@ -139,14 +139,31 @@ class Recorder:
                 self.task_statuses.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
+STDIO_PREFIX = "stdio:"
+"""A "URL" ``stdio:CMD ARGS`` makes a check launch ``CMD ARGS`` and speak to it on stdin/stdout
+(the SDK's ``stdio_client``), as a desktop host launches a stdio server."""
+
+
+def _transport(url: str, authorization: str | None) -> Any:
+    if url.startswith(STDIO_PREFIX):
+        import os
+        import shlex
+
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        argv = shlex.split(url[len(STDIO_PREFIX):])
+        return stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)))
+    headers = {"Authorization": authorization} if authorization else None
+    return streamablehttp_client(url, headers=headers, timeout=HTTP_TIMEOUT_S, sse_read_timeout=SSE_READ_TIMEOUT_S)
+
+
 @contextlib.asynccontextmanager
 async def open_session(url: str, *, authorization: str | None = None) -> AsyncIterator[tuple[ClientSession, Recorder]]:
-    """An initialised ``ClientSession`` on ``url`` (with ``Authorization`` if given) and its recorder."""
+    """An initialised ``ClientSession`` on ``url`` (with ``Authorization`` if given) and its
+    recorder; ``stdio:CMD ARGS`` launches a stdio server instead (``Authorization`` unused)."""
     recorder = Recorder()
-    headers = {"Authorization": authorization} if authorization else None
-    async with streamablehttp_client(
-        url, headers=headers, timeout=HTTP_TIMEOUT_S, sse_read_timeout=SSE_READ_TIMEOUT_S
-    ) as (read, write, _session_id):
+    async with _transport(url, authorization) as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(
             read,
             write,

@@ -78,6 +78,7 @@ Where FastMCP 3 cannot express a fixture exactly, and how this server deviates:
 from __future__ import annotations
 
 import asyncio
+import sys
 import logging
 from dataclasses import dataclass
 
@@ -172,6 +173,9 @@ async def test_tool_with_task(ctx: Context) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse ``--host``/``--port`` and serve ``FastMCP.http_app`` (endpoint ``/mcp``) until SIGTERM or SIGINT."""
+    if "--stdio" in (sys.argv[1:] if argv is None else argv):
+        mcp.run(transport="stdio", show_banner=False)  # one session on stdin/stdout
+        return
     # The app's lifespan enters FastMCP's own lifespan, which starts Docket and its worker.
     # Host/Origin protection stays on FastMCP's "auto" default (loopback Host headers only).
     loopback_serve.main(__doc__, lambda: mcp.http_app(path="/mcp", transport="http"), argv)

@@ -8,6 +8,7 @@ It binds the socket itself (port 0 picks a free port), serves the low-level ``Se
 ``StreamableHTTPSessionManager`` mounted with Starlette ``Mount("/mcp", ...)`` on uvicorn (so
 ``POST /mcp`` answers 307 to ``/mcp/``, as real Python servers do), and prints exactly one line
 ``LISTENING http://127.0.0.1:<port>/mcp`` once it accepts connections. Loopback only.
+``python v1_server.py --stdio`` serves one session on stdin/stdout instead (a stdio backend).
 
 Tools (the conformance fixture set, ``docs/wire.md`` §7 "Conformance suite"):
 
@@ -33,6 +34,12 @@ report_progress(count)    (none)         ``count`` ``notifications/progress`` (w
 A required tool called without a task, or a tool without ``execution`` called with one, gets the
 SDK's own answer: an ``isError`` ``CallToolResult``.
 
+Opt-in, with ``REFERENCE_V1_LIST_CHANGED=1`` in the environment: the server declares
+``tools.listChanged: true`` and has one more tool, ``add_tool(name)``, which adds a tool ``name``
+(no arguments; answers ``{name} added``), sends ``notifications/tools/list_changed`` (on the
+session's GET stream, as the SDK sends it) and answers ``added {name}``. Without the variable the
+tool list and capabilities are exactly those above.
+
 The SDK workarounds this server needs (the work of a cancelled task stops without ending its
 session, concurrent questions of a task get distinct ids, each session runs its own tasks' work,
 ``tasks/result`` answers a task that ended while it was not yet waiting) are in ``v1_sdk_fixes.py``, beside this file; :func:`v1_sdk_fixes.enable_fixed_tasks` applies them.
@@ -42,7 +49,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
+import sys
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
@@ -50,7 +60,7 @@ from typing import Any
 import anyio
 import loopback_serve  # beside this file, which runs as a script
 from mcp.server.experimental.task_context import ServerTaskContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import McpError
@@ -147,6 +157,19 @@ TOOLS: list[Tool] = [
     ),
 ]
 TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+
+LIST_CHANGED = os.environ.get("REFERENCE_V1_LIST_CHANGED") == "1"
+"""The opt-in above: ``tools.listChanged`` declared and ``add_tool`` listed."""
+ADD_TOOL = Tool(
+    name="add_tool",
+    description="Adds a tool `name` and announces it with notifications/tools/list_changed.",
+    inputSchema=_object_schema({"name": {"type": "string"}}, ["name"]),
+)
+_added: dict[str, Tool] = {}
+"""Tools ``add_tool`` added, by name (for every session: the list is the server's)."""
+if LIST_CHANGED:
+    server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+        server.create_initialization_options, NotificationOptions(tools_changed=True))
 
 CONFIRM_SCHEMA: dict[str, Any] = _object_schema({"confirm": {"type": "boolean"}}, ["confirm"])
 VALUE_SCHEMA: dict[str, Any] = _object_schema({"value": {"type": "string"}}, ["value"])
@@ -264,8 +287,15 @@ async def _report_progress(count: int) -> CallToolResult:
 
 @server.list_tools()
 async def list_tools() -> list[Tool]:
-    """``tools/list``: the fixture tools, with ``execution.taskSupport`` where they have one."""
-    return TOOLS
+    """``tools/list``: the fixture tools, with ``execution.taskSupport`` where they have one (and,
+    opted in, ``add_tool`` and the tools it added)."""
+    return [*TOOLS, ADD_TOOL, *_added.values()] if LIST_CHANGED else TOOLS
+
+
+async def _add_tool(name: str) -> CallToolResult:
+    _added[name] = Tool(name=name, description=f"Added by add_tool({name!r}).", inputSchema=_object_schema({}, []))
+    await server.request_context.session.send_tool_list_changed()
+    return _text(f"added {name}")
 
 
 @server.call_tool()
@@ -275,6 +305,10 @@ async def call_tool(name: str, arguments: dict[str, Any]) -> CallToolResult | Cr
     Errors (unknown tool, task-support mismatch) surface as ``isError`` results via the SDK.
     """
     ctx = server.request_context
+    if LIST_CHANGED and name == "add_tool":
+        return await _add_tool(str(arguments["name"]))
+    if LIST_CHANGED and name in _added:
+        return _text(f"{name} added")
     tool = TOOLS_BY_NAME.get(name)
     if tool is None:
         raise ValueError(f"Unknown tool: {name}")
@@ -336,8 +370,23 @@ def build_app() -> Starlette:
     return Starlette(routes=[Mount("/mcp", app=session_manager.handle_request)], lifespan=lifespan)
 
 
+async def serve_stdio() -> None:
+    """Serve one session on stdin/stdout (the 2025-11-25 stdio transport) until EOF."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse ``--host``/``--port`` and serve until SIGTERM or SIGINT."""
+    """Parse ``--host``/``--port`` and serve until SIGTERM or SIGINT; with ``--stdio`` serve one
+    session on stdin/stdout instead (logs on stderr)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--stdio" in args:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        anyio.run(serve_stdio)
+        return
     loopback_serve.main(__doc__, build_app, argv)
 
 

@@ -1,0 +1,272 @@
+"""The connector of a stdio backend: a server process the proxy starts (docs/behaviour.md §7).
+
+A stdio server is a session-wire backend with one session per process. So that every pairing,
+the relays and the probe reach it exactly as they reach an HTTP session-wire backend, the
+connector serves it as one (docs/decisions.md §55, §58): `StdioEndpoint` is an `Endpoint`
+whose URL is a loopback Streamable HTTP endpoint run in the proxy's own event loop, where each
+`initialize` opens a virtual session (`stdio_mux.VirtualSession`) over one of a small pool of
+processes (`ProcessPool`), keyed by `process_scope`: "shared" (one process), "capabilities"
+(one per set of input capabilities declared: elicitation, sampling, roots) or "principal" (one
+per caller's `Authorization`), at most `max_processes`. A POST is answered as JSON when the
+response comes first, else as an SSE stream carrying what the process sends for it first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from typing import Any, Mapping
+
+import aiohttp
+from aiohttp import web
+
+from translators import jsonrpc
+from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, backend_unavailable
+from translators.protocol import H_SESSION_ID
+
+from ..config import Upstream
+from ..metrics import Metrics
+from .endpoint import BackendUnreachable, Endpoint
+from .stdio_mux import Pending, ProcessSlot, VirtualSession
+
+log = logging.getLogger(__name__)
+
+START_WAIT_S = 10.0
+"""How long an `initialize` waits for its process to be (re)started before failing (HTTP 502)."""
+PROBE_CLIENT_NAME = "mcp-tasks-proxy-probe"
+KEYED_CAPABILITIES = ("elicitation", "sampling", "roots")
+"""The client capabilities a process's `initialize` must match under `process_scope = "capabilities"`."""
+
+
+class ProcessPool:
+    """The processes of one stdio backend and every virtual session over them."""
+
+    def __init__(self, config: Upstream, endpoint: "StdioEndpoint"):
+        self.config = config
+        self.endpoint = endpoint
+        self.slots: OrderedDict[str, ProcessSlot] = OrderedDict()
+        self.sessions: dict[str, VirtualSession] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
+
+    def key(self, capabilities: Mapping[str, Any], authorization: str | None) -> str:
+        """Which process a session with these `initialize` capabilities and this caller goes to."""
+        scope = self.config.process_scope
+        if scope == "shared":
+            return "shared"
+        if scope == "principal":
+            return "principal:" + hashlib.sha256((authorization or "").encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        kept = {name: capabilities[name] for name in KEYED_CAPABILITIES if name in capabilities}
+        return "capabilities:" + json.dumps(kept, sort_keys=True, separators=(",", ":"))
+
+    def _slot(self, key: str, capabilities: Mapping[str, Any], client_info: Mapping[str, Any]) -> ProcessSlot:
+        slot = self.slots.get(key)
+        if slot is not None:
+            self.slots.move_to_end(key)
+            return slot
+        if len(self.slots) >= self.config.max_processes:
+            idle = [k for k, s in self.slots.items() if not s.busy]
+            if not idle:
+                raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: all {self.config.max_processes} processes are in use",
+                               http_status=502)
+            evicted = self.slots.pop(idle[0])
+            log.info("backend %s: stopping an idle process to start one for other capabilities", self.config.name)
+            stopping = asyncio.ensure_future(evicted.close())
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+        assert self.config.command is not None
+        slot = ProcessSlot(self.config.name, self.config.command, env=self.config.env, cwd=self.config.cwd,
+                           capabilities=capabilities, client_info=client_info, max_line_bytes=self.config.max_line_bytes,
+                           grace_s=self.config.stop_grace_ms / 1000, on_down=self.endpoint.process_down, on_up=lambda: None)
+        self.slots[key] = slot
+        slot.start()
+        return slot
+
+    async def open_session(self, params: Mapping[str, Any], authorization: str | None) -> VirtualSession:
+        """A virtual session for an `initialize` with these params, on a running process. A probe
+        joins any running process. Raises `McpError` (HTTP 502) when none is running in time."""
+        capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        slot = None
+        if client_info.get("name") == PROBE_CLIENT_NAME:
+            slot = next((s for s in reversed(self.slots.values()) if s.ready.is_set()), None)
+        if slot is None:
+            slot = self._slot(self.key(capabilities, authorization), capabilities, client_info)
+        if not slot.ready.is_set() and slot.starting:  # being started: wait; waiting out a backoff: not
+            try:
+                await asyncio.wait_for(slot.attempt_done.wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        if not slot.ready.is_set():
+            reason = "still starting" if slot.starting else slot.last_failure
+            raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running ({reason})", http_status=502)
+        session = slot.open_session()
+        self.sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> VirtualSession | None:
+        """The live session with this id, None when unknown or lost with its process."""
+        session = self.sessions.get(session_id)
+        if session is None or session.lost:
+            self.sessions.pop(session_id, None)
+            return None
+        return session
+
+    async def close(self) -> None:
+        """Stop every process (and wait for those being stopped)."""
+        await asyncio.gather(*(slot.close() for slot in self.slots.values()), *self._stopping)
+        self.slots.clear()
+        self.sessions.clear()
+
+
+def _json(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=jsonrpc.dumps(message), status=status, content_type="application/json", headers=headers)
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + jsonrpc.dumps(message) + b"\n\n"
+
+
+class Bridge:
+    """The loopback Streamable HTTP endpoint of one stdio backend (POST, GET, DELETE `/mcp`)."""
+
+    def __init__(self, pool: ProcessPool):
+        self.pool = pool
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        try:
+            message = jsonrpc.parse(await request.read())
+        except McpError as exc:
+            return _json(jsonrpc.error_response(None, exc), 400)
+        session_id = request.headers.get(H_SESSION_ID)
+        if session_id is None:
+            if message.kind != "request" or message.method != "initialize":
+                error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
+                return _json(jsonrpc.error_response(message.id, error), 400)
+            try:
+                session = await self.pool.open_session(message.params, request.headers.get("Authorization"))
+            except McpError as exc:
+                return _json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
+            result = session.slot.initialize_result
+            return _json(jsonrpc.result_response(message.id, result), headers={H_SESSION_ID: session.id})
+        session = self.pool.get(session_id)
+        if session is None:
+            return _json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, "Session not found")), 404)
+        if message.kind == "notification":
+            session.slot.notify(session, message.raw)
+            return web.Response(status=202)
+        if message.kind == "response":
+            session.slot.answer(session, message.raw)
+            return web.Response(status=202)
+        if message.method == "initialize":
+            return _json(jsonrpc.result_response(message.id, session.slot.initialize_result), headers={H_SESSION_ID: session.id})
+        return await self._answer(request, session, session.slot.request(session, message.raw))
+
+    async def _answer(self, request: web.Request, session: VirtualSession, pending: Pending) -> web.StreamResponse:
+        """JSON when the response comes first, else an SSE stream up to and with the response."""
+        response: web.StreamResponse | None = None
+        try:
+            while True:
+                message, final = await pending.queue.get()
+                if final and response is None:
+                    return _json(message)
+                if response is None:
+                    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+                    await response.prepare(request)
+                await response.write(_event(message))
+                if final:
+                    await response.write_eof()
+                    return response
+        except (asyncio.CancelledError, ConnectionError):
+            for request_id, candidate in list(session.inflight.items()):
+                if candidate is pending:
+                    session.slot.cancel(session, request_id)
+            raise
+        finally:
+            session.slot.done(session, pending)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
+        if session is None:
+            return web.Response(status=404 if H_SESSION_ID in request.headers else 405)
+        if session.stream is not None:
+            return web.Response(status=409, text="Only one GET stream per session")
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        while session.backlog:
+            queue.put_nowait(session.backlog.popleft())
+        session.stream = queue
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        try:
+            await response.prepare(request)
+            while not session.lost:
+                message = await queue.get()
+                if not message:
+                    break
+                await response.write(_event(message))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if session.stream is queue:
+                session.stream = None
+        return response
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
+        if session is None:
+            return web.Response(status=404)
+        session.slot.end_session(session)
+        self.pool.sessions.pop(session.id, None)
+        return web.Response(status=200)
+
+
+class StdioEndpoint(Endpoint):
+    """An `Endpoint` whose backend is a stdio server the proxy runs (see the module docstring).
+    Its loopback server starts with the first POST; `close()` stops every process."""
+
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
+                 metrics: Metrics | None = None):
+        super().__init__(config.name, f"stdio:{config.name}", http, extra_headers=config.headers,
+                         request_timeout_ms=request_timeout_ms, metrics=metrics)
+        self.config = config
+        self.pool = ProcessPool(config, self)
+        self._runner: web.AppRunner | None = None
+        self._starting = asyncio.Lock()
+
+    async def ensure_started(self) -> None:
+        """Start the loopback endpoint (once); `url` is its address from then on."""
+        if self._runner is not None:
+            return
+        async with self._starting:
+            if self._runner is not None:
+                return
+            bridge = Bridge(self.pool)
+            app = web.Application(client_max_size=self.config.max_line_bytes)
+            app.router.add_post("/mcp", bridge.post)
+            app.router.add_get("/mcp", bridge.get, allow_head=False)
+            app.router.add_delete("/mcp", bridge.delete)
+            runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            host, port = runner.addresses[0][:2]
+            self.url = self.configured_url = f"http://{host}:{port}/mcp"
+            self._runner = runner
+
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
+        await self.ensure_started()
+        return await super().post(body, headers, idempotent=idempotent)
+
+    def process_down(self, reason: str) -> None:
+        """A process was lost: the backend is down until a probe answers again (`/readyz`)."""
+        error = backend_unavailable(self.name, reason)
+        self.on_unreachable(BackendUnreachable(error.code, error.message, http_status=502))
+        self.on_trouble()
+
+    async def close(self) -> None:
+        """Stop every process (EOF, SIGTERM, SIGKILL; reaped) and the loopback endpoint."""
+        await self.pool.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,412 @@
+"""Virtual sessions over one supervised stdio process (docs/behaviour.md §7 "stdio backends").
+
+A `ProcessSlot` runs one server process and keeps it running: it starts it, runs `initialize`
+once with the capabilities of the slot, restarts it with backoff when it exits, and carries the
+requests of many `VirtualSession`s over it. Ids and progress tokens are rewritten per request
+(`translators.multiplex`); what the process sends is routed to the virtual session it belongs
+to: a response to the request's own stream; a server→client request or notification by its
+related task, progress token, the request it names, the task it names, or else the one session
+with a request in flight that may ask (docs/decisions.md §56, §57). A session keeps the
+tasks it created: another session's task is unknown to it, and its `tasks/list` shows its own only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from cachetools import LRUCache
+
+from translators import jsonrpc, multiplex
+from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from translators.protocol import LEGACY_VERSION
+
+from .stdio_process import StdioProcess
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST_S = 0.25
+BACKOFF_MAX_S = 30.0
+STEADY_S = 10.0
+"""A process that ran this long before exiting is restarted after `BACKOFF_FIRST_S` again."""
+INITIALIZE_TIMEOUT_S = 30.0
+BACKLOG = 256
+"""Messages kept for a virtual session with no stream open to take them (oldest dropped first)."""
+
+
+@dataclass(eq=False)
+class Pending:
+    """A virtual session's request in flight in the process: what it was, and the queue of
+    (message, final) its POST answer streams (the response is final)."""
+
+    session: "VirtualSession | None"
+    client_id: jsonrpc.RequestId | None
+    method: str
+    task: str | None
+    queue: asyncio.Queue[tuple[dict[str, Any], bool]] = field(default_factory=asyncio.Queue)
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    """Server→client requests put on this request's stream (offered again elsewhere if the
+    response comes while one is still unanswered)."""
+
+    def put(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" in message:
+            self.questions.append(message)
+        self.queue.put_nowait((message, False))
+
+
+@dataclass(eq=False)
+class VirtualSession:
+    """One client session carried over a process: its id (the `Mcp-Session-Id` the bridge
+    hands out), the tasks it created, its resource subscriptions, its requests in flight (process
+    id → `Pending`), its open GET stream (a queue, or None) and the backlog kept for it."""
+
+    id: str
+    slot: "ProcessSlot"
+    tasks: set[str] = field(default_factory=set)
+    running_tasks: set[str] = field(default_factory=set)
+    subscriptions: set[str] = field(default_factory=set)
+    inflight: dict[int, Pending] = field(default_factory=dict)
+    stream: asyncio.Queue[dict[str, Any]] | None = None
+    backlog: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=BACKLOG))
+    lost: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Whether a task of this session may still be working (not seen terminal yet)."""
+        return bool(self.running_tasks)
+
+    def deliver(self, message: dict[str, Any], prefer: Pending | None = None) -> None:
+        """Put a message for this session where its client will read it: on `prefer`'s stream when
+        that request is still in flight, else the GET stream, else the newest request in flight
+        that may ask (not a quiet one), else the backlog."""
+        if prefer is not None and any(p is prefer for p in self.inflight.values()):
+            prefer.put(message)
+        elif self.stream is not None:
+            self.stream.put_nowait(message)
+        else:
+            asking = [p for p in self.inflight.values() if p.method not in multiplex.QUIET_METHODS]
+            if asking:
+                asking[-1].put(message)
+            else:
+                self.backlog.append(message)
+
+
+class ProcessSlot:
+    """One supervised process and the virtual sessions over it. `capabilities` and `client_info`
+    are what the process's `initialize` declares; `on_down(reason)` is called each time the
+    process is lost, `on_up()` each time it has answered `initialize`."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
+                 capabilities: Mapping[str, Any], client_info: Mapping[str, Any], max_line_bytes: int, grace_s: float,
+                 on_down: Callable[[str], None], on_up: Callable[[], None]):
+        self.name = name
+        self.argv, self.env, self.cwd = list(argv), env, cwd
+        self.capabilities, self.client_info = dict(capabilities), dict(client_info)
+        self.max_line_bytes, self.grace_s = max_line_bytes, grace_s
+        self.on_down, self.on_up = on_down, on_up
+        self.ready = asyncio.Event()
+        self.attempt_done = asyncio.Event()
+        """Set when a start attempt has ended (answered `initialize`, or failed); cleared at each attempt."""
+        self.starting = True
+        self.last_failure = "starting"
+        self.initialize_result: dict[str, Any] = {}
+        self.sessions: dict[str, VirtualSession] = {}
+        self.process: StdioProcess | None = None
+        self.restarts = 0
+        self.last_used = time.monotonic()
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._pending: dict[int, Pending] = {}
+        self._task_owner: dict[str, VirtualSession] = {}
+        self._token_owner: LRUCache[int, tuple[VirtualSession, jsonrpc.RequestId, int]] = LRUCache(maxsize=10_000)
+        self._asked: LRUCache[jsonrpc.RequestId, VirtualSession] = LRUCache(maxsize=10_000)
+        self._exited: asyncio.Event = asyncio.Event()
+        self._closed = False
+        self._supervisor: asyncio.Task[None] | None = None
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start supervising (the process is started at once, in the background)."""
+        self._supervisor = asyncio.ensure_future(self._supervise())
+
+    async def _supervise(self) -> None:
+        backoff = BACKOFF_FIRST_S
+        while not self._closed:
+            started = time.monotonic()
+            self._exited.clear()
+            self.starting = True
+            self.attempt_done.clear()
+            reason = await self._run_once()
+            self.starting = False
+            self.last_failure = reason
+            self.attempt_done.set()
+            if self._closed:
+                return
+            self.ready.clear()
+            self._lose_everything(reason)
+            self.on_down(reason)
+            backoff = BACKOFF_FIRST_S if time.monotonic() - started >= STEADY_S else backoff
+            log.warning("backend %s: %s; starting it again in %.2f s", self.name, reason, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            self.restarts += 1
+
+    async def _run_once(self) -> str:
+        """Start the process, `initialize` it, and wait until it exits; returns why it stopped."""
+        process = StdioProcess(self.name, self.argv, env=self.env, cwd=self.cwd, max_line_bytes=self.max_line_bytes,
+                               grace_s=self.grace_s, on_message=self._from_process, on_exit=lambda code: self._exited.set())
+        try:
+            await process.start()
+        except OSError as exc:
+            return f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
+        self.process = process
+        pending = Pending(None, None, "initialize", None)
+        request_id = next(self._ids)
+        self._pending[request_id] = pending
+        params = {"protocolVersion": LEGACY_VERSION, "capabilities": self.capabilities, "clientInfo": self.client_info}
+        process.send(jsonrpc.request(request_id, "initialize", params))
+        answer = asyncio.ensure_future(pending.queue.get())
+        exited = asyncio.ensure_future(self._exited.wait())
+        done, _ = await asyncio.wait({answer, exited}, timeout=INITIALIZE_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+        exited.cancel()
+        self._pending.pop(request_id, None)
+        if answer not in done:
+            answer.cancel()
+            await process.stop()
+            return "the process exited before answering initialize" if self._exited.is_set() else "initialize timed out"
+        message, _ = answer.result()
+        result = message.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("capabilities"), dict):
+            await process.stop()
+            return f"initialize failed: {message.get('error')}"
+        self.initialize_result = result
+        process.send(jsonrpc.notification("notifications/initialized"))
+        self.ready.set()
+        self.starting = False
+        self.attempt_done.set()
+        self.on_up()
+        await self._exited.wait()
+        code = process.process.returncode if process.process is not None else None
+        return f"the process exited with status {code}"
+
+    def _lose_everything(self, reason: str) -> None:
+        """The process is gone: every request in flight fails, every session is lost (its tasks
+        are unknown from now on: a new process does not have them)."""
+        error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: {reason}")
+        for pending in self._pending.values():
+            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
+        self._pending.clear()
+        for session in self.sessions.values():
+            session.lost = True
+            session.inflight.clear()
+            if session.stream is not None:
+                session.stream.put_nowait({})  # wakes the GET stream, which ends
+        self.sessions.clear()
+        self._task_owner.clear()
+        self._token_owner.clear()
+        self._asked.clear()
+
+    async def close(self) -> None:
+        """Stop supervising and stop the process (EOF, SIGTERM, SIGKILL; reaped)."""
+        self._closed = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        if self.process is not None:
+            await self.process.stop()
+        self.ready.clear()
+        self._lose_everything("the proxy is stopping")
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request is in flight or a task was created in the process."""
+        return bool(self._pending) or bool(self._task_owner)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def open_session(self) -> VirtualSession:
+        """A new virtual session on the running process."""
+        session = VirtualSession(uuid.uuid4().hex, self)
+        self.sessions[session.id] = session
+        self.last_used = time.monotonic()
+        return session
+
+    def end_session(self, session: VirtualSession) -> None:
+        """Forget a session (DELETE): its requests in flight are cancelled in the process."""
+        for request_id in list(session.inflight):
+            self.cancel(session, request_id)
+        session.lost = True
+        self.sessions.pop(session.id, None)
+        for task in session.tasks:
+            self._task_owner.pop(task, None)
+
+    def request(self, session: VirtualSession, message: dict[str, Any]) -> Pending:
+        """Send a session's request; its answer arrives on the returned `Pending`'s queue. A task
+        request for a task this session did not create is answered "Unknown task" at once (never
+        sent), and so is every request when the process is not running."""
+        self.last_used = time.monotonic()
+        method = message.get("method", "")
+        task = multiplex.task_param(message)
+        pending = Pending(session, message.get("id"), method, task)
+        if task is not None and task not in session.tasks:
+            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, McpError(INVALID_PARAMS, "Unknown task")), True))
+            return pending
+        request_id = next(self._ids)
+        token = multiplex.progress_token(message)
+        new_token = None
+        if token is not None:
+            new_token = next(self._tokens)
+            self._token_owner[new_token] = (session, token, request_id)
+        if method == "resources/subscribe" and isinstance((message.get("params") or {}).get("uri"), str):
+            session.subscriptions.add(message["params"]["uri"])
+        elif method == "resources/unsubscribe":
+            session.subscriptions.discard((message.get("params") or {}).get("uri"))
+        self._pending[request_id] = pending
+        session.inflight[request_id] = pending
+        if self.process is None or not self.ready.is_set() or not self.process.send(multiplex.to_process(message, request_id, new_token)):
+            self._pending.pop(request_id, None)
+            session.inflight.pop(request_id, None)
+            error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: the process is not running")
+            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
+        return pending
+
+    def done(self, session: VirtualSession, pending: Pending) -> None:
+        """The POST carrying `pending` has ended (answered, or its client went away)."""
+        for request_id, candidate in list(session.inflight.items()):
+            if candidate is pending:
+                session.inflight.pop(request_id, None)
+                self._pending.pop(request_id, None)
+
+    def cancel(self, session: VirtualSession, request_id: int) -> None:
+        """Tell the process a session's request is abandoned (`notifications/cancelled`)."""
+        pending = session.inflight.pop(request_id, None)
+        self._pending.pop(request_id, None)
+        if pending is not None and self.process is not None:
+            self.process.send(jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}))
+
+    def process_id_of(self, session: VirtualSession, client_id: Any) -> int | None:
+        """The process's id for a session's request still in flight (the client's `client_id`)."""
+        for request_id, pending in session.inflight.items():
+            if pending.client_id == client_id:
+                return request_id
+        return None
+
+    def notify(self, session: VirtualSession, message: dict[str, Any]) -> None:
+        """A session's notification: `initialized` was sent once for the process; a
+        `notifications/cancelled` names the process's id; others go as they are."""
+        method = message.get("method")
+        if method == "notifications/initialized" or self.process is None:
+            return
+        if method == "notifications/cancelled":
+            request_id = self.process_id_of(session, (message.get("params") or {}).get("requestId"))
+            if request_id is None:
+                return
+            message = multiplex.cancelled_to_process(message, request_id)
+        self.process.send(message)
+
+    def answer(self, session: VirtualSession, message: dict[str, Any]) -> bool:
+        """A session's response to a server→client request; sent only when that request was put
+        to this session. Returns whether it was."""
+        if self._asked.get(message.get("id")) is not session or self.process is None:
+            log.warning("backend %s: an answer to a request not put to this session was dropped", self.name)
+            return False
+        self._asked.pop(message.get("id"), None)
+        return self.process.send(message)
+
+    # -- routing what the process sends --------------------------------------------------------
+
+    def _from_process(self, message: dict[str, Any]) -> None:
+        if "method" not in message:
+            self._response(message)
+            return
+        if "id" in message and message.get("method") == "ping":
+            if self.process is not None:
+                self.process.send(jsonrpc.result_response(message["id"], {}))
+            return
+        route = multiplex.route_of(message)
+        is_request = "id" in message
+        session, prefer = self._owner(route, message)
+        if session is None:
+            if is_request and self.process is not None:
+                log.warning("backend %s: cannot tell which client %s is for; refused", self.name, message.get("method"))
+                error = McpError(INTERNAL_ERROR, "No client of this proxy can be told apart as the one this request is for")
+                self.process.send(jsonrpc.error_response(message["id"], error))
+            return
+        if is_request:
+            self._asked[message["id"]] = session
+        if route.kind == "progress" and isinstance(route.key, int):
+            owner = self._token_owner.get(route.key)
+            if owner is not None:
+                message = multiplex.with_progress_token(message, owner[1])
+        elif route.kind == "task" and isinstance(route.key, str) and multiplex.terminal(message.get("params")):
+            session.running_tasks.discard(route.key)
+        for each in ([session] if route.kind != "broadcast" else []):
+            each.deliver(message, prefer)
+
+    def _owner(self, route: multiplex.Route, message: dict[str, Any]) -> tuple[VirtualSession | None, Pending | None]:
+        """The session a message belongs to and the request in flight to prefer (None, None when
+        none can be told: broadcasts and resource updates are delivered here directly)."""
+        if route.kind == "task" and isinstance(route.key, str) and route.key in self._task_owner:
+            session = self._task_owner[route.key]
+            prefer = next((p for p in session.inflight.values() if p.task == route.key), None)
+            return session, prefer
+        if route.kind == "progress" and isinstance(route.key, int):
+            owner = self._token_owner.get(route.key)
+            if owner is None:
+                return None, None
+            return owner[0], owner[0].inflight.get(owner[2])
+        if route.kind == "server-request":
+            return self._asked.get(route.key), None  # type: ignore[arg-type]
+        if route.kind in ("broadcast", "resource"):
+            for session in list(self.sessions.values()):
+                if route.kind == "broadcast" or route.key in session.subscriptions:
+                    session.deliver(message)
+            return None, None
+        # No key in the message (a server that leaves out the related task): the one session that
+        # may be asking, if there is only one: with a request in flight that may ask, or with a
+        # task not seen finished (docs/decisions.md §56, §57). Two or more: refused.
+        asking = [p for p in self._pending.values() if p.session is not None and p.method not in multiplex.QUIET_METHODS]
+        candidates = {id(p.session): p.session for p in asking if p.session is not None}
+        candidates.update({id(s): s for s in self._task_owner.values() if s.running})
+        if len(candidates) == 1:
+            session = next(iter(candidates.values()))
+            return session, next((p for p in reversed(asking) if p.session is session), None)
+        return None, None
+
+    def _response(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        pending = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
+        if pending is None:
+            log.warning("backend %s: a response to no request in flight (id %r) skipped", self.name, request_id)
+            return
+        session = pending.session
+        if session is not None:
+            session.inflight.pop(request_id, None)  # type: ignore[arg-type]
+            result = message.get("result")
+            task = multiplex.created_task(result)
+            if task is not None:
+                session.tasks.add(task)
+                session.running_tasks.add(task)
+                self._task_owner[task] = session
+            elif pending.task is not None and multiplex.terminal(result):
+                session.running_tasks.discard(pending.task)
+            elif pending.method == "tasks/list" and isinstance(result, dict):
+                message = {**message, "result": multiplex.own_tasks(result, session.tasks.__contains__)}
+            message = multiplex.to_client(message, pending.client_id)
+        pending.queue.put_nowait((message, True))
+        if session is not None:
+            # A question put on this stream and still unanswered when the response came (a task's
+            # work that asked while the call creating it was in flight): the client's reader of
+            # that stream is gone, so it is offered again on the session's other streams.
+            for question in pending.questions:
+                if self._asked.get(question["id"]) is session:
+                    session.deliver(question)

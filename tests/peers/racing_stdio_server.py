@@ -1,0 +1,66 @@
+"""A minimal v1 stdio server whose task asks its question before the call creating it is answered.
+
+`ask` (taskSupport required): on a task-augmented `tools/call` it writes an `elicitation/create`
+(id "q1", with no related-task `_meta`, as FastMCP 3's task workers do) and only then the
+`CreateTaskResult`, followed by a `notifications/tasks/status` saying `input_required`. The task is `input_required` until the answer arrives, then `completed` with
+the text `answer: <content.word>`.
+"""
+
+import json
+import sys
+
+TASK = {"taskId": "t1", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000,
+        "pollInterval": 100}
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def result(request_id, answer):
+    send({"jsonrpc": "2.0", "id": request_id, "result": {
+        "content": [{"type": "text", "text": f"answer: {answer}"}], "isError": False,
+        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}})
+
+
+def main():
+    answer = None
+    waiting = []  # tasks/result requests held until the task is done
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        if method is None:
+            if request_id == "q1":
+                answer = message["result"]["content"]["word"]
+                for held in waiting:
+                    result(held, answer)
+                waiting.clear()
+            continue
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {
+                "protocolVersion": "2025-11-25", "serverInfo": {"name": "racing", "version": "1"},
+                "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [
+                {"name": "ask", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}})
+        elif method == "tools/call":
+            schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
+            send({"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create",
+                  "params": {"mode": "form", "message": "Which word?", "requestedSchema": schema}})
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"task": {**TASK, "status": "working"}}})
+            send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {**TASK, "status": "input_required"}})
+        elif method == "tasks/get":
+            status = "completed" if answer is not None else "input_required"
+            send({"jsonrpc": "2.0", "id": request_id, "result": {**TASK, "status": status}})
+        elif method == "tasks/result":
+            if answer is None:
+                waiting.append(request_id)
+            else:
+                result(request_id, answer)
+        elif request_id is not None:
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "Method not found"}})
+
+
+if __name__ == "__main__":
+    main()
