@@ -28,6 +28,8 @@ def add_bench_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
     bench.add_argument("--scenarios", metavar="LETTERS", help="only these scenarios, e.g. ab (default abc)")
     bench.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
                        help="the proxy's event loop (default auto: uvloop when installed, the `fast` extra)")
+    bench.add_argument("--store", choices=["sqlite", "redis"], default="sqlite",
+                       help="the proxy rows' state store (default sqlite; redis: a redis-server started on loopback)")
     bench.add_argument("--no-nginx", action="store_true", help="leave out the nginx row")
     bench.add_argument("--no-fastmcp", action="store_true", help="leave out the FastMCP 3.4.11 proxy row")
     bench.add_argument("--memory", action="store_true",

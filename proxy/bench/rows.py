@@ -80,6 +80,9 @@ class Options:
     scenarios: str = "abc"
     event_loop: str = "auto"
     """The proxy's event loop: auto (uvloop when installed), uvloop or asyncio."""
+    store: str = "sqlite"
+    """The proxy rows' state store: "sqlite" (the default store) or "redis" (a Redis server the
+    benchmark starts on loopback, `proxy/bench/redis_server.py`)."""
 
 
 @dataclass

@@ -38,6 +38,8 @@ class Bench:
         self.skipped: dict[str, str] = {}
         self.workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-bench-"))
         self.tools: Tools = FAST_TOOLS
+        self.redis: Any = None
+        """The Redis server of `--store redis` (stopped after the proxies)."""
 
     def start(self) -> None:
         wanted = {r.target for r in ROWS if not self.options.rows or r.key in self.options.rows}
@@ -58,16 +60,23 @@ class Bench:
             if wanted & {"upstream-modern", "proxy-modern"}:
                 self.procs["upstream-modern"] = targets.start_fast_upstream("modern", poll_interval_ms=POLL_INTERVAL_MS)
         upstream = self.procs["upstream"].url
+        store: dict[str, object] = {}
+        if self.options.store == "redis":
+            from .redis_server import start_redis
+
+            self.log("starting redis-server")
+            self.redis = start_redis(self.log)
+            store = {"store": self.redis.url}
         if "proxy" in wanted:
             self.log("starting mcp-tasks-proxy")
-            self.procs["proxy"] = targets.start_proxy(upstream, self.workdir / "proxy", event_loop=self.options.event_loop)
+            self.procs["proxy"] = targets.start_proxy(upstream, self.workdir / "proxy", event_loop=self.options.event_loop, **store)
         if "proxy-stdio" in wanted and self.options.upstream != "reference":
             self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
                                                                   poll_interval_ms=POLL_INTERVAL_MS)
             self.procs["upstream-stdio"] = targets.ChildrenOf("fast upstream (stdio)", self.procs["proxy-stdio"])
         if "proxy-modern" in wanted and "upstream-modern" in self.procs:
             self.procs["proxy-modern"] = targets.start_proxy(self.procs["upstream-modern"].url, self.workdir / "proxy-modern",
-                                                             event_loop=self.options.event_loop)
+                                                             event_loop=self.options.event_loop, **store)
         if "nginx" in wanted:
             if not self.options.nginx:
                 self.skipped["nginx"] = "left out (--no-nginx)"
@@ -95,6 +104,9 @@ class Bench:
             except Exception as exc:  # noqa: BLE001 - stop the others anyway
                 self.log(f"stopping {name}: {exc}")
         self.procs.clear()
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
         import shutil
 
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -176,6 +188,7 @@ def main(args: Any) -> int:
     options.concurrency = args.concurrency
     options.upstream = args.upstream
     options.event_loop = args.event_loop
+    options.store = args.store
     options.nginx = not args.no_nginx
     options.fastmcp = not args.no_fastmcp
     if args.rows:
