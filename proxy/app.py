@@ -1,7 +1,8 @@
 """The aiohttp application: routes, lifecycle, and an in-process runner for the demo and tests.
 
 Routes: `POST`, `GET` and `DELETE <path>` (and `<path>/`) → the entry (`proxy/entry.py`), which
-routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `GET`/`DELETE` → the session's (405 without an `Mcp-Session-Id`: the modern wire has
+routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `GET`/`DELETE` → the session's
+(405 without an `Mcp-Session-Id`: the modern wire has
 neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
 backend now), `GET /metrics` (Prometheus text format), `GET /status` and
 `GET /status.json` (the operator's status page, `proxy/observe/status.py`).
@@ -15,9 +16,10 @@ import contextlib
 import logging
 import os
 import sqlite3
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -29,18 +31,18 @@ from .connections import BoundedSite, ConnectionLimits
 from .entry import Entry
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
-from .pairings import Relay, V2OverV1
-from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
-from .state.store import TaskStateStore
-from .upstream.backend import UnsupportedBackend
 from .keys import load_master_key
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
 from .observe.status import status_json, status_page
+from .pairings import Relay, V2OverV1
+from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
+from .state.store import TaskStateStore
+from .upstream.backend import UnsupportedBackend
 
 log = logging.getLogger(__name__)
 
-STATE: web.AppKey["ProxyState"] = web.AppKey("state")
+STATE: web.AppKey[ProxyState] = web.AppKey("state")
 REQUEST_ID_KEY = web.RequestKey("request_id", str)
 READY_PROBE_TIMEOUT_S = 5.0
 
@@ -121,7 +123,9 @@ async def _status_page(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def _request_id(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def _request_id(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     """Give the request its id (see `proxy.logs.request_id_from`) for log lines and the response."""
     request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
     request[REQUEST_ID_KEY] = request_id
@@ -143,8 +147,9 @@ async def _startup(app: web.Application) -> None:
     state = app[STATE]
     settings = state.settings
     # No cookie jar: a backend's cookies must never travel from one client's request to another's.
-    state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True,
-                                       cookie_jar=aiohttp.DummyCookieJar())
+    state.http = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
+    )
     state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
     state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
     if settings.traces != "off" or state.tracer_provider is not None:
@@ -175,7 +180,7 @@ def _handover(store: TaskStateStore, fleet: Fleet) -> asyncio.Future[None]:
     from .pairings.handover import Handover
     from .pairings.mrtr import ExchangeBook
 
-    def book_for(name: str) -> "ExchangeBook | None":
+    def book_for(name: str) -> ExchangeBook | None:
         member = fleet.get(name)
         return member.exchanges if member is not None else None
 
@@ -258,8 +263,14 @@ async def _cleanup(app: web.Application) -> None:
         state.tracing.shutdown()  # flushes the spans still batched
 
 
-def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-               store: TaskStateStore | None = None, tracer_provider: Any = None) -> web.Application:
+def create_app(
+    settings: Settings,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    keyring: Keyring | None = None,
+    store: TaskStateStore | None = None,
+    tracer_provider: Any = None,
+) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
     to use (`proxy/state/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
@@ -268,7 +279,9 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
     if not settings.upstream:
-        raise ConfigError("upstream: at least one backend is required (give --upstream URL, or [[upstream]] tables in the config file)")
+        raise ConfigError(
+            "upstream: at least one backend is required (give --upstream URL, or [[upstream]] tables in the config file)"
+        )
     if keyring is None:
         key, source = load_master_key(settings, environ)
         log.info("sealing key from %s", source)
@@ -308,8 +321,14 @@ class RunningProxy:
         await self.runner.cleanup()
 
 
-async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-                store: TaskStateStore | None = None, tracer_provider: Any = None) -> RunningProxy:
+async def start(
+    settings: Settings,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    keyring: Keyring | None = None,
+    store: TaskStateStore | None = None,
+    tracer_provider: Any = None,
+) -> RunningProxy:
     """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral).
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.

@@ -8,7 +8,8 @@ import logging
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 from .config import ConfigError, load
 
 
-def _settings(args: argparse.Namespace) -> "Settings | None":
+def _settings(args: argparse.Namespace) -> Settings | None:
     """The settings of `serve` and `stdio`: the file, then the flags (`--upstream URL` or
     `--upstream-command 'CMD ARGS'`, split as a shell splits words; no shell runs it)."""
     import shlex
@@ -73,17 +74,19 @@ def _serve(args: argparse.Namespace) -> int:
     return _serve_one(settings)
 
 
-def _workers_refusal(settings: "Settings") -> str | None:
+def _workers_refusal(settings: Settings) -> str | None:
     """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes")."""
     if settings.store in ("sqlite", "memory"):
-        return (f"workers = {settings.workers} needs a store the processes share: store = \"redis://host:port/db\" "
-                f"(the SQLite store belongs to one process, and memory to each)")
+        return (
+            f'workers = {settings.workers} needs a store the processes share: store = "redis://host:port/db" '
+            f"(the SQLite store belongs to one process, and memory to each)"
+        )
     if settings.port == 0:
-        return "workers > 1 need a fixed port to share (listen = \"host:port\", not port 0)"
+        return 'workers > 1 need a fixed port to share (listen = "host:port", not port 0)'
     return None
 
 
-def _run_workers(count: int, serve: "Callable[[], int]") -> int:
+def _run_workers(count: int, serve: Callable[[], int]) -> int:
     """Fork `count` processes that each `serve()` on the one port (`SO_REUSEPORT`); SIGINT and
     SIGTERM are passed on to them. Returns the worst exit status."""
     children = []
@@ -113,7 +116,7 @@ def _run_workers(count: int, serve: "Callable[[], int]") -> int:
     return worst
 
 
-def _serve_one(settings: "Settings") -> int:
+def _serve_one(settings: Settings) -> int:
     from .app import start
     from .upstream.backend import UnsupportedBackend
 
@@ -135,11 +138,14 @@ def _serve_one(settings: "Settings") -> int:
         print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
-        logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
+        logging.getLogger(__name__).info(
+            "stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000
+        )
         await running.stop()
         return 0
 
-    from .eventloop import loop_factory, run as run_on_event_loop
+    from .eventloop import loop_factory
+    from .eventloop import run as run_on_event_loop
 
     try:
         loop_name, factory = loop_factory()
@@ -156,8 +162,8 @@ def _probe(args: argparse.Namespace) -> int:
 
     from translators.errors import McpError
 
-    from .upstream.probe import probe
     from .upstream.endpoint import Endpoint
+    from .upstream.probe import probe
 
     async def run() -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
@@ -168,11 +174,17 @@ def _probe(args: argparse.Namespace) -> int:
                 except McpError as exc:
                     rows.append({"url": url, "error": exc.message})
                     continue
-                rows.append({
-                    "url": url, "resolved_url": profile.url, "dialect": profile.dialect,
-                    "protocol_versions": profile.protocol_versions, "tool_tasks": profile.offers_tool_tasks,
-                    "tools": profile.tools, "server_info": profile.server_info,
-                })
+                rows.append(
+                    {
+                        "url": url,
+                        "resolved_url": profile.url,
+                        "dialect": profile.dialect,
+                        "protocol_versions": profile.protocol_versions,
+                        "tool_tasks": profile.offers_tool_tasks,
+                        "tools": profile.tools,
+                        "server_info": profile.server_info,
+                    }
+                )
         return rows
 
     rows = asyncio.run(run())
@@ -183,8 +195,10 @@ def _probe(args: argparse.Namespace) -> int:
             if "error" in row:
                 print(f"{row['url']}\n  error: {row['error']}")
                 continue
-            print(f"{row['url']}\n  dialect: {row['dialect']}\n  protocol versions: {', '.join(row['protocol_versions'])}"  # type: ignore[arg-type]
-                  f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}")
+            print(
+                f"{row['url']}\n  dialect: {row['dialect']}\n  protocol versions: {', '.join(row['protocol_versions'])}"  # type: ignore[arg-type]
+                f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}"
+            )
             for name, support in sorted(row["tools"].items()):  # type: ignore[union-attr]
                 print(f"  tool {name}: {support}")
     return 1 if any("error" in row for row in rows) else 0
@@ -193,8 +207,11 @@ def _probe(args: argparse.Namespace) -> int:
 def _reference_server(args: argparse.Namespace) -> int:
     from .demo import processes
 
-    start = {"v1": processes.start_reference_v1_server, "v2": processes.start_reference_v2_server,
-             "fastmcp3": processes.start_fastmcp3_server}[args.kind]
+    start = {
+        "v1": processes.start_reference_v1_server,
+        "v2": processes.start_reference_v2_server,
+        "fastmcp3": processes.start_fastmcp3_server,
+    }[args.kind]
     try:
         server = start(args.port)
     except processes.ServerStartError as exc:
@@ -240,26 +257,39 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint, e.g. http://127.0.0.1:3000/mcp")
     serve.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:8080)")
     serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
-    serve.add_argument("--store", metavar="STORE",
-                       help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts), memory, "
-                            "or a Redis URL redis://host:port/db shared by replicas and workers")
-    serve.add_argument("--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)")
-    serve.add_argument("--upstream-command", metavar="'CMD ARGS'",
-                       help="a stdio backend: the server command the proxy runs (split like shell words, no shell)")
+    serve.add_argument(
+        "--store",
+        metavar="STORE",
+        help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts), memory, "
+        "or a Redis URL redis://host:port/db shared by replicas and workers",
+    )
+    serve.add_argument(
+        "--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)"
+    )
+    serve.add_argument(
+        "--upstream-command",
+        metavar="'CMD ARGS'",
+        help="a stdio backend: the server command the proxy runs (split like shell words, no shell)",
+    )
     serve.set_defaults(run=_serve)
     stdio = commands.add_parser("stdio", help="be a stdio MCP server (for desktop clients) in front of a backend")
     stdio.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint")
     stdio.add_argument("--upstream-command", metavar="'CMD ARGS'", help="a stdio backend's command (split like shell words)")
     stdio.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
-    stdio.add_argument("--store", choices=["sqlite", "memory"], default="memory",
-                       help="where task state lives (default here: memory)")
+    stdio.add_argument(
+        "--store", choices=["sqlite", "memory"], default="memory", help="where task state lives (default here: memory)"
+    )
     stdio.set_defaults(run=_stdio)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
-    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
-    demo.add_argument("--reverse", action="store_true",
-                      help="walk a v1 client through the proxy in front of the reference v2 server instead")
-    demo.add_argument("--stdio", action="store_true",
-                      help="run the reference v1 server as a stdio server the proxy starts (a stdio backend)")
+    demo.add_argument(
+        "--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)"
+    )
+    demo.add_argument(
+        "--reverse", action="store_true", help="walk a v1 client through the proxy in front of the reference v2 server instead"
+    )
+    demo.add_argument(
+        "--stdio", action="store_true", help="run the reference v1 server as a stdio server the proxy starts (a stdio backend)"
+    )
     demo.set_defaults(run=_demo)
     probe = commands.add_parser("probe", help="show each backend's dialect, protocol versions and tools' task support")
     probe.add_argument("urls", nargs="+", metavar="URL", help="a backend's MCP endpoint")
@@ -268,8 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     reference = commands.add_parser(
         "reference-server", help="run one of the reference servers (in its own cached environment) for trying the proxy"
     )
-    reference.add_argument("kind", choices=["v1", "v2", "fastmcp3"],
-                           help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
+    reference.add_argument(
+        "kind",
+        choices=["v1", "v2", "fastmcp3"],
+        help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)",
+    )
     reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
     from .observe.terminal import add_parser as add_status_parser

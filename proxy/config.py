@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import difflib
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -51,7 +52,7 @@ class Upstream(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _url_or_command(self) -> "Upstream":
+    def _url_or_command(self) -> Upstream:
         if bool(self.url) == (self.command is not None):
             raise ValueError("give either url (an HTTP backend) or command (a stdio server the proxy runs), not both")
         return self
@@ -113,7 +114,9 @@ class Settings(BaseModel):
         names = [u.name for u in value]
         for name in names:
             if names.count(name) > 1:
-                raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
+                raise ValueError(
+                    f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)"
+                )
         return value
 
     @field_validator("store")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Callable, Coroutine, Mapping, TypeVar
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 ENV_EVENT_LOOP = "MCP_TASKS_PROXY_EVENT_LOOP"
 T = TypeVar("T")
@@ -32,7 +33,9 @@ def loop_factory(environ: Mapping[str, str] = os.environ) -> tuple[str, Callable
         import uvloop
     except ImportError:
         if choice == "uvloop":
-            raise RuntimeError(f"{ENV_EVENT_LOOP}=uvloop but uvloop is not installed (pip install 'mcp-tasks-proxy[fast]')") from None
+            raise RuntimeError(
+                f"{ENV_EVENT_LOOP}=uvloop but uvloop is not installed (pip install 'mcp-tasks-proxy[fast]')"
+            ) from None
         return "asyncio", None
     return "uvloop", uvloop.new_event_loop
 

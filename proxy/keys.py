@@ -10,8 +10,8 @@ import base64
 import binascii
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from translators.sealing import KEY_BYTES
 

@@ -6,8 +6,9 @@ Handles LF, CRLF and CR line ends, multi-line `data`, comments and `retry`; even
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from translators import jsonrpc
 

@@ -12,8 +12,16 @@ import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 
 
 def ensure_chromium() -> str:
@@ -31,8 +39,14 @@ def ensure_chromium() -> str:
 
 async def _run(*args: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        process = await asyncio.create_subprocess_exec(ensure_chromium(), *FLAGS, f"--user-data-dir={profile}", *args,
-                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        process = await asyncio.create_subprocess_exec(
+            ensure_chromium(),
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         out, _ = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, f"chromium exited {process.returncode}"
     return out

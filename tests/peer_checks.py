@@ -62,7 +62,7 @@ async def run_script(python: Path, script: Path, url: str, timeout_s: float) -> 
     )
     try:
         stdout, stderr = await asyncio.wait_for(child.communicate(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         child.kill()
         stdout, stderr = await child.communicate()
         stderr += f"\n[killed after {timeout_s:g} s]".encode()

@@ -33,7 +33,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,9 @@ OFFICIAL: dict[tuple[str, str], tuple[Zod, ...]] = {
     (EXT_TASKS, "UpdateTaskResult"): (Zod("UpdateTaskResultV2Schema"),),
     (EXT_TASKS, "CancelTaskResult"): (Zod("CancelTaskResultV2Schema"),),
     (EXT_TASKS, "TaskStatusNotification"): (
-        Zod("TaskStatusNotificationV2Schema"), Zod("JSONRPCNotificationSchema"), Zod("RequestIdSchema", _SUBSCRIPTION_ID),
+        Zod("TaskStatusNotificationV2Schema"),
+        Zod("JSONRPCNotificationSchema"),
+        Zod("RequestIdSchema", _SUBSCRIPTION_ID),
     ),
     (MCP_2025_11_25, "CallToolResult"): (Zod("CallToolResultV1Schema"), Zod("CallToolResultSchema")),
     (MCP_2025_11_25, "CancelTaskResult"): (Zod("CancelTaskResultV1Schema"), Zod(f"{MODULE_CORE}:CancelTaskResultSchema")),
@@ -99,15 +101,18 @@ OFFICIAL: dict[tuple[str, str], tuple[Zod, ...]] = {
     (MCP_2025_11_25, "TaskStatusNotificationParams"): (Zod(f"{MODULE_CORE}:TaskStatusNotificationParamsSchema"),),
     (MCP_2026_07_28, "CallToolResult"): (Zod("CallToolResultSchema"), Zod("CallToolResultV2Schema")),
     (MCP_2026_07_28, "DiscoverResult"): (
-        Zod("DiscoverResultSchema"), Zod("ImplementationSchema", ("_meta", "io.modelcontextprotocol/serverInfo")),
+        Zod("DiscoverResultSchema"),
+        Zod("ImplementationSchema", ("_meta", "io.modelcontextprotocol/serverInfo")),
     ),
     (MCP_2026_07_28, "InputRequiredResult"): (
-        Zod("InputRequiredCallToolResultV2Schema"), Zod("ServerRequestSchema", ("inputRequests", _ANY)),
+        Zod("InputRequiredCallToolResultV2Schema"),
+        Zod("ServerRequestSchema", ("inputRequests", _ANY)),
     ),
     (MCP_2026_07_28, "JSONRPCErrorResponse"): (Zod("JSONRPCErrorResponseSchema"),),
     (MCP_2026_07_28, "ListToolsResult"): (Zod("ListToolsResultSchema"), Zod("ToolV2Schema", ("tools", _ANY))),
     (MCP_2026_07_28, "SubscriptionsAcknowledgedNotification"): (
-        Zod("SubscriptionsAcknowledgedNotificationSchema"), Zod("JSONRPCNotificationSchema"),
+        Zod("SubscriptionsAcknowledgedNotificationSchema"),
+        Zod("JSONRPCNotificationSchema"),
         Zod("RequestIdSchema", _SUBSCRIPTION_ID),
     ),
 }
@@ -125,7 +130,7 @@ def _cacheable_result(message: Any) -> Iterator[str]:
     if not isinstance(message.get("resultType"), str):
         yield f"resultType: a string is required, got {message.get('resultType', '<missing>')!r}"
     if message.get("cacheScope") not in ("private", "public"):
-        yield f"cacheScope: \"private\" or \"public\" is required, got {message.get('cacheScope', '<missing>')!r}"
+        yield f'cacheScope: "private" or "public" is required, got {message.get("cacheScope", "<missing>")!r}'
     ttl = message.get("ttlMs")
     if not (isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0):
         yield f"ttlMs: an integer >= 0 is required, got {message.get('ttlMs', '<missing>')!r}"
@@ -218,7 +223,7 @@ def schemas_dir() -> Path:
     return base / "schemas"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(schema_file: str) -> tuple[str, dict[str, Any], Registry]:
     """The base URI, the parsed document and a registry holding it, once per file."""
     contents = json.loads((schemas_dir() / schema_file).read_text(encoding="utf-8"))
@@ -227,7 +232,7 @@ def _load(schema_file: str) -> tuple[str, dict[str, Any], Registry]:
     return uri, contents, Registry().with_resource(uri, resource)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(schema_file: str, definition: str) -> Draft202012Validator:
     uri, contents, registry = _load(schema_file)
     if definition not in contents.get("$defs", {}):
@@ -252,7 +257,11 @@ def _official_validator() -> subprocess.Popen[str]:
         prefix = ensure_npm_packages("official-schemas", OFFICIAL_SCHEMAS)
         _node_process = subprocess.Popen(
             [node_binary(), str(_VALIDATOR_SCRIPT), str(prefix)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
         )
         atexit.register(_stop_official_validator, _node_process)
     return _node_process

@@ -16,8 +16,14 @@ class SessionCaller:
     """initialize, then requests with the session id; answers parsed from JSON or SSE.
     `on_request(message) -> result dict | ("error", {...})` answers server→client requests."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, *, authorization: str | None = None,
-                 capabilities: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        *,
+        authorization: str | None = None,
+        capabilities: dict[str, Any] | None = None,
+    ):
         self.http = http
         self.url = url
         self.authorization = authorization
@@ -38,12 +44,16 @@ class SessionCaller:
         return {**h, **(extra or {})}
 
     async def initialize(self) -> dict[str, Any]:
-        answer = await self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": self.capabilities,
-                                                 "clientInfo": {"name": "tests", "version": "1"}})
+        answer = await self.call(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": self.capabilities, "clientInfo": {"name": "tests", "version": "1"}},
+        )
         await self.http.post(self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers())
         return answer
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, *, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """The JSON-RPC response message (with `_status`)."""
         self._id += 1
         body = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params or {}}
@@ -58,8 +68,11 @@ class SessionCaller:
                         if "method" in message and "id" in message:
                             self.seen_requests.append(message)
                             answer = await self.on_request(message) if self.on_request else {}
-                            reply = ({"jsonrpc": "2.0", "id": message["id"], "error": answer[1]} if isinstance(answer, tuple)
-                                     else {"jsonrpc": "2.0", "id": message["id"], "result": answer})
+                            reply = (
+                                {"jsonrpc": "2.0", "id": message["id"], "error": answer[1]}
+                                if isinstance(answer, tuple)
+                                else {"jsonrpc": "2.0", "id": message["id"], "result": answer}
+                            )
                             async with self.http.post(self.url, json=reply, headers=self.headers()) as posted:
                                 assert posted.status == 202
                         elif message.get("id") == self._id:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from proxy.app import RunningProxy, start
 from proxy.config import load
@@ -15,8 +16,9 @@ TEST_KEY = bytes(range(KEY_BYTES))
 
 
 @contextlib.asynccontextmanager
-async def running_stdio_proxy(kind: str, state_dir: Path, *, upstream: dict[str, Any] | None = None,
-                              **overrides: Any) -> AsyncIterator[RunningProxy]:
+async def running_stdio_proxy(
+    kind: str, state_dir: Path, *, upstream: dict[str, Any] | None = None, **overrides: Any
+) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1:<ephemeral> in front of the stdio server `kind` (a key of
     `proxy.demo.processes.stdio_commands`), run by the proxy, with a fixed test key."""
     backend = {"name": "main", "command": stdio_commands()[kind], **(upstream or {})}

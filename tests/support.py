@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import json
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import aiohttp
 
@@ -92,13 +93,21 @@ class Caller:
                 body = text
             return Answer(response.status, body, {k: v for k, v in response.headers.items()})
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None,
-                   headers: dict[str, str] | None = None) -> Answer:
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        declare: bool | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
         body = self.body(method, params, declare=declare)
         h = {**self.headers(method), "Content-Type": "application/json", **(headers or {})}
         return await self.raw(json.dumps(body), h)
 
-    async def poll(self, task_id: str, *, until: tuple[str, ...] = ("completed", "failed", "cancelled"), timeout: float = 20) -> dict[str, Any]:
+    async def poll(
+        self, task_id: str, *, until: tuple[str, ...] = ("completed", "failed", "cancelled"), timeout: float = 20
+    ) -> dict[str, Any]:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             answer = await self.call("tasks/get", {"taskId": task_id})
@@ -124,8 +133,10 @@ def free_port() -> int:
 @contextlib.asynccontextmanager
 async def running_proxy(upstream_url: str, state_dir: Path, **overrides: Any) -> AsyncIterator[RunningProxy]:
     """The proxy on 127.0.0.1:<ephemeral> in front of `upstream_url`, with a fixed test key."""
-    settings = load(None, {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": upstream_url}],
-                           "state_dir": str(state_dir), **overrides})
+    settings = load(
+        None,
+        {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": upstream_url}], "state_dir": str(state_dir), **overrides},
+    )
     running = await start(settings, keyring=Keyring(TEST_KEY))
     try:
         yield running

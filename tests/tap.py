@@ -32,7 +32,7 @@ class RecordingTap:
         self._http: aiohttp.ClientSession | None = None
 
     @classmethod
-    async def start(cls, target: str) -> "RecordingTap":
+    async def start(cls, target: str) -> RecordingTap:
         tap = cls(target)
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", tap._forward)
@@ -76,7 +76,11 @@ class RecordingTap:
                     response.headers[key] = value
             if upstream.status in (307, 308) and "Location" in upstream.headers:
                 location = aiohttp.client.URL(upstream.headers["Location"])
-                response.headers["Location"] = str(location.with_scheme("http").with_host(request.url.host).with_port(request.url.port)) if location.is_absolute() else str(location)
+                response.headers["Location"] = (
+                    str(location.with_scheme("http").with_host(request.url.host).with_port(request.url.port))
+                    if location.is_absolute()
+                    else str(location)
+                )
             await response.prepare(request)
             method = self.methods[-1] if request.method == "POST" and self.methods else ""
             cut = method in self.cut_after_first_event and "text/event-stream" in upstream.headers.get("Content-Type", "")

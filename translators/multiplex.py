@@ -20,10 +20,21 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The `_meta` key naming the task a message belongs to (core 2025-11-25 §Tasks)."""
 TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/cancel"})
 """Requests that name one task in `params.taskId`."""
-QUIET_METHODS = frozenset({
-    "ping", "tasks/get", "tasks/list", "tasks/cancel", "tools/list", "prompts/list", "resources/list",
-    "resources/templates/list", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-})
+QUIET_METHODS = frozenset(
+    {
+        "ping",
+        "tasks/get",
+        "tasks/list",
+        "tasks/cancel",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    }
+)
 """Requests during which a server does not ask its client anything: a request in flight of one of
 these does not make a server→client request without a related task that client's."""
 
@@ -126,9 +137,13 @@ class Route:
     key: RequestId | None = None
 
 
-BROADCAST_NOTIFICATIONS = frozenset({
-    "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed",
-})
+BROADCAST_NOTIFICATIONS = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    }
+)
 """Notifications about the server as a whole, for every virtual session."""
 
 

@@ -69,8 +69,11 @@ def _stamped(meta_id: Any, params: Mapping[str, Any] | None = None) -> dict[str,
 
 def acknowledged(subscription_id: Any, agreed: Mapping[str, Any]) -> dict[str, Any]:
     """`notifications/subscriptions/acknowledged`, the first message of the listen stream."""
-    return {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-            "params": {"_meta": {SUBSCRIPTION_ID: subscription_id}, "notifications": dict(agreed)}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {SUBSCRIPTION_ID: subscription_id}, "notifications": dict(agreed)},
+    }
 
 
 def for_subscription(message: Mapping[str, Any], subscription_id: Any, agreed: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -19,7 +19,6 @@ import sys
 import warnings
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demo" / "servers"))  # runs as a script in a peer env
 from loopback_serve import loopback_socket  # noqa: E402
 
@@ -31,7 +30,9 @@ async def _serve(upstream: str, host: str, port: int) -> None:
     sock = loopback_socket(host, port, backlog=1024)
     proxy = create_proxy(upstream, name="fastmcp3-bench-proxy")
     app = proxy.http_app(path="/mcp", transport="http")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, access_log=False)
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if serving.done():

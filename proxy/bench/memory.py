@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import aiohttp
 
@@ -32,12 +33,22 @@ OP_TIMEOUT_S = 30.0
 
 
 def _sessions(count: int) -> list[aiohttp.ClientSession]:
-    return [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S))
-            for _ in range(count)]
+    return [
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S))
+        for _ in range(count)
+    ]
 
 
-async def _live_phase(proxy: targets.Measured, url: str, *, live_tasks: int, clients: int, poll_s: float,
-                      out: dict[str, Any], log: Callable[[str], None]) -> None:
+async def _live_phase(
+    proxy: targets.Measured,
+    url: str,
+    *,
+    live_tasks: int,
+    clients: int,
+    poll_s: float,
+    out: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
     sessions = _sessions(clients)
     callers = [ModernClient(http, url, authorization=f"Bearer bench-client-{i}") for i, http in enumerate(sessions)]
     try:
@@ -119,8 +130,9 @@ async def _complete_one(caller: ModernClient) -> None:
     raise RuntimeError(f"task still {task.get('status')}")
 
 
-async def _completed_phase(proxy: targets.Measured, url: str, *, completed: int, out: dict[str, Any],
-                           log: Callable[[str], None]) -> None:
+async def _completed_phase(
+    proxy: targets.Measured, url: str, *, completed: int, out: dict[str, Any], log: Callable[[str], None]
+) -> None:
     sessions = _sessions(COMPLETING_CLIENTS)
     callers = [ModernClient(http, url, authorization=f"Bearer bench-client-{i}") for i, http in enumerate(sessions)]
     done = errors = 0
@@ -161,8 +173,14 @@ async def _completed_phase(proxy: targets.Measured, url: str, *, completed: int,
         out["completed_flat"] = growth <= max(2 * 1024 * 1024, 0.03 * half[1])
 
 
-def run_memory(*, live_tasks: int = 10_000, clients: int = 100, completed: int = 100_000, poll_s: float = 15.0,
-               log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+def run_memory(
+    *,
+    live_tasks: int = 10_000,
+    clients: int = 100,
+    completed: int = 100_000,
+    poll_s: float = 15.0,
+    log: Callable[[str], None] = lambda _m: None,
+) -> dict[str, Any]:
     """Both phases against one proxy; returns the figures (bytes, counts, seconds)."""
     out: dict[str, Any] = {"live_tasks": 0, "completed_tasks": 0}
     workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-bench-memory-"))

@@ -19,13 +19,14 @@ import json
 import logging
 import secrets
 import time
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from translators import jsonrpc
-from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
 from translators.dialect import session_dialect
+from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
 from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
@@ -64,15 +65,24 @@ class SessionPairing(Protocol):
 
     async def initialize_result(self, params: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def dispatch(self, session: "ProxySession", method: str, params: dict[str, Any], reply: "SessionReply",
-                       request: web.Request) -> dict[str, Any]: ...
+    async def dispatch(
+        self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply, request: web.Request
+    ) -> dict[str, Any]: ...
 
 
 class ProxySession:
     """One v1 client session: who it is, what it declared, its GET stream and pending requests."""
 
-    def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int,
-                 face: str = "v1", rules: SessionPairing | None = None):
+    def __init__(
+        self,
+        session_id: str,
+        principal: str,
+        params: Mapping[str, Any],
+        protocol_version: str,
+        replay_events: int,
+        face: str = "v1",
+        rules: SessionPairing | None = None,
+    ):
         self.id = session_id
         self.principal = principal
         self.face = face
@@ -98,16 +108,23 @@ class ProxySession:
     def record(self) -> SessionRecord:
         """What the store keeps of this session."""
         assert self.rules is not None
-        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name,
-                             {"capabilities": self.client_capabilities, "clientInfo": self.client_info}, self.protocol_version)
+        return SessionRecord(
+            self.id,
+            self.principal,
+            self.face,
+            self.rules.backend.name,
+            {"capabilities": self.client_capabilities, "clientInfo": self.client_info},
+            self.protocol_version,
+        )
 
     @classmethod
-    def restored(cls, record: SessionRecord, replay_events: int, rules: SessionPairing) -> "ProxySession":
+    def restored(cls, record: SessionRecord, replay_events: int, rules: SessionPairing) -> ProxySession:
         """A session from the store (the proxy restarted). Its event ids continue above any it
         issued before: they start at the current time in milliseconds, so a client's
         `Last-Event-ID` from before the restart never hides a new event."""
-        session = cls(record.session_id, record.principal, record.params, record.protocol_version, replay_events,
-                      record.face, rules)
+        session = cls(
+            record.session_id, record.principal, record.params, record.protocol_version, replay_events, record.face, rules
+        )
         session._event_ids = itertools.count(int(time.time() * 1000))
         return session
 
@@ -170,8 +187,15 @@ class SessionReply:
         if self.stream is None:
             if not self.can_stream:
                 raise McpError(INVALID_REQUEST, "This answer needs a server-sent event stream: send Accept: text/event-stream")
-            self.stream = web.StreamResponse(status=200, headers={
-                "Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no", H_SESSION_ID: self.session.id})
+            self.stream = web.StreamResponse(
+                status=200,
+                headers={
+                    "Content-Type": SSE,
+                    "Cache-Control": "no-cache",
+                    "X-Accel-Buffering": "no",
+                    H_SESSION_ID: self.session.id,
+                },
+            )
             await self.stream.prepare(self.request)
         return self.stream
 
@@ -191,7 +215,7 @@ class SessionReply:
         try:
             await self.send(jsonrpc.request(request_id, method, params))
             return await asyncio.wait_for(future, ASK_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise McpError(INTERNAL_ERROR, f"The client did not answer {method} in time") from None
         finally:
             self.session.pending.pop(request_id, None)
@@ -203,7 +227,9 @@ class SessionReply:
             await self.stream.write(sse_frame(self.session.event_id(), message))
             await self.stream.write_eof()
             return self.stream
-        return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers={H_SESSION_ID: self.session.id})
+        return web.Response(
+            body=jsonrpc.dumps(message), status=status, content_type=JSON, headers={H_SESSION_ID: self.session.id}
+        )
 
 
 TOUCH_S = 60.0
@@ -214,8 +240,14 @@ class SessionStore:
     """Live proxy sessions, bounded in count and idle time, each also kept in `store`; a session
     this process does not hold (it restarted) is `restore`d from the store (None: not servable)."""
 
-    def __init__(self, *, max_sessions: int, idle_ms: int, store: TaskStateStore | None = None,
-                 restore: Callable[[SessionRecord], ProxySession | None] | None = None):
+    def __init__(
+        self,
+        *,
+        max_sessions: int,
+        idle_ms: int,
+        store: TaskStateStore | None = None,
+        restore: Callable[[SessionRecord], ProxySession | None] | None = None,
+    ):
         self.max_sessions = max_sessions
         self.idle_s = idle_ms / 1000
         self.store = store
@@ -294,14 +326,21 @@ class SessionFace:
     """HTTP handling of the session wire; what requests mean is each session's `rules`, the pairing the entry chose at
     `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)` gives a restored session's (None: not configured)."""
 
-    def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None, *,
-                 rules_for: Callable[[str, str], SessionPairing | None] | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        keyring: Keyring,
+        store: TaskStateStore | None = None,
+        *,
+        rules_for: Callable[[str, str], SessionPairing | None] | None = None,
+    ):
         self.settings = settings
         self.keyring = keyring
         self.rules_for = rules_for
         self.store = store
-        self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
-                                     restore=self._restore)
+        self.sessions = SessionStore(
+            max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store, restore=self._restore
+        )
         self._identity_header = settings.identity_header or "Authorization"
         self._closing = asyncio.Event()
         self.keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
@@ -330,7 +369,9 @@ class SessionFace:
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
 
-    async def handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None = None) -> web.StreamResponse:
+    async def handle_post(
+        self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None = None
+    ) -> web.StreamResponse:
         """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`.
         `pairing` is the one the entry chose for an `initialize`."""
         response = await self._handle_post(request, message, pairing)
@@ -341,8 +382,14 @@ class SessionFace:
             face, outcome = await self._face_of(request, message), _outcome(request, response)
             backend.metrics.request(face, backend.dialect, message.method, outcome)
             info = session.client_info if session is not None else message.params.get("clientInfo")
-            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
-                                             None if outcome == "ok" else method_label(message.method))
+            backend.metrics.recorder.request(
+                backend.name,
+                face,
+                backend.dialect,
+                outcome,
+                client_key(info),
+                None if outcome == "ok" else method_label(message.method),
+            )
             trace = TRACE.get()
             if trace is not None:
                 trace.answered(backend.name, face, backend.dialect, outcome)
@@ -355,22 +402,30 @@ class SessionFace:
             return getattr(session, "face", "v1")
         return session_dialect(message.params) if message.method == "initialize" else "v1"
 
-    async def _handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None) -> web.StreamResponse:
+    async def _handle_post(
+        self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None
+    ) -> web.StreamResponse:
         """A parsed session-wire POST (docs/behaviour.md §2 rules 3–5)."""
         principal = self.principal(request)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is None:
             if message.kind == "request" and message.method == "initialize" and pairing is not None:
                 return await self._initialize(request, message, principal, pairing)
-            return _error(message.id if message.kind == "request" else None,
-                          McpError(INVALID_REQUEST, "Bad Request: Missing session ID"), 400)
+            return _error(
+                message.id if message.kind == "request" else None,
+                McpError(INVALID_REQUEST, "Bad Request: Missing session ID"),
+                400,
+            )
         session = await self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
         refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
         if refusal is not None:
-            log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
-                     principal)
+            log.info(
+                "refused %s from principal=%s: MCP-Protocol-Version header is not the session's",
+                message.method or message.kind,
+                principal,
+            )
             return refusal
         if message.kind == "response":
             if not session.answer(message.raw) and self.store is not None and self.store.shared:
@@ -391,7 +446,9 @@ class SessionFace:
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
-    async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str, handler: SessionPairing) -> web.StreamResponse:
+    async def _initialize(
+        self, request: web.Request, message: jsonrpc.Message, principal: str, handler: SessionPairing
+    ) -> web.StreamResponse:
         params = message.params
         face = session_dialect(params)
         try:
@@ -421,8 +478,10 @@ class SessionFace:
         # not have noticed yet (MCP 2025-11-25, Streamable HTTP: resumability; docs/decisions.md §35).
         if session.get_stream is not None and last is None and not session.get_stream_gone():
             return _error(None, McpError(INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per session"), 409)
-        stream = web.StreamResponse(status=200, headers={"Content-Type": SSE, "Cache-Control": "no-cache",
-                                                         "X-Accel-Buffering": "no", H_SESSION_ID: session.id})
+        stream = web.StreamResponse(
+            status=200,
+            headers={"Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no", H_SESSION_ID: session.id},
+        )
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
         if (opened := getattr(session.rules, "get_stream_opened", None)) is not None:
@@ -436,7 +495,11 @@ class SessionFace:
                 if await self._ends_within(ended, self.keepalive_s):
                     break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)
                 await stream.write(b": keep-alive\n\n")
-            if ended.is_set() and request.transport is not None and await self.sessions.get(session.id, session.principal) is session:
+            if (
+                ended.is_set()
+                and request.transport is not None
+                and await self.sessions.get(session.id, session.principal) is session
+            ):
                 request.transport.close()  # taken over by a resumed stream: this connection may be dead
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -491,8 +554,11 @@ def _version_refusal(request: web.Request, session: ProxySession, request_id: An
     versions = request.headers.getall(H_PROTOCOL_VERSION, ())
     if all(version == session.protocol_version for version in versions):
         return None
-    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
-                                      f"(this session uses {session.protocol_version})")
+    error = McpError(
+        INVALID_REQUEST,
+        f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
+        f"(this session uses {session.protocol_version})",
+    )
     return _error(request_id, error, 400)
 
 

@@ -17,7 +17,8 @@ import collections
 import itertools
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, McpError
@@ -103,8 +104,11 @@ class TaskPush:
         self._followers[session.id] = asyncio.ensure_future(self._follow(session, headers))
 
     async def _open_tasks(self, session: ProxySession) -> list[Entry]:
-        return [entry for entry in await self.registry.listing(session.principal, session.id)
-                if entry.session_id == session.id and entry.ref.session != HELD and not entry.last.terminal]
+        return [
+            entry
+            for entry in await self.registry.listing(session.principal, session.id)
+            if entry.session_id == session.id and entry.ref.session != HELD and not entry.last.terminal
+        ]
 
     async def _follow(self, session: ProxySession, headers: dict[str, str]) -> None:
         parked: dict[str, float] = {}  # task id → when it was first seen input_required with nobody waiting
@@ -146,7 +150,7 @@ class TaskPush:
         self._askers.add(asker)
         asker.add_done_callback(self._asked)
 
-    def _asked(self, asker: "asyncio.Task[Any]") -> None:
+    def _asked(self, asker: asyncio.Task[Any]) -> None:
         self._askers.discard(asker)
         if not asker.cancelled() and asker.exception() is not None:
             log.info("a question put on a GET stream was not answered: %s", asker.exception())

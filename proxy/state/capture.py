@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from cachetools import TLRUCache
 
@@ -28,8 +29,8 @@ from translators.inputs import input_request_from_v1, input_response_to_v1, is_i
 from translators.model import InputRequest
 from translators.sealing import TaskRef
 
-from .store import CapturedInput, TaskStateStore
 from ..upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
+from .store import CapturedInput, TaskStateStore
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class TaskInputs:
         self._arrived.clear()
         try:
             await asyncio.wait_for(self._arrived.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     # -- the held tasks/result -------------------------------------------------------------------
@@ -127,8 +128,11 @@ class TaskInputs:
             if exc.http_status is None:
                 self._held_error = exc  # an answer, not a dropped stream: see note_status()
             else:
-                log.info("tasks/result stream for a task on %s ended early (%s); it is re-opened on the next tasks/get",
-                         self.session.backend.name, exc.message)
+                log.info(
+                    "tasks/result stream for a task on %s ended early (%s); it is re-opened on the next tasks/get",
+                    self.session.backend.name,
+                    exc.message,
+                )
         else:
             self.payload = V1Payload("result", result)
 
@@ -166,7 +170,7 @@ class SessionListener:
     so); while that is ambiguous it waits, unanswered, until it is not (docs/behaviour.md §4.3).
     """
 
-    def __init__(self, session: UpstreamSession, book: "InputBook", headers: Mapping[str, str]):
+    def __init__(self, session: UpstreamSession, book: InputBook, headers: Mapping[str, str]):
         self.session = session
         self.book = book
         self.headers = dict(headers)
@@ -184,8 +188,9 @@ class SessionListener:
         try:
             while not self.session.lost:
                 try:
-                    await listen(self.session, self._on_request, self._on_notification, headers=self.headers,
-                                 on_open=self.ready.set)
+                    await listen(
+                        self.session, self._on_request, self._on_notification, headers=self.headers, on_open=self.ready.set
+                    )
                 except (SessionLost, NoStandaloneStream):
                     return
                 except McpError as exc:
@@ -281,7 +286,9 @@ class InputBook:
     def _deadline(_ref: TaskRef, inputs: TaskInputs, now: float) -> float:
         return now + inputs.keep_s
 
-    async def track(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None) -> TaskInputs:
+    async def track(
+        self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None
+    ) -> TaskInputs:
         """The input state of a task, created on first use and kept for the task's ttl (or
         `max_task_state_ms` when the ttl is null or longer), and the session's GET stream held."""
         inputs = self._tasks.get(ref)
@@ -306,8 +313,9 @@ class InputBook:
             listener = self._listeners[sid] = SessionListener(session, self, headers)
         return listener
 
-    async def listening(self, session: UpstreamSession, headers: Mapping[str, str], *, ephemeral: bool = False,
-                        timeout_s: float = 5.0) -> None:
+    async def listening(
+        self, session: UpstreamSession, headers: Mapping[str, str], *, ephemeral: bool = False, timeout_s: float = 5.0
+    ) -> None:
         """Make sure the session's GET stream is open before a task is created on it: some servers
         (FastMCP 3) drop what they send while no GET stream is connected. An `ephemeral` session
         (one per task) stops being listened to when its tasks have ended."""
@@ -317,7 +325,7 @@ class InputBook:
         if listener is not None:
             try:
                 await asyncio.wait_for(listener.ready.wait(), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("GET stream of a session on %s did not open within %.1f s", session.backend.name, timeout_s)
 
     def get(self, ref: TaskRef) -> TaskInputs | None:

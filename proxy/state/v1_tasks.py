@@ -11,7 +11,8 @@ within `max_tasks` entries.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from translators.differences import V1Payload, outcome_to_v2
 from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, unknown_task
@@ -19,10 +20,10 @@ from translators.fields import task_from_wire
 from translators.model import CanonicalTask
 from translators.sealing import TaskRef
 
-from .capture import InputBook, TaskInputs
-from .store import MemoryTaskStore, TaskStateStore
 from ..upstream.endpoint import read_again
 from ..upstream.session_wire import SessionLost, UpstreamSession
+from .capture import InputBook, TaskInputs
+from .store import MemoryTaskStore, TaskStateStore
 
 PAYLOAD_TIMEOUT_S = 30.0
 """How long a terminal task's `tasks/result` may take before the payload counts as unobtainable."""
@@ -31,8 +32,15 @@ PAYLOAD_TIMEOUT_S = 30.0
 class V1Follower:
     """Status, input requests and outcome of v1 tasks; terminal tasks remembered (bounded)."""
 
-    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int, store: TaskStateStore | None = None,
-                 backend: str = "main"):
+    def __init__(
+        self,
+        *,
+        max_tasks: int,
+        max_task_state_ms: int,
+        input_capture_wait_ms: int,
+        store: TaskStateStore | None = None,
+        backend: str = "main",
+    ):
         self._max_state_s = max_task_state_ms / 1000
         self._capture_wait_s = input_capture_wait_ms / 1000
         self.backend = backend
@@ -121,7 +129,9 @@ class V1Follower:
             return V1Payload("error", exc.to_dict())
         return V1Payload("result", result)
 
-    async def answer(self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]) -> None:
+    async def answer(
+        self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]
+    ) -> None:
         """Deliver `tasks/update` answers: each outstanding key goes upstream as the JSON-RPC
         response to the request it names; other keys (unknown, answered, or of an ended task) are
         ignored (docs/behaviour.md §4.5)."""

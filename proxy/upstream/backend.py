@@ -20,9 +20,9 @@ from translators.protocol import TaskSupport
 
 from ..config import Settings, Upstream
 from ..metrics import Metrics
+from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, reconnect_wait
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, probe
-from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, reconnect_wait
 from .transports import connect
 
 log = logging.getLogger(__name__)

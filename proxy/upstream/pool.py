@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cachetools import LRUCache
 

@@ -12,7 +12,8 @@ import asyncio
 import itertools
 import json
 import logging
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
 
@@ -47,8 +48,15 @@ class UpstreamSession:
     There is no way to end one: the proxy never ends an upstream session (docs/decisions.md §2).
     """
 
-    def __init__(self, backend: Endpoint, client_capabilities: Mapping[str, Any], *, session_id: str | None = None,
-                 protocol_version: str = LEGACY_VERSION, client_info: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        backend: Endpoint,
+        client_capabilities: Mapping[str, Any],
+        *,
+        session_id: str | None = None,
+        protocol_version: str = LEGACY_VERSION,
+        client_info: Mapping[str, Any] | None = None,
+    ):
         self.backend = backend
         self.client_capabilities = dict(client_capabilities)
         self.session_id = session_id
@@ -89,7 +97,9 @@ class UpstreamSession:
             headers[H_SESSION_ID] = self.session_id
         return headers
 
-    async def notify(self, method: str, params: dict[str, Any] | None = None, *, headers: Mapping[str, str] | None = None) -> None:
+    async def notify(
+        self, method: str, params: dict[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
+    ) -> None:
         """POST a notification; the backend answers 202. Errors are logged, not raised."""
         await self._post_no_answer(jsonrpc.notification(method, params), headers)
 
@@ -130,7 +140,9 @@ class UpstreamSession:
             if response.status == 404 and self.session_id:
                 self.lost = True
             elif response.status >= 300:
-                log.warning("backend %s answered HTTP %d to a %s", self.backend.name, response.status, message.get("method", "response"))
+                log.warning(
+                    "backend %s answered HTTP %d to a %s", self.backend.name, response.status, message.get("method", "response")
+                )
 
     async def request(
         self,
@@ -163,7 +175,9 @@ class UpstreamSession:
             # The downstream client went away: tell the backend, as the session wire requires
             # (a disconnect is not a cancellation there). A task already created is unaffected.
             if method != "initialize":
-                cancel = self.notify("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers)
+                cancel = self.notify(
+                    "notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers
+                )
                 task = asyncio.ensure_future(cancel)
                 _background.add(task)
                 task.add_done_callback(_background.discard)
@@ -171,9 +185,17 @@ class UpstreamSession:
         self.backend.metrics.upstream(self.backend.name, method, clock() - started)
         return result
 
-    async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
-                        on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
-        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS)
+    async def _exchange(
+        self,
+        method: str,
+        message: dict[str, Any],
+        headers: Mapping[str, str] | None,
+        on_server_request: ServerRequestHandler | None,
+        on_notification: NotificationHandler | None,
+    ) -> dict[str, Any]:
+        response = await self.backend.post(
+            jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS
+        )
         async with response:
             self._raise_if_lost(response)
             if method == "initialize" and H_SESSION_ID in response.headers:
@@ -182,13 +204,26 @@ class UpstreamSession:
             async def respond(answer: dict[str, Any]) -> None:
                 await self.respond(answer, headers=headers)
 
-            return await read_answer(self.backend.name, response, method, message["id"],
-                                     on_server_request or refuse_server_request, on_notification, respond)
+            return await read_answer(
+                self.backend.name,
+                response,
+                method,
+                message["id"],
+                on_server_request or refuse_server_request,
+                on_notification,
+                respond,
+            )
 
 
-async def read_answer(backend: str, response: aiohttp.ClientResponse, method: str, request_id: jsonrpc.RequestId,
-                      on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
-                      respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
+async def read_answer(
+    backend: str,
+    response: aiohttp.ClientResponse,
+    method: str,
+    request_id: jsonrpc.RequestId,
+    on_server_request: ServerRequestHandler,
+    on_notification: NotificationHandler | None,
+    respond: Callable[[dict[str, Any]], Awaitable[None]],
+) -> dict[str, Any]:
     """The `result` of the answer to request `request_id`, read from a JSON or SSE response (both
     wires). On SSE, server requests go to `on_server_request` (a non-None answer is passed to
     `respond`) and notifications to `on_notification`.
@@ -204,7 +239,7 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, method: st
             answer = json.loads(await response.read())
         except (ValueError, UnicodeDecodeError):
             raise backend_unavailable(backend, f"answered HTTP {response.status} with a body that is not JSON") from None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}") from None
         return _result_of(backend, answer, request_id, response.status)
     raise backend_unavailable(backend, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}")
@@ -227,9 +262,14 @@ def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status:
     raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")
 
 
-async def _read_stream(backend: str, response: aiohttp.ClientResponse, request_id: jsonrpc.RequestId,
-                       on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
-                       respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
+async def _read_stream(
+    backend: str,
+    response: aiohttp.ClientResponse,
+    request_id: jsonrpc.RequestId,
+    on_server_request: ServerRequestHandler,
+    on_notification: NotificationHandler | None,
+    respond: Callable[[dict[str, Any]], Awaitable[None]],
+) -> dict[str, Any]:
     try:
         async for event in iter_events(response.content.iter_any()):
             try:
@@ -245,7 +285,7 @@ async def _read_stream(backend: str, response: aiohttp.ClientResponse, request_i
                     await respond(answer)
             elif on_notification is not None:
                 await on_notification(message.raw)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise backend_unavailable(backend, f"stream broke: {exc.__class__.__name__}") from None
     raise backend_unavailable(backend, "closed the response stream without answering")
 
@@ -271,8 +311,10 @@ async def listen(
     backend = session.backend
     request_headers = {**backend.extra_headers, **session._headers(headers), "Accept": "text/event-stream"}
     try:
-        response = await backend.http.get(backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        response = await backend.http.get(
+            backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)
+        )
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise backend_unavailable(backend.name, f"GET stream: {exc.__class__.__name__}") from None
     async with response:
         if response.status == 404:
@@ -297,7 +339,7 @@ async def listen(
                         await session.respond(answer, headers=headers)
                 elif message.kind == "notification":
                     await on_notification(message.raw)
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return
 
 

@@ -19,8 +19,9 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -46,7 +47,7 @@ class Pending:
     """A virtual session's request in flight in the process: what it was, and the queue of
     (message, final) its POST answer streams (the response is final)."""
 
-    session: "VirtualSession | None"
+    session: VirtualSession | None
     client_id: jsonrpc.RequestId | None
     method: str
     task: str | None
@@ -68,7 +69,7 @@ class VirtualSession:
     id → `Pending`), its open GET stream (a queue, or None) and the backlog kept for it."""
 
     id: str
-    slot: "ProcessSlot"
+    slot: ProcessSlot
     tasks: set[str] = field(default_factory=set)
     running_tasks: set[str] = field(default_factory=set)
     subscriptions: set[str] = field(default_factory=set)
@@ -103,9 +104,20 @@ class ProcessSlot:
     are what the process's `initialize` declares; `on_down(reason)` is called each time the
     process is lost, `on_up()` each time it has answered `initialize`."""
 
-    def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
-                 capabilities: Mapping[str, Any], client_info: Mapping[str, Any], max_line_bytes: int, grace_s: float,
-                 on_down: Callable[[str], None], on_up: Callable[[], None]):
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        capabilities: Mapping[str, Any],
+        client_info: Mapping[str, Any],
+        max_line_bytes: int,
+        grace_s: float,
+        on_down: Callable[[str], None],
+        on_up: Callable[[], None],
+    ):
         self.name = name
         self.argv, self.env, self.cwd = list(argv), env, cwd
         self.capabilities, self.client_info = dict(capabilities), dict(client_info)
@@ -161,8 +173,16 @@ class ProcessSlot:
 
     async def _run_once(self) -> str:
         """Start the process, `initialize` it, and wait until it exits; returns why it stopped."""
-        process = StdioProcess(self.name, self.argv, env=self.env, cwd=self.cwd, max_line_bytes=self.max_line_bytes,
-                               grace_s=self.grace_s, on_message=self._from_process, on_exit=lambda code: self._exited.set())
+        process = StdioProcess(
+            self.name,
+            self.argv,
+            env=self.env,
+            cwd=self.cwd,
+            max_line_bytes=self.max_line_bytes,
+            grace_s=self.grace_s,
+            on_message=self._from_process,
+            on_exit=lambda code: self._exited.set(),
+        )
         try:
             await process.start()
         except OSError as exc:
@@ -272,7 +292,11 @@ class ProcessSlot:
             session.subscriptions.discard((message.get("params") or {}).get("uri"))
         self._pending[request_id] = pending
         session.inflight[request_id] = pending
-        if self.process is None or not self.ready.is_set() or not self.process.send(multiplex.to_process(message, request_id, new_token)):
+        if (
+            self.process is None
+            or not self.ready.is_set()
+            or not self.process.send(multiplex.to_process(message, request_id, new_token))
+        ):
             self._pending.pop(request_id, None)
             session.inflight.pop(request_id, None)
             error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: the process is not running")
@@ -291,7 +315,9 @@ class ProcessSlot:
         pending = session.inflight.pop(request_id, None)
         self._pending.pop(request_id, None)
         if pending is not None and self.process is not None:
-            self.process.send(jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}))
+            self.process.send(
+                jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"})
+            )
 
     def process_id_of(self, session: VirtualSession, client_id: Any) -> int | None:
         """The process's id for a session's request still in flight (the client's `client_id`)."""
@@ -349,7 +375,7 @@ class ProcessSlot:
                 message = multiplex.with_progress_token(message, owner[1])
         elif route.kind == "task" and isinstance(route.key, str) and multiplex.terminal(message.get("params")):
             session.running_tasks.discard(route.key)
-        for each in ([session] if route.kind != "broadcast" else []):
+        for each in [session] if route.kind != "broadcast" else []:
             each.deliver(message, prefer)
 
     def _owner(self, route: multiplex.Route, message: dict[str, Any]) -> tuple[VirtualSession | None, Pending | None]:

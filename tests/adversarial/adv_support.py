@@ -12,16 +12,22 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proxy.demo.peers import ensure_peer_env  # noqa: E402
-from proxy.demo.processes import V1_SERVER_SCRIPT, ServerProcess, start_reference_v1_server  # noqa: E402
 from support import meta  # noqa: E402
 from tap import RecordingTap  # noqa: E402
 
-MODERN_HEADERS = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
-                  "Accept": "application/json, text/event-stream"}
+from proxy.demo.peers import ensure_peer_env  # noqa: E402
+from proxy.demo.processes import V1_SERVER_SCRIPT, ServerProcess, start_reference_v1_server  # noqa: E402
+
+MODERN_HEADERS = {
+    "Content-Type": "application/json",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Accept": "application/json, text/event-stream",
+}
 
 
-def modern_body(method: str = "tools/list", params: dict[str, Any] | None = None, *, id: Any = 7, **meta_kwargs: Any) -> dict[str, Any]:
+def modern_body(
+    method: str = "tools/list", params: dict[str, Any] | None = None, *, id: Any = 7, **meta_kwargs: Any
+) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id, "method": method, "params": {**(params or {}), "_meta": meta(**meta_kwargs)}}
 
 

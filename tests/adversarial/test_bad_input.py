@@ -12,13 +12,17 @@ import socket
 import aiohttp
 import pytest
 from aiohttp import web
+from support import TEST_KEY, Caller, meta, running_proxy
 
-from support import Caller, TEST_KEY, meta, running_proxy
 from translators.sealing import Keyring, TaskRef
 
 pytestmark = pytest.mark.peers
 
-JSON_HEADERS = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
+JSON_HEADERS = {
+    "Content-Type": "application/json",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Accept": "application/json, text/event-stream",
+}
 
 
 @pytest.fixture
@@ -214,8 +218,10 @@ async def test_a_body_that_trickles_in_too_slowly_is_408(tapped, tmp_path):
         host, port = proxy.base_url.removeprefix("http://").split(":")
         reader, writer = await _asyncio.open_connection(host, int(port))
         body = modern_body().encode()
-        writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"MCP-Protocol-Version: 2026-07-28\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:10])
+        writer.write(
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"MCP-Protocol-Version: 2026-07-28\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:10]
+        )
         await writer.drain()
         head = await _asyncio.wait_for(reader.readline(), 5)
         writer.close()

@@ -7,7 +7,6 @@ import asyncio
 import json
 
 import aiohttp
-
 from support import proxy_port, running_proxy
 
 
@@ -28,6 +27,9 @@ async def test_liveness_is_answered_while_idle_sockets_hold_every_connection(fas
     # The process is alive: an orchestrator must not restart it because idle sockets fill the cap.
     # The connection is still closed after the answer, freeing its place at once.
     assert answer == (200, {"status": "ok"}, "close")
-    assert refused == (503, {"jsonrpc": "2.0", "error": {"code": -32603, "message": (
-        "Service Unavailable: too many open connections; retry later")}}, "1")
+    assert refused == (
+        503,
+        {"jsonrpc": "2.0", "error": {"code": -32603, "message": ("Service Unavailable: too many open connections; retry later")}},
+        "1",
+    )
     assert not_ready == 503  # readiness: no new work can get in while the cap is reached

@@ -8,7 +8,6 @@ import json
 
 import aiohttp
 from aiohttp import web
-
 from support import Caller, running_proxy
 
 DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}

@@ -11,9 +11,8 @@ import json
 
 import aiohttp
 import pytest
-from multidict import CIMultiDict
-
 from adv_support import MODERN_HEADERS, healthz_ok, modern_body
+from multidict import CIMultiDict
 from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers

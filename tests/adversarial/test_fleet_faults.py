@@ -32,22 +32,21 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from yarl import URL
-
 from adv_support import healthz_ok, wait_for_input
-from proxy.app import start
-from proxy.config import load
-from translators.sealing import RELAY_SESSION
-from proxy.sse import SseParser
-from proxy.state.store import CapturedInput, MemoryTaskStore
-from proxy.upstream.endpoint import IDEMPOTENT_METHODS, RESEND_ATTEMPTS
+from aiohttp import web
 from session_support import SessionCaller
 from support import MODERN, TASKS_EXT, TEST_KEY, Caller, free_port, running_proxy
 from tap import RecordingTap
+from yarl import URL
+
+from proxy.app import start
+from proxy.config import load
+from proxy.sse import SseParser
+from proxy.state.store import CapturedInput, MemoryTaskStore
+from proxy.upstream.endpoint import IDEMPOTENT_METHODS, RESEND_ATTEMPTS
 from translators.model import CanonicalTask, InputRequest
 from translators.protocol import META_RELATED_TASK
-from translators.sealing import ANONYMOUS, Keyring, TaskRef
+from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring, TaskRef
 
 peers = pytest.mark.peers
 
@@ -57,7 +56,11 @@ UNKNOWN_TASK = "Unknown task"
 NOT_ISSUED = "Unknown task: params.taskId must be a task id issued by this proxy"
 CONFIRM = {"input-1": {"action": "accept", "content": {"confirm": True}}}
 GREET = {"name": "greet", "arguments": {"name": "x"}}
-SESSION_INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "tests", "version": "1"}}
+SESSION_INIT = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {"elicitation": {}},
+    "clientInfo": {"name": "tests", "version": "1"},
+}
 SLACK_S = 3.0
 """A waiting request must be answered before its wait plus this."""
 
@@ -107,7 +110,7 @@ class Tap(RecordingTap):
         self.delay: dict[str, float] = {}
 
     @classmethod
-    async def open(cls, target: str, port: int = 0) -> "Tap":
+    async def open(cls, target: str, port: int = 0) -> Tap:
         tap = cls(target, port)
         tap._http = aiohttp.ClientSession(auto_decompress=False)
         await tap.up()
@@ -171,7 +174,7 @@ class MisbehavingModern:
         self._runner: web.AppRunner | None = None
 
     @classmethod
-    async def start(cls) -> "MisbehavingModern":
+    async def start(cls) -> MisbehavingModern:
         backend = cls()
         app = web.Application()
         app.router.add_post("/mcp", backend._handle)
@@ -210,15 +213,24 @@ class MisbehavingModern:
     def _result(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         done = {"resultType": "complete"}
         if method == "server/discover":
-            return {**done, "supportedVersions": [MODERN], "capabilities": {"tools": {}, "prompts": {}, "resources": {},
-                                                                             "extensions": {TASKS_EXT: {}}}}
+            return {
+                **done,
+                "supportedVersions": [MODERN],
+                "capabilities": {"tools": {}, "prompts": {}, "resources": {}, "extensions": {TASKS_EXT: {}}},
+            }
         if method == "tools/list":
             return {**done, "tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
         if method == "tools/call":
             return {**done, "content": [{"type": "text", "text": "echoed"}]}
         if method == "tasks/get":
-            return {**done, "taskId": params.get("taskId"), "status": "working", "createdAt": "2026-11-30T08:00:00Z",
-                    "lastUpdatedAt": "2026-11-30T08:00:00Z", "ttl": 60_000}
+            return {
+                **done,
+                "taskId": params.get("taskId"),
+                "status": "working",
+                "createdAt": "2026-11-30T08:00:00Z",
+                "lastUpdatedAt": "2026-11-30T08:00:00Z",
+                "ttl": 60_000,
+            }
         if method in ("tasks/cancel", "tasks/update"):
             return done
         if method == "prompts/get":
@@ -252,8 +264,12 @@ async def test_with_one_backend_that_never_comes_back_every_request_waits_then_5
     async with running_proxy(_dead_url(), tmp_path, reconnect_wait_ms=WAIT_MS) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
         timings = {}
-        for method, params in (("tools/list", {}), ("tools/call", GREET), ("tasks/get", {"taskId": forged_task}),
-                               ("tools/call", {"name": "greet", "requestState": state, "inputResponses": {"r1": {"action": "decline"}}})):
+        for method, params in (
+            ("tools/list", {}),
+            ("tools/call", GREET),
+            ("tasks/get", {"taskId": forged_task}),
+            ("tools/call", {"name": "greet", "requestState": state, "inputResponses": {"r1": {"action": "decline"}}}),
+        ):
             answer, elapsed = await _timed(caller.call(method, params))
             assert _error(answer) == (502, -32603, _refused("main")), (method, answer.body)
             timings[f"{method} {sorted(params)}"] = elapsed
@@ -287,8 +303,9 @@ async def test_concurrent_requests_bound_to_a_dead_backend_each_wait_only_the_co
         results = await asyncio.gather(*(_timed(caller.call("tools/list")) for _ in range(5)))
         assert [_error(answer) for answer, _ in results] == [(502, -32603, _refused("main"))] * 5
         elapsed = sorted(round(seconds, 2) for _, seconds in results)
-        assert all(WAIT_S <= seconds < WAIT_S + SLACK_S for seconds in elapsed), \
+        assert all(WAIT_S <= seconds < WAIT_S + SLACK_S for seconds in elapsed), (
             f"answered after {elapsed} s; the wait is {WAIT_S} s"
+        )
 
 
 @pytest.fixture
@@ -299,8 +316,10 @@ async def a_down_b_up(reference_v1_server, second_v1_server, tmp_path):
     a = await Tap.open(reference_v1_server.url)
     try:
         upstream = [{"name": "a", "url": a.url}, {"name": "b", "url": second_v1_server.url}]
-        async with running_proxy("", tmp_path, upstream=upstream, reconnect_wait_ms=1500) as proxy, \
-                aiohttp.ClientSession() as http:
+        async with (
+            running_proxy("", tmp_path, upstream=upstream, reconnect_wait_ms=1500) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
             await a.down()
             yield SimpleNamespace(proxy=proxy, http=http, a=a, wait_s=1.5)
     finally:
@@ -340,8 +359,11 @@ async def test_new_work_while_one_backend_is_down_is_answered_at_once_by_the_oth
     got = {}
     answer, elapsed = await _timed(caller.call("tasks/get", {"taskId": bound["tasks/get"]}))
     got["tasks/get"] = (_error(answer), elapsed)
-    answer, elapsed = await _timed(caller.call("tools/call", {"name": "greet", "requestState": bound["mrtr"],
-                                                              "inputResponses": {"r1": {"action": "decline"}}}))
+    answer, elapsed = await _timed(
+        caller.call(
+            "tools/call", {"name": "greet", "requestState": bound["mrtr"], "inputResponses": {"r1": {"action": "decline"}}}
+        )
+    )
     assert _error(answer) == (400, -32602, "Unknown or expired requestState: send the original request again without it")
     assert elapsed < fleet.wait_s / 2, elapsed
     client = SessionCaller(fleet.http, fleet.proxy.url)
@@ -363,7 +385,9 @@ async def test_new_work_is_not_held_up_by_a_bound_request_waiting_for_the_down_b
     upstream = [{"name": "a", "url": _dead_url()}, {"name": "b", "url": reference_v1_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream, reconnect_wait_ms=2000) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
-        waiting = asyncio.ensure_future(_timed(caller.call("tasks/get", {"taskId": KEYRING.seal_task_id(TaskRef("a", "s", "t"), ANONYMOUS)})))
+        waiting = asyncio.ensure_future(
+            _timed(caller.call("tasks/get", {"taskId": KEYRING.seal_task_id(TaskRef("a", "s", "t"), ANONYMOUS)}))
+        )
         await asyncio.sleep(0.2)
         answer, elapsed = await _timed(caller.call("tools/call", GREET))
         assert (answer.status, answer.result["content"]) == (200, [{"type": "text", "text": "Hello, x!"}])
@@ -410,8 +434,17 @@ async def test_a_client_that_leaves_while_its_request_waits_leaves_nothing_behin
 
 def test_the_idempotent_methods_change_nothing():
     """What the resend rests on: no method that creates, answers or cancels anything is listed."""
-    assert not IDEMPOTENT_METHODS & {"tools/call", "tasks/cancel", "tasks/update", "prompts/get", "resources/read",
-                                     "initialize", "subscriptions/listen", "elicitation/create", "sampling/createMessage"}
+    assert not IDEMPOTENT_METHODS & {
+        "tools/call",
+        "tasks/cancel",
+        "tasks/update",
+        "prompts/get",
+        "resources/read",
+        "initialize",
+        "subscriptions/listen",
+        "elicitation/create",
+        "sampling/createMessage",
+    }
     assert not any(m.startswith("notifications/") for m in IDEMPOTENT_METHODS)
     assert RESEND_ATTEMPTS >= 1
 
@@ -433,9 +466,13 @@ async def test_a_relayed_modern_backend_gets_non_idempotent_requests_once_and_re
                 answer = await caller.call(method, params)
                 assert answer.status == 200 and "result" in answer.body, (method, answer.body)
                 assert backend.received[method] - before == 2, method
-            writes = {"tools/call": {"name": "echo", "arguments": {}}, "tasks/cancel": {"taskId": "t-1"},
-                      "tasks/update": {"taskId": "t-1", "inputResponses": {"k": {"action": "decline"}}},
-                      "prompts/get": {"name": "p"}, "resources/read": {"uri": "file:///x"}}
+            writes = {
+                "tools/call": {"name": "echo", "arguments": {}},
+                "tasks/cancel": {"taskId": "t-1"},
+                "tasks/update": {"taskId": "t-1", "inputResponses": {"k": {"action": "decline"}}},
+                "prompts/get": {"name": "p"},
+                "resources/read": {"uri": "file:///x"},
+            }
             wrong = []
             for method, params in writes.items():
                 before = backend.received[method]
@@ -450,8 +487,14 @@ async def test_a_relayed_modern_backend_gets_non_idempotent_requests_once_and_re
 
             before = backend.received["notifications/cancelled"]
             backend.drop["notifications/cancelled"] = 1
-            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "_meta": caller.body("x")["params"]["_meta"]}}
-            answer = await caller.raw(json.dumps(note), {**caller.headers("notifications/cancelled"), "Content-Type": "application/json"})
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 1, "_meta": caller.body("x")["params"]["_meta"]},
+            }
+            answer = await caller.raw(
+                json.dumps(note), {**caller.headers("notifications/cancelled"), "Content-Type": "application/json"}
+            )
             assert answer.status == 502 and backend.received["notifications/cancelled"] - before == 1, answer.body
 
             before = backend.received["tools/list"]
@@ -474,7 +517,9 @@ async def test_a_translated_v1_backend_gets_non_idempotent_requests_once(referen
     try:
         async with running_proxy(tap.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
             caller = Caller(http, proxy.url)
-            long_task = (await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "l"}})).result
+            long_task = (
+                await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "l"}})
+            ).result
 
             mark = len(tap.methods)
             tap.drop["tools/list"] = 1
@@ -572,8 +617,17 @@ async def two_v1(reference_v1_server, second_v1_server, tmp_path):
                 await client.initialize()
             where = [KEYRING.unseal(RELAY_SESSION, client.session_id, "") for client in clients]
             assert [name for name, _ in where] == ["a", "b", "a"]
-            yield SimpleNamespace(proxy=proxy, http=http, a=a, b=b, x=clients[0], on_b=clients[1], same=clients[2],
-                                  sid_x=where[0][1], sid_same=where[2][1])
+            yield SimpleNamespace(
+                proxy=proxy,
+                http=http,
+                a=a,
+                b=b,
+                x=clients[0],
+                on_b=clients[1],
+                same=clients[2],
+                sid_x=where[0][1],
+                sid_same=where[2][1],
+            )
             assert await healthz_ok(http, proxy.base_url)
     finally:
         await a.stop()
@@ -596,7 +650,9 @@ async def test_task_ids_of_other_sessions_and_raw_ids_are_unknown_and_never_forw
     nothing reaches a backend. X itself still reaches its task, also with another Authorization
     (ids are not bound to the principal: decision 25)."""
     f = two_v1
-    created = await f.x.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"}, "task": {"ttl": 60_000}})
+    created = await f.x.call(
+        "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"}, "task": {"ttl": 60_000}}
+    )
     task_id = created["result"]["task"]["taskId"]
     ref = KEYRING.unseal_task_id(task_id, "")
     assert (ref.backend, ref.session) == ("a", f.sid_x)
@@ -619,8 +675,9 @@ async def test_task_ids_of_other_sessions_and_raw_ids_are_unknown_and_never_forw
             if _session_error(answer) != (200, -32602, UNKNOWN_TASK) or answer.get("id") != client._id:
                 wrong.append((method, label, answer))
     for label, client in (("another session on a", f.same), ("a session on b", f.on_b)):
-        answer = await client.call("tools/call", {"name": "greet", "arguments": {"name": "r"},
-                                                  "_meta": {META_RELATED_TASK: {"taskId": task_id}}})
+        answer = await client.call(
+            "tools/call", {"name": "greet", "arguments": {"name": "r"}, "_meta": {META_RELATED_TASK: {"taskId": task_id}}}
+        )
         if _session_error(answer) != (200, -32602, UNKNOWN_TASK):
             wrong.append(("related-task _meta", label, answer))
     assert wrong == []
@@ -698,8 +755,9 @@ async def test_answers_streams_and_server_requests_of_a_relayed_session_carry_on
     async def hold_get() -> None:
         # No total timeout on the long-lived stream: a request of the test that hangs fails with
         # its own error, not with this stream's (which would hide it).
-        async with f.http.get(f.proxy.url, headers={**f.x.headers(), "Accept": "text/event-stream"},
-                              timeout=aiohttp.ClientTimeout(total=None)) as response:
+        async with f.http.get(
+            f.proxy.url, headers={**f.x.headers(), "Accept": "text/event-stream"}, timeout=aiohttp.ClientTimeout(total=None)
+        ) as response:
             assert (response.status, response.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")
             async for chunk in response.content.iter_any():
                 stream.append(chunk)
@@ -714,8 +772,12 @@ async def test_answers_streams_and_server_requests_of_a_relayed_session_carry_on
     try:
         await asyncio.sleep(0.3)
         seen: list[Any] = []
-        asking = await f.x.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "s.txt"}, "task": {"ttl": 60_000}})
-        quick = await f.x.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "q"}, "task": {"ttl": 60_000}})
+        asking = await f.x.call(
+            "tools/call", {"name": "confirm_delete", "arguments": {"filename": "s.txt"}, "task": {"ttl": 60_000}}
+        )
+        quick = await f.x.call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "q"}, "task": {"ttl": 60_000}}
+        )
         seen += [asking, quick]
         ids = [asking["result"]["task"]["taskId"], quick["result"]["task"]["taskId"]]
         refs = [KEYRING.unseal_task_id(task_id, "") for task_id in ids]
@@ -774,8 +836,13 @@ ASK_B = InputRequest(method="elicitation/create", params={"message": "Delete b.t
 
 
 def _terminal() -> CanonicalTask:
-    return CanonicalTask(task_id="task-1", status="completed", created_at="2026-11-30T08:00:00Z",
-                         last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
+    return CanonicalTask(
+        task_id="task-1",
+        status="completed",
+        created_at="2026-11-30T08:00:00Z",
+        last_updated_at="2026-11-30T08:00:01Z",
+        ttl_ms=60_000,
+    )
 
 
 async def test_memory_store_entries_expire_after_their_own_keep_time():
@@ -784,7 +851,7 @@ async def test_memory_store_entries_expire_after_their_own_keep_time():
     await store.keep_outcome(OTHER, _terminal(), 60)
     assert await store.capture_input(REF, 1, ASK, 0.15) == "input-1"
     assert await store.capture_input(OTHER, 1, ASK, 60) == "input-1"
-    time.sleep(0.25)
+    await asyncio.sleep(0.25)
     assert (await store.outcome(REF), await store.outcome(OTHER), store.outcome_count("main")) == (None, _terminal(), 1)
     assert (await store.inputs(REF), list(await store.inputs(OTHER))) == ({}, ["input-1"])
     await store.answered(REF, "input-1")  # on an expired task: nothing happens
@@ -823,7 +890,9 @@ async def _replicas(stack: contextlib.AsyncExitStack, url: str, tmp_path: Any, c
     store = MemoryTaskStore(max_tasks=100)
     replicas = []
     for n in range(count):
-        settings = load(None, {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": url}], "state_dir": str(tmp_path / f"r{n}")})
+        settings = load(
+            None, {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": url}], "state_dir": str(tmp_path / f"r{n}")}
+        )
         running = await start(settings, keyring=Keyring(TEST_KEY), store=store)
         stack.push_async_callback(running.stop)
         replicas.append(running)
@@ -833,8 +902,11 @@ async def _replicas(stack: contextlib.AsyncExitStack, url: str, tmp_path: Any, c
 def _answers_delivered(tap: Tap, mark: int) -> list[Any]:
     """Answers to requests for input (JSON-RPC responses carrying an elicitation `action`) that
     reached the backend since `mark` (a length of `tap.bodies`)."""
-    return [body for body in tap.bodies[mark:]
-            if isinstance(body, dict) and "method" not in body and isinstance(body.get("result"), dict) and "action" in body["result"]]
+    return [
+        body
+        for body in tap.bodies[mark:]
+        if isinstance(body, dict) and "method" not in body and isinstance(body.get("result"), dict) and "action" in body["result"]
+    ]
 
 
 @pytest.fixture
@@ -861,7 +933,9 @@ async def test_a_key_one_replica_delivered_is_ignored_by_the_other(tapped_v1, tm
         mark = len(tap.bodies)
         first = await on_a.call("tasks/update", {"taskId": created["taskId"], "inputResponses": CONFIRM})
         assert (first.status, first.result) == (200, {"resultType": "complete"})
-        late = await on_b.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "decline"}}})
+        late = await on_b.call(
+            "tasks/update", {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "decline"}}}
+        )
         assert (late.status, late.result) == (200, {"resultType": "complete"})
         final = await on_b.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "deleted seq.txt"}]
@@ -887,8 +961,9 @@ async def test_the_same_key_answered_at_once_reaches_the_backend_once(tapped_v1,
         assert list(seen["inputRequests"]) == ["input-1"]
         tap.delay["response"] = 0.3
         mark = len(tap.bodies)
-        acks = await asyncio.gather(*(caller.call("tasks/update", {"taskId": created["taskId"], "inputResponses": CONFIRM})
-                                      for caller in callers[:2]))
+        acks = await asyncio.gather(
+            *(caller.call("tasks/update", {"taskId": created["taskId"], "inputResponses": CONFIRM}) for caller in callers[:2])
+        )
         assert [(ack.status, ack.body.get("result")) for ack in acks] == [(200, {"resultType": "complete"})] * 2
         final = await callers[0].poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "deleted race.txt"}]

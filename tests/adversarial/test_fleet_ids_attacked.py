@@ -27,14 +27,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 from multidict import CIMultiDict
-
-from translators.sealing import RELAY_SESSION, RELAY_STATE
-from proxy.sse import SseParser
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 from tap import HOP_BY_HOP, RecordingTap
+
+from proxy.sse import SseParser
 from translators.protocol import META_RELATED_TASK
-from translators.sealing import ANONYMOUS, Keyring, TaskRef
+from translators.sealing import ANONYMOUS, RELAY_SESSION, RELAY_STATE, Keyring, TaskRef
 
 pytestmark = pytest.mark.peers
 
@@ -44,8 +43,15 @@ UNKNOWN_TASK = "Unknown task"
 NOT_ISSUED = "Unknown task: params.taskId must be a task id issued by this proxy"
 INVALID_STATE = "Invalid requestState"
 NO_EXCHANGE = "Unknown or expired requestState: send the original request again without it"
-CLIENT_METHODS = {"tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update", "tasks/cancel",
-                  "subscriptions/listen"}
+CLIENT_METHODS = {
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "subscriptions/listen",
+}
 """Methods only a client's request makes the proxy send (probes use others)."""
 
 
@@ -95,7 +101,7 @@ class SseFront:
         self._http: aiohttp.ClientSession | None = None
 
     @classmethod
-    async def start(cls, target: str) -> "SseFront":
+    async def start(cls, target: str) -> SseFront:
         front = cls(target)
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", front._handle)
@@ -116,8 +122,9 @@ class SseFront:
             answer_raw = await upstream.read()
             status = upstream.status
             content_type = upstream.headers.get("Content-Type", "")
-            kept = {k: v for k, v in upstream.headers.items()
-                    if k.lower() not in HOP_BY_HOP | {"content-type", "content-encoding"}}
+            kept = {
+                k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP | {"content-type", "content-encoding"}
+            }
         try:
             method = json.loads(raw).get("method") if raw else None
         except (ValueError, AttributeError):
@@ -132,8 +139,11 @@ class SseFront:
         frames = [b": a comment\n\n", b"id: ev-0\ndata:\n\n"]
         if isinstance(task_id, str):
             self.backend_task_ids.append(task_id)
-            note = {"jsonrpc": "2.0", "method": "notifications/progress",
-                    "params": {"progressToken": "p", "progress": 1, "_meta": {META_RELATED_TASK: {"taskId": task_id}}}}
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": "p", "progress": 1, "_meta": {META_RELATED_TASK: {"taskId": task_id}}},
+            }
             frames.append(b"id: ev-1\r\nevent: message\r\ndata: " + json.dumps(note).encode() + b"\r\n\r\n")
         frames.append(b"data: not json at all\n\n")
         lines = json.dumps(answer, indent=1).split("\n")
@@ -240,8 +250,15 @@ async def test_task_ids_the_proxy_did_not_issue_for_this_call_never_reach_a_back
         "base64 noise": base64.urlsafe_b64encode(bytes(range(64))).decode().rstrip("="),
     }
     refused: dict[str, Any] = {label: (400, -32602, UNKNOWN_TASK) for label in sealed}
-    garbage: dict[str, Any] = {"empty": "", "20 KB": "A" * 20_000, "a number": 12, "null": None, "an object": {"taskId": "x"},
-                               "a list": ["x"], "true": True}
+    garbage: dict[str, Any] = {
+        "empty": "",
+        "20 KB": "A" * 20_000,
+        "a number": 12,
+        "null": None,
+        "an object": {"taskId": "x"},
+        "a list": ["x"],
+        "true": True,
+    }
     refused.update({label: (400, -32602, NOT_ISSUED) for label in garbage})
     ids = {**sealed, **garbage}
     marks = _marks(mixed)
@@ -267,7 +284,12 @@ async def test_mcp_name_of_another_sealed_id_is_a_header_mismatch(mixed):
     on_b = await _created(caller, "b", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "nb"}})
     id_a, id_b = on_a["taskId"], on_b["taskId"]
     marks = _marks(mixed)
-    for body_id, header_id in ((id_a, id_b), (id_b, id_a), (id_b, id_b + "x"), (id_a, "=?base64?" + base64.b64encode(id_b.encode()).decode() + "?=")):
+    for body_id, header_id in (
+        (id_a, id_b),
+        (id_b, id_a),
+        (id_b, id_b + "x"),
+        (id_a, "=?base64?" + base64.b64encode(id_b.encode()).decode() + "?="),
+    ):
         for method in ("tasks/get", "tasks/cancel"):
             answer = await caller.call(method, {"taskId": body_id}, headers={"Mcp-Name": header_id})
             assert _error(answer) == (400, -32020, "Mcp-Name header does not match the request body"), (method, answer.body)
@@ -286,8 +308,11 @@ async def test_mcp_name_of_another_sealed_id_is_a_header_mismatch(mixed):
             answer = await caller.call("tasks/get", {"taskId": task_id}, headers={"Mcp-Name": header})
             assert (answer.status, answer.result["taskId"], answer.result["status"]) == (200, task_id, "working")
     own = _where(id_b).task
-    relayed = [(h.get("Mcp-Name"), body["params"]["taskId"]) for method, h, body in mixed.b.requests[mark_b:]
-               if method == "POST" and isinstance(body, dict) and body.get("method") == "tasks/get"]
+    relayed = [
+        (h.get("Mcp-Name"), body["params"]["taskId"])
+        for method, h, body in mixed.b.requests[mark_b:]
+        if method == "POST" and isinstance(body, dict) and body.get("method") == "tasks/get"
+    ]
     assert relayed == [(own, own), (own, own)]
     for task_id in (id_a, id_b):
         assert (await caller.call("tasks/cancel", {"taskId": task_id})).status == 200
@@ -297,10 +322,15 @@ async def test_another_principals_ids_and_states_are_unknown_on_both_backends(mi
     """Alice's tasks and MRTR states, on the translated and the relayed backend, are unknown to
     Mallory and to anonymous callers (400, nothing upstream), and still work for Alice."""
     alice = Caller(mixed.http, mixed.proxy.url, authorization="Bearer alice")
-    strangers = [Caller(mixed.http, mixed.proxy.url, authorization="Bearer mallory"), mixed.caller,
-                 Caller(mixed.http, mixed.proxy.url, authorization="bearer alice")]
-    tasks = {backend: await _created(alice, backend, {"name": "slow_compute", "arguments": {"seconds": 30, "label": backend}})
-             for backend in ("a", "b")}
+    strangers = [
+        Caller(mixed.http, mixed.proxy.url, authorization="Bearer mallory"),
+        mixed.caller,
+        Caller(mixed.http, mixed.proxy.url, authorization="bearer alice"),
+    ]
+    tasks = {
+        backend: await _created(alice, backend, {"name": "slow_compute", "arguments": {"seconds": 30, "label": backend}})
+        for backend in ("a", "b")
+    }
     rounds = []
     for _ in range(2):
         first = (await alice.call("tools/call", {"name": "test_tool_with_task"})).result
@@ -314,8 +344,14 @@ async def test_another_principals_ids_and_states_are_unknown_on_both_backends(mi
                 assert _error(answer) == (400, -32602, UNKNOWN_TASK), (method, answer.body)
         for first in rounds:
             [key] = first["inputRequests"]
-            answer = await stranger.call("tools/call", {"name": "test_tool_with_task", "requestState": first["requestState"],
-                                                        "inputResponses": {key: {"action": "accept", "content": {"name": "Mallory"}}}})
+            answer = await stranger.call(
+                "tools/call",
+                {
+                    "name": "test_tool_with_task",
+                    "requestState": first["requestState"],
+                    "inputResponses": {key: {"action": "accept", "content": {"name": "Mallory"}}},
+                },
+            )
             assert _error(answer) == (400, -32602, INVALID_STATE), answer.body
     _assert_untouched(mixed, marks)
 
@@ -327,11 +363,23 @@ async def test_another_principals_ids_and_states_are_unknown_on_both_backends(mi
     finished = []
     for i, first in enumerate(rounds):
         [key] = first["inputRequests"]
-        task = (await alice.call("tools/call", {"name": "test_tool_with_task", "requestState": first["requestState"],
-                                                "inputResponses": {key: {"action": "accept", "content": {"name": f"Alice{i}"}}}})).result
-        finished.append((_where(task["taskId"], principal).backend, (await alice.poll(task["taskId"]))["result"]["content"][0]["text"]))
-    assert sorted(finished) == [("a", "Hello, Alice0! test_tool_with_task finished."),
-                                ("b", "Hello, Alice1! test_tool_with_task finished.")]
+        task = (
+            await alice.call(
+                "tools/call",
+                {
+                    "name": "test_tool_with_task",
+                    "requestState": first["requestState"],
+                    "inputResponses": {key: {"action": "accept", "content": {"name": f"Alice{i}"}}},
+                },
+            )
+        ).result
+        finished.append(
+            (_where(task["taskId"], principal).backend, (await alice.poll(task["taskId"]))["result"]["content"][0]["text"])
+        )
+    assert sorted(finished) == [
+        ("a", "Hello, Alice0! test_tool_with_task finished."),
+        ("b", "Hello, Alice1! test_tool_with_task finished."),
+    ]
 
 
 async def test_tasks_get_without_the_extension_is_answered_alike_whichever_backend_is_next(mixed):
@@ -341,8 +389,10 @@ async def test_tasks_get_without_the_extension_is_answered_alike_whichever_backe
     extension is declared, so without it the request is new work: when the round robin lands on
     the relayed backend `b` with a task of `a`, `_relayed_task` answers "Unknown task"."""
     caller = mixed.caller
-    ids = [(await _created(caller, backend, {"name": "slow_compute", "arguments": {"seconds": 30, "label": backend}}))["taskId"]
-           for backend in ("a", "b")]
+    ids = [
+        (await _created(caller, backend, {"name": "slow_compute", "arguments": {"seconds": 30, "label": backend}}))["taskId"]
+        for backend in ("a", "b")
+    ]
     answers = []
     for task_id in ids:
         for _ in range(2):  # two picks in a row: one lands on each backend
@@ -361,15 +411,20 @@ async def test_subscriptions_listen_goes_to_the_backend_of_its_tasks(reference_v
     upstream = [{"name": "a", "url": reference_v2_server.url}, {"name": "b", "url": second_v2_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
-        ids = [(await _created(caller, backend, {"name": "slow_compute", "arguments": {"seconds": 30, "label": backend}}))["taskId"]
-               for backend in ("a", "b")]
+        ids = [
+            (await _created(caller, backend, {"name": "slow_compute", "arguments": {"seconds": 30, "label": backend}}))["taskId"]
+            for backend in ("a", "b")
+        ]
         for task_id in ids:
             answers = []
             for _ in range(2):
                 try:
                     async with asyncio.timeout(5):
-                        async with http.post(proxy.url, json=caller.body("subscriptions/listen", {"notifications": {"taskIds": [task_id]}}),
-                                             headers=caller.headers("subscriptions/listen")) as response:
+                        async with http.post(
+                            proxy.url,
+                            json=caller.body("subscriptions/listen", {"notifications": {"taskIds": [task_id]}}),
+                            headers=caller.headers("subscriptions/listen"),
+                        ) as response:
                             if response.headers.get("Content-Type", "").startswith("text/event-stream"):
                                 answers.append((response.status, "stream"))  # a subscription: not read further
                             else:
@@ -393,8 +448,15 @@ async def test_garbage_request_states_are_invalid_and_reach_no_backend(mixed):
     requestState" (expired: its own message), on every MRTR method."""
     caller = mixed.caller
     states: dict[str, Any] = {
-        "null": None, "a number": 12, "an object": {"requestState": "x"}, "a list": ["x"], "true": True, "empty": "",
-        "20 KB noise": "!" * 20_000, "20 KB base64": "QUJD" * 5_000, "not sealed": "abc",
+        "null": None,
+        "a number": 12,
+        "an object": {"requestState": "x"},
+        "a list": ["x"],
+        "true": True,
+        "empty": "",
+        "20 KB noise": "!" * 20_000,
+        "20 KB base64": "QUJD" * 5_000,
+        "not sealed": "abc",
         "a task id": KEYRING.seal_task_id(TaskRef("b", "", "t"), ANONYMOUS),
         "a relay-session token": KEYRING.seal(RELAY_SESSION, ("b", "st"), ""),
         "a relay-session token for this principal": KEYRING.seal(RELAY_SESSION, ("b", "st"), ANONYMOUS),
@@ -430,8 +492,9 @@ async def test_a_relay_state_without_fields_is_invalid_not_an_internal_error(mix
     `ValueError` handler, so the `IndexError` becomes HTTP 500 "Internal error". Expected: 400 /
     -32602 "Invalid requestState", like every other malformed state."""
     marks = _marks(mixed)
-    answer = await mixed.caller.call("tools/call", {"name": "greet", "arguments": {"name": "x"},
-                                                    "requestState": KEYRING.seal(RELAY_STATE, (), ANONYMOUS)})
+    answer = await mixed.caller.call(
+        "tools/call", {"name": "greet", "arguments": {"name": "x"}, "requestState": KEYRING.seal(RELAY_STATE, (), ANONYMOUS)}
+    )
     assert _error(answer) == (400, -32602, INVALID_STATE), (answer.status, answer.body)
     _assert_untouched(mixed, marks)
 
@@ -449,11 +512,13 @@ async def test_a_request_state_naming_an_unconfigured_backend_is_an_invalid_requ
     marks = _marks(mixed)
     answers = {}
     for label, state in cases.items():
-        answer = await mixed.caller.call("tools/call", {"name": "test_tool_with_task", "requestState": state,
-                                                        "inputResponses": {"r1": {"action": "decline"}}})
+        answer = await mixed.caller.call(
+            "tools/call", {"name": "test_tool_with_task", "requestState": state, "inputResponses": {"r1": {"action": "decline"}}}
+        )
         answers[label] = _error(answer)
-    assert all(status == 400 and code == -32602 and message in (INVALID_STATE, NO_EXCHANGE)
-               for status, code, message in answers.values()), answers
+    assert all(
+        status == 400 and code == -32602 and message in (INVALID_STATE, NO_EXCHANGE) for status, code, message in answers.values()
+    ), answers
     _assert_untouched(mixed, marks)
 
 
@@ -608,21 +673,26 @@ async def test_fifty_concurrent_calls_across_two_backends_each_come_back_right(m
     once by their owners; 20 plain calls and 10 MRTR exchanges at once: every answer is the one
     asked for, sealed for its principal and routed back to its backend."""
     callers = [Caller(mixed.http, mixed.proxy.url, authorization=f"Bearer user{n}") for n in range(5)]
-    created = await asyncio.gather(*(
-        callers[i % 5].call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"c{i}"}})
-        for i in range(50)))
+    created = await asyncio.gather(
+        *(
+            callers[i % 5].call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"c{i}"}})
+            for i in range(50)
+        )
+    )
     assert [answer.status for answer in created] == [200] * 50
     refs = [_where(answer.result["taskId"], KEYRING.principal(f"Bearer user{i % 5}")) for i, answer in enumerate(created)]
     assert sorted(ref.backend for ref in refs).count("a") == 25
     assert all(bool(ref.session) == (ref.backend == "a") for ref in refs)
     finals = await asyncio.gather(*(callers[i % 5].poll(answer.result["taskId"], timeout=30) for i, answer in enumerate(created)))
-    assert [(f["taskId"], f["result"]["content"][0]["text"]) for f in finals] == \
-           [(answer.result["taskId"], f"computed c{i}") for i, answer in enumerate(created)]
+    assert [(f["taskId"], f["result"]["content"][0]["text"]) for f in finals] == [
+        (answer.result["taskId"], f"computed c{i}") for i, answer in enumerate(created)
+    ]
     stolen = await callers[1].call("tasks/get", {"taskId": created[0].result["taskId"]})
     assert _error(stolen) == (400, -32602, UNKNOWN_TASK)
 
-    plain = await asyncio.gather(*(callers[i % 5].call("tools/call", {"name": "greet", "arguments": {"name": f"g{i}"}})
-                                   for i in range(20)))
+    plain = await asyncio.gather(
+        *(callers[i % 5].call("tools/call", {"name": "greet", "arguments": {"name": f"g{i}"}}) for i in range(20))
+    )
     assert [(p.status, p.result["content"][0]["text"]) for p in plain] == [(200, f"Hello, g{i}!") for i in range(20)]
 
     async def exchange(i: int) -> tuple[str, str, str]:
@@ -633,10 +703,22 @@ async def test_fifty_concurrent_calls_across_two_backends_each_come_back_right(m
             state_backend = KEYRING.unseal(RELAY_STATE, first["requestState"], KEYRING.principal(caller.authorization))[0]
         except ValueError:
             state_backend = KEYRING.unseal_request_state(first["requestState"], KEYRING.principal(caller.authorization), 0)[1]
-        task = (await caller.call("tools/call", {"name": "test_tool_with_task", "requestState": first["requestState"],
-                                                 "inputResponses": {key: {"action": "accept", "content": {"name": f"N{i}"}}}})).result
+        task = (
+            await caller.call(
+                "tools/call",
+                {
+                    "name": "test_tool_with_task",
+                    "requestState": first["requestState"],
+                    "inputResponses": {key: {"action": "accept", "content": {"name": f"N{i}"}}},
+                },
+            )
+        ).result
         final = await caller.poll(task["taskId"], timeout=30)
-        return state_backend, _where(task["taskId"], KEYRING.principal(caller.authorization)).backend, final["result"]["content"][0]["text"]
+        return (
+            state_backend,
+            _where(task["taskId"], KEYRING.principal(caller.authorization)).backend,
+            final["result"]["content"][0]["text"],
+        )
 
     results = await asyncio.gather(*(exchange(i) for i in range(10)))
     assert all(state == task for state, task, _text in results), results

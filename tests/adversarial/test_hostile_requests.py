@@ -13,10 +13,9 @@ from collections import Counter
 
 import aiohttp
 import pytest
+from adv_support import MODERN_HEADERS, dumps, healthz_ok, modern_body, wait_for_input
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from adv_support import MODERN_HEADERS, dumps, healthz_ok, modern_body, wait_for_input
 from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
@@ -48,8 +47,15 @@ async def raw_exchange(proxy, payload: bytes, *, half_close: bool = False, timeo
 
 
 def request_bytes(body: bytes, extra: list[tuple[bytes, bytes]]) -> bytes:
-    head = [b"POST /mcp HTTP/1.1", b"Host: x", b"Content-Type: application/json", b"Accept: application/json",
-            b"MCP-Protocol-Version: 2026-07-28", b"Connection: close", *(k + b": " + v for k, v in extra)]
+    head = [
+        b"POST /mcp HTTP/1.1",
+        b"Host: x",
+        b"Content-Type: application/json",
+        b"Accept: application/json",
+        b"MCP-Protocol-Version: 2026-07-28",
+        b"Connection: close",
+        *(k + b": " + v for k, v in extra),
+    ]
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 
@@ -61,7 +67,9 @@ def nested(depth: int) -> str:
 async def test_deeply_nested_json_is_a_parse_error_never_forwarded(env, depth):
     http, proxy, tap = env
     mark = len(tap.methods)
-    text = json.dumps(modern_body("tools/call", {"name": "greet", "arguments": {"name": "x"}})).replace('"name": "x"', '"name": "x", "d": ' + nested(depth))
+    text = json.dumps(modern_body("tools/call", {"name": "greet", "arguments": {"name": "x"}})).replace(
+        '"name": "x"', '"name": "x", "d": ' + nested(depth)
+    )
     async with http.post(proxy.url, data=text, headers=MODERN_HEADERS) as response:
         body = await response.json()
         status = response.status
@@ -114,24 +122,38 @@ async def test_content_length_lies_do_not_crash_or_reach_the_backend(env):
 async def test_authorization_with_odd_bytes_is_a_stable_principal(env, authorization):
     _, proxy, _ = env
     body = dumps(modern_body("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "odd"}}))
-    created = await raw_exchange(proxy, request_bytes(body, [(b"Authorization", authorization), (b"Content-Length", str(len(body)).encode())]))
+    created = await raw_exchange(
+        proxy, request_bytes(body, [(b"Authorization", authorization), (b"Content-Length", str(len(body)).encode())])
+    )
     assert created.startswith(b"HTTP/1.1 200 "), created[:200]
     task_id = json.loads(created.partition(b"\r\n\r\n")[2])["result"]["taskId"]
     get = dumps(modern_body("tasks/get", {"taskId": task_id}))
     for who, expected in ((authorization, b"HTTP/1.1 200 "), (b"Bearer other", b"HTTP/1.1 400 ")):
-        answer = await raw_exchange(proxy, request_bytes(get, [(b"Authorization", who), (b"Content-Length", str(len(get)).encode())]))
+        answer = await raw_exchange(
+            proxy, request_bytes(get, [(b"Authorization", who), (b"Content-Length", str(len(get)).encode())])
+        )
         assert answer.startswith(expected), answer[:200]
 
 
 async def test_foreign_truncated_and_altered_real_task_ids_are_unknown(env):
     http, proxy, tap = env
     alice = Caller(http, proxy.url, authorization="Bearer alice")
-    task_id = (await alice.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "t"}})).result["taskId"]
+    task_id = (await alice.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "t"}})).result[
+        "taskId"
+    ]
     mark = len(tap.methods)
-    attempts = [(Caller(http, proxy.url, authorization="Bearer bob"), task_id), (Caller(http, proxy.url), task_id),
-                (Caller(http, proxy.url, authorization="bearer alice"), task_id),
-                (alice, task_id[:-1]), (alice, task_id[:43]), (alice, task_id + "A"), (alice, task_id + "="),
-                (alice, task_id.swapcase()), (alice, task_id.replace("-", "+").replace("_", "/")), (alice, task_id * 20)]
+    attempts = [
+        (Caller(http, proxy.url, authorization="Bearer bob"), task_id),
+        (Caller(http, proxy.url), task_id),
+        (Caller(http, proxy.url, authorization="bearer alice"), task_id),
+        (alice, task_id[:-1]),
+        (alice, task_id[:43]),
+        (alice, task_id + "A"),
+        (alice, task_id + "="),
+        (alice, task_id.swapcase()),
+        (alice, task_id.replace("-", "+").replace("_", "/")),
+        (alice, task_id * 20),
+    ]
     for caller, candidate in attempts:
         for method in ("tasks/get", "tasks/update", "tasks/cancel"):
             answer = await caller.call(method, {"taskId": candidate, "inputResponses": {}})
@@ -143,7 +165,11 @@ async def test_replayed_request_state_is_refused_and_concurrent_retries_agree(en
     http, proxy, tap = env
     client = Caller(http, proxy.url, authorization="Bearer replay")
     state = (await client.call("tools/call", {"name": "test_tool_with_task"})).result["requestState"]
-    retry = {"name": "test_tool_with_task", "requestState": state, "inputResponses": {"r1": {"action": "accept", "content": {"name": "R"}}}}
+    retry = {
+        "name": "test_tool_with_task",
+        "requestState": state,
+        "inputResponses": {"r1": {"action": "accept", "content": {"name": "R"}}},
+    }
     answers = await asyncio.gather(*(client.call("tools/call", retry) for _ in range(5)))
     assert {a.status for a in answers} == {200}
     assert len({a.result["taskId"] for a in answers}) == 1
@@ -170,6 +196,7 @@ async def test_tasks_update_with_thousands_of_keys_delivers_only_the_outstanding
 
 async def test_two_hundred_concurrent_requests_all_answer(tapped, tmp_path):
     async with running_proxy(tapped.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+
         async def one(i: int):
             caller = Caller(http, proxy.url, authorization=f"Bearer c{i % 4}")
             if i % 4 == 0:
@@ -179,6 +206,7 @@ async def test_two_hundred_concurrent_requests_all_answer(tapped, tmp_path):
             if i % 4 == 2:
                 return (await caller.call("tasks/get", {"taskId": f"bogus-{i}"})).status
             return (await caller.call("server/discover")).status
+
         async with asyncio.timeout(20):
             statuses = Counter(await asyncio.gather(*(one(i) for i in range(200))))
         assert statuses == Counter({200: 150, 400: 50})
@@ -186,15 +214,34 @@ async def test_two_hundred_concurrent_requests_all_answer(tapped, tmp_path):
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(string.ascii_letters, max_size=6), inner, max_size=3),
     max_leaves=8,
 )
-METHODS = st.sampled_from(["tools/call", "tasks/get", "tasks/update", "tasks/cancel", "prompts/get", "resources/read",
-                           "tasks/result", "server/discover", "initialize", "ping", "completion/complete"])
-FIELDS = st.dictionaries(st.sampled_from(["name", "arguments", "taskId", "inputResponses", "requestState", "cursor", "uri", "task"]),
-                         JSON_VALUES, max_size=4)
+METHODS = st.sampled_from(
+    [
+        "tools/call",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "prompts/get",
+        "resources/read",
+        "tasks/result",
+        "server/discover",
+        "initialize",
+        "ping",
+        "completion/complete",
+    ]
+)
+FIELDS = st.dictionaries(
+    st.sampled_from(["name", "arguments", "taskId", "inputResponses", "requestState", "cursor", "uri", "task"]),
+    JSON_VALUES,
+    max_size=4,
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -18,7 +18,6 @@ import json
 
 import aiohttp
 import pytest
-
 from adv_support import MODERN_HEADERS, dumps, healthz_ok, modern_body, wait_for_input
 from support import Caller, running_proxy
 
@@ -92,8 +91,10 @@ async def test_a_surrogate_header_byte_matching_the_meta_version_is_32022_not_50
     body = modern_body()
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "\udcff"
     data = dumps(body)
-    request = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
-               b"MCP-Protocol-Version: \xff\r\nConnection: close\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    request = (
+        b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+        b"MCP-Protocol-Version: \xff\r\nConnection: close\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data
+    )
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(request)
     await writer.drain()
@@ -114,8 +115,13 @@ async def test_a_lone_surrogate_in_a_tasks_update_answer_is_not_a_500_and_loses_
     client = Caller(http, proxy.url)
     created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "s.txt"}})).result
     await wait_for_input(client, created["taskId"])
-    answer = await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {
-        "input-1": {"action": "accept", "content": {"confirm": True, "note": SURROGATE}}}})
+    answer = await client.call(
+        "tasks/update",
+        {
+            "taskId": created["taskId"],
+            "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True, "note": SURROGATE}}},
+        },
+    )
     assert answer.status in (200, 400), answer.body
     if answer.status == 400:
         assert answer.error["code"] in (-32700, -32600, -32602)

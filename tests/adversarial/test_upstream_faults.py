@@ -14,7 +14,6 @@ import asyncio
 
 import aiohttp
 import pytest
-
 from adv_support import healthz_ok, wait_for_input
 from support import Caller, running_proxy
 
@@ -60,10 +59,19 @@ async def test_an_mrtr_retry_during_a_transient_upstream_failure_answers_promptl
         flaky.down = True
         try:
             async with asyncio.timeout(4):
-                answer = await client.call("tools/call", {"name": "test_tool_with_task", "requestState": round1["requestState"],
-                                                          "inputResponses": {"r1": {"action": "accept", "content": {"name": "Blip"}}}})
+                answer = await client.call(
+                    "tools/call",
+                    {
+                        "name": "test_tool_with_task",
+                        "requestState": round1["requestState"],
+                        "inputResponses": {"r1": {"action": "accept", "content": {"name": "Blip"}}},
+                    },
+                )
         except TimeoutError:
-            pytest.fail("the MRTR retry got no answer within 4 s (its answer was dropped; the proxy waits on an upstream that waits on it)")
+            pytest.fail(
+                "the MRTR retry got no answer within 4 s "
+                "(its answer was dropped; the proxy waits on an upstream that waits on it)"
+            )
         finally:
             flaky.down = False
         assert (answer.status, answer.body.get("error", {}).get("code")) == (502, -32603), answer.body
@@ -85,7 +93,9 @@ async def test_a_client_disconnect_mid_call_sends_notifications_cancelled_upstre
         assert len(call_ids) == 1
         cancelled = []
         for _ in range(30):
-            cancelled = [b["params"].get("requestId") for b in tapped.bodies[mark:] if b.get("method") == "notifications/cancelled"]
+            cancelled = [
+                b["params"].get("requestId") for b in tapped.bodies[mark:] if b.get("method") == "notifications/cancelled"
+            ]
             if cancelled:
                 break
             await asyncio.sleep(0.05)
@@ -99,10 +109,16 @@ async def test_a_killed_and_restarted_backend_is_502_then_served_again(restartab
     sessions are re-created and tasks lost with the old sessions are unknown (-32602), never invented."""
     async with running_proxy(restartable.url, tmp_path, reconnect_wait_ms=0) as proxy, aiohttp.ClientSession() as http:
         client = Caller(http, proxy.url)
-        created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "lost"}})).result
+        created = (
+            await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "lost"}})
+        ).result
         restartable.kill()
-        for method, params in (("tools/list", {}), ("tools/call", {"name": "greet", "arguments": {"name": "x"}}),
-                               ("tasks/get", {"taskId": created["taskId"]}), ("tasks/cancel", {"taskId": created["taskId"]})):
+        for method, params in (
+            ("tools/list", {}),
+            ("tools/call", {"name": "greet", "arguments": {"name": "x"}}),
+            ("tasks/get", {"taskId": created["taskId"]}),
+            ("tasks/cancel", {"taskId": created["taskId"]}),
+        ):
             async with asyncio.timeout(10):
                 down = await client.call(method, params)
             assert (down.status, down.error["code"]) == (502, -32603), (method, down.body)
@@ -166,7 +182,9 @@ async def test_a_client_that_closes_a_streamed_answer_cancels_the_upstream_call(
         assert len(call_ids) == 1
         cancelled = []
         for _ in range(60):
-            cancelled = [b["params"].get("requestId") for b in tapped.bodies[mark:] if b.get("method") == "notifications/cancelled"]
+            cancelled = [
+                b["params"].get("requestId") for b in tapped.bodies[mark:] if b.get("method") == "notifications/cancelled"
+            ]
             if cancelled:
                 break
             await asyncio.sleep(0.05)

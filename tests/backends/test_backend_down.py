@@ -8,9 +8,9 @@ import logging
 
 import aiohttp
 import pytest
+from support import Caller, free_port, running_proxy
 
 from proxy.demo.processes import start_reference_v1_server
-from support import Caller, free_port, running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -37,8 +37,10 @@ async def test_readyz_is_503_within_one_probe_interval_of_the_only_backend_stopp
     port = free_port()
     server = await asyncio.to_thread(start_reference_v1_server, port)
     try:
-        async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=PROBE_INTERVAL_MS) as proxy, \
-                aiohttp.ClientSession() as http:
+        async with (
+            running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=PROBE_INTERVAL_MS) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
             assert await _readyz(http, proxy.base_url) == (200, {"status": "ready"})
             await asyncio.to_thread(server.stop)
             # The measured bound: the next timed probe fails within one interval (plus 1 s of slack).

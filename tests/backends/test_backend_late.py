@@ -8,10 +8,10 @@ import socket
 
 import aiohttp
 import pytest
+from support import Caller, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import V2_SERVER_SCRIPT, ServerProcess
-from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
 

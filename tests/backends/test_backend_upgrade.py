@@ -9,11 +9,11 @@ import asyncio
 
 import aiohttp
 import pytest
+from session_support import SessionCaller
+from support import Caller, free_port, running_proxy
 
 from proxy.app import STATE
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
-from session_support import SessionCaller
-from support import Caller, free_port, running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -25,14 +25,16 @@ async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
     try:
         async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
             modern = Caller(http, proxy.url)
-            before = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "old"}})).result
+            before = (
+                await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "old"}})
+            ).result
             assert before["resultType"] == "task"
             old.stop()
             new = start_reference_v2_server(port)
             lost = await modern.call("tasks/get", {"taskId": before["taskId"]})
             assert (lost.status, lost.error["code"], lost.error["message"]) == (400, -32602, "Unknown task")
             await asyncio.sleep(1.1)  # on-demand probes are at least a second apart
-            after = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "new"}}))
+            after = await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "new"}})
             assert after.status == 200, after.body
             assert after.result["resultType"] == "task"
             assert len(after.result["taskId"]) == 43  # FastMCP 4's own id: the proxy now relays
@@ -46,7 +48,11 @@ async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
             v1_client = SessionCaller(http, proxy.url)
             init = await v1_client.initialize()
             assert init["result"]["serverInfo"]["name"] == "mcp-tasks-proxy"  # translated now, no longer relayed
-            created = (await v1_client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "v1"}, "task": {}}))["result"]
+            created = (
+                await v1_client.call(
+                    "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "v1"}, "task": {}}
+                )
+            )["result"]
             result = await v1_client.call("tasks/result", {"taskId": created["task"]["taskId"]})
             assert result["result"]["content"][0]["text"] == "computed v1"
     finally:

@@ -10,7 +10,6 @@ import asyncio
 
 import aiohttp
 import pytest
-
 from support import Caller, running_proxy
 from tap import RecordingTap
 
@@ -29,7 +28,10 @@ async def _run_task(caller: Caller, text: str) -> dict:
 async def test_tasks_still_run_after_ten_probe_intervals(plain_mcp1_server, tmp_path):
     tap = await RecordingTap.start(plain_mcp1_server.url + "/")  # Starlette serves /mcp/ (no 307 to count twice)
     try:
-        async with running_proxy(tap.url, tmp_path, probe_interval_ms=PROBE_INTERVAL_MS) as proxy, aiohttp.ClientSession() as http:
+        async with (
+            running_proxy(tap.url, tmp_path, probe_interval_ms=PROBE_INTERVAL_MS) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
             caller = Caller(http, proxy.url)
             first = await _run_task(caller, "one")
             assert (first["status"], first["result"]["content"]) == ("completed", [{"type": "text", "text": "echo one"}])

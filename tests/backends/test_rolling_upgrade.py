@@ -29,12 +29,11 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
-
-from proxy.demo.processes import ServerProcess, start_reference_v1_server, start_reference_v2_server
-from translators.sealing import RELAY_SESSION
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, free_port, running_proxy
-from translators.sealing import ANONYMOUS, Keyring
+
+from proxy.demo.processes import ServerProcess, start_reference_v1_server, start_reference_v2_server
+from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring
 
 pytestmark = pytest.mark.peers
 
@@ -80,7 +79,9 @@ async def _modern_worker(http: aiohttp.ClientSession, url: str, tally: Tally, st
             return
         label = f"m{worker}-{n}"
         phase = tally.phase
-        created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": TASK_SECONDS, "label": label}})
+        created = await caller.call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": TASK_SECONDS, "label": label}}
+        )
         if created.status == 502 and _cut_off(created.error["message"]):
             tally.cut_starts.append(created.error["message"].split("'")[1])  # the backend it names
             continue
@@ -163,8 +164,11 @@ async def _v1_worker(http: aiohttp.ClientSession, url: str, tally: Tally, stop: 
                 continue
         label = f"v{worker}-{n}"
         phase = tally.phase
-        created = await _v1_call(client, "tools/call", {"name": "slow_compute", "arguments": {"seconds": TASK_SECONDS, "label": label},
-                                                        "task": {"ttl": 60_000}})
+        created = await _v1_call(
+            client,
+            "tools/call",
+            {"name": "slow_compute", "arguments": {"seconds": TASK_SECONDS, "label": label}, "task": {"ttl": 60_000}},
+        )
         if created["_status"] == 0:
             tally.cut_starts.append(_relayed_backend(client))
             client = None
@@ -233,19 +237,30 @@ async def test_rolling_upgrade_of_one_backend_of_two(tmp_path):
         servers.append(await asyncio.to_thread(start_reference_v1_server, port_b))
         upstream = [{"name": "a", "url": servers[0].url}, {"name": "b", "url": servers[1].url}]
         # Long enough for b to stop (up to 5 s) and its replacement to start.
-        async with running_proxy("", tmp_path, upstream=upstream, reconnect_wait_ms=20_000) as proxy, aiohttp.ClientSession() as http:
+        async with (
+            running_proxy("", tmp_path, upstream=upstream, reconnect_wait_ms=20_000) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
             tally, stop = Tally(), asyncio.Event()
             workers = [asyncio.create_task(_modern_worker(http, proxy.url, tally, stop, i)) for i in range(3)]
             workers += [asyncio.create_task(_v1_worker(http, proxy.url, tally, stop, i)) for i in range(2)]
             try:
-                await _until(lambda: all(tally.started[(kind, "before", name)] >= 5 for kind in ("modern", "v1") for name in "ab"),
-                             60, "tasks on both backends before the upgrade", tally)
+                await _until(
+                    lambda: all(tally.started[(kind, "before", name)] >= 5 for kind in ("modern", "v1") for name in "ab"),
+                    60,
+                    "tasks on both backends before the upgrade",
+                    tally,
+                )
                 await asyncio.to_thread(servers[1].stop)
                 await asyncio.sleep(0.5)  # clients meet the stopped backend for a while
                 servers.append(await asyncio.to_thread(start_reference_v2_server, port_b))
                 tally.phase = "after"
-                await _until(lambda: all(tally.after_on(kind, name) >= 5 for kind in ("modern", "v1") for name in "ab"),
-                             90, "new work on both backends after the upgrade", tally)
+                await _until(
+                    lambda: all(tally.after_on(kind, name) >= 5 for kind in ("modern", "v1") for name in "ab"),
+                    90,
+                    "new work on both backends after the upgrade",
+                    tally,
+                )
             finally:
                 stop.set()
                 done = await asyncio.gather(*workers, return_exceptions=True)
@@ -259,9 +274,12 @@ async def test_rolling_upgrade_of_one_backend_of_two(tmp_path):
     finished = tally.outcomes[("modern", "finished")] + tally.outcomes[("v1", "finished")]
     unknown = tally.outcomes[("modern", "unknown")] + tally.outcomes[("v1", "unknown")]
     wrong = tally.outcomes[("modern", "wrong")] + tally.outcomes[("v1", "wrong")]
-    print(f"\nrolling upgrade: started={started} finished={finished} unknown={unknown} wrong={wrong} "
-          f"http_502={len(tally.http_502)} cut_streams={tally.cut_streams} cut_starts={len(tally.cut_starts)} lost_sessions={len(tally.lost_sessions)} failed_starts={len(tally.failed_starts)} "
-          f"other_errors={len(tally.other_errors)}")
+    print(
+        f"\nrolling upgrade: started={started} finished={finished} unknown={unknown} wrong={wrong} "
+        f"http_502={len(tally.http_502)} cut_streams={tally.cut_streams} cut_starts={len(tally.cut_starts)} "
+        f"lost_sessions={len(tally.lost_sessions)} failed_starts={len(tally.failed_starts)} "
+        f"other_errors={len(tally.other_errors)}"
+    )
     print(f"started by (client, phase, backend): {dict(sorted(tally.started.items()))}")
     print(f"unknown by (phase, backend): {dict(tally.unknown_on)}; modern tasks relayed to b after: {tally.relayed_after}")
     assert tally.other_errors == []

@@ -20,14 +20,23 @@ from proxy.bench.rows import ROWS, SCENARIOS
 pytestmark = pytest.mark.peers
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS_OF = {"a": [r.key for r in ROWS], "b": [r.key for r in ROWS if "b" in r.scenarios],
-           "c": [r.key for r in ROWS if "c" in r.scenarios]}
+ROWS_OF = {
+    "a": [r.key for r in ROWS],
+    "b": [r.key for r in ROWS if "b" in r.scenarios],
+    "c": [r.key for r in ROWS if "c" in r.scenarios],
+}
 
 
 def test_quick_bench_prints_every_row_without_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     figures = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "proxy", "bench", "--quick", "--json", str(figures)], cwd=ROOT,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "bench", "--quick", "--json", str(figures)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     with capsys.disabled():
         print("\n" + done.stdout)
     assert done.returncode == 0, done.stderr[-4000:]

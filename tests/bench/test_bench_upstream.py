@@ -40,7 +40,11 @@ async def test_session_wire_scenarios(v1_url):
         assert await client.progress() == 100
         tools, _ = await client.request("tools/list", {})
         assert {t["name"]: t.get("execution", {}).get("taskSupport") for t in tools["tools"]} == {
-            "echo": None, "nowork": "required", "sleep": "required", "progress": None}
+            "echo": None,
+            "nowork": "required",
+            "sleep": "required",
+            "progress": None,
+        }
         await client.close()
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+from support import Caller
 
 from proxy.keys import new_key_text
-from support import Caller
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
     env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "proxy",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -51,11 +57,16 @@ async def test_serve_names_a_v2_session_backend_and_serves_it(tmp_path):
             return web.Response(status=200)
         body = await request.json()
         if body.get("method") == "server/discover":
-            return web.json_response({"jsonrpc": "2.0", "id": "server-error",
-                                      "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}, status=400)
+            return web.json_response(
+                {"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Bad Request: Missing session ID"}},
+                status=400,
+            )
         if body.get("method") == "initialize":
-            result = {"protocolVersion": "2025-11-25", "serverInfo": {"name": "s", "version": "1"},
-                      "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}}
+            result = {
+                "protocolVersion": "2025-11-25",
+                "serverInfo": {"name": "s", "version": "1"},
+                "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+            }
             return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result}, headers={"Mcp-Session-Id": "s1"})
         if "id" not in body:
             return web.Response(status=202)
@@ -93,4 +104,7 @@ async def test_reference_server_on_a_busy_port_says_so_in_one_line(reference_v1_
     process = await _spawn("reference-server", "v1", "--port", str(busy), tmp_path=tmp_path)
     stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert (process.returncode, stdout.decode()) == (1, "")
-    assert stderr.decode() == f"error: reference v1 server did not start: cannot listen on 127.0.0.1:{busy}: Address already in use\n"
+    assert (
+        stderr.decode()
+        == f"error: reference v1 server did not start: cannot listen on 127.0.0.1:{busy}: Address already in use\n"
+    )

@@ -12,12 +12,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.peers
 
-FIXTURE_TOOLS = {"greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"}
+FIXTURE_TOOLS = {
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
+}
 
 
 async def _probe(*urls: str) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "probe", "--json", *urls, cwd=ROOT,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "proxy",
+        "probe",
+        "--json",
+        *urls,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     return process.returncode or 0, out.decode()
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from support import running_proxy
 
 from proxy.app import RunningProxy
 from proxy.demo.node_tools import SCENARIOS, Conformance, ScenarioResult, ensure_conformance, format_counts
-from support import running_proxy
 
 
 def _conformance_mark() -> list[pytest.MarkDecorator]:
@@ -94,15 +94,22 @@ def summary(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def _failure_report(result: ScenarioResult, bad: list[Any]) -> str:
-    lines = [f"{result.scenario}: {len(bad)} of {len(result.checks)} checks did not pass "
-             f"({format_counts(result.counts())}; suite exit status {result.exit_code}; {result.checks_file})"]
+    lines = [
+        f"{result.scenario}: {len(bad)} of {len(result.checks)} checks did not pass "
+        f"({format_counts(result.counts())}; suite exit status {result.exit_code}; {result.checks_file})"
+    ]
     lines += [f"  - {check.status} {check.id}: {check.error_message or check.name}" for check in bad]
     return "\n".join(lines)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-async def test_tasks_scenario_passes(scenario: str, conformance: Conformance, proxy: RunningProxy,
-                                     summary: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_tasks_scenario_passes(
+    scenario: str,
+    conformance: Conformance,
+    proxy: RunningProxy,
+    summary: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     out_dir: Path = tmp_path_factory.mktemp(f"conformance-{scenario}")
     # The suite is a blocking subprocess; run it off the loop so the proxy keeps serving.
     result = await asyncio.to_thread(conformance.run, proxy.url, scenario, out_dir, RUN_TIMEOUT_S)
@@ -147,7 +154,8 @@ async def proxy_fastmcp3(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_tasks_scenario_in_front_of_fastmcp3_fails_only_where_fastmcp3_cannot_express_the_fixture(
-        scenario: str, conformance: Conformance, proxy_fastmcp3: RunningProxy, tmp_path_factory: pytest.TempPathFactory) -> None:
+    scenario: str, conformance: Conformance, proxy_fastmcp3: RunningProxy, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     out_dir: Path = tmp_path_factory.mktemp(f"conformance-fastmcp3-{scenario}")
     result = await asyncio.to_thread(conformance.run, proxy_fastmcp3.url, scenario, out_dir, RUN_TIMEOUT_S)
     allowed = PASSING | ({"SKIPPED"} if scenario in SUITE_SKIPS else set())
@@ -155,4 +163,5 @@ async def test_tasks_scenario_in_front_of_fastmcp3_fails_only_where_fastmcp3_can
     print(f"fastmcp3 {scenario}: {format_counts(result.counts())}")
     assert result.checks, result.output
     assert failing == FASTMCP3_FIXTURE_LIMITS.get(scenario, set()), _failure_report(
-        result, [c for c in result.checks if c.status not in allowed])
+        result, [c for c in result.checks if c.status not in allowed]
+    )

@@ -20,7 +20,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from schemas import MCP_2025_11_25, MCP_2026_07_28, check_official, validate, validate_official
 from support import Caller, running_proxy
 
@@ -97,12 +96,20 @@ async def test_a_task_working_then_completed_passes_the_official_schemas(client)
     task_id = await create(client, "slow_compute", {"seconds": 1, "label": "schemas"})
     await task_until(client, task_id, "working")
     final = await task_until(client, task_id, "completed")
-    assert final["result"] == {"content": [{"type": "text", "text": "computed schemas"}], "isError": False, "resultType": "complete"}
+    assert final["result"] == {
+        "content": [{"type": "text", "text": "computed schemas"}],
+        "isError": False,
+        "resultType": "complete",
+    }
 
 
 async def test_a_tool_error_completed_with_is_error_passes_the_official_schemas(client):
     final = await task_until(client, await create(client, "failing_job"), "completed")
-    assert final["result"] == {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"}
+    assert final["result"] == {
+        "content": [{"type": "text", "text": "failing_job always fails"}],
+        "isError": True,
+        "resultType": "complete",
+    }
 
 
 async def test_a_failed_task_with_its_error_passes_the_official_schemas(client):
@@ -135,8 +142,11 @@ async def test_an_mrtr_round_and_the_task_it_creates_pass_the_official_schemas(c
     validate_official(round1, "CallToolResultV2Schema")
     validate(round1, CORE_2026, "InputRequiredResult")
     responses = {"r1": {"action": "accept", "content": {"name": "Ada"}}}
-    second = (await client.call("tools/call", {"name": "test_tool_with_task", "requestState": round1["requestState"],
-                                               "inputResponses": responses})).result
+    second = (
+        await client.call(
+            "tools/call", {"name": "test_tool_with_task", "requestState": round1["requestState"], "inputResponses": responses}
+        )
+    ).result
     validate_official(second, "CreateTaskResultV2Schema")
     final = await task_until(client, second["taskId"], "completed")
     assert final["result"]["content"] == [{"type": "text", "text": "Hello, Ada! test_tool_with_task finished."}]
@@ -164,11 +174,19 @@ async def test_a_v1_client_gets_the_v2_backends_result_without_result_type(refer
     async with running_proxy(reference_v2_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
         client = SessionCaller(http, proxy.url)
         await client.initialize()
-        created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "v1"},
-                                                    "task": {"ttl": 60000}}))["result"]
+        created = (
+            await client.call(
+                "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "v1"}, "task": {"ttl": 60000}}
+            )
+        )["result"]
         answer = await client.call("tasks/result", {"taskId": created["task"]["taskId"]})
     validate(answer["result"], MCP_2025_11_25, "CallToolResult")
     assert answer["result"] == {
-        "content": [{"type": "text", "text": "computed v1"}], "structuredContent": {"result": "computed v1"}, "isError": False,
-        "_meta": {"fastmcp": {"wrap_result": True}, "io.modelcontextprotocol/related-task": {"taskId": created["task"]["taskId"]}},
+        "content": [{"type": "text", "text": "computed v1"}],
+        "structuredContent": {"result": "computed v1"},
+        "isError": False,
+        "_meta": {
+            "fastmcp": {"wrap_result": True},
+            "io.modelcontextprotocol/related-task": {"taskId": created["task"]["taskId"]},
+        },
     }

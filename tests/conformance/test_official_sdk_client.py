@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import RunningProxy, running_proxy
 
 from proxy.demo.node_packages import OFFICIAL_SCHEMAS, SERVER_EVERYTHING, ensure_npm_packages
 from proxy.demo.node_tools import ensure_conformance
 from proxy.demo.processes import ServerProcess
-from support import RunningProxy, running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -42,8 +42,9 @@ def everything(node: str) -> Iterator[ServerProcess]:
     """server-everything over Streamable HTTP on 127.0.0.1:<ephemeral> (loopback_listen.mjs binds it)."""
     prefix = ensure_npm_packages("server-everything", SERVER_EVERYTHING)
     entry = prefix / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    server = ServerProcess.start([node, "--import", str(NODE_DIR / "loopback_listen.mjs"), str(entry), "streamableHttp"],
-                                 env={"PORT": "0"})
+    server = ServerProcess.start(
+        [node, "--import", str(NODE_DIR / "loopback_listen.mjs"), str(entry), "streamableHttp"], env={"PORT": "0"}
+    )
     try:
         yield server
     finally:
@@ -52,8 +53,9 @@ def everything(node: str) -> Iterator[ServerProcess]:
 
 async def _client(node: str, proxy: RunningProxy, mode: str, argument: dict[str, Any]) -> dict[str, Any]:
     prefix = ensure_npm_packages("official-schemas", OFFICIAL_SCHEMAS)
-    process = await asyncio.create_subprocess_exec(node, str(SCRIPT), str(prefix), proxy.url, mode, json.dumps(argument),
-                                                   stdout=asyncio.subprocess.PIPE)
+    process = await asyncio.create_subprocess_exec(
+        node, str(SCRIPT), str(prefix), proxy.url, mode, json.dumps(argument), stdout=asyncio.subprocess.PIPE
+    )
     out, _ = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
     assert process.returncode == 0
     answer: dict[str, Any] = json.loads(out)
@@ -81,29 +83,42 @@ def _text(text: str) -> dict[str, Any]:
 
 
 async def test_everything_progress_reaches_the_callback_every_step_in_order(node, via_everything):
-    answer = await _client(node, via_everything, "progress",
-                           {"tool": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 10}})
+    answer = await _client(
+        node, via_everything, "progress", {"tool": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 10}}
+    )
     assert answer["progress"] == [{"progress": step, "total": 10} for step in range(1, 11)]
     assert answer["result"]["content"] == [
-        {"type": "text", "text": "Long running operation completed. Duration: 1 seconds, Steps: 10."}]
+        {"type": "text", "text": "Long running operation completed. Duration: 1 seconds, Steps: 10."}
+    ]
 
 
 async def test_everything_capabilities_show_what_the_proxy_delivers(node, via_everything):
     answer = await _client(node, via_everything, "progress", {"tool": "echo", "arguments": {"message": "hi"}})
     assert answer["capabilities"] == {
-        "tools": {"listChanged": True}, "prompts": {"listChanged": True},
-        "resources": {"subscribe": True, "listChanged": True}, "logging": {}, "completions": {},
-        "extensions": {"io.modelcontextprotocol/tasks": {}}}
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "logging": {},
+        "completions": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert answer["progress"] == []
     assert answer["result"]["content"] == [{"type": "text", "text": "Echo: hi"}]
 
 
 async def test_everything_listen_is_acknowledged_and_a_resource_list_change_delivered(node, via_everything):
     data = "data:text/plain;base64,aGVsbG8="  # "hello": no network needed
-    answer = await _client(node, via_everything, "listen", {
-        "filter": {"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True},
-        "tool": "gzip-file-as-resource", "arguments": {"name": "hello.gz", "data": data},
-        "wait": "notifications/resources/list_changed"})
+    answer = await _client(
+        node,
+        via_everything,
+        "listen",
+        {
+            "filter": {"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True},
+            "tool": "gzip-file-as-resource",
+            "arguments": {"name": "hello.gz", "data": data},
+            "wait": "notifications/resources/list_changed",
+        },
+    )
     assert answer["honored"] == [{"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True}]
     assert answer["delivered"] == ["notifications/resources/list_changed"]
     assert answer["closed"] == ["local"]
@@ -111,9 +126,17 @@ async def test_everything_listen_is_acknowledged_and_a_resource_list_change_deli
 
 async def test_everything_a_subscribed_resource_update_reaches_the_listener(node, via_everything):
     uri = "demo://resource/dynamic/text/1"
-    answer = await _client(node, via_everything, "listen", {
-        "filter": {"resourceSubscriptions": [uri]}, "tool": "toggle-subscriber-updates", "arguments": {},
-        "wait": "notifications/resources/updated"})
+    answer = await _client(
+        node,
+        via_everything,
+        "listen",
+        {
+            "filter": {"resourceSubscriptions": [uri]},
+            "tool": "toggle-subscriber-updates",
+            "arguments": {},
+            "wait": "notifications/resources/updated",
+        },
+    )
     assert answer["honored"] == [{"resourceSubscriptions": [uri]}]
     assert answer["delivered"] == [f"notifications/resources/updated {uri}"]
 
@@ -123,26 +146,40 @@ async def test_everything_a_subscribed_resource_update_reaches_the_listener(node
 
 async def test_v1_progress_reaches_the_callback_every_step_in_order(node, via_v1):
     answer = await _client(node, via_v1, "progress", {"tool": "report_progress", "arguments": {"count": 100}})
-    assert answer["capabilities"] == {"tools": {"listChanged": True}, "logging": {},
-                                      "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    assert answer["capabilities"] == {
+        "tools": {"listChanged": True},
+        "logging": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert answer["progress"] == [{"progress": step, "total": 100, "message": f"step {step}"} for step in range(1, 101)]
     assert answer["result"] == _text("progress done")
 
 
-@pytest.mark.parametrize(("level", "levels"), [("warning", ["warning", "error"]), ("debug", ["debug", "info", "warning", "error"]),
-                                               ("error", ["error"])])
+@pytest.mark.parametrize(
+    ("level", "levels"),
+    [("warning", ["warning", "error"]), ("debug", ["debug", "info", "warning", "error"]), ("error", ["error"])],
+)
 async def test_v1_log_messages_at_the_requested_level_only(node, via_v1, level, levels):
     answer = await _client(node, via_v1, "logs", {"tool": "report_progress", "arguments": {"count": 0}, "level": level})
-    assert answer["logs"] == [{"level": name, "logger": "report_progress", "data": f"report_progress at {name}"}
-                              for name in levels]
+    assert answer["logs"] == [
+        {"level": name, "logger": "report_progress", "data": f"report_progress at {name}"} for name in levels
+    ]
     assert answer["result"] == _text("progress done")
     assert answer["setLoggingLevel"] == "SdkError"  # on 2026-07-28 the level goes per request only
 
 
 async def test_v1_listen_is_acknowledged_and_a_tools_list_change_delivered(node, via_v1):
-    answer = await _client(node, via_v1, "listen", {
-        "filter": {"toolsListChanged": True, "promptsListChanged": True},
-        "tool": "add_tool", "arguments": {"name": "added_by_listen"}, "wait": "notifications/tools/list_changed"})
+    answer = await _client(
+        node,
+        via_v1,
+        "listen",
+        {
+            "filter": {"toolsListChanged": True, "promptsListChanged": True},
+            "tool": "add_tool",
+            "arguments": {"name": "added_by_listen"},
+            "wait": "notifications/tools/list_changed",
+        },
+    )
     assert answer["honored"] == [{"toolsListChanged": True}]
     assert answer["delivered"] == ["notifications/tools/list_changed"]
     assert answer["result"] == _text("added added_by_listen")
@@ -151,9 +188,18 @@ async def test_v1_listen_is_acknowledged_and_a_tools_list_change_delivered(node,
 
 
 async def test_v1_two_listeners_of_one_client_each_get_the_change(node, via_v1):
-    answer = await _client(node, via_v1, "listen", {
-        "filter": {"toolsListChanged": True}, "listeners": 2,
-        "tool": "add_tool", "arguments": {"name": "added_for_two"}, "wait": "notifications/tools/list_changed"})
+    answer = await _client(
+        node,
+        via_v1,
+        "listen",
+        {
+            "filter": {"toolsListChanged": True},
+            "listeners": 2,
+            "tool": "add_tool",
+            "arguments": {"name": "added_for_two"},
+            "wait": "notifications/tools/list_changed",
+        },
+    )
     assert answer["honored"] == [{"toolsListChanged": True}, {"toolsListChanged": True}]
     assert answer["delivered"] == ["notifications/tools/list_changed", "notifications/tools/list_changed"]
     assert answer["closed"] == ["local", "local"]

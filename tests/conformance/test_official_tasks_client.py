@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import running_proxy
 
 from proxy.demo.node_packages import OFFICIAL_SCHEMAS, ensure_npm_packages, node_binary
-from support import running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -75,8 +75,11 @@ async def test_an_mrtr_round_before_the_task_is_answered_and_the_task_completes(
 
 async def test_a_plain_call_settles_at_once(call):
     answer = await call("greet", {"name": "TS"})
-    assert answer == {"ok": True, "outcome": {"status": "completed", "result": text_result("Hello, TS!")},
-                      "result": text_result("Hello, TS!")}
+    assert answer == {
+        "ok": True,
+        "outcome": {"status": "completed", "result": text_result("Hello, TS!")},
+        "result": text_result("Hello, TS!"),
+    }
 
 
 async def test_a_failed_task_is_the_clients_task_failed_error(call):

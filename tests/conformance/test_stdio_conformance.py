@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from stdio_support import running_stdio_proxy
 
 from proxy.app import RunningProxy
 from proxy.demo.node_tools import SCENARIOS, Conformance, ensure_conformance, format_counts
-from stdio_support import running_stdio_proxy
 
 pytestmark = [pytest.mark.peers, pytest.mark.asyncio(loop_scope="module")]
 
@@ -56,7 +56,8 @@ def _failing(result, scenario: str) -> set[str]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_every_check_passes_through_the_proxy_to_the_reference_v1_server_on_stdio(
-        scenario: str, conformance: Conformance, stdio_v1: RunningProxy, tmp_path_factory: pytest.TempPathFactory) -> None:
+    scenario: str, conformance: Conformance, stdio_v1: RunningProxy, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     out_dir: Path = tmp_path_factory.mktemp(f"stdio-conformance-{scenario}")
     result = await asyncio.to_thread(conformance.run, stdio_v1.url, scenario, out_dir, RUN_TIMEOUT_S)
     print(f"stdio v1 {scenario}: {format_counts(result.counts())}")
@@ -66,7 +67,8 @@ async def test_every_check_passes_through_the_proxy_to_the_reference_v1_server_o
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_fastmcp3_on_stdio_fails_only_what_it_fails_over_http(
-        scenario: str, conformance: Conformance, stdio_fastmcp3: RunningProxy, tmp_path_factory: pytest.TempPathFactory) -> None:
+    scenario: str, conformance: Conformance, stdio_fastmcp3: RunningProxy, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     out_dir: Path = tmp_path_factory.mktemp(f"stdio-conformance-fastmcp3-{scenario}")
     result = await asyncio.to_thread(conformance.run, stdio_fastmcp3.url, scenario, out_dir, RUN_TIMEOUT_S)
     print(f"stdio fastmcp3 {scenario}: {format_counts(result.counts())}")

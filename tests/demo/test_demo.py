@@ -67,7 +67,7 @@ async def test_quiet_narration_prints_the_title_and_only_failed_checks(capsys) -
         demo.check(False, "status = completed", "working")
 
     quiet = await Narrator(verbose=False).run_step(1, 2, Step("a task", two_checks))
-    assert capsys.readouterr().out == "Step 1/2 · a task\n  ✘ status = completed — got \"working\"\n"
-    assert quiet.checks == [(True, "✔ resultType = complete"), (False, "✘ status = completed — got \"working\"")]
+    assert capsys.readouterr().out == 'Step 1/2 · a task\n  ✘ status = completed — got "working"\n'
+    assert quiet.checks == [(True, "✔ resultType = complete"), (False, '✘ status = completed — got "working"')]
     await Narrator(verbose=True).run_step(2, 2, Step("a task", two_checks))
-    assert capsys.readouterr().out.endswith("  ✔ resultType = complete\n  ✘ status = completed — got \"working\"\n")
+    assert capsys.readouterr().out.endswith('  ✔ resultType = complete\n  ✘ status = completed — got "working"\n')

@@ -457,9 +457,7 @@ async def test_declined_pre_task_elicitation_ends_with_is_error_result(mcp: _Mcp
     task_id = response["result"]["task"]["taskId"]
     result = await mcp.result("tasks/result", {"taskId": task_id})
     assert result["isError"] is True
-    assert _text_of(result) == (
-        "test_tool_with_task: the name question was answered with action 'decline' and no name"
-    )
+    assert _text_of(result) == ("test_tool_with_task: the name question was answered with action 'decline' and no name")
 
 
 # --------------------------------------------------------------------------------------------
@@ -482,9 +480,7 @@ async def test_cancelled_work_does_not_end_the_session(mcp: _McpSession, referen
 
     assert (await mcp.result("tasks/get", {"taskId": cancelled_id}))["status"] == "cancelled"
     assert (await mcp.result("tasks/get", {"taskId": other_id}))["status"] == "completed"
-    assert await mcp.result("tasks/result", {"taskId": cancelled_id}) == {
-        "_meta": {RELATED_TASK: {"taskId": cancelled_id}}
-    }
+    assert await mcp.result("tasks/result", {"taskId": cancelled_id}) == {"_meta": {RELATED_TASK: {"taskId": cancelled_id}}}
     assert "crashed" not in reference_v1_server.output_tail()
 
 

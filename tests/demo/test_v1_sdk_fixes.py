@@ -18,8 +18,9 @@ CHECK = Path(__file__).resolve().parents[1] / "peers" / "result_wakeup_check.py"
 
 
 async def _result_wakeup_check(store: str) -> dict[str, Any]:
-    process = await asyncio.create_subprocess_exec(str(ensure_peer_env("mcp-v1")), str(CHECK), store,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    process = await asyncio.create_subprocess_exec(
+        str(ensure_peer_env("mcp-v1")), str(CHECK), store, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()[-2000:]
     return json.loads(out)
@@ -31,7 +32,13 @@ async def test_tasks_result_answers_a_task_that_ended_before_it_began_to_wait():
     store `tasks/result` never answers; on the reference server's store it answers the result at
     once, with the related-task `_meta`."""
     fixed, sdk = await asyncio.gather(_result_wakeup_check("fixed"), _result_wakeup_check("sdk"))
-    assert fixed == {"hung": False, "task_id": fixed["task_id"], "result": {
-        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": fixed["task_id"]}},
-        "content": [{"type": "text", "text": "done"}], "isError": False}}
+    assert fixed == {
+        "hung": False,
+        "task_id": fixed["task_id"],
+        "result": {
+            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": fixed["task_id"]}},
+            "content": [{"type": "text", "text": "done"}],
+            "isError": False,
+        },
+    }
     assert sdk == {"hung": True, "task_id": sdk["task_id"], "result": None}

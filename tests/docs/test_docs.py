@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support import running_proxy
+
 from translators.table import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +55,11 @@ async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(refe
 
         async def sh(command: str, **env: str) -> dict:
             process = await asyncio.create_subprocess_exec(
-                "bash", "-c", command.replace("http://127.0.0.1:8080/mcp", proxy.url),
-                env={**os.environ, **env}, stdout=asyncio.subprocess.PIPE,
+                "bash",
+                "-c",
+                command.replace("http://127.0.0.1:8080/mcp", proxy.url),
+                env={**os.environ, **env},
+                stdout=asyncio.subprocess.PIPE,
             )
             out, _ = await process.communicate()
             assert process.returncode == 0
@@ -71,5 +74,8 @@ async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(refe
                 break
             await asyncio.sleep(0.2)
     assert answer["id"] == 2
-    assert answer["result"]["result"] == {"content": [{"type": "text", "text": "computed hello"}], "isError": False,
-                                          "resultType": "complete"}
+    assert answer["result"]["result"] == {
+        "content": [{"type": "text", "text": "computed hello"}],
+        "isError": False,
+        "resultType": "complete",
+    }

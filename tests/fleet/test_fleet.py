@@ -7,21 +7,23 @@ import time
 
 import aiohttp
 import pytest
+from support import TEST_KEY
 
 from proxy.config import ConfigError, load
-from translators.sealing import RELAY_SESSION
 from proxy.fleet import Fleet
 from proxy.metrics import Metrics
 from proxy.routing import Router
-from support import TEST_KEY
 from translators.errors import McpError
-from translators.sealing import Keyring
+from translators.sealing import RELAY_SESSION, Keyring
 
 KEYRING = Keyring(TEST_KEY)
 
 
 def _settings(*weights: int):
-    upstream = [{"name": name, "url": f"http://127.0.0.1:9/{name}", "weight": weight} for name, weight in zip("abc", weights)]
+    upstream = [
+        {"name": name, "url": f"http://127.0.0.1:9/{name}", "weight": weight}
+        for name, weight in zip("abc", weights, strict=False)
+    ]
     return load(None, {"upstream": upstream})
 
 
@@ -32,12 +34,15 @@ async def _fleet(*weights: int) -> tuple[Fleet, aiohttp.ClientSession]:
     return Fleet.build(settings, http, KEYRING, metrics), http
 
 
-@pytest.mark.parametrize(("weights", "expected"), [
-    ((1, 1), "abababab"),
-    ((3, 1), "aabaaaba"),
-    ((2, 1), "abaaba"),
-    ((1, 2, 1), "bacbbacb"),
-])
+@pytest.mark.parametrize(
+    ("weights", "expected"),
+    [
+        ((1, 1), "abababab"),
+        ((3, 1), "aabaaaba"),
+        ((2, 1), "abaaba"),
+        ((1, 2, 1), "bacbbacb"),
+    ],
+)
 async def test_new_work_is_spread_by_smooth_weighted_round_robin(weights, expected):
     fleet, http = await _fleet(*weights)
     try:
@@ -87,14 +92,27 @@ async def test_a_backend_no_longer_configured_is_an_unknown_task():
         await http.close()
 
 
-@pytest.mark.parametrize(("upstream", "message"), [
-    ([{"name": "a", "url": "http://x/mcp"}, {"name": "a", "url": "http://y/mcp"}],
-     "upstream: Value error, backend names must be unique; 'a' is given 2 times"),
-    ([{"name": "a", "url": "http://x/mcp", "weight": 0}], "upstream.0.weight: Input should be greater than or equal to 1 (got 0)"),
-    ([{"name": "a", "url": "http://x/mcp", "weight": 1001}], "upstream.0.weight: Input should be less than or equal to 1000 (got 1001)"),
-    ([{"name": "a", "url": "http://x/mcp", "dialect": "v3"}],
-     "upstream.0.dialect: Input should be 'auto', 'v1', 'v2-session' or 'v2-modern' (got 'v3')"),
-])
+@pytest.mark.parametrize(
+    ("upstream", "message"),
+    [
+        (
+            [{"name": "a", "url": "http://x/mcp"}, {"name": "a", "url": "http://y/mcp"}],
+            "upstream: Value error, backend names must be unique; 'a' is given 2 times",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "weight": 0}],
+            "upstream.0.weight: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "weight": 1001}],
+            "upstream.0.weight: Input should be less than or equal to 1000 (got 1001)",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "dialect": "v3"}],
+            "upstream.0.dialect: Input should be 'auto', 'v1', 'v2-session' or 'v2-modern' (got 'v3')",
+        ),
+    ],
+)
 def test_backend_configuration_errors_name_the_key(upstream, message):
     with pytest.raises(ConfigError) as refused:
         load(None, {"upstream": upstream})

@@ -10,11 +10,10 @@ import asyncio
 
 import aiohttp
 import pytest
-
-from translators.sealing import RELAY_SESSION, RELAY_STATE
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
-from translators.sealing import ANONYMOUS, Keyring
+
+from translators.sealing import ANONYMOUS, RELAY_SESSION, RELAY_STATE, Keyring
 
 pytestmark = pytest.mark.peers
 
@@ -42,8 +41,10 @@ async def test_modern_clients_over_two_v1_backends_by_weight(reference_v1_server
     upstream = [{"name": "a", "url": reference_v1_server.url, "weight": 2}, {"name": "b", "url": second_v1_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
-        created = [(await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"t{i}"}})).result
-                   for i in range(6)]
+        created = [
+            (await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"t{i}"}})).result
+            for i in range(6)
+        ]
         assert [_backend(c["taskId"])[0] for c in created] == ["a", "b", "a", "a", "b", "a"]
         assert all(_backend(c["taskId"])[1] for c in created)  # translated: each on an upstream session
         finals = [await caller.poll(c["taskId"]) for c in created]
@@ -54,25 +55,39 @@ async def test_modern_clients_over_two_v1_backends_by_weight(reference_v1_server
             round1 = (await caller.call("tools/call", {"name": "test_tool_with_task"})).result
             exchange, backend = KEYRING.unseal_request_state(round1["requestState"], ANONYMOUS, 0)
             assert backend == expected
-            task = (await caller.call("tools/call", {"name": "test_tool_with_task", "requestState": round1["requestState"],
-                                                     "inputResponses": {"r1": NAME_ANSWER}})).result
+            task = (
+                await caller.call(
+                    "tools/call",
+                    {
+                        "name": "test_tool_with_task",
+                        "requestState": round1["requestState"],
+                        "inputResponses": {"r1": NAME_ANSWER},
+                    },
+                )
+            ).result
             assert _backend(task["taskId"])[0] == expected
             final = await caller.poll(task["taskId"])
             assert final["result"]["content"] == [{"type": "text", "text": "Hello, Alice! test_tool_with_task finished."}]
 
         # Questions inside a task and cancels reach the task's backend (picks 9 to 14 of a b a a b a …).
-        asking = [(await caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f"{n}.txt"}})).result
-                  for n in ("x", "y", "z")]
+        asking = [
+            (await caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f"{n}.txt"}})).result
+            for n in ("x", "y", "z")
+        ]
         assert [_backend(t["taskId"])[0] for t in asking] == ["a", "a", "b"]
-        for task, name in zip(asking, ("x", "y", "z")):
+        for task, name in zip(asking, ("x", "y", "z"), strict=False):
             waiting = await _wait_for_input(caller, task["taskId"])
             assert list(waiting["inputRequests"]) == ["input-1"]
-            ack = await caller.call("tasks/update", {"taskId": task["taskId"],
-                                                     "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+            ack = await caller.call(
+                "tasks/update",
+                {"taskId": task["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}},
+            )
             assert ack.result == {"resultType": "complete"}
             assert (await caller.poll(task["taskId"]))["result"]["content"][0]["text"] == f"deleted {name}.txt"
-        long = [(await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "c"}})).result
-                for _ in range(3)]
+        long = [
+            (await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "c"}})).result
+            for _ in range(3)
+        ]
         assert [_backend(t["taskId"])[0] for t in long] == ["a", "a", "b"]
         for task in long:
             assert (await caller.call("tasks/cancel", {"taskId": task["taskId"]})).result == {"resultType": "complete"}
@@ -91,8 +106,12 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
         assert len({upstream_id for _, upstream_id in sessions}) == 4
         task_ids = []
         for i, client in enumerate(clients):
-            created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": f"s{i}"},
-                                                        "task": {"ttl": 60_000}}))["result"]
+            created = (
+                await client.call(
+                    "tools/call",
+                    {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": f"s{i}"}, "task": {"ttl": 60_000}},
+                )
+            )["result"]
             task_id = created["task"]["taskId"]
             ref = KEYRING.unseal_task_id(task_id, "")  # sealed with its backend and session, like the session id
             assert (ref.backend, ref.session) == sessions[i]
@@ -121,8 +140,10 @@ async def test_modern_clients_relayed_to_two_v2_backends_get_sealed_ids(referenc
     upstream = [{"name": "a", "url": reference_v2_server.url}, {"name": "b", "url": second_v2_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
-        created = [await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"v{i}"}})
-                   for i in range(4)]
+        created = [
+            await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"v{i}"}})
+            for i in range(4)
+        ]
         assert [_backend(c.result["taskId"]) for c in created] == [("a", ""), ("b", ""), ("a", ""), ("b", "")]
         assert [c.headers["Mcp-Name"] for c in created] == [c.result["taskId"] for c in created]
         for i, answer in enumerate(created):
@@ -133,14 +154,18 @@ async def test_modern_clients_relayed_to_two_v2_backends_get_sealed_ids(referenc
             assert named.result["taskId"] == task_id
 
         # Input inside a task: tasks/get shows the questions, tasks/update answers them on the right backend.
-        asking = [(await caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f"{n}.txt"}})).result
-                  for n in ("x", "y")]
-        for task, name in zip(asking, ("x", "y")):
+        asking = [
+            (await caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f"{n}.txt"}})).result
+            for n in ("x", "y")
+        ]
+        for task, name in zip(asking, ("x", "y"), strict=False):
             waiting = await _wait_for_input(caller, task["taskId"])
             assert waiting["taskId"] == task["taskId"]
             [key] = waiting["inputRequests"]
-            ack = await caller.call("tasks/update", {"taskId": task["taskId"],
-                                                     "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}})
+            ack = await caller.call(
+                "tasks/update",
+                {"taskId": task["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}},
+            )
             assert ack.result == {"resultType": "complete", "_meta": V2_SERVER_INFO}  # the backend's own ack, relayed
             assert (await caller.poll(task["taskId"]))["result"]["content"][0]["text"] == f"deleted {name}.txt"
 
@@ -149,8 +174,16 @@ async def test_modern_clients_relayed_to_two_v2_backends_get_sealed_ids(referenc
             round1 = (await caller.call("tools/call", {"name": "test_tool_with_task"})).result
             backend, _own_state = KEYRING.unseal(RELAY_STATE, round1["requestState"], ANONYMOUS)
             assert backend == expected
-            task = (await caller.call("tools/call", {"name": "test_tool_with_task", "requestState": round1["requestState"],
-                                                     "inputResponses": {"user_name": NAME_ANSWER}})).result
+            task = (
+                await caller.call(
+                    "tools/call",
+                    {
+                        "name": "test_tool_with_task",
+                        "requestState": round1["requestState"],
+                        "inputResponses": {"user_name": NAME_ANSWER},
+                    },
+                )
+            ).result
             assert _backend(task["taskId"]) == (expected, "")
             final = await caller.poll(task["taskId"])
             assert final["result"]["content"][0]["text"] == "Hello, Alice! test_tool_with_task finished."

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-
-from proxy.app import STATE
 from session_support import SessionCaller
 from support import Caller, running_proxy
+
+from proxy.app import STATE
 
 pytestmark = pytest.mark.peers
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,11 @@ def _haproxy() -> str:
     found = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
     if found:
         return found
-    for command in (["apt-get", "install", "-y", "-q", "haproxy"], ["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "haproxy"]):
+    for command in (
+        ["apt-get", "install", "-y", "-q", "haproxy"],
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "haproxy"],
+    ):
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
         if command[1] == "install" and done.returncode == 0:
             break
@@ -57,11 +61,13 @@ def _documented_config(front: int, a: int, b: int) -> str:
 async def test_two_replicas_behind_the_documented_haproxy_configuration(reference_v1_server, tmp_path):
     haproxy = _haproxy()
     port_a, port_b, front = _free_port(), _free_port(), _free_port()
-    async with running_proxy(reference_v1_server.url, tmp_path / "a", listen=f"127.0.0.1:{port_a}") as a, \
-            running_proxy(reference_v1_server.url, tmp_path / "b", listen=f"127.0.0.1:{port_b}") as b:
+    async with (
+        running_proxy(reference_v1_server.url, tmp_path / "a", listen=f"127.0.0.1:{port_a}") as a,
+        running_proxy(reference_v1_server.url, tmp_path / "b", listen=f"127.0.0.1:{port_b}") as b,
+    ):
         config = tmp_path / "haproxy.cfg"
         config.write_text(_documented_config(front, port_a, port_b))
-        process = subprocess.Popen([haproxy, "-f", str(config), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen([haproxy, "-f", str(config), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: ASYNC220 - started once, stopped by its handle
         try:
             url = f"http://127.0.0.1:{front}/mcp"
             async with aiohttp.ClientSession() as http:
@@ -73,8 +79,14 @@ async def test_two_replicas_behind_the_documented_haproxy_configuration(referenc
                     except aiohttp.ClientError:
                         await asyncio.sleep(0.1)
                 modern = Caller(http, url)
-                created = [(await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"lb{i}"}})).result
-                           for i in range(4)]
+                created = [
+                    (
+                        await modern.call(
+                            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": f"lb{i}"}}
+                        )
+                    ).result
+                    for i in range(4)
+                ]
                 finals = [await modern.poll(task["taskId"]) for task in created]
                 assert [f["result"]["content"][0]["text"] for f in finals] == [f"computed lb{i}" for i in range(4)]
 
@@ -83,7 +95,9 @@ async def test_two_replicas_behind_the_documented_haproxy_configuration(referenc
                 for n in range(3):
                     client = SessionCaller(http, url, capabilities={"elicitation": {}, "extensions": {EXT: {}}})
                     await client.initialize()
-                    task = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": f"s{n}"}}))["result"]
+                    task = (
+                        await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": f"s{n}"}})
+                    )["result"]
                     for _ in range(5):
                         answer = await client.call("tasks/get", {"taskId": task["taskId"]})
                         assert answer["_status"] == 200, answer

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from session_support import SessionCaller
+from support import Caller, free_port
 
 from proxy.bench.targets import start_nginx
 from proxy.keys import new_key_text
-from session_support import SessionCaller
-from support import Caller, free_port
 
 pytestmark = pytest.mark.peers
 
@@ -51,9 +51,22 @@ class Failed(Exception):
 
 async def _spawn(upstream: str, port: int, redis_url: str, key: str, state: Path) -> asyncio.subprocess.Process:
     env = {**os.environ, "MCP_TASKS_PROXY_KEY": key, "XDG_STATE_HOME": str(state)}
-    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "serve", "--upstream", upstream, "--listen",
-                                                   f"127.0.0.1:{port}", "--store", redis_url, cwd=ROOT, env=env,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "proxy",
+        "serve",
+        "--upstream",
+        upstream,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--store",
+        redis_url,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     await asyncio.wait_for(process.stdout.readline(), 30)  # "listening on"
     return process
 
@@ -62,10 +75,12 @@ async def _request(counts: Counts, what: str, send):
     start = time.monotonic()
     try:
         answer = await send
-        if getattr(answer, "status", None) in (502, 503, 504) or (isinstance(answer, dict) and answer.get("_status") in (502, 503, 504)):
+        if getattr(answer, "status", None) in (502, 503, 504) or (
+            isinstance(answer, dict) and answer.get("_status") in (502, 503, 504)
+        ):
             raise AssertionError("gateway error")  # nginx: the replica went away with the request
         return answer
-    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, TypeError, ValueError, AssertionError) as exc:
+    except (TimeoutError, aiohttp.ClientError, KeyError, TypeError, ValueError, AssertionError) as exc:
         counts.failed.append((start, time.monotonic(), f"{what}: {type(exc).__name__}"))
         raise Failed from None
 
@@ -77,7 +92,9 @@ async def _v2_lifecycles(url: str, http: aiohttp.ClientSession, counts: Counts, 
         i += 1
         name = f"v2-{n}-{i}.txt"
         try:
-            answer = await _request(counts, "v2 tools/call", caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": name}}))
+            answer = await _request(
+                counts, "v2 tools/call", caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": name}})
+            )
             task_id = answer.result["taskId"]
             counts.started += 1
             deadline = time.monotonic() + 15
@@ -93,9 +110,19 @@ async def _v2_lifecycles(url: str, http: aiohttp.ClientSession, counts: Counts, 
                     result = got.result or {}
                     status = result.get("status")
                     if status == "input_required" and not answered:
-                        ack = await _request(counts, "v2 tasks/update", caller.call("tasks/update", {
-                            "taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}
-                                                                  for key in result["inputRequests"]}}))
+                        ack = await _request(
+                            counts,
+                            "v2 tasks/update",
+                            caller.call(
+                                "tasks/update",
+                                {
+                                    "taskId": task_id,
+                                    "inputResponses": {
+                                        key: {"action": "accept", "content": {"confirm": True}} for key in result["inputRequests"]
+                                    },
+                                },
+                            ),
+                        )
                         answered = ack.status == 200
                 except Failed:
                     status = None
@@ -126,19 +153,23 @@ async def _v1_lifecycles(url: str, http: aiohttp.ClientSession, counts: Counts, 
         client.on_request = _confirm
         try:
             await _request(counts, "v1 initialize", client.initialize())
-            created = await _request(counts, "v1 tools/call", client.call(
-                "tools/call", {"name": "confirm_delete", "arguments": {"filename": name}, "task": {"ttl": 60000}}))
+            created = await _request(
+                counts,
+                "v1 tools/call",
+                client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": name}, "task": {"ttl": 60000}}),
+            )
             task_id = created["result"]["task"]["taskId"]
             counts.started += 1
             final = None
             for _ in range(3):  # a tasks/result stream lost with the killed replica is asked for again
                 try:
-                    final = await asyncio.wait_for(_request(counts, "v1 tasks/result", client.call(
-                        "tasks/result", {"taskId": task_id})), 15)
+                    final = await asyncio.wait_for(
+                        _request(counts, "v1 tasks/result", client.call("tasks/result", {"taskId": task_id})), 15
+                    )
                     break
                 except Failed:
                     await asyncio.sleep(0.1)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break  # no answer in 15 s: the task's outcome is unknown (not a failed request)
             if final is None:
                 counts.unknown += 1
@@ -179,9 +210,11 @@ async def test_a_replica_killed_mid_run_loses_only_its_requests_in_flight(refere
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)
             await process.wait()
-    print(f"\nreplica killed: tasks started {counts.started}, finished {counts.finished}, unknown {counts.unknown} "
-          f"(v1 {counts.unknown_v1}), wrong {counts.wrong}; requests failed {len(counts.failed)}: "
-          f"{[(round(start - killed_at, 3), round(end - killed_at, 3), what) for start, end, what in counts.failed]}")
+    print(
+        f"\nreplica killed: tasks started {counts.started}, finished {counts.finished}, unknown {counts.unknown} "
+        f"(v1 {counts.unknown_v1}), wrong {counts.wrong}; requests failed {len(counts.failed)}: "
+        f"{[(round(start - killed_at, 3), round(end - killed_at, 3), what) for start, end, what in counts.failed]}"
+    )
     print("\n".join(counts.odd))
     in_flight = [(start, end, what) for start, end, what in counts.failed if start <= dead_at and end >= killed_at]
     assert (counts.wrong, counts.failed) == (0, in_flight)

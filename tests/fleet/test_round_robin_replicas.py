@@ -12,16 +12,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-
+from pairings.v1_client_v2_backend.test_v1_client_v2_backend import CHECK_NAMES as MCP1_CHECKS
+from pairings.v1_client_v2_backend.test_v1_client_v2_backend import CHECKS_SCRIPT as MCP1_SCRIPT
+from pairings.v2_modern_client_v1_backend.test_fastmcp_peers import CHECK_NAMES as FASTMCP4_CHECKS
+from pairings.v2_modern_client_v1_backend.test_fastmcp_peers import CHECKS_SCRIPT as FASTMCP4_SCRIPT
 from peer_checks import run_script
+from support import running_proxy
+
 from proxy.bench.targets import start_nginx
 from proxy.demo.node_tools import SCENARIOS, ensure_conformance
 from proxy.demo.peers import ensure_peer_env
-from support import running_proxy
-from pairings.v2_modern_client_v1_backend.test_fastmcp_peers import CHECK_NAMES as FASTMCP4_CHECKS
-from pairings.v2_modern_client_v1_backend.test_fastmcp_peers import CHECKS_SCRIPT as FASTMCP4_SCRIPT
-from pairings.v1_client_v2_backend.test_v1_client_v2_backend import CHECK_NAMES as MCP1_CHECKS
-from pairings.v1_client_v2_backend.test_v1_client_v2_backend import CHECKS_SCRIPT as MCP1_SCRIPT
 
 pytestmark = pytest.mark.peers
 
@@ -29,8 +29,10 @@ pytestmark = pytest.mark.peers
 @contextlib.asynccontextmanager
 async def round_robin(upstream_url: str, redis_url: str, tmp_path: Path) -> AsyncIterator[str]:
     """Two replicas on `redis_url` behind nginx (round robin); yields nginx's MCP URL."""
-    async with running_proxy(upstream_url, tmp_path / "a", store=redis_url) as a, \
-            running_proxy(upstream_url, tmp_path / "b", store=redis_url) as b:
+    async with (
+        running_proxy(upstream_url, tmp_path / "a", store=redis_url) as a,
+        running_proxy(upstream_url, tmp_path / "b", store=redis_url) as b,
+    ):
         nginx = await asyncio.to_thread(start_nginx, a.url, more=[b.url])
         try:
             yield nginx.url

@@ -14,7 +14,6 @@ import logging
 
 import aiohttp
 import pytest
-
 from session_support import SessionCaller
 from support import proxy_port, running_proxy
 
@@ -71,7 +70,10 @@ async def test_trickled_headers_are_cut_within_header_timeout(fast_modern_upstre
     status, headers, body = _status_and_body(received)
     assert status == "HTTP/1.1 408 Request Timeout"
     assert headers["connection"] == "close"
-    assert json.loads(body) == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Request headers not received within 4.5 s"}}
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Request headers not received within 4.5 s"},
+    }
 
 
 async def test_idle_sockets_are_closed_within_idle_timeout(fast_modern_upstream_url, tmp_path):
@@ -123,8 +125,10 @@ async def test_a_connection_over_max_connections_gets_503(fast_modern_upstream_u
         status, headers, body = _status_and_body(received)
         assert status == "HTTP/1.1 503 Service Unavailable"
         assert (headers["connection"], headers["retry-after"], headers["content-type"]) == ("close", "1", "application/json")
-        assert json.loads(body) == {"jsonrpc": "2.0", "error": {
-            "code": -32603, "message": "Service Unavailable: too many open connections; retry later"}}
+        assert json.loads(body) == {
+            "jsonrpc": "2.0",
+            "error": {"code": -32603, "message": "Service Unavailable: too many open connections; retry later"},
+        }
         # One of the held connections goes: there is room again.
         held[0][1].close()
         statuses = []
@@ -182,14 +186,18 @@ async def test_an_oversized_authorization_header_reaches_no_log_line(fast_modern
     caplog.set_level(logging.DEBUG)
     async with running_proxy(fast_modern_upstream_url, tmp_path) as proxy:
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
-        writer.write(b"POST /mcp HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer " + token.encode() + b"\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        writer.write(
+            b"POST /mcp HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer " + token.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        )
         received, _ = await _read_until_closed(reader, 5)
         writer.close()
     status, headers, body = _status_and_body(received)
     assert status == "HTTP/1.0 400 Bad Request"
-    assert json.loads(body) == {"jsonrpc": "2.0", "error": {
-        "code": -32600, "message": "Bad Request: the request line or a header is longer than 8190 bytes"}}
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": "Bad Request: the request line or a header is longer than 8190 bytes"},
+    }
     logged = "\n".join(caplog.text.splitlines() + [r.getMessage() for r in caplog.records])
     assert "k9TzQw7R" not in logged
     assert "refused a malformed HTTP request from 127.0.0.1: 400 (LineTooLong)" in logged

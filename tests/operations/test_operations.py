@@ -20,15 +20,15 @@ from typing import Any
 
 import aiohttp
 import pytest
+from session_support import SessionCaller
+from support import Caller, running_proxy
 
 from proxy.app import STATE
 from proxy.config import load
-from proxy.state.v1_tasks import V1Follower
 from proxy.keys import new_key_text
 from proxy.logs import REQUEST_ID, JsonFormatter, RequestIdFilter, handler, request_id_from
 from proxy.metrics import Metrics, method_label
-from session_support import SessionCaller
-from support import Caller, running_proxy
+from proxy.state.v1_tasks import V1Follower
 from translators.sealing import TaskRef
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,9 +73,14 @@ async def test_metrics_count_each_answered_request_and_time_upstream_requests(re
         'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="v2-modern",method="tasks/result",outcome="-32601"} 1.0',
     }
     # The probe's tools/list and the client's, each timed on its way upstream.
-    (count,) = [line for line in lines if line.startswith('mcp_tasks_proxy_upstream_seconds_count{backend="main",method="tools/list"}')]
+    (count,) = [
+        line for line in lines if line.startswith('mcp_tasks_proxy_upstream_seconds_count{backend="main",method="tools/list"}')
+    ]
     assert float(count.rsplit(" ", 1)[1]) >= 1
-    assert 'mcp_tasks_proxy_upstream_seconds_bucket{backend="main",le="+Inf",method="tools/list"} ' + count.rsplit(" ", 1)[1] in lines
+    assert (
+        'mcp_tasks_proxy_upstream_seconds_bucket{backend="main",le="+Inf",method="tools/list"} ' + count.rsplit(" ", 1)[1]
+        in lines
+    )
     assert "mcp_tasks_proxy_live_tasks 0.0" in lines
     assert not any(line.startswith("mcp_tasks_proxy_dropped_fields_total") for line in lines)
 
@@ -87,7 +92,9 @@ async def test_metrics_count_refusals_by_code_and_transport_refusals_by_status(r
         assert (await client.call("tools/list")).status == 413  # the envelope alone is larger than 64 bytes
         assert (await client.raw("{}", {"Content-Type": "text/plain"})).status == 415
         assert (await client.raw("{not json", {"Content-Type": "application/json"})).status == 400
-        assert (await client.raw('{"jsonrpc":"2.0","id":1,"method":"no/such"}', {"Content-Type": "application/json"})).status == 400
+        assert (
+            await client.raw('{"jsonrpc":"2.0","id":1,"method":"no/such"}', {"Content-Type": "application/json"})
+        ).status == 400
         lines = _metric_lines(await _scrape(http, proxy.base_url))
     requests = {line for line in lines if line.startswith("mcp_tasks_proxy_requests_total")}
     assert requests == {
@@ -121,7 +128,8 @@ async def test_v1_session_requests_are_counted_on_the_v1_face(reference_v2_serve
     requests = {line for line in lines if line.startswith("mcp_tasks_proxy_requests_total")}
     assert requests == {
         'mcp_tasks_proxy_requests_total{backend_dialect="v2-modern",face="v1",method="initialize",outcome="ok"} 1.0',
-        'mcp_tasks_proxy_requests_total{backend_dialect="v2-modern",face="v1",method="notifications/initialized",outcome="ok"} 1.0',
+        'mcp_tasks_proxy_requests_total{backend_dialect="v2-modern",face="v1",'
+        'method="notifications/initialized",outcome="ok"} 1.0',
         'mcp_tasks_proxy_requests_total{backend_dialect="v2-modern",face="v1",method="tools/list",outcome="ok"} 1.0',
         'mcp_tasks_proxy_requests_total{backend_dialect="v2-modern",face="v1",method="tasks/get",outcome="-32602"} 1.0',
     }
@@ -158,8 +166,14 @@ class _FakeSession:
 
     async def request(self, method: str, params: dict[str, Any], *, headers: Any = None) -> dict[str, Any]:
         assert method == "tasks/get"
-        return {"taskId": params["taskId"], "status": "working", "createdAt": "2026-01-01T00:00:00Z",
-                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": None, "parentTaskId": "parent-1"}
+        return {
+            "taskId": params["taskId"],
+            "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z",
+            "ttl": None,
+            "parentTaskId": "parent-1",
+        }
 
 
 async def test_dropped_fields_are_counted_and_logged_at_debug_level(caplog):
@@ -209,13 +223,20 @@ async def test_readyz_is_200_while_one_backend_of_several_is_reachable(reference
 
 
 async def test_readyz_names_the_first_backend_when_none_is_reachable(tmp_path):
-    upstream = [{"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"},
-                {"name": "also-down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"}]
+    upstream = [
+        {"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"},
+        {"name": "also-down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"},
+    ]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/readyz") as response:
-            assert (response.status, await response.json()) == (503, {
-                "status": "not ready", "backend": "down",
-                "reason": "Backend 'down' unavailable: cannot reach it (ClientConnectorError)"})
+            assert (response.status, await response.json()) == (
+                503,
+                {
+                    "status": "not ready",
+                    "backend": "down",
+                    "reason": "Backend 'down' unavailable: cannot reach it (ClientConnectorError)",
+                },
+            )
 
 
 @pytest.mark.peers
@@ -223,9 +244,14 @@ async def test_a_pinned_dialect_is_the_only_probe(reference_v1_server, tmp_path)
     pinned_modern = [{"name": "main", "url": reference_v1_server.url, "dialect": "v2-modern"}]
     async with running_proxy("", tmp_path, upstream=pinned_modern) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/readyz") as response:
-            assert (response.status, await response.json()) == (503, {
-                "status": "not ready", "backend": "main",
-                "reason": "Backend 'main' is pinned to v2-modern but did not answer server/discover"})
+            assert (response.status, await response.json()) == (
+                503,
+                {
+                    "status": "not ready",
+                    "backend": "main",
+                    "reason": "Backend 'main' is pinned to v2-modern but did not answer server/discover",
+                },
+            )
     pinned_v1 = [{"name": "main", "url": reference_v1_server.url, "dialect": "v1"}]
     async with running_proxy("", tmp_path, upstream=pinned_v1) as proxy:
         backend = proxy.runner.app[STATE].fleet.first.backend
@@ -311,8 +337,20 @@ async def test_sigterm_lets_a_call_in_flight_finish_then_exits_0(reference_v1_se
     config.write_text(f'log_format = "json"\nshutdown_timeout_ms = 20000\nstate_dir = "{tmp_path}"\n')
     env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", "serve", "--upstream", reference_v1_server.url, "--listen", "127.0.0.1:0",
-        "--config", str(config), cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "proxy",
+        "serve",
+        "--upstream",
+        reference_v1_server.url,
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        str(config),
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
@@ -320,8 +358,13 @@ async def test_sigterm_lets_a_call_in_flight_finish_then_exits_0(reference_v1_se
         url = line.split()[3]
         async with aiohttp.ClientSession() as http:
             client = Caller(http, url, declare=False)  # no tasks extension: slow_compute runs as a plain call
-            call = asyncio.ensure_future(client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "late"}},
-                                                      headers={"X-Request-Id": "in-flight-1"}))
+            call = asyncio.ensure_future(
+                client.call(
+                    "tools/call",
+                    {"name": "slow_compute", "arguments": {"seconds": 2, "label": "late"}},
+                    headers={"X-Request-Id": "in-flight-1"},
+                )
+            )
             await asyncio.sleep(0.7)
             assert not call.done()
             process.send_signal(signal.SIGTERM)

@@ -11,7 +11,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from browser import dump_dom, screenshot, tables
 from session_support import SessionCaller
 from support import TASKS_EXT, Caller, running_proxy
@@ -57,7 +56,9 @@ async def _greet(caller: SessionCaller, name: str) -> None:
 async def drive(http: aiohttp.ClientSession, url: str) -> None:
     """The traffic both tests read back. New work alternates old, new, old, … (equal weights)."""
     legacy_a = await _session(http, url, LEGACY)  # pick 1: old (v1 client, v1 backend: relayed)
-    created = await legacy_a.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "a"}, "task": {"ttl": 60_000}})
+    created = await legacy_a.call(
+        "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "a"}, "task": {"ttl": 60_000}}
+    )
     result = await legacy_a.call("tasks/result", {"taskId": created["result"]["task"]["taskId"]})
     assert result["result"]["content"][0]["text"] == "computed a"
     modern = NamedCaller(http, url, MODERN_APP)
@@ -79,8 +80,16 @@ def _upstream(reference_v1_server, reference_v2_server) -> list[dict[str, str]]:
 
 
 async def test_status_json_counts_every_request_dialect_and_client(reference_v1_server, reference_v2_server, tmp_path):
-    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
-                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+    async with (
+        running_proxy(
+            "",
+            tmp_path,
+            upstream=_upstream(reference_v1_server, reference_v2_server),
+            store="memory",
+            probe_interval_ms=3_600_000,
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
         await drive(http, proxy.url)
         async with http.get(proxy.base_url + "/status.json") as response:
             assert (response.status, response.content_type) == (200, "application/json")
@@ -88,18 +97,30 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
 
     backends = {b["name"]: b for b in status["backends"]}
     assert list(backends) == ["old", "new"]
-    for name, dialect, versions, requests, errors in (("old", "v1", ["2025-11-25"], 9, 1), ("new", "v2-modern", ["2026-07-28"], 5, 0)):
+    for name, dialect, versions, requests, errors in (
+        ("old", "v1", ["2025-11-25"], 9, 1),
+        ("new", "v2-modern", ["2026-07-28"], 5, 0),
+    ):
         b = backends[name]
         latency = b.pop("upstream_latency_ms")
         assert latency["samples"] >= requests - errors and latency["p50"] <= latency["p90"] <= latency["p99"], latency
         assert b["last_probe_ms"] == b["dialect_since_ms"]  # probed once, at start
         assert status["started_ms"] <= b["last_probe_ms"] <= status["now_ms"]
         assert {k: v for k, v in b.items() if k not in ("last_probe_ms", "dialect_since_ms")} == {
-            "name": name, "transport": "http", "dialect": dialect, "pinned": False, "protocol_versions": versions,
-            "health": "up", "down_reason": None, "live_tasks": 0,
-            "requests_last_minute": b["requests_last_minute"], "errors_last_minute": b["errors_last_minute"],
-            "requests_last_hour": requests, "errors_last_hour": errors,
-            "requests_per_minute": round(requests / 60, 3), "errors_per_minute": round(errors / 60, 3),
+            "name": name,
+            "transport": "http",
+            "dialect": dialect,
+            "pinned": False,
+            "protocol_versions": versions,
+            "health": "up",
+            "down_reason": None,
+            "live_tasks": 0,
+            "requests_last_minute": b["requests_last_minute"],
+            "errors_last_minute": b["errors_last_minute"],
+            "requests_last_hour": requests,
+            "errors_last_hour": errors,
+            "requests_per_minute": round(requests / 60, 3),
+            "errors_per_minute": round(errors / 60, 3),
         }
         assert b["requests_last_minute"] <= requests  # the run may straddle a minute
     matrix = [
@@ -127,8 +148,16 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
 
 
 async def test_status_page_in_headless_chromium(reference_v1_server, reference_v2_server, tmp_path):
-    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
-                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+    async with (
+        running_proxy(
+            "",
+            tmp_path,
+            upstream=_upstream(reference_v1_server, reference_v2_server),
+            store="memory",
+            probe_interval_ms=3_600_000,
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
         await drive(http, proxy.url)
         async with http.get(proxy.base_url + "/status") as response:
             assert response.status == 200
@@ -140,8 +169,16 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
     rendered = tables(dom)
     backends = [[cell for i, cell in enumerate(row) if i not in (5, 6, 10)] for row in rendered["backends"]]
     assert backends == [
-        ["backend", "transport", "dialect", "protocol versions", "health", "live tasks", "requests (last min / hour)",
-         "errors (last min / hour)"],
+        [
+            "backend",
+            "transport",
+            "dialect",
+            "protocol versions",
+            "health",
+            "live tasks",
+            "requests (last min / hour)",
+            "errors (last min / hour)",
+        ],
         ["old", "http", "v1", "2025-11-25", "up", "0", backends[1][6], backends[1][7]],
         ["new", "http", "v2-modern", "2026-07-28", "up", "0", backends[2][6], backends[2][7]],
     ]
@@ -161,11 +198,20 @@ async def test_status_command_prints_the_tables(reference_v1_server, reference_v
     import asyncio
     import sys
 
-    async with running_proxy("", tmp_path, upstream=_upstream(reference_v1_server, reference_v2_server), store="memory",
-                             probe_interval_ms=3_600_000) as proxy, aiohttp.ClientSession() as http:
+    async with (
+        running_proxy(
+            "",
+            tmp_path,
+            upstream=_upstream(reference_v1_server, reference_v2_server),
+            store="memory",
+            probe_interval_ms=3_600_000,
+        ) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
         await drive(http, proxy.url)
-        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "status", proxy.base_url,
-                                                       stdout=asyncio.subprocess.PIPE)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "proxy", "status", proxy.base_url, stdout=asyncio.subprocess.PIPE
+        )
         out, _ = await process.communicate()
     assert process.returncode == 0
     lines = out.decode().splitlines()
@@ -173,9 +219,13 @@ async def test_status_command_prints_the_tables(reference_v1_server, reference_v
     assert lines[3].split()[:5] == ["old", "http", "v1", "2025-11-25", "up"]
     assert lines[4].split()[:5] == ["new", "http", "v2-modern", "2026-07-28", "up"]
     start = lines.index("Migration matrix, last hour")
-    assert [line.split() for line in lines[start + 3:start + 8]] == [
-        ["v1", "v1", "relayed", "4", "0"], ["v1", "v2-modern", "translated", "3", "0"], ["v2-session", "v1", "translated", "3", "0"],
-        ["v2-modern", "v1", "translated", "2", "1"], ["v2-modern", "v2-modern", "relayed", "2", "0"]]
+    assert [line.split() for line in lines[start + 3 : start + 8]] == [
+        ["v1", "v1", "relayed", "4", "0"],
+        ["v1", "v2-modern", "translated", "3", "0"],
+        ["v2-session", "v1", "translated", "3", "0"],
+        ["v2-modern", "v1", "translated", "2", "1"],
+        ["v2-modern", "v2-modern", "relayed", "2", "0"],
+    ]
     start = next(i for i, line in enumerate(lines) if line.startswith("Clients still on v1"))
     row = lines[start + 3].split()
     assert (row[:3], row[-1]) == (["legacy-cli", "1.2.0", "7"], "new,old")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-
-from proxy.demo.peers import ensure_peer_env
 from peers.v2_session_server import start as start_v2_session_peer
 from session_support import SessionCaller
 from support import running_proxy
+
+from proxy.demo.peers import ensure_peer_env
 
 pytestmark = pytest.mark.peers
 PEERS = Path(__file__).resolve().parents[1] / "peers"
@@ -79,7 +79,10 @@ async def test_v2_session_client(backend_url, tmp_path):
                 break
             await asyncio.sleep(0.1)
         [key] = task["inputRequests"]
-        ack = await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}})
+        ack = await client.call(
+            "tasks/update",
+            {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}},
+        )
         assert ack["result"]["resultType"] == "complete"
         for _ in range(100):
             task = (await client.call("tasks/get", {"taskId": created["taskId"]}))["result"]

@@ -88,7 +88,7 @@ async def run_check(
     """
     try:
         ok, detail = await asyncio.wait_for(check(url), timeout_s)
-    except (asyncio.TimeoutError, TimeoutError) as exc:
+    except TimeoutError as exc:
         ok, detail = False, {"failure": f"timed out after {timeout_s:g} s", **exc_detail(exc)}
     except Exception as exc:
         leaf = _first_leaf(exc) if unwrap_groups else exc

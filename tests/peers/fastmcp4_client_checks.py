@@ -117,13 +117,9 @@ async def check_greet(url: str) -> tuple[bool, Detail]:
 async def check_slow_compute(url: str) -> tuple[bool, Detail]:
     started = time.monotonic()
     async with _client(url) as client:
-        result = await client.call_tool(
-            "slow_compute", {"seconds": 1, "label": "transparent"}, timeout=CALL_TIMEOUT_S
-        )
+        result = await client.call_tool("slow_compute", {"seconds": 1, "label": "transparent"}, timeout=CALL_TIMEOUT_S)
     detail = {**_result_detail(result), "elapsed_s": round(time.monotonic() - started, 2)}
-    expect(
-        not detail["is_error"] and detail["texts"] == ["computed transparent"], "unexpected slow_compute result", detail
-    )
+    expect(not detail["is_error"] and detail["texts"] == ["computed transparent"], "unexpected slow_compute result", detail)
     return True, detail
 
 

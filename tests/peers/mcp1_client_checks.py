@@ -136,9 +136,7 @@ async def check_sync_tool(url: str) -> tuple[bool, Detail]:
 
 async def check_create_task_shape(url: str) -> tuple[bool, Detail]:
     async with open_session(url) as (session, _):
-        created = await session.experimental.call_tool_as_task(
-            "slow_compute", {"seconds": 1, "label": "x"}, ttl=60000
-        )
+        created = await session.experimental.call_tool_as_task("slow_compute", {"seconds": 1, "label": "x"}, ttl=60000)
     task = created.task
     detail: Detail = {"created": dump(created)}
     expect(isinstance(task.taskId, str) and task.taskId != "", "no taskId", detail)
@@ -409,9 +407,7 @@ async def check_progress_well_formed(url: str) -> tuple[bool, Detail]:
 
     try:
         async with open_session(url) as (session, recorder):
-            plain = await session.call_tool(
-                "slow_compute", {"seconds": 1, "label": "progress"}, progress_callback=on_progress
-            )
+            plain = await session.call_tool("slow_compute", {"seconds": 1, "label": "progress"}, progress_callback=on_progress)
             task = await create_task(
                 session, "slow_compute", {"seconds": 1, "label": "progress-task"}, meta={"progressToken": "mcp1-checks-progress"}
             )
@@ -435,7 +431,9 @@ async def check_progress_well_formed(url: str) -> tuple[bool, Detail]:
     for params in recorder.progress:
         token = params.get("progressToken")
         progress = params.get("progress")
-        expect(isinstance(token, (str, int)) and not isinstance(token, bool), "a progress notification lacks progressToken", detail)
+        expect(
+            isinstance(token, (str, int)) and not isinstance(token, bool), "a progress notification lacks progressToken", detail
+        )
         expect(
             isinstance(progress, (int, float)) and not isinstance(progress, bool),
             "a progress notification has no numeric progress",

@@ -151,7 +151,7 @@ def _transport(url: str, authorization: str | None) -> Any:
 
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        argv = shlex.split(url[len(STDIO_PREFIX):])
+        argv = shlex.split(url[len(STDIO_PREFIX) :])
         return stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)))
     headers = {"Authorization": authorization} if authorization else None
     return streamablehttp_client(url, headers=headers, timeout=HTTP_TIMEOUT_S, sse_read_timeout=SSE_READ_TIMEOUT_S)

@@ -109,7 +109,11 @@ async def check_two_questions_once(url: str) -> tuple[bool, Detail]:
     expect(detail["final"] == "completed", f"the task ended {detail['final']!r}", detail)
     messages = sorted(question["message"] for question in detail["elicitations"])
     expect(messages == ["value for a", "value for b"], f"asked {messages}", detail)
-    expect(all(q["related_task"] == {"taskId": task.taskId} for q in detail["elicitations"]), "a question lacks related-task _meta", detail)
+    expect(
+        all(q["related_task"] == {"taskId": task.taskId} for q in detail["elicitations"]),
+        "a question lacks related-task _meta",
+        detail,
+    )
     expect(detail["result"]["texts"] == ["got both: a=Ada, b=Ada"], "unexpected multi_input result", detail)
     expect(len(recorder.elicitations) == 2, "asked again during tasks/result", detail)
     return True, detail

@@ -26,11 +26,27 @@ def main():
         method, request_id = message.get("method"), message.get("id")
         if method == "initialize":
             sys.stdout.write("this is not json\n[1, 2]\n" + "x" * 3000 + "\n")
-            send({"jsonrpc": "2.0", "id": request_id, "result": {
-                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "noisy", "version": "1"}}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "noisy", "version": "1"},
+                    },
+                }
+            )
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [
-                {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "tools": [{"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]
+                    },
+                }
+            )
         elif method == "tools/call":
             text = message["params"]["arguments"]["text"]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})

@@ -2,15 +2,21 @@
 
 `ask` (taskSupport required): on a task-augmented `tools/call` it writes an `elicitation/create`
 (id "q1", with no related-task `_meta`, as FastMCP 3's task workers do) and only then the
-`CreateTaskResult`, followed by a `notifications/tasks/status` saying `input_required`. The task is `input_required` until the answer arrives, then `completed` with
+`CreateTaskResult`, followed by a `notifications/tasks/status` saying `input_required`. The task is
+`input_required` until the answer arrives, then `completed` with
 the text `answer: <content.word>`.
 """
 
 import json
 import sys
 
-TASK = {"taskId": "t1", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000,
-        "pollInterval": 100}
+TASK = {
+    "taskId": "t1",
+    "createdAt": "2026-01-01T00:00:00Z",
+    "lastUpdatedAt": "2026-01-01T00:00:00Z",
+    "ttl": 60000,
+    "pollInterval": 100,
+}
 
 
 def send(message):
@@ -19,9 +25,17 @@ def send(message):
 
 
 def result(request_id, answer):
-    send({"jsonrpc": "2.0", "id": request_id, "result": {
-        "content": [{"type": "text", "text": f"answer: {answer}"}], "isError": False,
-        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {
+                "content": [{"type": "text", "text": f"answer: {answer}"}],
+                "isError": False,
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}},
+            },
+        }
+    )
 
 
 def main():
@@ -38,16 +52,37 @@ def main():
                 waiting.clear()
             continue
         if method == "initialize":
-            send({"jsonrpc": "2.0", "id": request_id, "result": {
-                "protocolVersion": "2025-11-25", "serverInfo": {"name": "racing", "version": "1"},
-                "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": "2025-11-25",
+                        "serverInfo": {"name": "racing", "version": "1"},
+                        "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}},
+                    },
+                }
+            )
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [
-                {"name": "ask", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "tools": [{"name": "ask", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]
+                    },
+                }
+            )
         elif method == "tools/call":
             schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
-            send({"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create",
-                  "params": {"mode": "form", "message": "Which word?", "requestedSchema": schema}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "q1",
+                    "method": "elicitation/create",
+                    "params": {"mode": "form", "message": "Which word?", "requestedSchema": schema},
+                }
+            )
             send({"jsonrpc": "2.0", "id": request_id, "result": {"task": {**TASK, "status": "working"}}})
             send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {**TASK, "status": "input_required"}})
         elif method == "tasks/get":

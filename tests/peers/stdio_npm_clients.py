@@ -48,11 +48,17 @@ async def fastmcp4(server: str, url: str) -> None:
             _emit("echo", texts == ["Echo: hi"], texts)
             research = await client.call_tool("simulate-research-query", {"topic": "tides", "ambiguous": True}, timeout=60)
             text = research.content[0].text
-            _emit("research_with_question", text.startswith("# Research Report: tides (technical)") and len(questions) == 1,
-                  {"first_line": text.splitlines()[0], "questions": len(questions)})
+            _emit(
+                "research_with_question",
+                text.startswith("# Research Report: tides (technical)") and len(questions) == 1,
+                {"first_line": text.splitlines()[0], "questions": len(questions)},
+            )
         else:
-            created = await client.call_tool("create_entities", {"entities": [{"name": "ada", "entityType": "person",
-                                                                               "observations": ["wrote notes"]}]}, timeout=30)
+            created = await client.call_tool(
+                "create_entities",
+                {"entities": [{"name": "ada", "entityType": "person", "observations": ["wrote notes"]}]},
+                timeout=30,
+            )
             graph = await client.call_tool("read_graph", {}, timeout=30)
             names = [e["name"] for e in json.loads(graph.content[0].text)["entities"]]
             _emit("create_and_read", not created.is_error and names == ["ada"], names)
@@ -75,18 +81,26 @@ async def mcp1(server: str, url: str) -> None:
             echo = await session.call_tool("echo", {"message": "hi"})
             texts = [c.text for c in echo.content]
             _emit("echo", texts == ["Echo: hi"], texts)
-            created = await session.experimental.call_tool_as_task("simulate-research-query", {"topic": "tides", "ambiguous": True},
-                                                                   ttl=60_000)
+            created = await session.experimental.call_tool_as_task(
+                "simulate-research-query", {"topic": "tides", "ambiguous": True}, ttl=60_000
+            )
             task_id = created.task.taskId
             result = await asyncio.wait_for(session.experimental.get_task_result(task_id, CallToolResult), 60)
             status = (await session.experimental.get_task(task_id)).status
             text = result.content[0].text
             listed = [t.taskId for t in (await session.experimental.list_tasks()).tasks]
-            _emit("research_with_question", text.startswith("# Research Report: tides (technical)") and len(questions) == 1
-                  and status == "completed" and listed == [task_id],
-                  {"first_line": text.splitlines()[0], "questions": len(questions), "status": status, "listed": len(listed)})
+            _emit(
+                "research_with_question",
+                text.startswith("# Research Report: tides (technical)")
+                and len(questions) == 1
+                and status == "completed"
+                and listed == [task_id],
+                {"first_line": text.splitlines()[0], "questions": len(questions), "status": status, "listed": len(listed)},
+            )
         else:
-            await session.call_tool("create_entities", {"entities": [{"name": "ada", "entityType": "person", "observations": ["x"]}]})
+            await session.call_tool(
+                "create_entities", {"entities": [{"name": "ada", "entityType": "person", "observations": ["x"]}]}
+            )
             graph = await session.call_tool("read_graph", {})
             names = [e["name"] for e in json.loads(graph.content[0].text)["entities"]]
             _emit("create_and_read", names == ["ada"], names)

@@ -14,16 +14,19 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from peers.v2_session_server import start
-from proxy.sse import SseParser
 from schemas import EXT_TASKS, validate
+
+from proxy.sse import SseParser
 
 EXT = "io.modelcontextprotocol/tasks"
 EXT_SCHEMA = EXT_TASKS
 DECLARING = {"elicitation": {}, "extensions": {EXT: {}}}
-MISSING_EXTENSION = {"code": -32021, "message": "Missing required client capability",
-                     "data": {"requiredCapabilities": {"extensions": {EXT: {}}}}}
+MISSING_EXTENSION = {
+    "code": -32021,
+    "message": "Missing required client capability",
+    "data": {"requiredCapabilities": {"extensions": {EXT: {}}}},
+}
 ACK = {"resultType": "complete"}
 SERVER_SCRIPT = Path(__file__).resolve().with_name("v2_session_server.py")
 
@@ -44,19 +47,27 @@ class Client:
         self.content_types: list[str] = []
 
     def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": "2025-11-25"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
         return {**headers, "Mcp-Session-Id": self.session_id} if self.session_id else headers
 
     async def initialize(self) -> dict[str, Any]:
-        message = await self.message("initialize", {"protocolVersion": "2025-11-25", "capabilities": self.capabilities,
-                                                    "clientInfo": {"name": "tests", "version": "1"}})
-        async with self.http.post(self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                                  headers=self.headers()) as response:
+        message = await self.message(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": self.capabilities, "clientInfo": {"name": "tests", "version": "1"}},
+        )
+        async with self.http.post(
+            self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers()
+        ) as response:
             assert response.status == 202 and await response.read() == b""
         return message
 
-    async def message(self, method: str, params: dict[str, Any] | None = None, on_request: OnRequest | None = None) -> dict[str, Any]:
+    async def message(
+        self, method: str, params: dict[str, Any] | None = None, on_request: OnRequest | None = None
+    ) -> dict[str, Any]:
         """The JSON-RPC response message to one request."""
         self._id += 1
         body = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": params or {}}
@@ -82,7 +93,9 @@ class Client:
                         self.answer_statuses.append(posted.status)
         raise AssertionError("the SSE stream ended without a response")
 
-    async def result(self, method: str, params: dict[str, Any] | None = None, on_request: OnRequest | None = None) -> dict[str, Any]:
+    async def result(
+        self, method: str, params: dict[str, Any] | None = None, on_request: OnRequest | None = None
+    ) -> dict[str, Any]:
         message = await self.message(method, params, on_request)
         assert "result" in message, message
         return message["result"]
@@ -92,7 +105,9 @@ class Client:
         assert "error" in message, message
         return message["error"]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, on_request: OnRequest | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, on_request: OnRequest | None = None
+    ) -> dict[str, Any]:
         return await self.result("tools/call", {"name": name, "arguments": arguments or {}}, on_request)
 
     async def wait_for(self, task_id: str, *statuses: str, timeout: float = 5.0) -> dict[str, Any]:
@@ -137,7 +152,12 @@ def _check_created(created: dict[str, Any]) -> str:
     """A flat v2 `CreateTaskResult`: exactly the handle fields, `working`, this peer's TTL and poll."""
     validate(created, EXT_SCHEMA, "CreateTaskResult")
     assert set(created) == {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
-    assert (created["resultType"], created["status"], created["ttlMs"], created["pollIntervalMs"]) == ("task", "working", 300000, 200)
+    assert (created["resultType"], created["status"], created["ttlMs"], created["pollIntervalMs"]) == (
+        "task",
+        "working",
+        300000,
+        200,
+    )
     assert re.fullmatch(r"[A-Za-z0-9_-]{32}", created["taskId"])
     assert created["createdAt"] == created["lastUpdatedAt"] and created["createdAt"].endswith("Z")
     return created["taskId"]
@@ -153,9 +173,15 @@ def _handle_of(task: dict[str, Any]) -> dict[str, Any]:
 async def test_initialize_mints_a_session_and_announces_the_extension(server, http):
     caller = Client(http, server, DECLARING)
     message = await caller.initialize()
-    assert message == {"jsonrpc": "2.0", "id": 1, "result": {
-        "protocolVersion": "2025-11-25", "serverInfo": {"name": "mcp-tasks-proxy-v2-session-peer", "version": "0.1.0"},
-        "capabilities": {"tools": {}, "extensions": {EXT: {}}}}}
+    assert message == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "protocolVersion": "2025-11-25",
+            "serverInfo": {"name": "mcp-tasks-proxy-v2-session-peer", "version": "0.1.0"},
+            "capabilities": {"tools": {}, "extensions": {EXT: {}}},
+        },
+    }
     assert re.fullmatch(r"[\x21-\x7e]+", caller.session_id)
     assert await caller.result("ping") == {}
 
@@ -163,9 +189,14 @@ async def test_initialize_mints_a_session_and_announces_the_extension(server, ht
 async def test_tools_list_shows_v1_style_task_support(client):
     tools = (await client.result("tools/list"))["tools"]
     assert {t["name"]: t.get("execution") for t in tools} == {
-        "greet": None, "slow_compute": {"taskSupport": "optional"}, "failing_job": {"taskSupport": "required"},
-        "protocol_error_job": {"taskSupport": "required"}, "confirm_delete": {"taskSupport": "required"},
-        "multi_input": {"taskSupport": "required"}, "test_tool_with_task": {"taskSupport": "required"}}
+        "greet": None,
+        "slow_compute": {"taskSupport": "optional"},
+        "failing_job": {"taskSupport": "required"},
+        "protocol_error_job": {"taskSupport": "required"},
+        "confirm_delete": {"taskSupport": "required"},
+        "multi_input": {"taskSupport": "required"},
+        "test_tool_with_task": {"taskSupport": "required"},
+    }
     assert all(t["inputSchema"]["type"] == "object" for t in tools)
 
 
@@ -214,8 +245,12 @@ async def test_slow_compute_becomes_a_task_that_completes(client):
     working = await client.result("tasks/get", {"taskId": task_id})
     assert working["status"] == "working" and not {"result", "error", "inputRequests"} & set(working)
     done = await client.wait_for(task_id, "completed")
-    assert done == {**_handle_of(working), "status": "completed", "lastUpdatedAt": done["lastUpdatedAt"],
-                    "result": _text("computed x")}
+    assert done == {
+        **_handle_of(working),
+        "status": "completed",
+        "lastUpdatedAt": done["lastUpdatedAt"],
+        "result": _text("computed x"),
+    }
     assert done["lastUpdatedAt"] > done["createdAt"]
 
 
@@ -240,23 +275,35 @@ async def test_protocol_error_job_fails_with_an_error(client):
     task_id = _check_created(await client.call_tool("protocol_error_job"))
     failed = await client.wait_for(task_id, "completed", "failed")
     message = "protocol_error_job: simulated internal failure"
-    assert (failed["status"], failed["statusMessage"], failed["error"]) == ("failed", message, {"code": -32603, "message": message})
+    assert (failed["status"], failed["statusMessage"], failed["error"]) == (
+        "failed",
+        message,
+        {"code": -32603, "message": message},
+    )
     assert "result" not in failed
 
 
-@pytest.mark.parametrize(("answer", "text"), [
-    ({"action": "accept", "content": {"confirm": True}}, "deleted notes.txt"),
-    ({"action": "accept", "content": {"confirm": False}}, "notes.txt was not deleted (accept)"),
-    ({"action": "decline"}, "notes.txt was not deleted (decline)"),
-])
+@pytest.mark.parametrize(
+    ("answer", "text"),
+    [
+        ({"action": "accept", "content": {"confirm": True}}, "deleted notes.txt"),
+        ({"action": "accept", "content": {"confirm": False}}, "notes.txt was not deleted (accept)"),
+        ({"action": "decline"}, "notes.txt was not deleted (decline)"),
+    ],
+)
 async def test_confirm_delete_asks_in_the_task_and_takes_the_update(client, answer, text):
     task_id = _check_created(await client.call_tool("confirm_delete", {"filename": "notes.txt"}))
     asking = await client.wait_for(task_id, "input_required")
     [(key, request)] = asking["inputRequests"].items()
     assert isinstance(key, str) and key
-    assert request == {"method": "elicitation/create", "params": {
-        "mode": "form", "message": "Delete notes.txt?",
-        "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}}}
+    assert request == {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "Delete notes.txt?",
+            "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+        },
+    }
     assert await client.result("tasks/update", {"taskId": task_id, "inputResponses": {key: answer}}) == ACK
     done = await client.wait_for(task_id, "completed")
     assert done["result"] == _text(text) and "inputRequests" not in done
@@ -288,9 +335,16 @@ async def test_test_tool_with_task_asks_on_the_call_stream_before_the_task(clien
     assert client.content_types[-1] == "text/event-stream"
     [request] = client.server_requests
     assert isinstance(request["id"], str)
-    assert request == {"jsonrpc": "2.0", "id": request["id"], "method": "elicitation/create", "params": {
-        "mode": "form", "message": "What is your name?",
-        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}}
+    assert request == {
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "What is your name?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        },
+    }
     assert client.answer_statuses == [202]
     task_id = _check_created(created)
     done = await client.wait_for(task_id, "completed")
@@ -302,7 +356,10 @@ async def test_tasks_are_bound_to_their_session(server, http, client):
     other = Client(http, server, DECLARING)
     await other.initialize()
     for method, params in (("tasks/get", {}), ("tasks/update", {"inputResponses": {}}), ("tasks/cancel", {})):
-        assert await other.error(method, {"taskId": task_id, **params}) == {"code": -32602, "message": f"Task not found: {task_id}"}
+        assert await other.error(method, {"taskId": task_id, **params}) == {
+            "code": -32602,
+            "message": f"Task not found: {task_id}",
+        }
     assert await client.result("tasks/cancel", {"taskId": task_id}) == ACK
 
 
@@ -325,8 +382,11 @@ async def test_tools_that_ask_need_the_elicitation_capability(server, http):
     mute = Client(http, server, {"extensions": {EXT: {}}})
     await mute.initialize()
     error = await mute.error("tools/call", {"name": "confirm_delete", "arguments": {"filename": "f"}})
-    assert error == {"code": -32021, "message": "Missing required client capability",
-                     "data": {"requiredCapabilities": {"elicitation": {"form": {}}}}}
+    assert error == {
+        "code": -32021,
+        "message": "Missing required client capability",
+        "data": {"requiredCapabilities": {"elicitation": {"form": {}}}},
+    }
     _check_created(await mute.call_tool("failing_job"))
 
 
@@ -335,8 +395,15 @@ async def test_tools_that_ask_need_the_elicitation_capability(server, http):
 
 async def test_script_announces_its_url_and_serves(http):
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        str(SERVER_SCRIPT),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
         match = re.fullmatch(r"LISTENING (http://127\.0\.0\.1:\d+/mcp)\n", line)

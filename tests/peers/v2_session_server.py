@@ -44,7 +44,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -103,12 +103,15 @@ def _accepted(answer: Json, key: str) -> Any:
 STRING: Json = {"type": "string"}
 TOOLS: list[Json] = [
     _tool("greet", "Greets someone by name (no task support).", {"name": STRING}),
-    _tool("slow_compute", "Sleeps for `seconds`, then reports `computed <label>`.",
-          {"seconds": {"type": "number"}, "label": STRING}, "optional"),
+    _tool(
+        "slow_compute",
+        "Sleeps for `seconds`, then reports `computed <label>`.",
+        {"seconds": {"type": "number"}, "label": STRING},
+        "optional",
+    ),
     _tool("failing_job", "After about half a second, ends with a tool error.", {}, "required"),
     _tool("protocol_error_job", "Its task fails with an internal error.", {}, "required"),
-    _tool("confirm_delete", "Asks for confirmation before pretending to delete `filename`.", {"filename": STRING},
-          "required"),
+    _tool("confirm_delete", "Asks for confirmation before pretending to delete `filename`.", {"filename": STRING}, "required"),
     _tool("multi_input", "Asks two questions at the same time.", {}, "required"),
     _tool("test_tool_with_task", "Asks for a name before its task exists, then greets in the task.", {}, "required"),
 ]
@@ -145,8 +148,15 @@ class Task:
     def handle(self) -> Json:
         """The ``Task`` fields, without ``resultType``."""
         message = {} if self.status_message is None else {"statusMessage": self.status_message}
-        return {"taskId": self.task_id, "status": self.status, **message, "createdAt": self.created_at,
-                "lastUpdatedAt": self.last_updated_at, "ttlMs": TTL_MS, "pollIntervalMs": POLL_INTERVAL_MS}
+        return {
+            "taskId": self.task_id,
+            "status": self.status,
+            **message,
+            "createdAt": self.created_at,
+            "lastUpdatedAt": self.last_updated_at,
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
 
     def detailed(self) -> Json:
         """The ``GetTaskResult``: ``resultType:"complete"`` and the ``DetailedTask``."""
@@ -292,8 +302,7 @@ def _confirm_delete(filename: str) -> Work:
 
 
 async def _multi_input(task: Task) -> Json:
-    answer_a, answer_b = await asyncio.gather(task.ask("value for a", VALUE_SCHEMA),
-                                              task.ask("value for b", VALUE_SCHEMA))
+    answer_a, answer_b = await asyncio.gather(task.ask("value for a", VALUE_SCHEMA), task.ask("value for b", VALUE_SCHEMA))
     a, b = _accepted(answer_a, "value"), _accepted(answer_b, "value")
     if a is None or b is None:
         actions = f"a: {answer_a.get('action')}, b: {answer_b.get('action')}"
@@ -354,8 +363,7 @@ async def _call_tool(session: Session, params: Json, reply: PostReply) -> Json:
     elif name == "test_tool_with_task":  # MRTR before the task, as a real request on this POST's stream
         work = await _greet_after_asking(reply)
     else:
-        work = {"failing_job": _failing_job, "protocol_error_job": _protocol_error_job,
-                "multi_input": _multi_input}[name]
+        work = {"failing_job": _failing_job, "protocol_error_job": _protocol_error_job, "multi_input": _multi_input}[name]
     return {"resultType": "task", **session.start_task(work).handle()}
 
 
@@ -396,10 +404,14 @@ def _initialize(request: web.Request, message: Json) -> web.Response:
     declares = isinstance(extensions, dict) and TASKS_EXTENSION in extensions
     session = Session(secrets.token_hex(16), declares, can_elicit=isinstance(capabilities.get("elicitation"), dict))
     request.app[SESSIONS][session.session_id] = session
-    result = {"protocolVersion": PROTOCOL_VERSION, "serverInfo": SERVER_INFO,
-              "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}}}
-    return web.json_response({"jsonrpc": "2.0", "id": message.get("id"), "result": result},
-                             headers={"Mcp-Session-Id": session.session_id})
+    result = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "serverInfo": SERVER_INFO,
+        "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+    }
+    return web.json_response(
+        {"jsonrpc": "2.0", "id": message.get("id"), "result": result}, headers={"Mcp-Session-Id": session.session_id}
+    )
 
 
 async def _get_stream(request: web.Request, session: Session) -> web.StreamResponse:
@@ -437,8 +449,11 @@ async def handle_mcp(request: web.Request) -> web.StreamResponse:
     session_id = request.headers.get("Mcp-Session-Id")
     session = request.app[SESSIONS].get(session_id or "")
     if session is None:
-        return _http_error(404, -32600, "Session not found") if session_id else \
-            _http_error(400, -32600, "Bad Request: Missing session ID")
+        return (
+            _http_error(404, -32600, "Session not found")
+            if session_id
+            else _http_error(400, -32600, "Bad Request: Missing session ID")
+        )
     version = request.headers.get("MCP-Protocol-Version", PROTOCOL_VERSION)
     if version != PROTOCOL_VERSION:
         return _http_error(400, -32600, f"Bad Request: Unsupported protocol version: {version}")

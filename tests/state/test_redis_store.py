@@ -19,8 +19,9 @@ ASK = InputRequest(method="elicitation/create", params={"message": "Delete a.txt
 
 
 def _task(status: str = "completed") -> CanonicalTask:
-    return CanonicalTask(task_id="task-1", status=status, created_at="2026-11-30T08:00:00Z",
-                         last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
+    return CanonicalTask(
+        task_id="task-1", status=status, created_at="2026-11-30T08:00:00Z", last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000
+    )
 
 
 async def test_captured_requests_get_fresh_keys_and_are_answered_once(redis_url):
@@ -30,7 +31,10 @@ async def test_captured_requests_get_fresh_keys_and_are_answered_once(redis_url)
         assert await store.capture_input(REF, 7, ASK, 60) is None
         assert await store.capture_input(REF, "x", ASK, 60) == "input-2"
         assert await store.capture_input(OTHER, 7, ASK, 60) == "input-1"
-        assert await store.inputs(REF) == {"input-1": CapturedInput("input-1", 7, ASK), "input-2": CapturedInput("input-2", "x", ASK)}
+        assert await store.inputs(REF) == {
+            "input-1": CapturedInput("input-1", 7, ASK),
+            "input-2": CapturedInput("input-2", "x", ASK),
+        }
         assert await store.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
         await store.answered(REF, "input-1")
         assert await store.capture_input(REF, 7, ASK, 60) is None  # answered, sent again: not captured again
@@ -77,14 +81,31 @@ async def test_outcomes_sessions_and_entries_are_shared_and_expire(redis_url):
         assert await a.session("sid") is None
         orders = [await a.next_order("main"), await b.next_order("main"), await a.next_order("other")]
         assert orders == [1, 2, 1]
-        entry = Entry("sealed-1", REF, "alice", orders[0], _task("working"), "sid", cancelled=True,
-                      failure=TaskError(code=-32603, message="no"), asked={"input-1"})
+        entry = Entry(
+            "sealed-1",
+            REF,
+            "alice",
+            orders[0],
+            _task("working"),
+            "sid",
+            cancelled=True,
+            failure=TaskError(code=-32603, message="no"),
+            asked={"input-1"},
+        )
         later = Entry("sealed-2", OTHER, "alice", orders[1], _task(), "sid")
         await a.keep_entry("main", entry, 60)
         await b.keep_entry("main", later, 0.05)
         got = await b.entry("main", "sealed-1")
-        assert (got.task_id, got.ref, got.owner, got.order, got.cancelled, got.failure, got.asked, got.last) == \
-            ("sealed-1", REF, "alice", 1, True, TaskError(code=-32603, message="no"), {"input-1"}, _task("working"))
+        assert (got.task_id, got.ref, got.owner, got.order, got.cancelled, got.failure, got.asked, got.last) == (
+            "sealed-1",
+            REF,
+            "alice",
+            1,
+            True,
+            TaskError(code=-32603, message="no"),
+            {"input-1"},
+            _task("working"),
+        )
         assert [e.task_id for e in await a.entries_of("main", "alice")] == ["sealed-1", "sealed-2"]
         await asyncio.sleep(0.2)
         assert (await a.outcome(OTHER), [e.task_id for e in await a.entries_of("main", "alice")]) == (None, ["sealed-1"])
@@ -107,6 +128,9 @@ async def test_every_key_has_a_ttl_set_by_redis(redis_url):
         keys = sorted([key async for key in raw.scan_iter(match=PREFIX + "*")])
         ttls = {key.split(":", 2)[1]: await raw.ttl(key) > 0 for key in keys}
         await raw.aclose()
-        assert (len(keys), ttls) == (8, {"hb": True, "o": True, "i": True, "n": True, "s": True, "e": True, "eo": True, "ord": True})
+        assert (len(keys), ttls) == (
+            8,
+            {"hb": True, "o": True, "i": True, "n": True, "s": True, "e": True, "eo": True, "ord": True},
+        )
     finally:
         await store.close()

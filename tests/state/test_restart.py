@@ -22,10 +22,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-
-from proxy.keys import new_key_text
 from session_support import SessionCaller
 from support import Caller, free_port
+
+from proxy.keys import new_key_text
 
 pytestmark = pytest.mark.peers
 
@@ -40,18 +40,29 @@ class ProxyProcess:
     def __init__(self, tmp_path: Path, upstream: str):
         self.port = free_port()
         self.config = tmp_path / "proxy.toml"
-        self.config.write_text(f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{self.port}"\n'
-                               f'[[upstream]]\nname = "main"\nurl = "{upstream}"\n')
+        self.config.write_text(
+            f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{self.port}"\n'
+            f'[[upstream]]\nname = "main"\nurl = "{upstream}"\n'
+        )
         self.env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
         self.log = tmp_path / "proxy.log"
         self.process: asyncio.subprocess.Process | None = None
         self.url = f"http://127.0.0.1:{self.port}/mcp"
 
     async def start(self) -> None:
-        with open(self.log, "ab") as log:
+        with open(self.log, "ab") as log:  # noqa: ASYNC230 - the log file of a process the test starts
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "proxy", "serve", "--config", str(self.config), cwd=ROOT, env=self.env,
-                stdout=asyncio.subprocess.PIPE, stderr=log)
+                sys.executable,
+                "-m",
+                "proxy",
+                "serve",
+                "--config",
+                str(self.config),
+                cwd=ROOT,
+                env=self.env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+            )
         line = (await asyncio.wait_for(self.process.stdout.readline(), 30)).decode()
         assert line.startswith(f"mcp-tasks-proxy listening on {self.url}"), (line, self.log.read_text())
 
@@ -87,12 +98,19 @@ async def test_questions_of_v2_clients_on_a_v1_backend_survive_a_sigkill(referen
         async with aiohttp.ClientSession() as http:
             client = Caller(http, proxy.url)
             files = ["a.txt", "b.txt", "c.txt"]
-            confirm_ids = [(await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f}})).result["taskId"]
-                           for f in files]
+            confirm_ids = [
+                (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f}})).result["taskId"]
+                for f in files
+            ]
             multi_id = (await client.call("tools/call", {"name": "multi_input"})).result["taskId"]
-            expected = {task_id: {"input-1": _ask(f"Delete {f}?", CONFIRM_SCHEMA)} for task_id, f in zip(confirm_ids, files)}
+            expected = {
+                task_id: {"input-1": _ask(f"Delete {f}?", CONFIRM_SCHEMA)} for task_id, f in zip(confirm_ids, files, strict=False)
+            }
             expected[multi_id] = {"input-1": _ask("value for a", VALUE_SCHEMA), "input-2": _ask("value for b", VALUE_SCHEMA)}
-            before = {task_id: (await _wait_for_inputs(client, task_id, len(asks)))["inputRequests"] for task_id, asks in expected.items()}
+            before = {
+                task_id: (await _wait_for_inputs(client, task_id, len(asks)))["inputRequests"]
+                for task_id, asks in expected.items()
+            }
             assert before == expected
 
             await proxy.kill()
@@ -108,16 +126,34 @@ async def test_questions_of_v2_clients_on_a_v1_backend_survive_a_sigkill(referen
             assert survived == (4, 5)
 
             for task_id in confirm_ids:
-                ack = await client.call("tasks/update", {"taskId": task_id,
-                                                         "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+                ack = await client.call(
+                    "tasks/update",
+                    {"taskId": task_id, "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}},
+                )
                 assert (ack.status, ack.result) == (200, {"resultType": "complete"})
-            await client.call("tasks/update", {"taskId": multi_id, "inputResponses": {
-                "input-1": {"action": "accept", "content": {"value": "A"}}, "input-2": {"action": "accept", "content": {"value": "B"}}}})
+            await client.call(
+                "tasks/update",
+                {
+                    "taskId": multi_id,
+                    "inputResponses": {
+                        "input-1": {"action": "accept", "content": {"value": "A"}},
+                        "input-2": {"action": "accept", "content": {"value": "B"}},
+                    },
+                },
+            )
             finals = {task_id: await client.poll(task_id) for task_id in expected}
             assert {task_id: (f["status"], f["result"]) for task_id, f in finals.items()} == {
-                **{task_id: ("completed", {"content": [{"type": "text", "text": f"deleted {f}"}], "isError": False, "resultType": "complete"})
-                   for task_id, f in zip(confirm_ids, files)},
-                multi_id: ("completed", {"content": [{"type": "text", "text": "got both: a=A, b=B"}], "isError": False, "resultType": "complete"}),
+                **{
+                    task_id: (
+                        "completed",
+                        {"content": [{"type": "text", "text": f"deleted {f}"}], "isError": False, "resultType": "complete"},
+                    )
+                    for task_id, f in zip(confirm_ids, files, strict=False)
+                },
+                multi_id: (
+                    "completed",
+                    {"content": [{"type": "text", "text": "got both: a=A, b=B"}], "isError": False, "resultType": "complete"},
+                ),
             }
     finally:
         await proxy.stop()
@@ -131,9 +167,14 @@ async def test_a_v1_clients_session_listing_and_pending_question_survive_a_sigki
             client = SessionCaller(http, proxy.url)
             await client.initialize()
             session_id = client.session_id
-            quick = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "quick"},
-                                                      "task": {}}))["result"]["task"]["taskId"]
-            created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "v1.txt"}, "task": {}}))["result"]
+            quick = (
+                await client.call(
+                    "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "quick"}, "task": {}}
+                )
+            )["result"]["task"]["taskId"]
+            created = (
+                await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "v1.txt"}, "task": {}})
+            )["result"]
             task_id = created["task"]["taskId"]
             asked = asyncio.Event()
             never = asyncio.get_running_loop().create_future()
@@ -160,7 +201,9 @@ async def test_a_v1_clients_session_listing_and_pending_question_survive_a_sigki
             client.on_request = answer
             client.seen_requests.clear()
             result = await client.call("tasks/result", {"taskId": task_id})
-            assert [(r["method"], r["params"]["message"]) for r in client.seen_requests] == [("elicitation/create", "Delete v1.txt?")]
+            assert [(r["method"], r["params"]["message"]) for r in client.seen_requests] == [
+                ("elicitation/create", "Delete v1.txt?")
+            ]
             assert result["result"]["content"] == [{"type": "text", "text": "deleted v1.txt"}]
             listed = (await client.call("tasks/list"))["result"]["tasks"]
             assert [(t["taskId"], t["status"]) for t in listed] == [(quick, "completed"), (task_id, "completed")]

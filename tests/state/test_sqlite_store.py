@@ -3,6 +3,7 @@ the file, bounded in count and time with expired rows deleted, and one winner pe
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 
@@ -20,9 +21,14 @@ ASK = InputRequest(method="elicitation/create", params={"message": "Delete a.txt
 
 
 def _task(status: str = "completed", task_id: str = "task-1") -> CanonicalTask:
-    return CanonicalTask(task_id=task_id, status=status, created_at="2026-11-30T08:00:00Z",
-                         last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000,
-                         result={"content": [{"type": "text", "text": "done"}]} if status == "completed" else None)
+    return CanonicalTask(
+        task_id=task_id,
+        status=status,
+        created_at="2026-11-30T08:00:00Z",
+        last_updated_at="2026-11-30T08:00:01Z",
+        ttl_ms=60_000,
+        result={"content": [{"type": "text", "text": "done"}]} if status == "completed" else None,
+    )
 
 
 def _open(tmp_path, **bounds) -> SqliteTaskStore:
@@ -39,8 +45,11 @@ def _rows(store: SqliteTaskStore, table: str) -> int:
 
 def test_the_file_is_private_and_in_wal_mode_with_normal_sync(tmp_path):
     store = _open(tmp_path)
-    assert (store.path.stat().st_mode & 0o777, store._db.execute("PRAGMA journal_mode").fetchone()[0],
-            store._db.execute("PRAGMA synchronous").fetchone()[0]) == (0o600, "wal", 1)  # 1 = NORMAL
+    assert (
+        store.path.stat().st_mode & 0o777,
+        store._db.execute("PRAGMA journal_mode").fetchone()[0],
+        store._db.execute("PRAGMA synchronous").fetchone()[0],
+    ) == (0o600, "wal", 1)  # 1 = NORMAL
 
 
 async def test_captured_requests_get_fresh_keys_never_reused_and_survive_a_reopen(tmp_path):
@@ -54,7 +63,10 @@ async def test_captured_requests_get_fresh_keys_never_reused_and_survive_a_reope
     store = _open(tmp_path)
     assert await store.capture_input(REF, 7, ASK, 60) is None  # answered, still known as seen
     assert await store.capture_input(REF, 9, ASK, 60) == "input-3"
-    assert await store.inputs(REF) == {"input-2": CapturedInput("input-2", "req-8", ASK), "input-3": CapturedInput("input-3", 9, ASK)}
+    assert await store.inputs(REF) == {
+        "input-2": CapturedInput("input-2", "req-8", ASK),
+        "input-3": CapturedInput("input-3", 9, ASK),
+    }
     await store.drop_inputs(REF)
     assert (await store.inputs(REF), await store.inputs(OTHER)) == ({}, {"input-1": CapturedInput("input-1", 7, ASK)})
 
@@ -63,8 +75,11 @@ async def test_a_claim_has_one_winner_also_across_connections_and_a_dead_process
     store = _open(tmp_path)
     await store.capture_input(REF, 7, ASK, 60)
     rival = _open(tmp_path)  # a second connection to the same file
-    assert (await store.claim_input(REF, "input-1"), await rival.claim_input(REF, "input-1"), await store.claim_input(REF, "input-1")) == (
-        CapturedInput("input-1", 7, ASK), None, None)
+    assert (
+        await store.claim_input(REF, "input-1"),
+        await rival.claim_input(REF, "input-1"),
+        await store.claim_input(REF, "input-1"),
+    ) == (CapturedInput("input-1", 7, ASK), None, None)
     await store.release_input(REF, "input-1")
     assert await rival.claim_input(REF, "input-1") == CapturedInput("input-1", 7, ASK)
     assert await store.inputs(REF) == {"input-1": CapturedInput("input-1", 7, ASK)}  # claimed is still outstanding
@@ -112,34 +127,67 @@ async def test_the_sweep_deletes_every_expired_row(tmp_path, monkeypatch):
     await store.keep_session(SessionRecord("s", "p", "v1", "main", {}, "2025-11-25"), 0.05)
     await store.keep_entry("main", Entry("sealed-1", REF, "p", 1, _task("working", "sealed-1"), "s"), 0.05)
     await store.keep_outcome(OTHER, _task(), 60)
-    time.sleep(0.1)
+    await asyncio.sleep(0.1)
     store.sweep()
     assert [_rows(store, t) for t in ("outcomes", "input_tasks", "input_requests", "sessions", "entries")] == [1, 0, 0, 0, 0]
     # Writes sweep by themselves once SWEEP_INTERVAL_S has passed.
     monkeypatch.setattr(sqlite_store, "SWEEP_INTERVAL_S", 0.0)
     await store.keep_outcome(OTHER, _task(), 0.01)
-    time.sleep(0.05)
+    await asyncio.sleep(0.05)
     await store.keep_outcome(REF, _task(), 60)
     assert _rows(store, "outcomes") == 1
 
 
 async def test_sessions_and_registry_entries_survive_a_reopen(tmp_path):
     store = _open(tmp_path)
-    record = SessionRecord("sealed-session", "principal-1", "v1", "main",
-                           {"capabilities": {"elicitation": {}}, "clientInfo": {"name": "c", "version": "1"}}, "2025-11-25")
+    record = SessionRecord(
+        "sealed-session",
+        "principal-1",
+        "v1",
+        "main",
+        {"capabilities": {"elicitation": {}}, "clientInfo": {"name": "c", "version": "1"}},
+        "2025-11-25",
+    )
     await store.keep_session(record, 60)
-    entry = Entry("sealed-1", REF, "principal-1", 7, _task("working", "sealed-1"), "sealed-session", cancelled=True,
-                  failure=TaskError(code=-32001, message="declined"), asked={"input-1"}, asking={"input-2"}, saved_at=5.0)
+    entry = Entry(
+        "sealed-1",
+        REF,
+        "principal-1",
+        7,
+        _task("working", "sealed-1"),
+        "sealed-session",
+        cancelled=True,
+        failure=TaskError(code=-32001, message="declined"),
+        asked={"input-1"},
+        asking={"input-2"},
+        saved_at=5.0,
+    )
     await store.keep_entry("main", entry, 60)
-    held = Entry("sealed-2", TaskRef("main", "@held", "x"), "principal-1", 8, _task("completed", "sealed-2"), "sealed-session",
-                 held_expires_at=time.time() + 60)
+    held = Entry(
+        "sealed-2",
+        TaskRef("main", "@held", "x"),
+        "principal-1",
+        8,
+        _task("completed", "sealed-2"),
+        "sealed-session",
+        held_expires_at=time.time() + 60,
+    )
     await store.keep_entry("main", held, 60)
     await store.keep_entry("main", Entry("sealed-3", OTHER, "principal-2", 9, _task("working", "sealed-3"), "s2"), 60)
     await store.close()
     store = _open(tmp_path)
     assert await store.session("sealed-session") == record
-    assert await store.entry("main", "sealed-1") == Entry("sealed-1", REF, "principal-1", 7, _task("working", "sealed-1"), "sealed-session",
-                                                    cancelled=True, failure=TaskError(code=-32001, message="declined"), asked={"input-1"})
+    assert await store.entry("main", "sealed-1") == Entry(
+        "sealed-1",
+        REF,
+        "principal-1",
+        7,
+        _task("working", "sealed-1"),
+        "sealed-session",
+        cancelled=True,
+        failure=TaskError(code=-32001, message="declined"),
+        asked={"input-1"},
+    )
     assert [e.task_id for e in await store.entries_of("main", "principal-1")] == ["sealed-1", "sealed-2"]
     assert (await store.entries_of("main", "principal-1"))[1].last.result == {"content": [{"type": "text", "text": "done"}]}
     assert (await store.entry("other", "sealed-1"), store.highest_order("main"), store.highest_order("other")) == (None, 9, 0)
@@ -150,9 +198,11 @@ async def test_sessions_and_registry_entries_survive_a_reopen(tmp_path):
 
 async def test_a_held_entry_expires_with_its_own_ttl(tmp_path):
     store = _open(tmp_path)
-    held = Entry("sealed-2", TaskRef("main", "@held", "x"), "p", 1, _task("completed", "sealed-2"), "s", held_expires_at=time.time() + 0.05)
+    held = Entry(
+        "sealed-2", TaskRef("main", "@held", "x"), "p", 1, _task("completed", "sealed-2"), "s", held_expires_at=time.time() + 0.05
+    )
     await store.keep_entry("main", held, 60)
-    time.sleep(0.1)
+    await asyncio.sleep(0.1)
     assert (await store.entry("main", "sealed-2"), await store.entries_of("main", "p")) == (None, [])
 
 

@@ -9,11 +9,11 @@ import contextlib
 
 import aiohttp
 import pytest
+from support import TEST_KEY, Caller
 
 from proxy.app import start
 from proxy.config import load
 from proxy.state.store import CapturedInput, MemoryTaskStore
-from support import TEST_KEY, Caller
 from translators.model import CanonicalTask, InputRequest
 from translators.sealing import Keyring, TaskRef
 
@@ -23,8 +23,9 @@ ASK = InputRequest(method="elicitation/create", params={"message": "Delete a.txt
 
 
 def _task(status: str = "completed") -> CanonicalTask:
-    return CanonicalTask(task_id="task-1", status=status, created_at="2026-11-30T08:00:00Z",
-                         last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000)
+    return CanonicalTask(
+        task_id="task-1", status=status, created_at="2026-11-30T08:00:00Z", last_updated_at="2026-11-30T08:00:01Z", ttl_ms=60_000
+    )
 
 
 async def test_captured_requests_get_fresh_keys_never_reused_within_a_task():
@@ -53,7 +54,12 @@ async def test_outcomes_are_kept_forgotten_and_expire():
     await store.keep_outcome(REF, _task(), 60)
     await store.keep_outcome(OTHER, _task(), 0)  # expires at once
     await store.keep_outcome(TaskRef("other", "s", "t"), _task(), 60)
-    assert (await store.outcome(REF), await store.outcome(OTHER), store.outcome_count("main"), store.outcome_count("other")) == (_task(), None, 1, 1)
+    assert (await store.outcome(REF), await store.outcome(OTHER), store.outcome_count("main"), store.outcome_count("other")) == (
+        _task(),
+        None,
+        1,
+        1,
+    )
     await store.forget_outcome(REF)
     assert (await store.outcome(REF), store.outcome_count("main")) == (None, 0)
 
@@ -77,8 +83,14 @@ async def test_two_replicas_with_one_store_answer_each_others_captured_requests(
     async with contextlib.AsyncExitStack() as stack:
         replicas = []
         for name in ("a", "b"):
-            settings = load(None, {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": reference_v1_server.url}],
-                                   "state_dir": str(tmp_path / name)})
+            settings = load(
+                None,
+                {
+                    "listen": "127.0.0.1:0",
+                    "upstream": [{"name": "main", "url": reference_v1_server.url}],
+                    "state_dir": str(tmp_path / name),
+                },
+            )
             running = await start(settings, keyring=Keyring(TEST_KEY), store=store)
             stack.push_async_callback(running.stop)
             replicas.append(running)
@@ -93,8 +105,10 @@ async def test_two_replicas_with_one_store_answer_each_others_captured_requests(
         assert list(seen_by_a["inputRequests"]) == ["input-1"]
         seen_by_b = (await on_b.call("tasks/get", {"taskId": created["taskId"]})).result
         assert (seen_by_b["status"], seen_by_b["inputRequests"]) == ("input_required", seen_by_a["inputRequests"])
-        ack = await on_b.call("tasks/update", {"taskId": created["taskId"],
-                                               "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+        ack = await on_b.call(
+            "tasks/update",
+            {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}},
+        )
         assert (ack.status, ack.result) == (200, {"resultType": "complete"})
         final = await on_b.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "deleted shared.txt"}]

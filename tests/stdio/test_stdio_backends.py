@@ -14,16 +14,22 @@ import json
 from pathlib import Path
 
 import pytest
+from stdio_support import running_stdio_proxy
 
 from proxy.demo.peers import ensure_peer_env
-from stdio_support import running_stdio_proxy
 
 pytestmark = pytest.mark.peers
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 NPM_CLIENTS = PEERS / "stdio_npm_clients.py"
 V2_CHECKS = ["greet", "slow_compute", "task_lifecycle", "tool_error", "elicitation", "cancel"]
-V1_CHECKS = ["sync_tool", "create_task_shape", "result_related_meta", "cancel_finished_and_unknown",
-             "list_tasks", "elicitation_in_task"]
+V1_CHECKS = [
+    "sync_tool",
+    "create_task_shape",
+    "result_related_meta",
+    "cancel_finished_and_unknown",
+    "list_tasks",
+    "elicitation_in_task",
+]
 ENVS = {"fastmcp4": "fastmcp4", "mcp1": "mcp-v1"}
 
 
@@ -68,8 +74,18 @@ async def test_mcp1_client_relayed_to_a_v1_server_on_stdio(kind, tmp_path):
 @pytest.mark.parametrize("client", ["fastmcp4", "mcp1"])
 async def test_client_through_the_proxy_to_server_everything_on_stdio(client, tmp_path):
     async with running_stdio_proxy("everything", tmp_path) as proxy:
-        lines = await _lines([str(ensure_peer_env(ENVS[client])), str(NPM_CLIENTS), "--client", client, "--server", "everything",
-                              "--url", proxy.url])
+        lines = await _lines(
+            [
+                str(ensure_peer_env(ENVS[client])),
+                str(NPM_CLIENTS),
+                "--client",
+                client,
+                "--server",
+                "everything",
+                "--url",
+                proxy.url,
+            ]
+        )
     assert {name: line["ok"] for name, line in lines.items()} == {"echo": True, "research_with_question": True}, lines
 
 
@@ -77,6 +93,7 @@ async def test_client_through_the_proxy_to_server_everything_on_stdio(client, tm
 async def test_client_through_the_proxy_to_server_memory_on_stdio(client, tmp_path):
     upstream = {"env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}, "cwd": str(tmp_path)}
     async with running_stdio_proxy("memory", tmp_path, upstream=upstream) as proxy:
-        lines = await _lines([str(ensure_peer_env(ENVS[client])), str(NPM_CLIENTS), "--client", client, "--server", "memory",
-                              "--url", proxy.url])
+        lines = await _lines(
+            [str(ensure_peer_env(ENVS[client])), str(NPM_CLIENTS), "--client", client, "--server", "memory", "--url", proxy.url]
+        )
     assert {name: line["ok"] for name, line in lines.items()} == {"create_and_read": True}, lines

@@ -14,15 +14,28 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from peer_checks import ChecksRun, run_script
+
 from proxy.demo.peers import ensure_peer_env
 
 pytestmark = pytest.mark.peers
 CHECKS_SCRIPT = Path(__file__).resolve().parents[1] / "peers" / "mcp1_client_checks.py"
-CHECKS = ["sync_tool", "create_task_shape", "get_is_flat", "tool_error_failed", "result_related_meta", "cancel",
-          "cancel_finished_and_unknown", "required_without_task", "forbidden_with_task", "concurrent_creations",
-          "finished_still_readable", "elicitation_in_task", "sampling_in_task", "progress_well_formed"]
+CHECKS = [
+    "sync_tool",
+    "create_task_shape",
+    "get_is_flat",
+    "tool_error_failed",
+    "result_related_meta",
+    "cancel",
+    "cancel_finished_and_unknown",
+    "required_without_task",
+    "forbidden_with_task",
+    "concurrent_creations",
+    "finished_still_readable",
+    "elicitation_in_task",
+    "sampling_in_task",
+    "progress_well_formed",
+]
 
 
 async def test_mcp1_stdio_client_launches_the_proxy_in_front_of_the_reference_v2_server(reference_v2_server, tmp_path):

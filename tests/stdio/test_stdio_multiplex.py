@@ -11,10 +11,10 @@ import asyncio
 
 import aiohttp
 import pytest
-
-from proxy.app import STATE
 from stdio_support import running_stdio_proxy
 from support import Caller
+
+from proxy.app import STATE
 
 pytestmark = pytest.mark.peers
 CLIENTS = 10
@@ -34,7 +34,9 @@ async def test_ten_principals_share_one_process_and_each_gets_only_its_own_quest
         clients = [Caller(http, proxy.url, authorization=f"Bearer client-{i}") for i in range(CLIENTS)]
 
         async def run(i: int, client: Caller) -> tuple[str, dict, dict]:
-            created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f"file-{i}.txt"}})).result
+            created = (
+                await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": f"file-{i}.txt"}})
+            ).result
             waiting = await _wait_for_question(client, created["taskId"])
             answer = {"input-1": {"action": "accept", "content": {"confirm": True}}}
             await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": answer})
@@ -48,8 +50,10 @@ async def test_ten_principals_share_one_process_and_each_gets_only_its_own_quest
         texts = [final["result"]["content"][0]["text"] for _, _, final in outcomes]
         assert texts == [f"deleted file-{i}.txt" for i in range(CLIENTS)]
 
-        foreign = [(await clients[(i + 1) % CLIENTS].call("tasks/get", {"taskId": task_id})).error["code"]
-                   for i, (task_id, _, _) in enumerate(outcomes)]
+        foreign = [
+            (await clients[(i + 1) % CLIENTS].call("tasks/get", {"taskId": task_id})).error["code"]
+            for i, (task_id, _, _) in enumerate(outcomes)
+        ]
         assert foreign == [-32602] * CLIENTS
 
         pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
@@ -57,5 +61,7 @@ async def test_ten_principals_share_one_process_and_each_gets_only_its_own_quest
         assert len(with_tasks) == CLIENTS
         assert len({id(session.slot) for session in with_tasks}) == 1
         assert sorted(len(session.tasks) for session in with_tasks) == [1] * CLIENTS
-        print(f"{CLIENTS} clients, {CLIENTS} questions each delivered to its own client, {sum(foreign) // -32602} foreign reads "
-              f"refused, {len({id(s.slot) for s in with_tasks})} process for all tasks ({len(pool.slots)} processes in all)")
+        print(
+            f"{CLIENTS} clients, {CLIENTS} questions each delivered to its own client, {sum(foreign) // -32602} foreign reads "
+            f"refused, {len({id(s.slot) for s in with_tasks})} process for all tasks ({len(pool.slots)} processes in all)"
+        )

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import aiohttp
+from stdio_support import TEST_KEY, running_stdio_proxy
+from support import Caller
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
-from stdio_support import TEST_KEY, running_stdio_proxy
-from support import Caller
 from translators.sealing import Keyring
 
 NOISY = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "noisy_stdio_server.py")]
@@ -26,8 +26,15 @@ def _pool(proxy: RunningProxy):
 
 
 async def _proxy(command: list[str], tmp_path: Path, **upstream) -> RunningProxy:
-    settings = load(None, {"listen": "127.0.0.1:0", "state_dir": str(tmp_path), "store": "memory",
-                           "upstream": [{"name": "noisy", "command": command, **upstream}]})
+    settings = load(
+        None,
+        {
+            "listen": "127.0.0.1:0",
+            "state_dir": str(tmp_path),
+            "store": "memory",
+            "upstream": [{"name": "noisy", "command": command, **upstream}],
+        },
+    )
     return await start(settings, keyring=Keyring(TEST_KEY))
 
 
@@ -73,8 +80,10 @@ async def test_a_command_that_cannot_run_leaves_the_backend_not_ready(tmp_path):
             assert response.status == 503
             body = await response.json()
         assert (body["status"], body["backend"]) == ("not ready", "noisy")
-        assert body["reason"] == ("Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running "
-                                  "(cannot start '/nonexistent/stdio-server': No such file or directory)")
+        assert body["reason"] == (
+            "Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running "
+            "(cannot start '/nonexistent/stdio-server': No such file or directory)"
+        )
     finally:
         await proxy.stop()
 
@@ -82,7 +91,9 @@ async def test_a_command_that_cannot_run_leaves_the_backend_not_ready(tmp_path):
 async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_is_served(tmp_path):
     async with running_stdio_proxy("v1", tmp_path, store="memory") as proxy, aiohttp.ClientSession() as http:
         client = Caller(http, proxy.url)
-        created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "lost"}})).result
+        created = (
+            await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "lost"}})
+        ).result
         assert created["status"] == "working"
         [slot] = [s for s in _pool(proxy).slots.values() if s.busy]
         pid = slot.process.pid
@@ -105,7 +116,7 @@ async def test_a_question_asked_before_the_task_creating_call_is_answered_reache
     """The question lands on the stream of the call creating the task; when the call's answer comes
     first, the question is offered again on the session's GET stream, where the task's client
     finds it (docs/decisions.md §56)."""
-    racing = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "racing_stdio_server.py")]
+    racing = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "racing_stdio_server.py")]  # noqa: ASYNC240 - a path computed once
     proxy = await _proxy(racing, tmp_path)
     try:
         async with aiohttp.ClientSession() as http:
@@ -118,8 +129,10 @@ async def test_a_question_asked_before_the_task_creating_call_is_answered_reache
                 await asyncio.sleep(0.05)
             [(key, question)] = task["inputRequests"].items()
             assert (question["method"], question["params"]["message"]) == ("elicitation/create", "Which word?")
-            await client.call("tasks/update", {"taskId": created["taskId"],
-                                               "inputResponses": {key: {"action": "accept", "content": {"word": "tide"}}}})
+            await client.call(
+                "tasks/update",
+                {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"word": "tide"}}}},
+            )
             final = await client.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "answer: tide"}]
     finally:

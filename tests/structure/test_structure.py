@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 

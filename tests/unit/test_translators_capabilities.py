@@ -7,14 +7,25 @@ from __future__ import annotations
 
 import pytest
 
-from translators.capabilities import server_capabilities_to_v1, server_capabilities_to_v2, task_support, tool_to_v1, tool_to_v2, v1_offers_tool_tasks
+from translators.capabilities import (
+    server_capabilities_to_v1,
+    server_capabilities_to_v2,
+    task_support,
+    tool_to_v1,
+    tool_to_v2,
+    v1_offers_tool_tasks,
+)
 
 TASKS = "io.modelcontextprotocol/tasks"
 UI = "io.modelcontextprotocol/ui"
 V1_TASKS_CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
 # docs/wire.md §7 "mcp 1.30.0"
-MCP1_CAPS = {"experimental": {}, "tools": {"listChanged": False}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}
+MCP1_CAPS = {
+    "experimental": {},
+    "tools": {"listChanged": False},
+    "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+}
 # docs/wire.md §7 "FastMCP 3.4.11"
 FASTMCP3_CAPS = {
     "experimental": {},
@@ -77,7 +88,13 @@ def test_discover_capabilities_are_only_tools_resources_prompts_completions_and_
     # docs/behaviour.md §4.9, row `capabilities`: the backend's tools, resources, prompts and
     # completions, their listChanged/subscribe flags dropped, plus the tasks extension.
     assert server_capabilities_to_v2(FASTMCP3_CAPS) == {"prompts": {}, "resources": {}, "tools": {}, "extensions": {TASKS: {}}}
-    assert server_capabilities_to_v2(EVERYTHING_CAPS) == {"tools": {}, "prompts": {}, "resources": {}, "completions": {}, "extensions": {TASKS: {}}}
+    assert server_capabilities_to_v2(EVERYTHING_CAPS) == {
+        "tools": {},
+        "prompts": {},
+        "resources": {},
+        "completions": {},
+        "extensions": {TASKS: {}},
+    }
 
 
 @pytest.mark.parametrize(
@@ -130,7 +147,10 @@ def test_v1_initialize_capabilities_replace_a_backend_tasks_key():
 
 
 def test_capabilities_v2_to_v1_to_v2_keep_the_extension():
-    assert server_capabilities_to_v2(server_capabilities_to_v1({"tools": {}, "extensions": {TASKS: {}}})) == {"tools": {}, "extensions": {TASKS: {}}}
+    assert server_capabilities_to_v2(server_capabilities_to_v1({"tools": {}, "extensions": {TASKS: {}}})) == {
+        "tools": {},
+        "extensions": {TASKS: {}},
+    }
 
 
 # --- tools (docs/wire.md §2.2; docs/behaviour.md §4.8, §5.1) ----------------------------------------------------------
@@ -148,7 +168,16 @@ def test_capabilities_v2_to_v1_to_v2_keep_the_extension():
         ({"name": "t", "inputSchema": SCHEMA, "execution": {"taskSupport": "always"}}, "forbidden"),
         ({"name": "t", "inputSchema": SCHEMA, "execution": "optional"}, "forbidden"),
     ],
-    ids=["null-execution", "optional", "required", "explicit-forbidden", "absent", "empty-execution", "unknown-value", "non-object"],
+    ids=[
+        "null-execution",
+        "optional",
+        "required",
+        "explicit-forbidden",
+        "absent",
+        "empty-execution",
+        "unknown-value",
+        "non-object",
+    ],
 )
 def test_task_support_absent_or_unknown_means_forbidden(tool, expected):
     assert task_support(tool) == expected
@@ -175,10 +204,18 @@ def test_tool_to_v2_is_the_inverse_of_tool_to_v1(support):
 
 def test_tool_to_v1_keeps_other_execution_members():
     tool = {"name": "t", "inputSchema": SCHEMA, "execution": {"taskSupport": "required", "x-hint": 1}}
-    assert tool_to_v1(tool, "optional") == {"name": "t", "inputSchema": SCHEMA, "execution": {"taskSupport": "optional", "x-hint": 1}}
+    assert tool_to_v1(tool, "optional") == {
+        "name": "t",
+        "inputSchema": SCHEMA,
+        "execution": {"taskSupport": "optional", "x-hint": 1},
+    }
 
 
 def test_tool_without_execution_gains_explicit_forbidden_on_v1():
     # Known difference: absent and "forbidden" mean the same; v1 output is always explicit.
     greet = TRACE_TOOLS[0]
-    assert tool_to_v1(tool_to_v2(greet), task_support(greet)) == {"name": "greet", "inputSchema": SCHEMA, "execution": {"taskSupport": "forbidden"}}
+    assert tool_to_v1(tool_to_v2(greet), task_support(greet)) == {
+        "name": "greet",
+        "inputSchema": SCHEMA,
+        "execution": {"taskSupport": "forbidden"},
+    }

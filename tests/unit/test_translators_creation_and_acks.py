@@ -8,16 +8,15 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from translators.differences import (
     cancel_answer_v1,
     cancel_answer_v2,
+    created_task_from_v1,
     created_task_from_v2,
     created_task_result_v1,
     created_task_result_v2,
-    created_task_from_v1,
     drop_task_param,
     task_param_v1,
     update_ack_v2,
@@ -33,7 +32,9 @@ FASTMCP4_ID = "kArGLyOKq3Vd9x0fXbR2mT7yQe1sLw8ZcN4uJhP6aDo"
 FORBIDDEN_IN_V2_CREATE = {"task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState"}
 
 # mcp 1.30 slow_compute + task {"ttl": 60000}
-MCP1_CREATE = {"task": {"taskId": MCP1_ID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttl": 60000, "pollInterval": 500}}
+MCP1_CREATE = {
+    "task": {"taskId": MCP1_ID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttl": 60000, "pollInterval": 500}
+}
 # mcp 1.30 slow_compute + task {} (no ttl reported)
 MCP1_CREATE_NO_TTL = {"task": {"taskId": MCP1_ID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "pollInterval": 500}}
 # server-everything simulate-research-query: statusMessage on create; docs/wire.md §2.3 model hint _meta
@@ -102,7 +103,9 @@ def test_created_v1_task_keeps_status_message():
     }
 
 
-@pytest.mark.parametrize("v1_create", [MCP1_CREATE, MCP1_CREATE_NO_TTL, EVERYTHING_CREATE], ids=["mcp1", "mcp1-no-ttl", "everything"])
+@pytest.mark.parametrize(
+    "v1_create", [MCP1_CREATE, MCP1_CREATE_NO_TTL, EVERYTHING_CREATE], ids=["mcp1", "mcp1-no-ttl", "everything"]
+)
 def test_created_task_result_v2_has_no_wrapper_no_v1_names_and_no_outcome_members(v1_create):
     got = created_task_result_v2(created_task_from_v1(v1_create))
     assert got["resultType"] == "task"
@@ -120,7 +123,12 @@ def test_created_task_result_v2_of_a_parent_task_id_task_drops_it():
 
 @pytest.mark.parametrize(
     "v1_result",
-    [{}, {"task": None}, {"task": "abc"}, {"content": [{"type": "text", "text": "This tool requires task-augmented invocation"}], "isError": True}],
+    [
+        {},
+        {"task": None},
+        {"task": "abc"},
+        {"content": [{"type": "text", "text": "This tool requires task-augmented invocation"}], "isError": True},
+    ],
     ids=["empty", "task-null", "task-string", "isError-instead-of-task"],
 )
 def test_call_answered_without_a_task_is_internal_error(v1_result):
@@ -224,7 +232,17 @@ def test_acks_are_fresh_objects():
 
 
 def test_v1_cancel_answer_is_the_task_already_cancelled():
-    task = task_from_wire({"taskId": FASTMCP4_ID, "status": "working", "createdAt": TS_V2, "lastUpdatedAt": TS_V2, "ttlMs": 900000, "pollIntervalMs": 5000}, "v2")
+    task = task_from_wire(
+        {
+            "taskId": FASTMCP4_ID,
+            "status": "working",
+            "createdAt": TS_V2,
+            "lastUpdatedAt": TS_V2,
+            "ttlMs": 900000,
+            "pollIntervalMs": 5000,
+        },
+        "v2",
+    )
     assert cancel_answer_v1(task) == {
         "taskId": FASTMCP4_ID,
         "status": "cancelled",

@@ -35,7 +35,9 @@ TASKS = "io.modelcontextprotocol/tasks"
 # fastmcp.Client (FastMCP 4) per docs/wire.md §7
 FASTMCP4_CAPS = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS: {}}}
 META = {PV: "2026-07-28", CC: FASTMCP4_CAPS, CI: {"name": "c", "version": "1"}, LL: "info"}
-MODERN = ModernMeta(protocol_version="2026-07-28", client_capabilities=FASTMCP4_CAPS, client_info={"name": "c", "version": "1"}, log_level="info")
+MODERN = ModernMeta(
+    protocol_version="2026-07-28", client_capabilities=FASTMCP4_CAPS, client_info={"name": "c", "version": "1"}, log_level="info"
+)
 TASK_ID = "qwslkIHlk0JDE8S98aDrOSv_Vc4CqECM"
 
 
@@ -114,7 +116,10 @@ def headers(**values: str) -> CIMultiDict[str]:
 
 
 def test_matching_headers_are_accepted():
-    assert check_headers("tools/call", {"name": "greet"}, MODERN, headers(version="2026-07-28", method="tools/call", name="greet")) is None
+    assert (
+        check_headers("tools/call", {"name": "greet"}, MODERN, headers(version="2026-07-28", method="tools/call", name="greet"))
+        is None
+    )
 
 
 def test_absent_mcp_method_and_mcp_name_are_accepted():
@@ -178,17 +183,41 @@ def test_mcp_name_is_compared_with_name_uri_or_task_id(method, params, expected)
 
 def test_mcp_name_sentinel_is_decoded_before_comparing():
     # docs/wire.md §3.10 examples
-    assert check_headers("tools/call", {"name": "Hello, 世界"}, MODERN, headers(version="2026-07-28", name="=?base64?SGVsbG8sIOS4lueVjA==?=")) is None
+    assert (
+        check_headers(
+            "tools/call", {"name": "Hello, 世界"}, MODERN, headers(version="2026-07-28", name="=?base64?SGVsbG8sIOS4lueVjA==?=")
+        )
+        is None
+    )
     literal = "=?base64?literal?="
-    assert check_headers("tools/call", {"name": literal}, MODERN, headers(version="2026-07-28", name="=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=")) is None
+    assert (
+        check_headers(
+            "tools/call", {"name": literal}, MODERN, headers(version="2026-07-28", name="=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=")
+        )
+        is None
+    )
 
 
 def test_sentinel_shaped_value_sent_unencoded_is_32020():
-    _raises(-32020, check_headers, "tools/call", {"name": "=?base64?literal?="}, MODERN, headers(version="2026-07-28", name="=?base64?literal?="))
+    _raises(
+        -32020,
+        check_headers,
+        "tools/call",
+        {"name": "=?base64?literal?="},
+        MODERN,
+        headers(version="2026-07-28", name="=?base64?literal?="),
+    )
 
 
 def test_sentinel_of_a_different_value_is_32020():
-    _raises(-32020, check_headers, "tools/call", {"name": "Hello, world"}, MODERN, headers(version="2026-07-28", name="=?base64?SGVsbG8sIOS4lueVjA==?="))
+    _raises(
+        -32020,
+        check_headers,
+        "tools/call",
+        {"name": "Hello, world"},
+        MODERN,
+        headers(version="2026-07-28", name="=?base64?SGVsbG8sIOS4lueVjA==?="),
+    )
 
 
 # --- Base64 sentinel ------------------------------------------------------------------------------
@@ -199,7 +228,10 @@ def test_sentinel_of_a_different_value_is_32020():
     [
         ("Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="),
         ("=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
-        ("8d6f1c0b2e6a4f8d9b3c1a2e5f7d9c0b:0b8e6a52-3f7c-4d2a-9a8e-1c2d3e4f5a6b", "8d6f1c0b2e6a4f8d9b3c1a2e5f7d9c0b:0b8e6a52-3f7c-4d2a-9a8e-1c2d3e4f5a6b"),
+        (
+            "8d6f1c0b2e6a4f8d9b3c1a2e5f7d9c0b:0b8e6a52-3f7c-4d2a-9a8e-1c2d3e4f5a6b",
+            "8d6f1c0b2e6a4f8d9b3c1a2e5f7d9c0b:0b8e6a52-3f7c-4d2a-9a8e-1c2d3e4f5a6b",
+        ),
         ("get weather", "get weather"),
         (" padded", "=?base64?IHBhZGRlZA==?="),
         ("line\nbreak", "=?base64?bGluZQpicmVhaw==?="),
@@ -210,7 +242,9 @@ def test_header_value_encoding_examples(plain, encoded):
     assert decode_header_value(encoded) == plain
 
 
-@pytest.mark.parametrize("bad", ["=?base64?***?=", "=?base64?SGVsbG8?=", "=?base64?/w==?="], ids=["not-base64", "unpadded", "not-utf8"])
+@pytest.mark.parametrize(
+    "bad", ["=?base64?***?=", "=?base64?SGVsbG8?=", "=?base64?/w==?="], ids=["not-base64", "unpadded", "not-utf8"]
+)
 def test_malformed_sentinel_is_32020(bad):
     _raises(-32020, decode_header_value, bad)
 
@@ -281,7 +315,9 @@ def test_add_envelope_writes_only_known_keys():
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.dictionaries(st.sampled_from(["progressToken", "x-trace", "com.example/k"]), st.integers() | st.text(max_size=5), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["progressToken", "x-trace", "com.example/k"]), st.integers() | st.text(max_size=5), max_size=3
+    ),
     st.dictionaries(st.sampled_from(["name", "arguments", "cursor", "taskId"]), st.text(max_size=5), max_size=3),
 )
 def test_envelope_round_trip_keeps_every_other_meta_key(other_meta, body):
@@ -297,7 +333,12 @@ def test_envelope_round_trip_keeps_every_other_meta_key(other_meta, body):
 @pytest.mark.parametrize("method", sorted(CACHEABLE_METHODS))
 def test_cacheable_results_get_ttlMs_and_private_cache_scope(method):
     assert complete_result(method, {"tools": []}) == {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
-    assert complete_result(method, {"tools": []}, cache_ttl_ms=30000) == {"tools": [], "resultType": "complete", "ttlMs": 30000, "cacheScope": "private"}
+    assert complete_result(method, {"tools": []}, cache_ttl_ms=30000) == {
+        "tools": [],
+        "resultType": "complete",
+        "ttlMs": 30000,
+        "cacheScope": "private",
+    }
 
 
 @pytest.mark.parametrize("method", ["tools/call", "prompts/get", "completion/complete", "tasks/get"])
@@ -307,14 +348,24 @@ def test_other_results_get_only_result_type_complete(method):
 
 
 def test_cacheable_methods_are_the_list_results_read_and_discover():
-    assert CACHEABLE_METHODS == {"tools/list", "prompts/list", "resources/list", "resources/read", "resources/templates/list", "server/discover"}
+    assert CACHEABLE_METHODS == {
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "server/discover",
+    }
 
 
 def test_with_server_info_keeps_other_meta():
     result = {"resultType": "complete", "_meta": {"fastmcp": {"wrap_result": True}}}
     assert with_server_info(result, {"name": "mcp-tasks-proxy", "version": "0.1.0"}) == {
         "resultType": "complete",
-        "_meta": {"fastmcp": {"wrap_result": True}, "io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-proxy", "version": "0.1.0"}},
+        "_meta": {
+            "fastmcp": {"wrap_result": True},
+            "io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-proxy", "version": "0.1.0"},
+        },
     }
 
 

@@ -8,10 +8,10 @@ from translators.errors import (
     McpError,
     backend_http_error,
     backend_unavailable,
-    legacy_code_renumbered,
-    may_carry_legacy_code,
     for_v1_client,
     from_backend,
+    legacy_code_renumbered,
+    may_carry_legacy_code,
     missing_tasks_extension,
     modern_http_status,
     unknown_task,
@@ -63,17 +63,24 @@ def test_backend_32003_is_renumbered_32021():
 def test_a_relayed_error_response_with_32003_is_renumbered_and_kept_otherwise():
     data = {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
     message = {"jsonrpc": "2.0", "id": 4, "error": {"code": -32003, "message": "Missing", "data": data}}
-    assert legacy_code_renumbered(message) == {"jsonrpc": "2.0", "id": 4, "error": {"code": -32021, "message": "Missing", "data": data}}
+    assert legacy_code_renumbered(message) == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "error": {"code": -32021, "message": "Missing", "data": data},
+    }
     assert message["error"]["code"] == -32003  # the input is not changed
 
 
-@pytest.mark.parametrize("message", [
-    {"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "m"}},
-    {"jsonrpc": "2.0", "id": 1, "error": {"code": True, "message": "m"}},
-    {"jsonrpc": "2.0", "id": 1, "error": "-32003"},
-    {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "-32003"}], "code": -32003}},
-    {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": -32003}},
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": True, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": "-32003"},
+        {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "-32003"}], "code": -32003}},
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": -32003}},
+    ],
+)
 def test_messages_without_a_legacy_error_code_are_returned_as_they_are(message):
     assert legacy_code_renumbered(message) is message
 
@@ -83,11 +90,14 @@ def test_the_cheap_check_looks_for_the_codes_bytes():
     assert may_carry_legacy_code(b'{"error":{"code":-32021}}') is False
 
 
-@pytest.mark.parametrize(("status", "wire"), [
-    (406, (-32600, "Backend 'b' refused the request: HTTP 406 without a JSON-RPC body", None, 406)),
-    (404, (-32600, "Backend 'b' refused the request: HTTP 404 without a JSON-RPC body", None, 404)),
-    (503, (-32603, "Backend 'b' unavailable: answered HTTP 503 without a JSON-RPC body", None, 502)),
-])
+@pytest.mark.parametrize(
+    ("status", "wire"),
+    [
+        (406, (-32600, "Backend 'b' refused the request: HTTP 406 without a JSON-RPC body", None, 406)),
+        (404, (-32600, "Backend 'b' refused the request: HTTP 404 without a JSON-RPC body", None, 404)),
+        (503, (-32603, "Backend 'b' unavailable: answered HTTP 503 without a JSON-RPC body", None, 502)),
+    ],
+)
 def test_a_backends_http_error_without_a_body_names_the_backend(status, wire):
     assert _wire(backend_http_error("b", status)) == wire
 
@@ -107,7 +117,16 @@ def test_other_backend_codes_pass_unchanged(error):
 
 @pytest.mark.parametrize(
     "error",
-    [None, "boom", [], {}, {"message": "no code"}, {"code": "x", "message": "m"}, {"code": True, "message": "m"}, {"code": 1.5, "message": "m"}],
+    [
+        None,
+        "boom",
+        [],
+        {},
+        {"message": "no code"},
+        {"code": "x", "message": "m"},
+        {"code": True, "message": "m"},
+        {"code": 1.5, "message": "m"},
+    ],
     ids=["none", "string", "list", "empty", "no-code", "string-code", "bool-code", "float-code"],
 )
 def test_malformed_backend_error_becomes_32603(error):

@@ -16,7 +16,15 @@ from translators.errors import McpError
 from translators.fields import FIELDS, KNOWN_LOSSES, task_from_wire, task_to_wire
 from translators.model import CanonicalTask
 
-V1_TO_V2 = {"taskId": "taskId", "status": "status", "statusMessage": "statusMessage", "createdAt": "createdAt", "lastUpdatedAt": "lastUpdatedAt", "ttl": "ttlMs", "pollInterval": "pollIntervalMs"}
+V1_TO_V2 = {
+    "taskId": "taskId",
+    "status": "status",
+    "statusMessage": "statusMessage",
+    "createdAt": "createdAt",
+    "lastUpdatedAt": "lastUpdatedAt",
+    "ttl": "ttlMs",
+    "pollInterval": "pollIntervalMs",
+}
 V2_TO_V1 = {v2: v1 for v1, v2 in V1_TO_V2.items()}
 TS = "2026-11-30T04:11:26.442368Z"
 
@@ -34,7 +42,9 @@ json_values = st.recursive(
     max_leaves=6,
 )
 # Task fields neither dialect defines (they pass through unchanged, §4.4).
-extras = st.dictionaries(st.sampled_from(["progress", "x-vendor", "task_scope", "origin", "com.example/hint"]), json_values, max_size=3)
+extras = st.dictionaries(
+    st.sampled_from(["progress", "x-vendor", "task_scope", "origin", "com.example/hint"]), json_values, max_size=3
+)
 
 
 def _task(ttl_key: str, poll_key: str):
@@ -147,7 +157,14 @@ def test_absent_v1_ttl_comes_back_as_null():
     # mcp 1.30 omits ttl when none was requested; both schemas require the key (integer | null).
     wire = {"taskId": "T", "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "pollInterval": 500}
     assert task_to_wire(task_from_wire(wire, "v1"), "v1") == {**wire, "ttl": None}
-    assert task_to_wire(task_from_wire(wire, "v1"), "v2") == {"taskId": "T", "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "pollIntervalMs": 500, "ttlMs": None}
+    assert task_to_wire(task_from_wire(wire, "v1"), "v2") == {
+        "taskId": "T",
+        "status": "working",
+        "createdAt": TS,
+        "lastUpdatedAt": TS,
+        "pollIntervalMs": 500,
+        "ttlMs": None,
+    }
 
 
 def test_outcome_and_envelope_members_are_not_task_fields():
@@ -165,7 +182,13 @@ def test_outcome_and_envelope_members_are_not_task_fields():
     }
     task = task_from_wire(wire, "v2")
     assert task == CanonicalTask(task_id="T", status="completed", created_at=TS, last_updated_at=TS, ttl_ms=900000)
-    assert task_to_wire(task, "v2") == {"taskId": "T", "status": "completed", "createdAt": TS, "lastUpdatedAt": TS, "ttlMs": 900000}
+    assert task_to_wire(task, "v2") == {
+        "taskId": "T",
+        "status": "completed",
+        "createdAt": TS,
+        "lastUpdatedAt": TS,
+        "ttlMs": 900000,
+    }
 
 
 def test_v1_field_names_are_extras_on_a_v2_task_and_vice_versa_written_over_by_the_table():

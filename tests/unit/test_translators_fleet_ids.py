@@ -406,7 +406,12 @@ def test_mrtr_retry_maps_request_state_but_not_name_arguments_or_responses() -> 
 @pytest.mark.parametrize("method,field", [("prompts/get", "name"), ("resources/read", "uri")])
 def test_mrtr_retry_of_prompts_and_resources(method: str, field: str) -> None:
     message = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {field: "x", "requestState": SEALED_STATE}}
-    assert to_backend(message) == {"jsonrpc": "2.0", "id": 7, "method": method, "params": {field: "x", "requestState": BACKEND_STATE}}
+    assert to_backend(message) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": method,
+        "params": {field: "x", "requestState": BACKEND_STATE},
+    }
 
 
 # --- subscriptions/listen taskIds --------------------------------------------------------------------
@@ -452,21 +457,35 @@ def test_listened_task_ids() -> None:
 
 def test_v1_create_task_result_nested_task() -> None:
     message = {"jsonrpc": "2.0", "id": 2, "result": {"task": {"taskId": BACKEND_TASK, "status": "working", "ttl": 60000}}}
-    assert to_client(message) == {"jsonrpc": "2.0", "id": 2, "result": {"task": {"taskId": SEALED_TASK, "status": "working", "ttl": 60000}}}
+    assert to_client(message) == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {"task": {"taskId": SEALED_TASK, "status": "working", "ttl": 60000}},
+    }
     assert to_backend(to_client(message)) == message
 
 
 def test_v1_tasks_list_entries() -> None:
-    message = {"jsonrpc": "2.0", "id": 3, "result": {"tasks": [{"taskId": BACKEND_TASK, "status": "completed"}, {"taskId": "t2"}, "odd"],
-                                                     "nextCursor": "c1"}}
-    assert to_client(message) == {"jsonrpc": "2.0", "id": 3, "result": {
-        "tasks": [{"taskId": SEALED_TASK, "status": "completed"}, {"taskId": "sealed:t2"}, "odd"], "nextCursor": "c1"}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"tasks": [{"taskId": BACKEND_TASK, "status": "completed"}, {"taskId": "t2"}, "odd"], "nextCursor": "c1"},
+    }
+    assert to_client(message) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"tasks": [{"taskId": SEALED_TASK, "status": "completed"}, {"taskId": "sealed:t2"}, "odd"], "nextCursor": "c1"},
+    }
     assert to_backend(to_client(message)) == message
 
 
 def test_v1_related_task_of_a_server_request_and_of_tasks_result() -> None:
-    ask = {"jsonrpc": "2.0", "id": 9, "method": "elicitation/create",
-           "params": {"message": "Sure?", "requestedSchema": {}, "_meta": {RELATED: {"taskId": BACKEND_TASK}}}}
+    ask = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "elicitation/create",
+        "params": {"message": "Sure?", "requestedSchema": {}, "_meta": {RELATED: {"taskId": BACKEND_TASK}}},
+    }
     assert to_client(ask)["params"]["_meta"] == {RELATED: {"taskId": SEALED_TASK}}
     result = {"jsonrpc": "2.0", "id": 4, "result": {"content": [], "_meta": {RELATED: {"taskId": BACKEND_TASK}}}}
     assert to_client(result)["result"] == {"content": [], "_meta": {RELATED: {"taskId": SEALED_TASK}}}
@@ -484,7 +503,11 @@ def test_tasks_list_without_changes_is_the_same_object() -> None:
     "message",
     [
         {"jsonrpc": "2.0", "id": 6, "result": {"resultType": "complete"}},
-        {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": f"Task {BACKEND_TASK} not found", "data": {"taskId": BACKEND_TASK}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "error": {"code": -32602, "message": f"Task {BACKEND_TASK} not found", "data": {"taskId": BACKEND_TASK}},
+        },
         {
             "jsonrpc": "2.0",
             "id": 8,
@@ -495,7 +518,12 @@ def test_tasks_list_without_changes_is_the_same_object() -> None:
                 "isError": False,
             },
         },
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "arguments": {"taskId": BACKEND_TASK}, "_meta": META}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"taskId": BACKEND_TASK}, "_meta": META},
+        },
         {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}},
         {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 1, "method": "x", "params": [BACKEND_TASK, {"taskId": BACKEND_TASK}]},
@@ -535,7 +563,12 @@ def test_non_string_and_malformed_values_are_left_as_they_are(params: dict[str, 
 
 
 def test_only_the_strings_among_task_ids_are_mapped() -> None:
-    message = {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {"notifications": {"taskIds": ["a", 3, None, "b"]}}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": ["a", 3, None, "b"]}},
+    }
     assert to_client(message) == {
         "jsonrpc": "2.0",
         "id": 9,
@@ -549,7 +582,12 @@ def test_only_the_strings_among_task_ids_are_mapped() -> None:
 
 ROUND_TRIP_MESSAGES = [
     {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": BACKEND_TASK, "_meta": META}},
-    {"jsonrpc": "2.0", "id": 6, "method": "tasks/update", "params": {"taskId": BACKEND_TASK, "inputResponses": {"k": {"action": "decline"}}, "_meta": META}},
+    {
+        "jsonrpc": "2.0",
+        "id": 6,
+        "method": "tasks/update",
+        "params": {"taskId": BACKEND_TASK, "inputResponses": {"k": {"action": "decline"}}, "_meta": META},
+    },
     {"jsonrpc": "2.0", "id": 7, "method": "tasks/cancel", "params": {"taskId": BACKEND_TASK, "_meta": META}},
     {"jsonrpc": "2.0", "id": 2, "result": {"resultType": "task", "taskId": BACKEND_TASK, "status": "working", "ttlMs": 60000}},
     {
@@ -559,14 +597,25 @@ ROUND_TRIP_MESSAGES = [
             "resultType": "complete",
             "taskId": BACKEND_TASK,
             "status": "input_required",
-            "inputRequests": {"e": {"method": "elicitation/create", "params": {"message": "?", "_meta": {RELATED: {"taskId": BACKEND_TASK}}}}},
+            "inputRequests": {
+                "e": {"method": "elicitation/create", "params": {"message": "?", "_meta": {RELATED: {"taskId": BACKEND_TASK}}}}
+            },
             "_meta": {RELATED: {"taskId": BACKEND_TASK}},
         },
     },
     {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "requestState": BACKEND_STATE, "inputRequests": {}}},
-    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "n", "arguments": {"taskId": "a"}, "requestState": BACKEND_STATE}},
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "n", "arguments": {"taskId": "a"}, "requestState": BACKEND_STATE},
+    },
     {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {"notifications": {"taskIds": [BACKEND_TASK, "T2"]}}},
-    {"jsonrpc": "2.0", "method": "notifications/tasks", "params": {"_meta": {SUBSCRIPTION: 9}, "taskId": BACKEND_TASK, "status": "cancelled"}},
+    {
+        "jsonrpc": "2.0",
+        "method": "notifications/tasks",
+        "params": {"_meta": {SUBSCRIPTION: 9}, "taskId": BACKEND_TASK, "status": "cancelled"},
+    },
     {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "Task not found"}},
 ]
 
@@ -589,7 +638,12 @@ def test_round_trip_changes_every_id_on_the_way() -> None:
 def test_input_is_not_mutated_and_only_changed_containers_are_copied() -> None:
     arguments = {"taskId": BACKEND_TASK}
     meta = {RELATED: {"taskId": BACKEND_TASK}, "other": {"a": 1}}
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "n", "arguments": arguments, "requestState": BACKEND_STATE, "_meta": meta}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "n", "arguments": arguments, "requestState": BACKEND_STATE, "_meta": meta},
+    }
     before = copy.deepcopy(message)
     out = to_client(message)
     assert message == before
@@ -640,14 +694,23 @@ def test_exception_from_request_state_propagates_as_is() -> None:
 
 
 def test_exception_from_task_ids_list_propagates() -> None:
-    message = {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {"notifications": {"taskIds": ["sealed:ok", "bad"]}}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": ["sealed:ok", "bad"]}},
+    }
     with pytest.raises(McpError) as info:
         to_backend(message)
     assert (info.value.code, info.value.message) == (-32602, "unknown task bad")
 
 
 def test_directions_apply_the_given_mapping() -> None:
-    message = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "requestState": "s", "_meta": {RELATED: {"taskId": "t"}}}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"resultType": "input_required", "requestState": "s", "_meta": {RELATED: {"taskId": "t"}}},
+    }
     assert ids_to_client(message, str.upper, lambda s: s * 2) == {
         "jsonrpc": "2.0",
         "id": 1,

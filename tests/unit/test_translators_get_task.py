@@ -1,6 +1,7 @@
 """docs/behaviour.md §4.4 "`tasks/get`" (v1 backend, v2 face): every row but the captured-input ones.
 
-Inputs are the wire shapes of docs/wire.md §7 "mcp 1.30.0" and "FastMCP 3.4.11": the upstream `tasks/get` result is read with `task_from_wire`, its
+Inputs are the wire shapes of docs/wire.md §7 "mcp 1.30.0" and "FastMCP 3.4.11": the upstream `tasks/get`
+result is read with `task_from_wire`, its
 `tasks/result` payload is folded in with `outcome_to_v2`, and `get_task_result_v2` writes the
 answer. Expected answers are whole dicts.
 """
@@ -37,17 +38,39 @@ def _related(task_id: str) -> dict[str, Any]:
 
 def mcp1_get(status: str, **fields: Any) -> dict[str, Any]:
     """An mcp 1.30 `tasks/get` result (ttl 60000, pollInterval 500)."""
-    return {"taskId": MCP1_ID, "status": status, **fields, "createdAt": TS_CREATED, "lastUpdatedAt": TS_UPDATED, "ttl": 60000, "pollInterval": 500}
+    return {
+        "taskId": MCP1_ID,
+        "status": status,
+        **fields,
+        "createdAt": TS_CREATED,
+        "lastUpdatedAt": TS_UPDATED,
+        "ttl": 60000,
+        "pollInterval": 500,
+    }
 
 
 def fastmcp3_get(status: str, **fields: Any) -> dict[str, Any]:
     """A FastMCP 3 `tasks/get` result (ttl 60000, pollInterval 5000)."""
-    return {"taskId": FASTMCP3_ID, "status": status, **fields, "createdAt": TS_CREATED, "lastUpdatedAt": TS_UPDATED, "ttl": 60000, "pollInterval": 5000}
+    return {
+        "taskId": FASTMCP3_ID,
+        "status": status,
+        **fields,
+        "createdAt": TS_CREATED,
+        "lastUpdatedAt": TS_UPDATED,
+        "ttl": 60000,
+        "pollInterval": 5000,
+    }
 
 
 def v2_answer(task_id: str, status: str, *, poll: int | None, ttl: int | None = 60000, **members: Any) -> dict[str, Any]:
     """The expected v2 `GetTaskResult`."""
-    answer: dict[str, Any] = {"taskId": task_id, "status": status, "createdAt": TS_CREATED, "lastUpdatedAt": TS_UPDATED, "ttlMs": ttl}
+    answer: dict[str, Any] = {
+        "taskId": task_id,
+        "status": status,
+        "createdAt": TS_CREATED,
+        "lastUpdatedAt": TS_UPDATED,
+        "ttlMs": ttl,
+    }
     if poll is not None:
         answer["pollIntervalMs"] = poll
     answer.update(members)
@@ -103,7 +126,10 @@ def test_v1_completed_inlines_result_without_related_task_meta():
         {"_meta": _related(MCP1_ID), "content": [{"type": "text", "text": "computed probe"}], "isError": False},
     )
     assert answer(mcp1_get("completed"), payload) == v2_answer(
-        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "computed probe"}], "isError": False, "resultType": "complete"}
+        MCP1_ID,
+        "completed",
+        poll=500,
+        result={"content": [{"type": "text", "text": "computed probe"}], "isError": False, "resultType": "complete"},
     )
 
 
@@ -138,7 +164,10 @@ def test_tool_error_on_v1_completed_stays_completed_with_isError():
         {"_meta": _related(MCP1_ID), "content": [{"type": "text", "text": "failing_job always fails"}], "isError": True},
     )
     assert answer(mcp1_get("completed"), payload) == v2_answer(
-        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"}
+        MCP1_ID,
+        "completed",
+        poll=500,
+        result={"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"},
     )
 
 
@@ -177,7 +206,11 @@ def test_failed_with_meta_only_payload_becomes_failed_32603_with_status_message(
     ("tool", "status_message", "text"),
     [
         ("failing_job", "Task failed: failing_job always fails", "failing_job always fails"),
-        ("protocol_error_job", "Task failed: protocol_error_job: simulated internal failure", "protocol_error_job: simulated internal failure"),
+        (
+            "protocol_error_job",
+            "Task failed: protocol_error_job: simulated internal failure",
+            "protocol_error_job: simulated internal failure",
+        ),
     ],
 )
 def test_tool_error_on_v1_failed_becomes_completed_with_isError(tool, status_message, text):
@@ -195,7 +228,10 @@ def test_tool_error_on_v1_failed_becomes_completed_with_isError(tool, status_mes
 def test_failed_with_tool_result_lacking_isError_gets_isError_true():
     payload = V1Payload("result", {"content": [{"type": "text", "text": "partial"}]})
     assert answer(fastmcp3_get("failed"), payload) == v2_answer(
-        FASTMCP3_ID, "completed", poll=5000, result={"content": [{"type": "text", "text": "partial"}], "isError": True, "resultType": "complete"}
+        FASTMCP3_ID,
+        "completed",
+        poll=5000,
+        result={"content": [{"type": "text", "text": "partial"}], "isError": True, "resultType": "complete"},
     )
 
 
@@ -248,7 +284,14 @@ def test_null_v1_ttl_stays_null_ttlMs():
 
 def test_absent_poll_interval_stays_absent():
     # FastMCP 3 input_required status carries ttl 3600000 and no pollInterval.
-    get = {"taskId": FASTMCP3_ID, "status": "working", "statusMessage": "Delete probe.txt?", "createdAt": TS_CREATED, "lastUpdatedAt": TS_UPDATED, "ttl": 3600000}
+    get = {
+        "taskId": FASTMCP3_ID,
+        "status": "working",
+        "statusMessage": "Delete probe.txt?",
+        "createdAt": TS_CREATED,
+        "lastUpdatedAt": TS_UPDATED,
+        "ttl": 3600000,
+    }
     got = answer(get)
     assert got == v2_answer(FASTMCP3_ID, "working", poll=None, ttl=3600000, statusMessage="Delete probe.txt?")
     assert "pollIntervalMs" not in got and "pollInterval" not in got
@@ -318,8 +361,15 @@ def test_get_task_result_v2_of_hub_with_input_requests_lists_them():
 
 def _hub_completed(result: dict[str, Any]) -> CanonicalTask:
     return CanonicalTask.model_validate(
-        {"task_id": MCP1_ID, "status": "completed", "created_at": TS_CREATED, "last_updated_at": TS_UPDATED,
-         "ttl_ms": 60000, "poll_interval_ms": 500, "result": result}
+        {
+            "task_id": MCP1_ID,
+            "status": "completed",
+            "created_at": TS_CREATED,
+            "last_updated_at": TS_UPDATED,
+            "ttl_ms": 60000,
+            "poll_interval_ms": 500,
+            "result": result,
+        }
     )
 
 
@@ -332,19 +382,29 @@ def test_inlined_result_of_a_completed_task_carries_result_type_complete():
 
 def test_v2_inlined_result_type_is_removed_in_the_hub_and_absent_for_v1_clients():
     # A v2 backend's completed tasks/get: the nested resultType is a 2026-07-28 mark, not payload.
-    wire = v2_answer(MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "done"}], "resultType": "complete"})
+    wire = v2_answer(
+        MCP1_ID, "completed", poll=500, result={"content": [{"type": "text", "text": "done"}], "resultType": "complete"}
+    )
     task = task_from_get_result_v2(wire)
     assert task.result == {"content": [{"type": "text", "text": "done"}]}
     status_only, payload = outcome_to_v1(task)
     assert payload == V1Payload("result", {"content": [{"type": "text", "text": "done"}]})
-    assert get_task_result_v1(task) == {"taskId": MCP1_ID, "status": "completed", "createdAt": TS_CREATED,
-                                        "lastUpdatedAt": TS_UPDATED, "ttl": 60000, "pollInterval": 500}
+    assert get_task_result_v1(task) == {
+        "taskId": MCP1_ID,
+        "status": "completed",
+        "createdAt": TS_CREATED,
+        "lastUpdatedAt": TS_UPDATED,
+        "ttl": 60000,
+        "pollInterval": 500,
+    }
     assert get_task_result_v2(task) == wire
 
 
 def test_inline_result_type_adds_the_mark_only_where_a_completed_result_lacks_it():
     bare = v2_answer(FASTMCP3_ID, "completed", poll=5000, result={"content": []})
-    assert inline_result_type(bare) == v2_answer(FASTMCP3_ID, "completed", poll=5000, result={"content": [], "resultType": "complete"})
+    assert inline_result_type(bare) == v2_answer(
+        FASTMCP3_ID, "completed", poll=5000, result={"content": [], "resultType": "complete"}
+    )
     assert bare["result"] == {"content": []}  # the argument is not changed
     marked = v2_answer(FASTMCP3_ID, "completed", poll=5000, result={"content": [], "resultType": "complete"})
     assert inline_result_type(marked) == marked

@@ -23,7 +23,7 @@ def _error(body: bytes | str) -> McpError:
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"{", b"not json", b'{"jsonrpc":"2.0",', b"{'jsonrpc':'2.0'}", "{\"a\": }"],
+    [b"", b"{", b"not json", b'{"jsonrpc":"2.0",', b"{'jsonrpc':'2.0'}", '{"a": }'],
     ids=["empty", "open-brace", "text", "truncated", "single-quotes", "str-missing-value"],
 )
 def test_malformed_json_is_32700(body):
@@ -113,7 +113,17 @@ def test_bad_method_is_32600(method):
         {"jsonrpc": "2.0", "id": True, "result": {}},
         {"jsonrpc": "2.0", "id": 1.5, "result": {}},
     ],
-    ids=["nothing", "id-only", "result-without-id", "result-and-error", "result-list", "result-string", "error-string", "bool-id", "float-id"],
+    ids=[
+        "nothing",
+        "id-only",
+        "result-without-id",
+        "result-and-error",
+        "result-list",
+        "result-string",
+        "error-string",
+        "bool-id",
+        "float-id",
+    ],
 )
 def test_message_without_method_result_or_error_or_malformed_response_is_32600(obj):
     assert _error(json.dumps(obj)).code == -32600
@@ -171,7 +181,12 @@ def test_response_is_classified_as_response(raw):
 
 def test_server_request_with_string_id_is_a_request():
     # mcp 1.30 elicitation on the tasks/result stream
-    raw = {"method": "elicitation/create", "params": {"mode": "form", "message": "Name?"}, "jsonrpc": "2.0", "id": "task-T-139963683430608"}
+    raw = {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": "Name?"},
+        "jsonrpc": "2.0",
+        "id": "task-T-139963683430608",
+    }
     assert classify(raw) == Message("request", raw)
 
 
@@ -179,11 +194,24 @@ def test_server_request_with_string_id_is_a_request():
 
 
 def test_builders_write_jsonrpc_2_0_messages():
-    assert jsonrpc.request(1, "tasks/get", {"taskId": "T"}) == {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "T"}}
+    assert jsonrpc.request(1, "tasks/get", {"taskId": "T"}) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tasks/get",
+        "params": {"taskId": "T"},
+    }
     assert jsonrpc.request("a", "tools/list") == {"jsonrpc": "2.0", "id": "a", "method": "tools/list"}
     assert jsonrpc.notification("notifications/initialized") == {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert jsonrpc.result_response(7, {"resultType": "complete"}) == {"jsonrpc": "2.0", "id": 7, "result": {"resultType": "complete"}}
-    assert jsonrpc.error_response(3, McpError(-32602, "Unknown task")) == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "Unknown task"}}
+    assert jsonrpc.result_response(7, {"resultType": "complete"}) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {"resultType": "complete"},
+    }
+    assert jsonrpc.error_response(3, McpError(-32602, "Unknown task")) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -32602, "message": "Unknown task"},
+    }
 
 
 def test_error_response_without_a_request_id_omits_id():

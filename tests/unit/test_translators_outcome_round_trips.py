@@ -61,7 +61,9 @@ FAILED = hub(
 CANCELLED = hub("cancelled")
 
 
-@pytest.mark.parametrize("task", [COMPLETED, TOOL_ERROR, FAILED, CANCELLED], ids=["completed", "completed-isError", "failed", "cancelled"])
+@pytest.mark.parametrize(
+    "task", [COMPLETED, TOOL_ERROR, FAILED, CANCELLED], ids=["completed", "completed-isError", "failed", "cancelled"]
+)
 def test_outcome_round_trip_through_v1_returns_the_hub_task(task):
     assert through_v1(task) == task
 
@@ -94,7 +96,14 @@ def test_tool_error_on_v2_completed_becomes_failed_on_v1_with_successful_payload
 def test_tool_error_without_status_message_takes_the_first_text_on_v1():
     task = hub(
         "completed",
-        result={"content": [{"type": "image", "data": "AA==", "mimeType": "image/png"}, {"type": "text", "text": "first"}, {"type": "text", "text": "second"}], "isError": True},
+        result={
+            "content": [
+                {"type": "image", "data": "AA==", "mimeType": "image/png"},
+                {"type": "text", "text": "first"},
+                {"type": "text", "text": "second"},
+            ],
+            "isError": True,
+        },
     )
     v1_task, payload = outcome_to_v1(task)
     assert v1_task == hub("failed", status_message="first")
@@ -104,7 +113,9 @@ def test_tool_error_without_status_message_takes_the_first_text_on_v1():
 def test_failed_is_failed_on_v1_with_the_error_as_payload():
     assert outcome_to_v1(FAILED) == (
         hub("failed", status_message="protocol_error_job: simulated internal failure"),
-        V1Payload("error", {"code": -32603, "message": "protocol_error_job: simulated internal failure", "data": {"where": "step 2"}}),
+        V1Payload(
+            "error", {"code": -32603, "message": "protocol_error_job: simulated internal failure", "data": {"where": "step 2"}}
+        ),
     )
 
 
@@ -150,7 +161,15 @@ def test_failed_without_status_message_gains_error_message_through_v1():
 
 
 def _v1_get(status: str, **fields: Any) -> dict[str, Any]:
-    return {"taskId": TASK_ID, "status": status, **fields, "createdAt": TS_CREATED, "lastUpdatedAt": TS_UPDATED, "ttl": 900000, "pollInterval": 5000}
+    return {
+        "taskId": TASK_ID,
+        "status": status,
+        **fields,
+        "createdAt": TS_CREATED,
+        "lastUpdatedAt": TS_UPDATED,
+        "ttl": 900000,
+        "pollInterval": 5000,
+    }
 
 
 @pytest.mark.parametrize(
@@ -160,12 +179,24 @@ def _v1_get(status: str, **fields: Any) -> dict[str, Any]:
         (hub("input_required", input_requests={"k": {"method": "roots/list", "params": {}}}), _v1_get("input_required")),
         (COMPLETED, _v1_get("completed")),
         (TOOL_ERROR, _v1_get("failed", statusMessage="Error calling tool 'boom': kaboom")),
-        (hub("completed", result={"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True}), _v1_get("failed", statusMessage="failing_job always fails")),
+        (
+            hub("completed", result={"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True}),
+            _v1_get("failed", statusMessage="failing_job always fails"),
+        ),
         (FAILED, _v1_get("failed", statusMessage="protocol_error_job: simulated internal failure")),
         (hub("failed", error=TaskError(code=-32603, message="boom")), _v1_get("failed", statusMessage="boom")),
         (CANCELLED, _v1_get("cancelled")),
     ],
-    ids=["working", "input_required", "completed", "completed-isError", "isError-no-message", "failed", "failed-no-message", "cancelled"],
+    ids=[
+        "working",
+        "input_required",
+        "completed",
+        "completed-isError",
+        "isError-no-message",
+        "failed",
+        "failed-no-message",
+        "cancelled",
+    ],
 )
 def test_v1_tasks_get_is_flat_status_only_without_result_type(task, expected):
     assert get_task_result_v1(task) == expected

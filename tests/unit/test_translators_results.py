@@ -5,8 +5,8 @@ differences.with_client_outcome)."""
 from __future__ import annotations
 
 from translators.capabilities import with_tasks_extension
-from translators.differences import with_client_outcome
 from translators.dialect import session_dialect
+from translators.differences import with_client_outcome
 from translators.inputs import mrtr_retry_params
 from translators.jsonrpc import response_carrying
 from translators.model import CanonicalTask, TaskError
@@ -52,17 +52,26 @@ def test_discover_shows_logging_only_when_the_backend_declares_it():
 def test_initialize_for_v1_clients_keeps_other_extensions_and_declares_v1_tasks():
     caps = {"tools": {"listChanged": True}, "prompts": {}, "logging": {}, "extensions": {TASKS: {}, "x/y": {"a": 1}}}
     assert initialize_result_v1(caps, None) == {
-        "capabilities": {"tools": {}, "prompts": {}, "extensions": {"x/y": {"a": 1}},
-                         "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}},
+        "capabilities": {
+            "tools": {},
+            "prompts": {},
+            "extensions": {"x/y": {"a": 1}},
+            "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+        },
         "serverInfo": SERVER_INFO,
     }
 
 
 def test_initialize_for_v2_session_clients_adds_the_extension_of_a_v2_modern_backend_only():
     assert initialize_result_v2_session({"tools": {}}, "hi", backend_dialect="v2-modern", offers_tool_tasks=True) == {
-        "capabilities": {"tools": {}, "extensions": {TASKS: {}}}, "serverInfo": SERVER_INFO, "instructions": "hi"}
+        "capabilities": {"tools": {}, "extensions": {TASKS: {}}},
+        "serverInfo": SERVER_INFO,
+        "instructions": "hi",
+    }
     assert initialize_result_v2_session({"tools": {}}, None, backend_dialect="v2-session", offers_tool_tasks=True) == {
-        "capabilities": {"tools": {}}, "serverInfo": SERVER_INFO}
+        "capabilities": {"tools": {}},
+        "serverInfo": SERVER_INFO,
+    }
 
 
 def test_tools_list_is_mapped_both_ways():
@@ -70,20 +79,34 @@ def test_tools_list_is_mapped_both_ways():
     assert tools_list_to_v2({"tools": [v1_tool, 7]}) == {"tools": [{"name": "a"}, 7]}  # the 2026-07-28 Tool has no execution
     assert tools_list_to_v2({"nextCursor": "c"}) == {"nextCursor": "c"}
     assert tools_list_to_v1({"tools": [{"name": "a"}, {"name": "b"}, 7]}, {"a": "required"}, "forbidden") == {
-        "tools": [{"name": "a", "execution": {"taskSupport": "required"}}, {"name": "b", "execution": {"taskSupport": "forbidden"}}]}
+        "tools": [
+            {"name": "a", "execution": {"taskSupport": "required"}},
+            {"name": "b", "execution": {"taskSupport": "forbidden"}},
+        ]
+    }
 
 
 def test_tasks_list_status_notification_and_response_carrying():
     assert tasks_list_result_v1([{"taskId": "t"}], None) == {"tasks": [{"taskId": "t"}]}
     assert tasks_list_result_v1([], "next") == {"tasks": [], "nextCursor": "next"}
-    assert task_status_notification_v1({"taskId": "t"}) == {"jsonrpc": "2.0", "method": "notifications/tasks/status",
-                                                           "params": {"taskId": "t"}}
-    assert response_carrying(5, {"jsonrpc": "2.0", "id": "x", "result": {"a": 1}, "extra": 1}) == {"jsonrpc": "2.0", "id": 5, "result": {"a": 1}}
+    assert task_status_notification_v1({"taskId": "t"}) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tasks/status",
+        "params": {"taskId": "t"},
+    }
+    assert response_carrying(5, {"jsonrpc": "2.0", "id": "x", "result": {"a": 1}, "extra": 1}) == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "result": {"a": 1},
+    }
 
 
 def test_mrtr_retry_params_carry_answers_and_the_rounds_state():
     assert mrtr_retry_params({"name": "t"}, {"resultType": "input_required", "requestState": "s"}, {"k": {"v": 1}}) == {
-        "name": "t", "inputResponses": {"k": {"v": 1}}, "requestState": "s"}
+        "name": "t",
+        "inputResponses": {"k": {"v": 1}},
+        "requestState": "s",
+    }
     assert mrtr_retry_params({"name": "t"}, {"resultType": "input_required"}, {}) == {"name": "t", "inputResponses": {}}
 
 
@@ -92,9 +115,15 @@ def test_with_tasks_extension_replaces_extensions():
 
 
 def test_the_client_outcome_overlays_a_proxy_failure_and_a_sticky_cancel():
-    working = CanonicalTask(task_id="t", status="working", created_at="2026-01-01T00:00:00Z", last_updated_at="2026-01-01T00:00:00Z")
+    working = CanonicalTask(
+        task_id="t", status="working", created_at="2026-01-01T00:00:00Z", last_updated_at="2026-01-01T00:00:00Z"
+    )
     error = TaskError(code=-1, message="no")
     assert with_client_outcome(working, None, False) is working
-    assert (with_client_outcome(working, error, True).status, with_client_outcome(working, error, True).error) == ("failed", error)
-    assert with_client_outcome(working.evolve(status="completed", result={"a": 1}), None, True).model_dump(exclude_none=True) == \
-        working.evolve(status="cancelled").model_dump(exclude_none=True)
+    assert (with_client_outcome(working, error, True).status, with_client_outcome(working, error, True).error) == (
+        "failed",
+        error,
+    )
+    assert with_client_outcome(working.evolve(status="completed", result={"a": 1}), None, True).model_dump(
+        exclude_none=True
+    ) == working.evolve(status="cancelled").model_dump(exclude_none=True)

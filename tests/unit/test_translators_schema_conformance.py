@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 from multidict import CIMultiDict
-
 from schemas import EXT_TASKS, MCP_2025_11_25, MCP_2026_07_28, validate
+
 from translators import jsonrpc
 from translators.capabilities import server_capabilities_to_v2, tool_to_v2
 from translators.differences import (
     V1Payload,
     cancel_answer_v1,
     cancel_answer_v2,
+    created_task_from_v1,
     created_task_from_v2,
     created_task_result_v1,
     created_task_result_v2,
-    created_task_from_v1,
     get_task_result_v1,
     get_task_result_v2,
     outcome_to_v2,
@@ -55,7 +55,9 @@ def v1_get(status: str, **fields: Any) -> dict[str, Any]:
 
 
 def hub(status: str, **fields: Any) -> CanonicalTask:
-    return CanonicalTask(task_id=TID, status=status, created_at=TS, last_updated_at=TS, ttl_ms=60000, poll_interval_ms=500, **fields)
+    return CanonicalTask(
+        task_id=TID, status=status, created_at=TS, last_updated_at=TS, ttl_ms=60000, poll_interval_ms=500, **fields
+    )
 
 
 ELICIT = InputRequest(
@@ -79,7 +81,10 @@ V2_GET_CASES = {
     "input_required": hub("input_required", input_requests={"k1": ELICIT, "k2": SAMPLE, "k3": ROOTS}),
     "completed": outcome_to_v2(
         task_from_wire(v1_get("completed"), "v1"),
-        V1Payload("result", {"_meta": {RELATED: {"taskId": TID}}, "content": [{"type": "text", "text": "computed probe"}], "isError": False}),
+        V1Payload(
+            "result",
+            {"_meta": {RELATED: {"taskId": TID}}, "content": [{"type": "text", "text": "computed probe"}], "isError": False},
+        ),
     ),
     "completed-isError": outcome_to_v2(
         task_from_wire(v1_get("failed", statusMessage="Task failed: failing_job always fails"), "v1"),
@@ -104,7 +109,11 @@ def test_schema_helper_rejects_invalid_messages():
     with pytest.raises(AssertionError, match="resultType"):
         validate({"taskId": TID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttlMs": 1}, EXT, "CreateTaskResult")
     with pytest.raises(AssertionError):
-        validate({"resultType": "task", "taskId": TID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttlMs": 1}, EXT, "GetTaskResult")
+        validate(
+            {"resultType": "task", "taskId": TID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttlMs": 1},
+            EXT,
+            "GetTaskResult",
+        )
     with pytest.raises(AssertionError):
         validate({"task": {"taskId": TID}}, CORE_2025, "CreateTaskResult")
 
@@ -117,7 +126,10 @@ def test_schema_helper_rejects_invalid_messages():
     [
         {"task": v1_get("working")},
         {"task": {"taskId": TID, "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "pollInterval": 500}},
-        {"task": {**v1_get("working"), "statusMessage": "Gathering sources...", "parentTaskId": "task-0"}, "_meta": {"io.modelcontextprotocol/model-immediate-response": "Started."}},
+        {
+            "task": {**v1_get("working"), "statusMessage": "Gathering sources...", "parentTaskId": "task-0"},
+            "_meta": {"io.modelcontextprotocol/model-immediate-response": "Started."},
+        },
     ],
     ids=["mcp1", "mcp1-no-ttl", "everything-with-parent"],
 )
@@ -145,14 +157,22 @@ def test_acks_validate_as_update_and_cancel_task_results():
 @pytest.mark.parametrize(
     "capabilities",
     [
-        {"experimental": {}, "tools": {"listChanged": False}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}},
+        {
+            "experimental": {},
+            "tools": {"listChanged": False},
+            "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+        },
         {
             "experimental": {},
             "logging": {},
             "prompts": {"listChanged": True},
             "resources": {"subscribe": False, "listChanged": True},
             "tools": {"listChanged": True},
-            "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}, "prompts": {"get": {}}, "resources": {"read": {}}}},
+            "tasks": {
+                "list": {},
+                "cancel": {},
+                "requests": {"tools": {"call": {}}, "prompts": {"get": {}}, "resources": {"read": {}}},
+            },
             "extensions": {"io.modelcontextprotocol/ui": {}},
         },
         {"tools": {"listChanged": True}},
@@ -160,7 +180,11 @@ def test_acks_validate_as_update_and_cancel_task_results():
     ids=["mcp1", "fastmcp3", "no-tasks"],
 )
 def test_discover_result_validates_as_core_2026_discover_result(capabilities):
-    result = {"supportedVersions": [MODERN_VERSION], "capabilities": server_capabilities_to_v2(capabilities), "instructions": "Fixture tools."}
+    result = {
+        "supportedVersions": [MODERN_VERSION],
+        "capabilities": server_capabilities_to_v2(capabilities),
+        "instructions": "Fixture tools.",
+    }
     discover = with_server_info(complete_result("server/discover", result), SERVER_INFO)
     validate(discover, CORE_2026, "DiscoverResult")
     assert discover == {
@@ -178,7 +202,11 @@ def test_forwarded_tools_list_and_call_validate_as_core_2026_results():
         {"name": "slow_compute", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
     ]
     validate(complete_result("tools/list", {"tools": [tool_to_v2(t) for t in tools]}), CORE_2026, "ListToolsResult")
-    validate(complete_result("tools/call", {"content": [{"type": "text", "text": "Hello, World!"}], "isError": False}), CORE_2026, "CallToolResult")
+    validate(
+        complete_result("tools/call", {"content": [{"type": "text", "text": "Hello, World!"}], "isError": False}),
+        CORE_2026,
+        "CallToolResult",
+    )
 
 
 # --- errors on the modern face -------------------------------------------------------------------
@@ -216,8 +244,12 @@ ERRORS = {
     "backend-unavailable": lambda: backend_unavailable("fixture-v1", "connection refused"),
     "backend-32003": lambda: from_backend({"code": -32003, "message": "Missing", "data": {"requiredCapabilities": {}}}),
     "backend-malformed": lambda: from_backend("boom"),
-    "header-mismatch": lambda: _check_headers_error("tasks/get", {"taskId": "T"}, ModernMeta("2026-07-28"), {"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "U"}),
-    "header-version": lambda: _check_headers_error("tools/list", {}, ModernMeta("2025-11-25"), {"MCP-Protocol-Version": "2025-11-25"}),
+    "header-mismatch": lambda: _check_headers_error(
+        "tasks/get", {"taskId": "T"}, ModernMeta("2026-07-28"), {"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "U"}
+    ),
+    "header-version": lambda: _check_headers_error(
+        "tools/list", {}, ModernMeta("2025-11-25"), {"MCP-Protocol-Version": "2025-11-25"}
+    ),
     "missing-meta": lambda: _read_meta_error({}),
     "parse-error": lambda: _parse_error(b"{"),
     "invalid-request": lambda: _parse_error(b"[]"),
@@ -265,7 +297,15 @@ def test_v1_tasks_get_validates_as_core_2025_get_task_result(case):
 @pytest.mark.parametrize(
     "v2_create",
     [
-        {"taskId": "kArGLyOK", "status": "working", "createdAt": TS, "lastUpdatedAt": TS, "ttlMs": 900000, "pollIntervalMs": 5000, "resultType": "task"},
+        {
+            "taskId": "kArGLyOK",
+            "status": "working",
+            "createdAt": TS,
+            "lastUpdatedAt": TS,
+            "ttlMs": 900000,
+            "pollIntervalMs": 5000,
+            "resultType": "task",
+        },
         {"taskId": "task-0", "status": "completed", "createdAt": TS, "lastUpdatedAt": TS, "ttlMs": None, "resultType": "task"},
     ],
     ids=["fastmcp4", "born-terminal-unlimited"],

@@ -180,7 +180,9 @@ def test_garbage_task_id_is_unknown_task(token):
     _unknown_task(token)
 
 
-@pytest.mark.parametrize("token", [None, 42, True, ["x"], {"taskId": "x"}, b"bytes"], ids=["none", "int", "bool", "list", "dict", "bytes"])
+@pytest.mark.parametrize(
+    "token", [None, 42, True, ["x"], {"taskId": "x"}, b"bytes"], ids=["none", "int", "bool", "list", "dict", "bytes"]
+)
 def test_non_string_task_id_is_unknown_task(token):
     _unknown_task(token)
 

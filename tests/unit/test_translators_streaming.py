@@ -6,7 +6,11 @@ PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pr
 
 
 def _log(level: str) -> dict:
-    return {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "logger": "demo", "data": f"at {level}"}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": level, "logger": "demo", "data": f"at {level}"},
+    }
 
 
 def test_progress_passes_unchanged_with_or_without_a_log_level():

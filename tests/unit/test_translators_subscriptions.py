@@ -4,7 +4,13 @@ listen stream (docs/behaviour.md §4.9)."""
 from __future__ import annotations
 
 from translators.subscriptions import (
-    acknowledged, advertised, for_subscription, listen_ended, narrow_filter, offered_filter, tasks_notification,
+    acknowledged,
+    advertised,
+    for_subscription,
+    listen_ended,
+    narrow_filter,
+    offered_filter,
+    tasks_notification,
 )
 
 SUB = "io.modelcontextprotocol/subscriptionId"
@@ -18,15 +24,23 @@ def test_offered_filter_follows_the_declared_capabilities():
 
 def test_narrow_filter_keeps_the_requested_subset_the_backend_offers():
     offered = offered_filter(CAPS, offers_tool_tasks=False)
-    requested = {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["a", 3, "a", "b"], "taskIds": ["t"]}
+    requested = {
+        "toolsListChanged": True,
+        "promptsListChanged": True,
+        "resourceSubscriptions": ["a", 3, "a", "b"],
+        "taskIds": ["t"],
+    }
     assert narrow_filter(requested, offered) == {"toolsListChanged": True, "resourceSubscriptions": ["a", "b"]}
     assert narrow_filter({"toolsListChanged": False}, offered) == {}
     assert narrow_filter("nonsense", offered) == {}
 
 
 def test_acknowledged_and_ended_carry_the_subscription_id():
-    assert acknowledged(9, {"taskIds": ["T"]}) == {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                                                   "params": {"_meta": {SUB: 9}, "notifications": {"taskIds": ["T"]}}}
+    assert acknowledged(9, {"taskIds": ["T"]}) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {SUB: 9}, "notifications": {"taskIds": ["T"]}},
+    }
     assert listen_ended(9) == {"resultType": "complete", "_meta": {SUB: 9}}
 
 
@@ -37,8 +51,11 @@ def test_for_subscription_stamps_what_was_agreed_and_drops_the_rest():
     prompts = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed", "params": {}}
     assert for_subscription(prompts, "s", agreed) is None
     updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///a", "_meta": {"x": 1}}}
-    assert for_subscription(updated, "s", agreed) == {"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                                                      "params": {"uri": "file:///a", "_meta": {"x": 1, SUB: "s"}}}
+    assert for_subscription(updated, "s", agreed) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": "file:///a", "_meta": {"x": 1, SUB: "s"}},
+    }
     other = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///b"}}
     assert for_subscription(other, "s", agreed) is None
     status = {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "T", "status": "working"}}
@@ -46,10 +63,20 @@ def test_for_subscription_stamps_what_was_agreed_and_drops_the_rest():
 
 
 def test_tasks_notification_is_the_detailed_task_without_result_type():
-    task = {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {}}, "taskId": "T", "status": "working",
-            "createdAt": "c", "lastUpdatedAt": "u", "ttlMs": None}
-    assert tasks_notification(4, task) == {"jsonrpc": "2.0", "method": "notifications/tasks", "params": {
-        "taskId": "T", "status": "working", "createdAt": "c", "lastUpdatedAt": "u", "ttlMs": None, "_meta": {SUB: 4}}}
+    task = {
+        "resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {}},
+        "taskId": "T",
+        "status": "working",
+        "createdAt": "c",
+        "lastUpdatedAt": "u",
+        "ttlMs": None,
+    }
+    assert tasks_notification(4, task) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tasks",
+        "params": {"taskId": "T", "status": "working", "createdAt": "c", "lastUpdatedAt": "u", "ttlMs": None, "_meta": {SUB: 4}},
+    }
 
 
 def test_advertised_puts_back_list_changed_and_subscribe_where_declared():

@@ -11,7 +11,6 @@ import re
 
 import aiohttp
 import pytest
-
 from session_support import SessionCaller
 from support import running_proxy
 
@@ -26,8 +25,13 @@ async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
         assert init["result"]["serverInfo"]["name"] == "mcp-tasks-proxy-reference-v1"  # the backend answered
         assert init["result"]["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
         assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "R"}}))["result"]["content"] == [
-            {"type": "text", "text": "Hello, R!"}]
-        created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "r.txt"}, "task": {"ttl": 60000}}))["result"]
+            {"type": "text", "text": "Hello, R!"}
+        ]
+        created = (
+            await client.call(
+                "tools/call", {"name": "confirm_delete", "arguments": {"filename": "r.txt"}, "task": {"ttl": 60000}}
+            )
+        )["result"]
         task_id = created["task"]["taskId"]
         assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)  # mcp 1.30's own id, passed through unsealed
         result = await client.call("tasks/result", {"taskId": task_id})

@@ -11,11 +11,11 @@ import json
 
 import aiohttp
 import pytest
-
-from proxy.sse import SseParser
 from schemas import MCP_2025_11_25, validate
 from session_support import SessionCaller
 from support import running_proxy
+
+from proxy.sse import SseParser
 
 pytestmark = pytest.mark.peers
 V1_SCHEMA = MCP_2025_11_25
@@ -91,7 +91,11 @@ async def test_one_get_stream_per_session_and_status_notifications_on_it(client)
     second = await client.http.get(client.url, headers=headers)
     assert second.status == 409
     second.release()
-    created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "n"}, "task": {"ttl": 60000}}))["result"]
+    created = (
+        await client.call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "n"}, "task": {"ttl": 60000}}
+        )
+    )["result"]
     task_id = created["task"]["taskId"]
     for _ in range(50):
         status = (await client.call("tasks/get", {"taskId": task_id}))["result"]["status"]
@@ -100,11 +104,13 @@ async def test_one_get_stream_per_session_and_status_notifications_on_it(client)
         await asyncio.sleep(0.1)
     parser = SseParser()
     notes: list[dict] = []
+
     async def read() -> None:
         async for chunk in first.content.iter_any():
             notes.extend(json.loads(e.data) for e in parser.feed(chunk))
             if any(n["params"]["status"] == "completed" for n in notes):
                 return
+
     await asyncio.wait_for(read(), 5)
     first.close()  # the client goes away; the proxy frees the session's stream slot
     await asyncio.sleep(0.2)
@@ -114,12 +120,14 @@ async def test_one_get_stream_per_session_and_status_notifications_on_it(client)
     validate(completed[0]["params"], V1_SCHEMA, "TaskStatusNotificationParams")
     replay = await client.http.get(client.url, headers={**headers, "Last-Event-ID": "0"})
     frames = b""
+
     async def first_event() -> None:
         nonlocal frames
         async for chunk in replay.content.iter_any():
             frames += chunk
             if b"\n\n" in frames:
                 return
+
     await asyncio.wait_for(first_event(), 5)
     replay.release()
     assert b"notifications/tasks/status" in frames
@@ -130,7 +138,9 @@ async def test_odd_ttl_hints_are_harmless(client, ttl):
     task = {} if ttl is None else {"ttl": ttl}
     created = await client.call("tools/call", {"name": "greet", "arguments": {"name": "t"}, "task": task})
     assert created["error"]["code"] == -32601  # greet cannot be a task, whatever the ttl
-    made = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "t"}, "task": task}))["result"]
+    made = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "t"}, "task": task}))[
+        "result"
+    ]
     assert made["task"]["status"] == "working"
     assert isinstance(made["task"]["ttl"], int) and made["task"]["ttl"] > 0
     validate(made, V1_SCHEMA, "CreateTaskResult")
@@ -140,8 +150,11 @@ async def test_an_elicitation_in_a_task_reaches_the_client_during_tasks_result(c
     async def answer(message):
         assert message["method"] == "elicitation/create"
         return {"action": "accept", "content": {"confirm": True}}
+
     client.on_request = answer
-    created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "v1.txt"}, "task": {}}))["result"]
+    created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "v1.txt"}, "task": {}}))[
+        "result"
+    ]
     task_id = created["task"]["taskId"]
     result = await client.call("tasks/result", {"taskId": task_id})
     assert result["result"]["content"] == [{"type": "text", "text": "deleted v1.txt"}]
@@ -153,7 +166,9 @@ async def test_an_elicitation_in_a_task_reaches_the_client_during_tasks_result(c
 
 async def test_an_error_answer_to_an_elicitation_is_a_cancel(client):
     client.on_request = lambda message: asyncio.sleep(0, ("error", {"code": -1, "message": "no"}))
-    created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "e.txt"}, "task": {}}))["result"]
+    created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "e.txt"}, "task": {}}))[
+        "result"
+    ]
     result = await client.call("tasks/result", {"taskId": created["task"]["taskId"]})
     assert result["result"]["content"][0]["text"] == "e.txt was not deleted (cancel)"
 
@@ -161,6 +176,7 @@ async def test_an_error_answer_to_an_elicitation_is_a_cancel(client):
 async def test_mrtr_before_the_task_becomes_a_request_on_the_call_stream(client):
     async def answer(message):
         return {"action": "accept", "content": {"name": "Ada"}}
+
     client.on_request = answer
     created = (await client.call("tools/call", {"name": "test_tool_with_task", "arguments": {}, "task": {}}))["result"]
     assert [r["params"]["message"] for r in client.seen_requests] == ["What is your name?"]
@@ -170,7 +186,9 @@ async def test_mrtr_before_the_task_becomes_a_request_on_the_call_stream(client)
 
 
 async def test_a_client_that_disconnects_during_tasks_result_can_come_back(client):
-    created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1.5, "label": "back"}, "task": {}}))["result"]
+    created = (
+        await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1.5, "label": "back"}, "task": {}})
+    )["result"]
     task_id = created["task"]["taskId"]
     body = {"jsonrpc": "2.0", "id": 99, "method": "tasks/result", "params": {"taskId": task_id}}
     with pytest.raises(asyncio.TimeoutError):
@@ -182,8 +200,12 @@ async def test_a_client_that_disconnects_during_tasks_result_can_come_back(clien
 
 
 RESULT_SCHEMAS = {
-    "initialize": "InitializeResult", "tools/list": "ListToolsResult", "tasks/get": "GetTaskResult",
-    "tasks/result": "CallToolResult", "tasks/list": "ListTasksResult", "tasks/cancel": "CancelTaskResult",
+    "initialize": "InitializeResult",
+    "tools/list": "ListToolsResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/result": "CallToolResult",
+    "tasks/list": "ListTasksResult",
+    "tasks/cancel": "CancelTaskResult",
 }
 
 
@@ -196,8 +218,13 @@ async def test_every_message_to_a_v1_client_validates_against_the_2025_11_25_sch
         await client.call("tools/call", {"name": "greet", "arguments": {"name": "s"}})
         await client.call("tools/call", {"name": "failing_job", "arguments": {}})
         ids = []
-        for name, args in (("slow_compute", {"seconds": 0, "label": "s"}), ("failing_job", {}), ("protocol_error_job", {}),
-                           ("confirm_delete", {"filename": "s.txt"}), ("test_tool_with_task", {})):
+        for name, args in (
+            ("slow_compute", {"seconds": 0, "label": "s"}),
+            ("failing_job", {}),
+            ("protocol_error_job", {}),
+            ("confirm_delete", {"filename": "s.txt"}),
+            ("test_tool_with_task", {}),
+        ):
             created = await client.call("tools/call", {"name": name, "arguments": args, "task": {"ttl": 60000}})
             ids.append(created["result"]["task"]["taskId"])
         for task_id in ids:
@@ -205,7 +232,9 @@ async def test_every_message_to_a_v1_client_validates_against_the_2025_11_25_sch
             await client.call("tasks/result", {"taskId": task_id})
             await client.call("tasks/get", {"taskId": task_id})
         await client.call("tasks/list")
-        running = await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "c"}, "task": {}})
+        running = await client.call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "c"}, "task": {}}
+        )
         await client.call("tasks/cancel", {"taskId": running["result"]["task"]["taskId"]})
         await client.call("tasks/cancel", {"taskId": running["result"]["task"]["taskId"]})
         await client.call("tasks/get", {"taskId": "unknown"})

@@ -12,11 +12,11 @@ import json
 
 import aiohttp
 import pytest
-
-from proxy.sse import SseParser
 from session_support import SessionCaller
 from support import running_proxy
 from tap import ShapingTap
+
+from proxy.sse import SseParser
 
 pytestmark = pytest.mark.peers
 
@@ -43,8 +43,9 @@ async def test_a_blocking_tasks_result_rides_out_a_gateways_502s(gateway, tmp_pa
     async with running_proxy(gateway.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
         client = SessionCaller(http, proxy.url)
         await client.initialize()
-        made = await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "through"},
-                                                "task": {"ttl": 60000}})
+        made = await client.call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "through"}, "task": {"ttl": 60000}}
+        )
         task_id = made["result"]["task"]["taskId"]
         outage = asyncio.ensure_future(_bad_gateway_for(gateway, BAD_GATEWAY_S))
         await asyncio.sleep(0.1)
@@ -82,7 +83,7 @@ class SilentDrop:
         self._pumps: set[asyncio.Task] = set()
         self._server: asyncio.base_events.Server | None = None
 
-    async def start(self) -> "SilentDrop":
+    async def start(self) -> SilentDrop:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -118,8 +119,13 @@ class SilentDrop:
 async def _open_get(port: int, path: str, session_id: str, last_event_id: str | None = None):
     """A GET stream on a raw loopback socket: (reader, writer, status line)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Accept: text/event-stream",
-             f"Mcp-Session-Id: {session_id}", "MCP-Protocol-Version: 2025-11-25"]
+    lines = [
+        f"GET {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Accept: text/event-stream",
+        f"Mcp-Session-Id: {session_id}",
+        "MCP-Protocol-Version: 2025-11-25",
+    ]
     if last_event_id is not None:
         lines.append(f"Last-Event-ID: {last_event_id}")
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
@@ -148,7 +154,9 @@ async def test_a_dropped_get_stream_is_resumed_at_once_with_last_event_id(refere
         try:
             reader, _writer, status = await _open_get(network.port, url.path, client.session_id)
             assert status == "HTTP/1.1 200 OK"
-            made = await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "s"}, "task": {}})
+            made = await client.call(
+                "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "s"}, "task": {}}
+            )
             task_id = made["result"]["task"]["taskId"]
             for _ in range(50):  # each tasks/get that sees a new status announces it on the GET stream
                 if (await client.call("tasks/get", {"taskId": task_id}))["result"]["status"] == "completed":

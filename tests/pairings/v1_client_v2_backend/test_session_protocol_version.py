@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
-
-from proxy.bench.upstream import create_app as create_upstream
 from session_support import SessionCaller
 from support import running_proxy
+
+from proxy.bench.upstream import create_app as create_upstream
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from peer_checks import ChecksRun, run_script, script_check_names, serving
+from support import running_proxy
+
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess, start_reference_v2_server
-from support import running_proxy
 
 pytestmark = pytest.mark.peers
 

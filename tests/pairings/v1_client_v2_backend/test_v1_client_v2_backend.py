@@ -41,11 +41,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from peer_checks import ChecksRun, run_script, run_without_url, script_check_names, serving
+from support import MODERN, Answer, meta, running_proxy
+
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess, start_reference_v2_server
-from support import MODERN, Answer, meta, running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -144,9 +144,7 @@ def test_mcp1_client_checks_script_reports_every_check_and_its_exit_status(proxi
 # ============================================================================================
 
 
-def test_checks_script_against_the_reference_v1_server_directly(
-    reference_v1_server: ServerProcess, mcp_v1_python: Path
-) -> None:
+def test_checks_script_against_the_reference_v1_server_directly(reference_v1_server: ServerProcess, mcp_v1_python: Path) -> None:
     """Validates the script's logic: on mcp 1.30 directly, exactly the checks mcp 1.30 cannot pass fail."""
     run = ChecksRun("reference v1 directly", *asyncio.run(_run_script(mcp_v1_python, reference_v1_server.url)))
     assert list(run.lines) == CHECK_NAMES, run.explain()
@@ -180,13 +178,23 @@ class V2Caller:
         self.url = url
         self._id = 0
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, *, declare: bool = True,
-                   capabilities: dict[str, Any] | None = None) -> Answer:
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        declare: bool = True,
+        capabilities: dict[str, Any] | None = None,
+    ) -> Answer:
         self._id += 1
         body_params = dict(params or {})
         body_params["_meta"] = meta(declare=declare, capabilities=capabilities)
-        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, "Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream"}
+        headers = {
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
         name = body_params.get("name") if method == "tools/call" else body_params.get("taskId")
         if isinstance(name, str):
             headers["Mcp-Name"] = name
@@ -232,7 +240,12 @@ async def test_v2_server_discover_offers_the_tasks_extension_and_lists_the_fixtu
 
 async def test_v2_server_tool_error_completes_and_protocol_error_fails(v2: V2Caller) -> None:
     created = (await v2.call("tools/call", {"name": "failing_job"})).result
-    assert (created["resultType"], created["status"], created["ttlMs"], created["pollIntervalMs"]) == ("task", "working", 900000, 5000)
+    assert (created["resultType"], created["status"], created["ttlMs"], created["pollIntervalMs"]) == (
+        "task",
+        "working",
+        900000,
+        5000,
+    )
     done = await v2.until(created["taskId"], ("completed", "failed"))
     assert done["status"] == "completed"
     assert done["result"]["isError"] is True
@@ -240,7 +253,11 @@ async def test_v2_server_tool_error_completes_and_protocol_error_fails(v2: V2Cal
     created = (await v2.call("tools/call", {"name": "protocol_error_job"})).result
     failed = await v2.until(created["taskId"], ("completed", "failed"))
     message = "protocol_error_job: simulated internal failure"
-    assert (failed["status"], failed["statusMessage"], failed["error"]) == ("failed", message, {"code": -32603, "message": message})
+    assert (failed["status"], failed["statusMessage"], failed["error"]) == (
+        "failed",
+        message,
+        {"code": -32603, "message": message},
+    )
 
 
 async def test_v2_server_asks_confirm_delete_inside_its_task(v2: V2Caller) -> None:
@@ -249,10 +266,17 @@ async def test_v2_server_asks_confirm_delete_inside_its_task(v2: V2Caller) -> No
     assert parked["status"] == "input_required"
     ((key, request),) = parked["inputRequests"].items()
     assert key.startswith(created["taskId"] + ":")
-    assert request == {"method": "elicitation/create", "params": {
-        "mode": "form", "message": "Delete probe.txt?",
-        "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}}}
-    ack = await v2.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}})
+    assert request == {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "Delete probe.txt?",
+            "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+        },
+    }
+    ack = await v2.call(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    )
     assert ack.result["resultType"] == "complete" and set(ack.result) <= {"resultType", "_meta"}
     done = await v2.until(created["taskId"], ("completed", "failed", "cancelled"))
     assert done["result"]["content"] == [{"type": "text", "text": "deleted probe.txt"}]
@@ -264,8 +288,10 @@ async def test_v2_server_asks_multi_input_questions_together(v2: V2Caller) -> No
     parked = await v2.until(created["taskId"], ANY_END)
     messages = sorted(request["params"]["message"] for request in parked["inputRequests"].values())
     assert messages == ["value for a", "value for b"]
-    answers = {key: {"action": "accept", "content": {"value": request["params"]["message"][-1].upper()}}
-               for key, request in parked["inputRequests"].items()}
+    answers = {
+        key: {"action": "accept", "content": {"value": request["params"]["message"][-1].upper()}}
+        for key, request in parked["inputRequests"].items()
+    }
     await v2.call("tasks/update", {"taskId": created["taskId"], "inputResponses": answers})
     done = await v2.until(created["taskId"], ("completed", "failed", "cancelled"))
     assert done["result"]["content"] == [{"type": "text", "text": "got both: a=A, b=B"}]
@@ -277,8 +303,11 @@ async def test_v2_server_asks_test_tool_with_task_by_mrtr_before_the_task(v2: V2
     assert first["inputRequests"]["user_name"]["params"]["message"] == "What is your name?"
     assert isinstance(first["requestState"], str) and first["requestState"]
     answer = {"user_name": {"action": "accept", "content": {"name": "Alice"}}}
-    created = (await v2.call("tools/call", {"name": "test_tool_with_task", "inputResponses": answer,
-                                            "requestState": first["requestState"]})).result
+    created = (
+        await v2.call(
+            "tools/call", {"name": "test_tool_with_task", "inputResponses": answer, "requestState": first["requestState"]}
+        )
+    ).result
     assert (created["resultType"], created["status"]) == ("task", "working")
     done = await v2.until(created["taskId"], ("completed", "failed", "cancelled"))
     assert done["result"]["content"] == [{"type": "text", "text": "Hello, Alice! test_tool_with_task finished."}]
@@ -288,8 +317,10 @@ async def test_v2_server_summarize_asks_one_sampling_request_and_returns_the_mod
     created = (await v2.call("tools/call", {"name": "summarize", "arguments": {"text": "long text"}})).result
     parked = await v2.until(created["taskId"], ANY_END)
     ((key, request),) = parked["inputRequests"].items()
-    assert request == {"method": "sampling/createMessage", "params": {
-        "messages": [{"role": "user", "content": {"type": "text", "text": "Summarize: long text"}}], "maxTokens": 100}}
+    assert request == {
+        "method": "sampling/createMessage",
+        "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "Summarize: long text"}}], "maxTokens": 100},
+    }
     sampled = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m", "stopReason": "endTurn"}
     await v2.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: sampled}})
     done = await v2.until(created["taskId"], ("completed", "failed", "cancelled"))
@@ -308,7 +339,9 @@ async def test_v2_server_cancel_acks_and_the_task_ends_cancelled(v2: V2Caller) -
 async def test_v2_server_refuses_required_tools_and_task_methods_to_non_declaring_requests(v2: V2Caller) -> None:
     refused = await v2.call("tools/call", {"name": "failing_job"}, declare=False)
     assert (refused.status, refused.error["code"]) == (400, -32021)
-    inline = (await v2.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "i"}}, declare=False)).result
+    inline = (
+        await v2.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "i"}}, declare=False)
+    ).result
     assert inline["resultType"] == "complete" and inline["content"] == [{"type": "text", "text": "computed i"}]
     unknown = await v2.call("tasks/get", {"taskId": "no-such-task"})
     assert (unknown.status, unknown.error["code"]) == (400, -32602)

@@ -10,9 +10,9 @@ import asyncio
 
 import aiohttp
 import pytest
+from support import TEST_KEY, Caller, running_proxy
 
 from proxy.app import STATE
-from support import Caller, TEST_KEY, running_proxy
 from translators.sealing import Keyring
 
 pytestmark = pytest.mark.peers
@@ -47,11 +47,16 @@ async def test_a_task_question_is_an_input_request_answered_by_tasks_update(clie
     created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "a.txt"}})).result
     waiting = await wait_for_inputs(client, created["taskId"])
     assert waiting["inputRequests"] == {
-        "input-1": {"method": "elicitation/create",
-                    "params": {"mode": "form", "message": "Delete a.txt?", "requestedSchema": CONFIRM_SCHEMA}},
+        "input-1": {
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": "Delete a.txt?", "requestedSchema": CONFIRM_SCHEMA},
+        },
     }
     assert waiting["resultType"] == "complete"
-    ack = await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+    ack = await client.call(
+        "tasks/update",
+        {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}},
+    )
     assert (ack.status, ack.result) == (200, {"resultType": "complete"})
     final = await client.poll(created["taskId"])
     assert final["status"] == "completed"
@@ -63,14 +68,26 @@ async def test_two_questions_at_once_can_be_answered_one_at_a_time(client):
     created = (await client.call("tools/call", {"name": "multi_input"})).result
     waiting = await wait_for_inputs(client, created["taskId"], count=2)
     assert waiting["inputRequests"] == {
-        "input-1": {"method": "elicitation/create", "params": {"mode": "form", "message": "value for a", "requestedSchema": VALUE_SCHEMA}},
-        "input-2": {"method": "elicitation/create", "params": {"mode": "form", "message": "value for b", "requestedSchema": VALUE_SCHEMA}},
+        "input-1": {
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": "value for a", "requestedSchema": VALUE_SCHEMA},
+        },
+        "input-2": {
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": "value for b", "requestedSchema": VALUE_SCHEMA},
+        },
     }
-    await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"value": "A"}}}})
+    await client.call(
+        "tasks/update",
+        {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"value": "A"}}}},
+    )
     partial = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
     assert partial["status"] == "input_required"
     assert list(partial["inputRequests"]) == ["input-2"]
-    await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {"input-2": {"action": "accept", "content": {"value": "B"}}}})
+    await client.call(
+        "tasks/update",
+        {"taskId": created["taskId"], "inputResponses": {"input-2": {"action": "accept", "content": {"value": "B"}}}},
+    )
     final = await client.poll(created["taskId"])
     assert final["result"]["content"] == [{"type": "text", "text": "got both: a=A, b=B"}]
 
@@ -115,13 +132,24 @@ async def test_a_question_before_the_task_exists_is_an_mrtr_round(client):
     assert round1["resultType"] == "input_required"
     assert "taskId" not in round1
     assert round1["inputRequests"] == {
-        "r1": {"method": "elicitation/create", "params": {
-            "mode": "form", "message": "What is your name?",
-            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}},
+        "r1": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "What is your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+            },
+        },
     }
     assert isinstance(round1["requestState"], str)
-    second = await client.call("tools/call", {"name": "test_tool_with_task", "requestState": round1["requestState"],
-                                              "inputResponses": {"r1": {"action": "accept", "content": {"name": "Alice"}}}})
+    second = await client.call(
+        "tools/call",
+        {
+            "name": "test_tool_with_task",
+            "requestState": round1["requestState"],
+            "inputResponses": {"r1": {"action": "accept", "content": {"name": "Alice"}}},
+        },
+    )
     created = second.result
     assert created["resultType"] == "task"
     assert not {"requestState", "inputRequests"} & created.keys()
@@ -138,8 +166,14 @@ async def test_tampered_foreign_and_expired_request_states_are_32602(tapped, tmp
         state = round1["requestState"]
         answer = {"r1": {"action": "accept", "content": {"name": "Mallory"}}}
         tampered = state[:-2] + ("AA" if state[-2:] != "AA" else "BB")
-        for caller, token in ((alice, tampered), (bob, state), (alice, Keyring(TEST_KEY).seal_request_state(("nope",), Keyring(TEST_KEY).principal("Bearer alice"), 2**62))):
-            refused = await caller.call("tools/call", {"name": "test_tool_with_task", "requestState": token, "inputResponses": answer})
+        for caller, token in (
+            (alice, tampered),
+            (bob, state),
+            (alice, Keyring(TEST_KEY).seal_request_state(("nope",), Keyring(TEST_KEY).principal("Bearer alice"), 2**62)),
+        ):
+            refused = await caller.call(
+                "tools/call", {"name": "test_tool_with_task", "requestState": token, "inputResponses": answer}
+            )
             assert (refused.status, refused.error["code"]) == (400, -32602)
         wrong_tool = await alice.call("tools/call", {"name": "greet", "requestState": state, "inputResponses": answer})
         assert (wrong_tool.status, wrong_tool.error["code"]) == (400, -32602)
@@ -179,7 +213,10 @@ async def test_a_dropped_result_stream_is_reopened_without_losing_the_question(t
             break
         await asyncio.sleep(0.05)
     assert tapped.since(mark).count("tasks/result") == 1
-    await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}})
+    await client.call(
+        "tasks/update",
+        {"taskId": created["taskId"], "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}},
+    )
     final = await client.poll(created["taskId"])
     assert final["result"]["content"] == [{"type": "text", "text": "deleted cut.txt"}]
 
@@ -192,8 +229,11 @@ async def test_upstream_session_declares_exactly_the_clients_input_capabilities(
     async with aiohttp.ClientSession() as http:
         plain = Caller(http, client.url, authorization="Bearer no-elicitation")
         body = plain.body("tools/call", {"name": "test_tool_with_task"})
-        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        }
         import json
+
         answer = await plain.raw(json.dumps(body), {**plain.headers("tools/call"), "Content-Type": "application/json"})
     inits = [b for b in tapped.bodies[mark:] if b.get("method") == "initialize"]
     assert inits[-1]["params"]["capabilities"] == {}

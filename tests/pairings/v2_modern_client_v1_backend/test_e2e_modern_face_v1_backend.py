@@ -9,13 +9,22 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from support import TEST_KEY, Caller, running_proxy
 
-from support import Caller, TEST_KEY, running_proxy
 from translators.sealing import Keyring, TaskRef
 
 pytestmark = pytest.mark.peers
 
-TOOLS = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "report_progress", "test_tool_with_task"]
+TOOLS = [
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "report_progress",
+    "test_tool_with_task",
+]
 CREATED_FORBIDDEN_KEYS = {"task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState"}
 
 
@@ -76,13 +85,17 @@ async def test_optional_tool_with_extension_becomes_a_flat_created_task(client):
 
 
 async def test_optional_tool_without_extension_runs_inline(client):
-    answer = await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "plain"}}, declare=False)
+    answer = await client.call(
+        "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "plain"}}, declare=False
+    )
     assert answer.result == {"content": [{"type": "text", "text": "computed plain"}], "isError": False, "resultType": "complete"}
 
 
 async def test_optional_tools_sync_setting_runs_optional_tools_inline(reference_v1_server, tmp_path):
     async with running_proxy(reference_v1_server.url, tmp_path, optional_tools="sync") as proxy, aiohttp.ClientSession() as http:
-        answer = await Caller(http, proxy.url).call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "s"}})
+        answer = await Caller(http, proxy.url).call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "s"}}
+        )
     assert answer.result == {"content": [{"type": "text", "text": "computed s"}], "isError": False, "resultType": "complete"}
 
 
@@ -90,7 +103,11 @@ async def test_tool_error_on_v1_ends_completed_with_isError(client):
     created = (await client.call("tools/call", {"name": "failing_job"})).result
     final = await client.poll(created["taskId"])
     assert final["status"] == "completed"
-    assert final["result"] == {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"}
+    assert final["result"] == {
+        "content": [{"type": "text", "text": "failing_job always fails"}],
+        "isError": True,
+        "resultType": "complete",
+    }
     assert "error" not in final
 
 
@@ -111,10 +128,17 @@ async def test_required_tool_without_extension_is_refused_with_32021(client):
 
 
 async def test_required_without_extension_wait_answers_the_final_result(reference_v1_server, tmp_path):
-    async with running_proxy(reference_v1_server.url, tmp_path, required_without_extension="wait") as proxy, aiohttp.ClientSession() as http:
+    async with (
+        running_proxy(reference_v1_server.url, tmp_path, required_without_extension="wait") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
         answer = await Caller(http, proxy.url).call("tools/call", {"name": "failing_job"}, declare=False)
     assert answer.status == 200
-    assert answer.result == {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True, "resultType": "complete"}
+    assert answer.result == {
+        "content": [{"type": "text", "text": "failing_job always fails"}],
+        "isError": True,
+        "resultType": "complete",
+    }
 
 
 async def test_cancel_is_acknowledged_and_the_task_ends_cancelled(client):
@@ -148,7 +172,11 @@ async def test_task_ids_of_another_principal_are_unknown(proxy):
 async def test_a_task_id_survives_a_proxy_restart(reference_v1_server, tmp_path):
     async with aiohttp.ClientSession() as http:
         async with running_proxy(reference_v1_server.url, tmp_path) as first:
-            created = (await Caller(http, first.url).call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "r"}})).result
+            created = (
+                await Caller(http, first.url).call(
+                    "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "r"}}
+                )
+            ).result
         async with running_proxy(reference_v1_server.url, tmp_path) as second:
             final = await Caller(http, second.url).poll(created["taskId"])
     assert final["status"] == "completed"
@@ -157,9 +185,17 @@ async def test_a_task_id_survives_a_proxy_restart(reference_v1_server, tmp_path)
 
 async def test_task_scope_gives_each_task_its_own_upstream_session(reference_v1_server, tmp_path):
     keyring = Keyring(TEST_KEY)
-    async with running_proxy(reference_v1_server.url, tmp_path, v1_session_scope="task") as proxy, aiohttp.ClientSession() as http:
+    async with (
+        running_proxy(reference_v1_server.url, tmp_path, v1_session_scope="task") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
         caller = Caller(http, proxy.url)
-        ids = [(await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": str(i)}})).result["taskId"] for i in range(2)]
+        ids = [
+            (await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": str(i)}})).result[
+                "taskId"
+            ]
+            for i in range(2)
+        ]
         finals = [await caller.poll(i) for i in ids]
     refs = [keyring.unseal_task_id(i, "anonymous") for i in ids]
     assert refs[0].session != refs[1].session
@@ -168,7 +204,10 @@ async def test_task_scope_gives_each_task_its_own_upstream_session(reference_v1_
 
 async def test_principal_scope_shares_one_upstream_session(client):
     keyring = Keyring(TEST_KEY)
-    ids = [(await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": str(i)}})).result["taskId"] for i in range(2)]
+    ids = [
+        (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": str(i)}})).result["taskId"]
+        for i in range(2)
+    ]
     refs: list[TaskRef] = [keyring.unseal_task_id(i, "anonymous") for i in ids]
     assert refs[0].session == refs[1].session != ""
     assert refs[0].backend == "main"

@@ -23,11 +23,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from peer_checks import ChecksRun, run_script, run_without_url, script_check_names, serving
+from support import Caller, running_proxy
+
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess, start_fastmcp3_server
-from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -202,7 +202,9 @@ async def test_fastmcp3_confirm_delete_question_from_the_get_stream_is_answered_
     assert request["method"] == "elicitation/create"
     assert request["params"]["message"] == "Delete probe.txt?"
     assert request["params"]["requestedSchema"]["properties"] == {"confirm": {"title": "Confirm", "type": "boolean"}}
-    ack = await fm3.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}})
+    ack = await fm3.call(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    )
     assert (ack.status, ack.result) == (200, {"resultType": "complete"})
     final = await fm3.poll(created["taskId"])
     assert final["status"] == "completed"
@@ -219,7 +221,10 @@ async def test_fastmcp3_multi_input_asks_its_two_questions_one_after_the_other(f
         key, request = _only_request(parked)
         message = request["params"]["message"]
         asked.append(message)
-        ack = await fm3.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"value": answers[message]}}}})
+        ack = await fm3.call(
+            "tasks/update",
+            {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"value": answers[message]}}}},
+        )
         assert ack.status == 200
         # Wait until the answered key is gone before looking for the next question.
         for _attempt in range(100):
@@ -241,7 +246,9 @@ async def test_fastmcp3_test_tool_with_task_asks_inside_its_task(fm3: Caller) ->
     assert parked["status"] == "input_required", parked
     key, request = _only_request(parked)
     assert request["params"]["message"] == "What is your name?"
-    await fm3.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"name": "Alice"}}}})
+    await fm3.call(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"name": "Alice"}}}}
+    )
     final = await fm3.poll(created["taskId"])
     assert final["status"] == "completed"
     assert final["result"]["content"] == [{"type": "text", "text": "Hello, Alice! test_tool_with_task finished."}]

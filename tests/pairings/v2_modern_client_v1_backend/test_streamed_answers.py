@@ -9,11 +9,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from peer_checks import run_script
+from support import Caller, running_proxy
+
 from proxy.demo.peers import ensure_peer_env
 from proxy.sse import SseParser
-from support import Caller, running_proxy
 
 pytestmark = pytest.mark.peers
 
@@ -24,7 +24,9 @@ async def caller(reference_v1_server, tmp_path: Path):
         yield Caller(http, running.url)
 
 
-async def _post(caller: Caller, name: str, arguments: dict[str, Any], extra_meta: dict[str, Any]) -> tuple[aiohttp.ClientResponse, list[Any]]:
+async def _post(
+    caller: Caller, name: str, arguments: dict[str, Any], extra_meta: dict[str, Any]
+) -> tuple[aiohttp.ClientResponse, list[Any]]:
     body = caller.body("tools/call", {"name": name, "arguments": arguments})
     body["params"]["_meta"].update(extra_meta)
     headers = {**caller.headers("tools/call"), "Content-Type": "application/json"}
@@ -36,21 +38,28 @@ async def _post(caller: Caller, name: str, arguments: dict[str, Any], extra_meta
 
 
 def _progress(step: int, count: int) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "notifications/progress",
-            "params": {"progressToken": "tok", "progress": step, "total": count, "message": f"step {step}"}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": "tok", "progress": step, "total": count, "message": f"step {step}"},
+    }
 
 
 def _log(level: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "notifications/message",
-            "params": {"level": level, "logger": "report_progress", "data": f"report_progress at {level}"}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": level, "logger": "report_progress", "data": f"report_progress at {level}"},
+    }
 
 
 DONE = {"content": [{"type": "text", "text": "progress done"}], "isError": False, "resultType": "complete"}
 
 
 async def test_progress_and_logs_at_the_requested_level_stream_before_the_answer(caller):
-    response, messages = await _post(caller, "report_progress", {"count": 12},
-                                     {"progressToken": "tok", "io.modelcontextprotocol/logLevel": "warning"})
+    response, messages = await _post(
+        caller, "report_progress", {"count": 12}, {"progressToken": "tok", "io.modelcontextprotocol/logLevel": "warning"}
+    )
     assert response.status == 200
     assert response.headers["Content-Type"] == "text/event-stream"
     assert response.headers["X-Accel-Buffering"] == "no"

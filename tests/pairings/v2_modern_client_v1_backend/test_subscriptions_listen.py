@@ -11,10 +11,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-
-from proxy.sse import SseParser
 from schemas import EXT_TASKS, MCP_2026_07_28, validate
 from support import Caller, running_proxy
+
+from proxy.sse import SseParser
 
 pytestmark = pytest.mark.peers
 
@@ -29,7 +29,9 @@ async def caller(reference_v1_server, tmp_path: Path):
         yield Caller(http, running.url)
 
 
-async def _listen(caller: Caller, notifications: dict[str, Any], *, want: int, declare: bool = True) -> tuple[aiohttp.ClientResponse, list[Any]]:
+async def _listen(
+    caller: Caller, notifications: dict[str, Any], *, want: int, declare: bool = True
+) -> tuple[aiohttp.ClientResponse, list[Any]]:
     """Open a listen stream and read its first `want` messages (or its JSON answer)."""
     body = caller.body("subscriptions/listen", {"notifications": notifications}, declare=declare)
     headers = {**caller.headers("subscriptions/listen"), "Content-Type": "application/json"}
@@ -50,12 +52,16 @@ async def test_listen_acknowledges_only_what_the_backend_offers_and_follows_a_ta
     task_id = created.result["taskId"]
     listen_id = caller._id + 1
     response, messages = await asyncio.wait_for(
-        _listen(caller, {"toolsListChanged": True, "promptsListChanged": True, "taskIds": [task_id, task_id]}, want=3), 30)
+        _listen(caller, {"toolsListChanged": True, "promptsListChanged": True, "taskIds": [task_id, task_id]}, want=3), 30
+    )
     assert response.status == 200
     assert response.headers["X-Accel-Buffering"] == "no"
     ack, working, completed = messages
-    assert ack == {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                   "params": {"_meta": {SUB: listen_id}, "notifications": {"taskIds": [task_id]}}}
+    assert ack == {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {SUB: listen_id}, "notifications": {"taskIds": [task_id]}},
+    }
     validate(ack, MODERN_SCHEMA, "SubscriptionsAcknowledgedNotification")
     assert [m["method"] for m in (working, completed)] == ["notifications/tasks", "notifications/tasks"]
     assert [m["params"]["_meta"] for m in (working, completed)] == [{SUB: listen_id}, {SUB: listen_id}]

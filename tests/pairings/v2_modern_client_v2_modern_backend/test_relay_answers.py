@@ -12,17 +12,19 @@ import logging
 
 import aiohttp
 import pytest
-
-from proxy.sse import SseParser
 from support import Caller, running_proxy
 from tap import ShapingTap
+
+from proxy.sse import SseParser
 
 pytestmark = pytest.mark.peers
 
 JSON_ONLY = {"Accept": "application/json"}
 """The README's curl: a client that accepts JSON only."""
-REQUIRED_MESSAGE = ("Tool 'failing_job' requires the tasks extension (io.modelcontextprotocol/tasks); "
-                    "the client did not declare it for this request.")
+REQUIRED_MESSAGE = (
+    "Tool 'failing_job' requires the tasks extension (io.modelcontextprotocol/tasks); "
+    "the client did not declare it for this request."
+)
 REQUIRED_DATA = {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
 GREETING = [{"type": "text", "text": "Hello, Ada!"}]
 
@@ -61,7 +63,9 @@ async def test_a_relayed_sse_error_with_32003_split_across_chunks_reaches_the_cl
         caller = Caller(http, proxy.url)
         status, content_type, messages = await _sse_messages(http, caller, "tools/call", {"name": "failing_job", "arguments": {}})
     assert (status, content_type) == (200, "text/event-stream")
-    assert messages == [{"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": REQUIRED_MESSAGE, "data": REQUIRED_DATA}}]
+    assert messages == [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": REQUIRED_MESSAGE, "data": REQUIRED_DATA}}
+    ]
 
 
 async def test_a_relayed_sse_answer_without_the_code_is_passed_on_as_it_came(tap, tmp_path):
@@ -79,7 +83,9 @@ async def test_a_relayed_sse_answer_without_the_code_is_passed_on_as_it_came(tap
 
 async def test_a_json_only_client_is_served_by_a_relayed_fastmcp4(reference_v2_server, tmp_path):
     async with running_proxy(reference_v2_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
-        answer = await Caller(http, proxy.url).call("tools/call", {"name": "greet", "arguments": {"name": "Ada"}}, headers=JSON_ONLY)
+        answer = await Caller(http, proxy.url).call(
+            "tools/call", {"name": "greet", "arguments": {"name": "Ada"}}, headers=JSON_ONLY
+        )
     assert (answer.status, answer.headers["Content-Type"]) == (200, "application/json")
     assert answer.result["content"] == GREETING
 
@@ -92,7 +98,11 @@ async def test_a_json_only_client_gets_an_sse_answer_as_its_final_json_message(t
         refused = await caller.call("tools/call", {"name": "failing_job", "arguments": {}}, declare=False, headers=JSON_ONLY)
     assert (greeted.status, greeted.headers["Content-Type"], greeted.body["id"]) == (200, "application/json", 1)
     assert greeted.result["content"] == GREETING
-    assert (refused.status, refused.body["id"], refused.error) == (400, 2, {"code": -32021, "message": REQUIRED_MESSAGE, "data": REQUIRED_DATA})
+    assert (refused.status, refused.body["id"], refused.error) == (
+        400,
+        2,
+        {"code": -32021, "message": REQUIRED_MESSAGE, "data": REQUIRED_DATA},
+    )
 
 
 async def test_a_backends_http_error_without_a_body_becomes_a_json_rpc_error_and_one_log_line(tap, tmp_path, caplog):
@@ -101,8 +111,11 @@ async def test_a_backends_http_error_without_a_body_becomes_a_json_rpc_error_and
         with caplog.at_level(logging.WARNING, logger="proxy.pairings.relay"):
             answer = await Caller(http, proxy.url).call("tools/list")
     assert (answer.status, answer.headers["Content-Type"]) == (502, "application/json")
-    assert answer.body == {"jsonrpc": "2.0", "id": 1, "error": {
-        "code": -32603, "message": "Backend 'main' unavailable: answered HTTP 502 without a JSON-RPC body"}}
+    assert answer.body == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Backend 'main' unavailable: answered HTTP 502 without a JSON-RPC body"},
+    }
     lines = [r.getMessage() for r in caplog.records if r.name == "proxy.pairings.relay"]
     assert lines == ["backend main answered HTTP 502 without a JSON-RPC body to tools/list"]
 
@@ -111,6 +124,7 @@ async def test_a_mixed_fleet_serves_ten_json_only_calls(reference_v1_server, ref
     upstream = [{"name": "old", "url": reference_v1_server.url}, {"name": "upgraded", "url": reference_v2_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
-        answers = [await caller.call("tools/call", {"name": "greet", "arguments": {"name": "Ada"}}, headers=JSON_ONLY)
-                   for _ in range(10)]
+        answers = [
+            await caller.call("tools/call", {"name": "greet", "arguments": {"name": "Ada"}}, headers=JSON_ONLY) for _ in range(10)
+        ]
     assert [(a.status, a.result["content"]) for a in answers] == [(200, GREETING)] * 10

@@ -11,7 +11,6 @@ import asyncio
 
 import aiohttp
 import pytest
-
 from session_support import SessionCaller
 from support import running_proxy
 
@@ -53,7 +52,8 @@ async def test_the_server_decides_and_tasks_get_inlines_the_result(client):
     assert final["resultType"] == "complete"
     assert final["result"]["content"] == [{"type": "text", "text": "computed vs"}]
     assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "V"}}))["result"]["content"] == [
-        {"type": "text", "text": "Hello, V!"}]
+        {"type": "text", "text": "Hello, V!"}
+    ]
 
 
 async def test_input_requests_are_answered_with_tasks_update(client):
@@ -61,7 +61,9 @@ async def test_input_requests_are_answered_with_tasks_update(client):
     waiting = await until(client, created["taskId"], ("input_required",))
     [(key, request)] = waiting["inputRequests"].items()
     assert request["method"] == "elicitation/create"
-    ack = await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}})
+    ack = await client.call(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    )
     assert ack["result"]["resultType"] == "complete"
     final = await until(client, created["taskId"], ("completed",))
     assert final["result"]["content"][0]["text"] == "deleted vs.txt"
