@@ -123,9 +123,7 @@ async def _status_page(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def _request_id(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
+async def _request_id(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     """Give the request its id (see `proxy.logs.request_id_from`) for log lines and the response."""
     request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
     request[REQUEST_ID_KEY] = request_id
@@ -147,9 +145,8 @@ async def _startup(app: web.Application) -> None:
     state = app[STATE]
     settings = state.settings
     # No cookie jar: a backend's cookies must never travel from one client's request to another's.
-    state.http = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
-    )
+    state.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False), auto_decompress=True,
+                                       cookie_jar=aiohttp.DummyCookieJar())
     state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
     state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
     if settings.traces != "off" or state.tracer_provider is not None:
@@ -263,14 +260,8 @@ async def _cleanup(app: web.Application) -> None:
         state.tracing.shutdown()  # flushes the spans still batched
 
 
-def create_app(
-    settings: Settings,
-    *,
-    environ: Mapping[str, str] = os.environ,
-    keyring: Keyring | None = None,
-    store: TaskStateStore | None = None,
-    tracer_provider: Any = None,
-) -> web.Application:
+def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
+               store: TaskStateStore | None = None, tracer_provider: Any = None) -> web.Application:
     """The proxy as an aiohttp `Application`. Startup probes every backend and raises
     `UnsupportedBackend` for one that speaks no dialect the proxy serves. `store`: the task state
     to use (`proxy/state/store.py`); by default the one `settings.store` names (SQLite in `state_dir`).
@@ -279,9 +270,7 @@ def create_app(
     Raises `ConfigError` when no upstream is configured or the key cannot be loaded.
     """
     if not settings.upstream:
-        raise ConfigError(
-            "upstream: at least one backend is required (give --upstream URL, or [[upstream]] tables in the config file)"
-        )
+        raise ConfigError("upstream: at least one backend is required (give --upstream URL, or [[upstream]] tables in the config file)")
     if keyring is None:
         key, source = load_master_key(settings, environ)
         log.info("sealing key from %s", source)
@@ -321,14 +310,8 @@ class RunningProxy:
         await self.runner.cleanup()
 
 
-async def start(
-    settings: Settings,
-    *,
-    environ: Mapping[str, str] = os.environ,
-    keyring: Keyring | None = None,
-    store: TaskStateStore | None = None,
-    tracer_provider: Any = None,
-) -> RunningProxy:
+async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
+                store: TaskStateStore | None = None, tracer_provider: Any = None) -> RunningProxy:
     """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral).
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.

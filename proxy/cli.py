@@ -77,12 +77,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _workers_refusal(settings: Settings) -> str | None:
     """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes")."""
     if settings.store in ("sqlite", "memory"):
-        return (
-            f'workers = {settings.workers} needs a store the processes share: store = "redis://host:port/db" '
-            f"(the SQLite store belongs to one process, and memory to each)"
-        )
+        return (f"workers = {settings.workers} needs a store the processes share: store = \"redis://host:port/db\" "
+                f"(the SQLite store belongs to one process, and memory to each)")
     if settings.port == 0:
-        return 'workers > 1 need a fixed port to share (listen = "host:port", not port 0)'
+        return "workers > 1 need a fixed port to share (listen = \"host:port\", not port 0)"
     return None
 
 
@@ -138,9 +136,7 @@ def _serve_one(settings: Settings) -> int:
         print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
-        logging.getLogger(__name__).info(
-            "stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000
-        )
+        logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
         await running.stop()
         return 0
 
@@ -174,17 +170,11 @@ def _probe(args: argparse.Namespace) -> int:
                 except McpError as exc:
                     rows.append({"url": url, "error": exc.message})
                     continue
-                rows.append(
-                    {
-                        "url": url,
-                        "resolved_url": profile.url,
-                        "dialect": profile.dialect,
-                        "protocol_versions": profile.protocol_versions,
-                        "tool_tasks": profile.offers_tool_tasks,
-                        "tools": profile.tools,
-                        "server_info": profile.server_info,
-                    }
-                )
+                rows.append({
+                    "url": url, "resolved_url": profile.url, "dialect": profile.dialect,
+                    "protocol_versions": profile.protocol_versions, "tool_tasks": profile.offers_tool_tasks,
+                    "tools": profile.tools, "server_info": profile.server_info,
+                })
         return rows
 
     rows = asyncio.run(run())
@@ -195,10 +185,8 @@ def _probe(args: argparse.Namespace) -> int:
             if "error" in row:
                 print(f"{row['url']}\n  error: {row['error']}")
                 continue
-            print(
-                f"{row['url']}\n  dialect: {row['dialect']}\n  protocol versions: {', '.join(row['protocol_versions'])}"  # type: ignore[arg-type]
-                f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}"
-            )
+            print(f"{row['url']}\n  dialect: {row['dialect']}\n  protocol versions: {', '.join(row['protocol_versions'])}"  # type: ignore[arg-type]
+                  f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}")
             for name, support in sorted(row["tools"].items()):  # type: ignore[union-attr]
                 print(f"  tool {name}: {support}")
     return 1 if any("error" in row for row in rows) else 0
@@ -207,11 +195,8 @@ def _probe(args: argparse.Namespace) -> int:
 def _reference_server(args: argparse.Namespace) -> int:
     from .demo import processes
 
-    start = {
-        "v1": processes.start_reference_v1_server,
-        "v2": processes.start_reference_v2_server,
-        "fastmcp3": processes.start_fastmcp3_server,
-    }[args.kind]
+    start = {"v1": processes.start_reference_v1_server, "v2": processes.start_reference_v2_server,
+             "fastmcp3": processes.start_fastmcp3_server}[args.kind]
     try:
         server = start(args.port)
     except processes.ServerStartError as exc:
@@ -257,39 +242,26 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint, e.g. http://127.0.0.1:3000/mcp")
     serve.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:8080)")
     serve.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
-    serve.add_argument(
-        "--store",
-        metavar="STORE",
-        help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts), memory, "
-        "or a Redis URL redis://host:port/db shared by replicas and workers",
-    )
-    serve.add_argument(
-        "--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)"
-    )
-    serve.add_argument(
-        "--upstream-command",
-        metavar="'CMD ARGS'",
-        help="a stdio backend: the server command the proxy runs (split like shell words, no shell)",
-    )
+    serve.add_argument("--store", metavar="STORE",
+                       help="where task state lives: sqlite (default; <state_dir>/tasks.sqlite3, survives restarts), memory, "
+                            "or a Redis URL redis://host:port/db shared by replicas and workers")
+    serve.add_argument("--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)")
+    serve.add_argument("--upstream-command", metavar="'CMD ARGS'",
+                       help="a stdio backend: the server command the proxy runs (split like shell words, no shell)")
     serve.set_defaults(run=_serve)
     stdio = commands.add_parser("stdio", help="be a stdio MCP server (for desktop clients) in front of a backend")
     stdio.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint")
     stdio.add_argument("--upstream-command", metavar="'CMD ARGS'", help="a stdio backend's command (split like shell words)")
     stdio.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
-    stdio.add_argument(
-        "--store", choices=["sqlite", "memory"], default="memory", help="where task state lives (default here: memory)"
-    )
+    stdio.add_argument("--store", choices=["sqlite", "memory"], default="memory",
+                       help="where task state lives (default here: memory)")
     stdio.set_defaults(run=_stdio)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
-    demo.add_argument(
-        "--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)"
-    )
-    demo.add_argument(
-        "--reverse", action="store_true", help="walk a v1 client through the proxy in front of the reference v2 server instead"
-    )
-    demo.add_argument(
-        "--stdio", action="store_true", help="run the reference v1 server as a stdio server the proxy starts (a stdio backend)"
-    )
+    demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")
+    demo.add_argument("--reverse", action="store_true",
+                      help="walk a v1 client through the proxy in front of the reference v2 server instead")
+    demo.add_argument("--stdio", action="store_true",
+                      help="run the reference v1 server as a stdio server the proxy starts (a stdio backend)")
     demo.set_defaults(run=_demo)
     probe = commands.add_parser("probe", help="show each backend's dialect, protocol versions and tools' task support")
     probe.add_argument("urls", nargs="+", metavar="URL", help="a backend's MCP endpoint")
@@ -298,11 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = commands.add_parser(
         "reference-server", help="run one of the reference servers (in its own cached environment) for trying the proxy"
     )
-    reference.add_argument(
-        "kind",
-        choices=["v1", "v2", "fastmcp3"],
-        help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)",
-    )
+    reference.add_argument("kind", choices=["v1", "v2", "fastmcp3"],
+                           help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
     reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
     from .observe.terminal import add_parser as add_status_parser

@@ -114,9 +114,7 @@ class Settings(BaseModel):
         names = [u.name for u in value]
         for name in names:
             if names.count(name) > 1:
-                raise ValueError(
-                    f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)"
-                )
+                raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
         return value
 
     @field_validator("store")

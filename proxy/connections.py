@@ -57,12 +57,8 @@ def _error_body(code: int, message: str) -> bytes:
 
 async def _busy(_request: BaseRequest) -> StreamResponse:
     """The answer to every request on a connection over `max_connections`: 503, then close."""
-    response = web.Response(
-        status=503,
-        body=_error_body(INTERNAL_ERROR, "Service Unavailable: too many open connections; retry later"),
-        content_type="application/json",
-        headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
-    )
+    response = web.Response(status=503, body=_error_body(INTERNAL_ERROR, "Service Unavailable: too many open connections; retry later"),
+                            content_type="application/json", headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
     response.force_close()
     return response
 
@@ -133,22 +129,17 @@ class BoundedRequestHandler(RequestHandler):
         if transport is not None and not transport.is_closing():
             seconds = f"{self._limits.header_timeout_s:g}"
             body = _error_body(INVALID_REQUEST, f"Request headers not received within {seconds} s")
-            transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-            )
-        log.info(
-            "closed a connection from %s: request headers not received within %g s", self._peer(), self._limits.header_timeout_s
-        )
+            transport.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        log.info("closed a connection from %s: request headers not received within %g s", self._peer(), self._limits.header_timeout_s)
         self.force_close()
 
     def _peer(self) -> str:
         peer = self.peername
         return str(peer[0]) if isinstance(peer, tuple) else str(peer)
 
-    def handle_error(
-        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
-    ) -> StreamResponse:
+    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> StreamResponse:
         """A request the parser refused: HTTP `status` with a JSON-RPC error body, logged by its
         kind only. The parser's message quotes request bytes (header values), so neither the log
         nor the answer carries it. Other errors go to aiohttp's handling."""
@@ -173,17 +164,8 @@ class BoundedSite(web.BaseSite):
 
     __slots__ = ("_host", "_port", "_limits", "_handler_args", "_reuse_port")
 
-    def __init__(
-        self,
-        runner: web.BaseRunner,
-        host: str,
-        port: int,
-        limits: ConnectionLimits,
-        *,
-        backlog: int = 128,
-        reuse_port: bool = False,
-        **handler_args: Any,
-    ):
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
+                 reuse_port: bool = False, **handler_args: Any):
         super().__init__(runner, backlog=backlog)
         self._host = host
         self._port = port
@@ -205,6 +187,5 @@ class BoundedSite(web.BaseSite):
         def protocol() -> BoundedRequestHandler:
             return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
 
-        self._server = await loop.create_server(
-            protocol, self._host, self._port, backlog=self._backlog, reuse_port=self._reuse_port or None
-        )
+        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog,
+                                                reuse_port=self._reuse_port or None)

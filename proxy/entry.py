@@ -129,9 +129,8 @@ class Entry:
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             return json_response(jsonrpc.error_response(request_id, error), 500)
 
-    async def _modern(
-        self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta, principal: str
-    ) -> web.StreamResponse:
+    async def _modern(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta,
+                      principal: str) -> web.StreamResponse:
         """A checked modern request, answered by `member`'s pairing for its backend's dialect."""
         # The dialect decides relay or translation: probe first when it is not known yet (a
         # backend that was down at start), so a v2 backend is never translated as v1.
@@ -140,9 +139,7 @@ class Entry:
             try:
                 response = await pairing.modern(request, body, message, principal)
             except asyncio.CancelledError:  # the client left before the stream's end
-                member.backend.metrics.recorder.request(
-                    member.name, "v2-modern", "v2-modern", CANCELLED, client_key(meta.client_info)
-                )
+                member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client_key(meta.client_info))
                 raise
             _count(member, message.method, relay_outcome(response), client=client_key(meta.client_info))
             return response
@@ -204,18 +201,13 @@ class Entry:
             return await self._relay_session(member, request, body, message, None)
         return await self.sessions.handle_post(request, message, member.pairing(client, dialect))
 
-    async def _relay_session(
-        self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message, upstream_id: str | None
-    ) -> web.StreamResponse:
+    async def _relay_session(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message,
+                             upstream_id: str | None) -> web.StreamResponse:
         relay = member.relay
         recorder = member.backend.metrics.recorder
         dialect = member.backend.dialect  # relayed: the client speaks the backend's dialect
         initialize = message.method == "initialize"
-        client = (
-            client_key(message.params.get("clientInfo"))
-            if initialize
-            else recorder.session_client(request.headers.get(H_SESSION_ID))
-        )
+        client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(request.headers.get(H_SESSION_ID))
         try:
             body = relay.session_body(message, body, upstream_id)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream
@@ -262,23 +254,15 @@ class Entry:
         return reason
 
 
-def _count(
-    member: FleetMember,
-    method: str | None,
-    outcome: str,
-    face: str = "v2-modern",
-    client: ClientKey = UNKNOWN_CLIENT,
-    dialect: str | None = None,
-    reason: str | None = None,
-) -> None:
+def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v2-modern", client: ClientKey = UNKNOWN_CLIENT,
+           dialect: str | None = None, reason: str | None = None) -> None:
     """One answered request in `mcp_tasks_proxy_requests_total` and on the status page (the
     client's dialect is `dialect`, else `face`; `reason` of a refusal, free of header values)."""
     backend = member.backend
     metrics = backend.metrics
     metrics.request(face, backend.dialect, method, outcome)
-    metrics.recorder.request(
-        backend.name, dialect or face, backend.dialect, outcome, client, None if outcome == "ok" else method_label(method), reason
-    )
+    metrics.recorder.request(backend.name, dialect or face, backend.dialect, outcome, client,
+                             None if outcome == "ok" else method_label(method), reason)
     trace = TRACE.get()
     if trace is not None:
         trace.answered(backend.name, dialect or face, backend.dialect, outcome)

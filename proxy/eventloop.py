@@ -33,9 +33,7 @@ def loop_factory(environ: Mapping[str, str] = os.environ) -> tuple[str, Callable
         import uvloop
     except ImportError:
         if choice == "uvloop":
-            raise RuntimeError(
-                f"{ENV_EVENT_LOOP}=uvloop but uvloop is not installed (pip install 'mcp-tasks-proxy[fast]')"
-            ) from None
+            raise RuntimeError(f"{ENV_EVENT_LOOP}=uvloop but uvloop is not installed (pip install 'mcp-tasks-proxy[fast]')") from None
         return "asyncio", None
     return "uvloop", uvloop.new_event_loop
 

@@ -42,27 +42,13 @@ class FleetMember:
     followed for modern clients; held MRTR exchanges) and one instance of each pairing in front
     of it (`pairing`). `multi`: the fleet has several backends (relays relabel ids)."""
 
-    def __init__(
-        self,
-        upstream: Upstream,
-        http: aiohttp.ClientSession,
-        settings: Settings,
-        keyring: Keyring,
-        metrics: Metrics,
-        store: TaskStateStore | None = None,
-        *,
-        multi: bool = False,
-    ):
+    def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics,
+                 store: TaskStateStore | None = None, *, multi: bool = False):
         self.name = upstream.name
         self.weight = upstream.weight
         self.backend = Backend(upstream, http, settings, metrics=metrics)
-        self.follower = V1Follower(
-            max_tasks=settings.max_tasks,
-            max_task_state_ms=settings.max_task_state_ms,
-            input_capture_wait_ms=settings.input_capture_wait_ms,
-            store=store,
-            backend=upstream.name,
-        )
+        self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
+                                   input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         metrics.track_live(lambda: len(self.follower))
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
         parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, multi)
@@ -118,14 +104,8 @@ class Fleet:
         self.multi = len(self.members) > 1
 
     @classmethod
-    def build(
-        cls,
-        settings: Settings,
-        http: aiohttp.ClientSession,
-        keyring: Keyring,
-        metrics: Metrics,
-        store: TaskStateStore | None = None,
-    ) -> Fleet:
+    def build(cls, settings: Settings, http: aiohttp.ClientSession, keyring: Keyring, metrics: Metrics,
+              store: TaskStateStore | None = None) -> Fleet:
         """One member per configured backend (`settings.upstream`), in configuration order."""
         multi = len(settings.upstream) > 1
         return cls(FleetMember(upstream, http, settings, keyring, metrics, store, multi=multi) for upstream in settings.upstream)

@@ -29,41 +29,19 @@ from .observe.recorder import NoRecorder, StatusRecorder
 
 log = logging.getLogger(__name__)
 
-KNOWN_METHODS = frozenset(
-    {
-        # both eras
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/read",
-        "resources/templates/list",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "completion/complete",
-        "tasks/get",
-        "tasks/cancel",
-        # 2025-11-25 (session wire)
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "tasks/result",
-        "tasks/list",
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-        # 2026-07-28 and SEP-2663
-        "server/discover",
-        "subscriptions/listen",
-        "tasks/update",
-        # server→client requests (answers sent upstream)
-        "elicitation/create",
-        "sampling/createMessage",
-        "roots/list",
-    }
-)
+KNOWN_METHODS = frozenset({
+    # both eras
+    "tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list", "resources/read",
+    "resources/templates/list", "resources/subscribe", "resources/unsubscribe", "completion/complete",
+    "tasks/get", "tasks/cancel",
+    # 2025-11-25 (session wire)
+    "initialize", "ping", "logging/setLevel", "tasks/result", "tasks/list", "notifications/initialized",
+    "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
+    # 2026-07-28 and SEP-2663
+    "server/discover", "subscriptions/listen", "tasks/update",
+    # server→client requests (answers sent upstream)
+    "elicitation/create", "sampling/createMessage", "roots/list",
+})
 """Method label values kept as they are; any other method is counted as "other"."""
 
 OTHER_METHOD = "other"
@@ -98,25 +76,18 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._requests = Counter(
-            "mcp_tasks_proxy_requests",
-            "Requests answered, by face, backend dialect, method and outcome",
-            ["face", "backend_dialect", "method", "outcome"],
-            registry=self.registry,
+            "mcp_tasks_proxy_requests", "Requests answered, by face, backend dialect, method and outcome",
+            ["face", "backend_dialect", "method", "outcome"], registry=self.registry,
         )
         self._upstream = Histogram(
-            "mcp_tasks_proxy_upstream_seconds",
-            "Latency of each upstream request, by backend and method",
-            ["backend", "method"],
-            buckets=UPSTREAM_BUCKETS,
-            registry=self.registry,
+            "mcp_tasks_proxy_upstream_seconds", "Latency of each upstream request, by backend and method",
+            ["backend", "method"], buckets=UPSTREAM_BUCKETS, registry=self.registry,
         )
         self._live = Gauge("mcp_tasks_proxy_live_tasks", "Tasks the proxy currently follows or holds", registry=self.registry)
         self._live.set_function(self._count_live)
         self._dropped = Counter(
-            "mcp_tasks_proxy_dropped_fields",
-            "Task fields dropped in translation, by field",
-            ["field"],
-            registry=self.registry,
+            "mcp_tasks_proxy_dropped_fields", "Task fields dropped in translation, by field",
+            ["field"], registry=self.registry,
         )
         self._live_sources: list[Callable[[], int]] = []
         self.recorder = StatusRecorder()

@@ -41,18 +41,13 @@ class Router:
         params = message.params
         if message.method in TASK_METHODS_V2:
             if not meta.declares_tasks:
-                raise missing_tasks_extension(
-                    f"{message.method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request"
-                )
+                raise missing_tasks_extension(f"{message.method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
             ref = self.keyring.unseal_task_id(params.get("taskId"), principal)
             return fleet.named(ref.backend), True
         if message.method == "subscriptions/listen":
             names = {self.keyring.unseal_task_id(task_id, principal).backend for task_id in listened_task_ids(params)}
             if len(names) > 1:
-                raise McpError(
-                    INVALID_PARAMS,
-                    "subscriptions/listen: with several backends, one subscription can only name tasks of one backend",
-                )
+                raise McpError(INVALID_PARAMS, "subscriptions/listen: with several backends, one subscription can only name tasks of one backend")
             if names:
                 return fleet.named(names.pop()), True
         if message.method in MRTR_METHODS and "requestState" in params:
@@ -64,8 +59,7 @@ class Router:
 
     def _state_backend(self, token: Any, principal: str) -> str:
         """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange
-        (exchange id, backend, and with a shared store the holding process), or wrapping a relayed backend's
-        own state (backend, state). Raises
+        (exchange id, backend, and with a shared store the holding process), or wrapping a relayed backend's own state (backend, state). Raises
         `McpError(-32602)` "Invalid requestState" for anything else (expired ones say so)."""
         try:
             relayed = self.keyring.unseal(RELAY_STATE, str(token), principal)  # (backend, its state)

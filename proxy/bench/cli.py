@@ -14,47 +14,30 @@ def _run(args: argparse.Namespace) -> int:
 def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `bench` to the CLI's subcommands."""
     bench = commands.add_parser(
-        "bench",
-        help="compare the proxy with direct connections, nginx and FastMCP 3's proxy (prints a table)",
+        "bench", help="compare the proxy with direct connections, nginx and FastMCP 3's proxy (prints a table)",
         description="Start a fast upstream, the proxy, nginx and FastMCP 3.4.11's proxy on loopback, drive N concurrent "
-        "clients through each in turn for a fixed time, and print requests/s, latency percentiles, errors and "
-        "the CPU seconds of the proxy and the upstream (medians of several runs). See docs/performance.md.",
-    )
+                    "clients through each in turn for a fixed time, and print requests/s, latency percentiles, errors and "
+                    "the CPU seconds of the proxy and the upstream (medians of several runs). See docs/performance.md.")
     bench.add_argument("--quick", action="store_true", help="one short run of every row (a smoke test, about 10 s)")
     bench.add_argument("--duration", type=float, metavar="S", help="seconds each row is driven per run (default 3)")
     bench.add_argument("--concurrency", type=int, default=1, metavar="N", help="concurrent clients (default 1)")
     bench.add_argument("--runs", type=int, metavar="R", help="runs of every row; the table shows medians (default 3)")
-    bench.add_argument(
-        "--upstream",
-        choices=["fast", "reference"],
-        default="fast",
-        help="fast: the benchmark's own aiohttp upstream (default); reference: the reference v1 server (mcp 1.30)",
-    )
+    bench.add_argument("--upstream", choices=["fast", "reference"], default="fast",
+                       help="fast: the benchmark's own aiohttp upstream (default); reference: the reference v1 server (mcp 1.30)")
     bench.add_argument("--rows", metavar="LIST", help="only these rows, e.g. direct,relay (default: all)")
     bench.add_argument("--scenarios", metavar="LETTERS", help="only these scenarios, e.g. ab (default abc)")
-    bench.add_argument(
-        "--event-loop",
-        choices=["auto", "uvloop", "asyncio"],
-        default="auto",
-        help="the proxy's event loop (default auto: uvloop when installed, the `fast` extra)",
-    )
-    bench.add_argument(
-        "--store",
-        choices=["sqlite", "redis"],
-        default="sqlite",
-        help="the proxy rows' state store (default sqlite; redis: a redis-server started on loopback)",
-    )
+    bench.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                       help="the proxy's event loop (default auto: uvloop when installed, the `fast` extra)")
+    bench.add_argument("--store", choices=["sqlite", "redis"], default="sqlite",
+                       help="the proxy rows' state store (default sqlite; redis: a redis-server started on loopback)")
     bench.add_argument("--no-nginx", action="store_true", help="leave out the nginx row")
     bench.add_argument("--no-fastmcp", action="store_true", help="leave out the FastMCP 3.4.11 proxy row")
-    bench.add_argument(
-        "--memory", action="store_true", help="also measure proxy memory: live polled tasks, then completed tasks (a few minutes)"
-    )
+    bench.add_argument("--memory", action="store_true",
+                       help="also measure proxy memory: live polled tasks, then completed tasks (a few minutes)")
     bench.add_argument("--memory-only", action="store_true", help="measure memory only (no comparison table)")
     bench.add_argument("--live-tasks", type=int, default=10_000, metavar="N", help="live tasks for --memory (default 10000)")
     bench.add_argument("--memory-clients", type=int, default=100, metavar="N", help="clients creating them (default 100)")
-    bench.add_argument(
-        "--completed", type=int, default=100_000, metavar="N", help="completed tasks for --memory (default 100000)"
-    )
+    bench.add_argument("--completed", type=int, default=100_000, metavar="N", help="completed tasks for --memory (default 100000)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bench.set_defaults(run=_run)

@@ -56,15 +56,8 @@ class Tools:
 
 FAST_TOOLS = Tools()
 """The fast upstream's tools (`proxy.bench.upstream`)."""
-REFERENCE_TOOLS = Tools(
-    echo="greet",
-    echo_args={"name": "bench"},
-    echo_text="Hello, bench!",
-    task="slow_compute",
-    task_args={"seconds": 0, "label": "bench"},
-    task_text="computed bench",
-    progress="report_progress",
-)
+REFERENCE_TOOLS = Tools(echo="greet", echo_args={"name": "bench"}, echo_text="Hello, bench!", task="slow_compute",
+                        task_args={"seconds": 0, "label": "bench"}, task_text="computed bench", progress="report_progress")
 """The reference v1 server's tools (`proxy/demo/servers/v1_server.py`)."""
 
 
@@ -135,15 +128,13 @@ class SessionClient:
         params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "mcp-tasks-proxy-bench", "version": "1"}}
         headers = self._headers()
         del headers["MCP-Protocol-Version"]
-        async with self.http.post(
-            self.url, data=_dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}), headers=headers
-        ) as response:
+        async with self.http.post(self.url, data=_dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}),
+                                  headers=headers) as response:
             answer, _ = await _read_answer(response, 0)
             _result(answer, response.status, "initialize")
             self.session_id = response.headers.get("Mcp-Session-Id")
-        async with self.http.post(
-            self.url, data=_dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), headers=self._headers()
-        ) as response:
+        async with self.http.post(self.url, data=_dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                                  headers=self._headers()) as response:
             await response.read()
             if response.status != 202:
                 raise BenchError(f"notifications/initialized: HTTP {response.status}")
@@ -195,9 +186,7 @@ class SessionClient:
         return 0
 
     async def create_sleeping(self, seconds: float) -> str:
-        created, _ = await self.request(
-            "tools/call", {"name": "sleep", "arguments": {"seconds": seconds}, "task": {"ttl": 600_000}}
-        )
+        created, _ = await self.request("tools/call", {"name": "sleep", "arguments": {"seconds": seconds}, "task": {"ttl": 600_000}})
         return str(created["task"]["taskId"])
 
     async def progress(self) -> int:
@@ -233,18 +222,11 @@ class ModernClient:
     async def close(self) -> None:
         """Nothing to close on a stateless wire."""
 
-    async def request(
-        self, method: str, params: dict[str, Any], *, name: str | None = None, extra_meta: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], int]:
+    async def request(self, method: str, params: dict[str, Any], *, name: str | None = None,
+                      extra_meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
         request_id = next(self._ids)
-        body = _dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": method,
-                "params": {**params, "_meta": {**self.meta, **(extra_meta or {})}},
-            }
-        )
+        body = _dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
+                       "params": {**params, "_meta": {**self.meta, **(extra_meta or {})}}})
         headers = {"Accept": ACCEPT, "Content-Type": "application/json", "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
         if name is not None:
             headers["Mcp-Name"] = name
@@ -294,12 +276,8 @@ class ModernClient:
     async def progress(self) -> int:
         if self.tools.progress is None:
             raise BenchError("this upstream has no progress tool")
-        result, received = await self.request(
-            "tools/call",
-            {"name": self.tools.progress, "arguments": {"count": PROGRESS_COUNT}},
-            name=self.tools.progress,
-            extra_meta={"progressToken": "bench"},
-        )
+        result, received = await self.request("tools/call", {"name": self.tools.progress, "arguments": {"count": PROGRESS_COUNT}},
+                                               name=self.tools.progress, extra_meta={"progressToken": "bench"})
         if _text(result) != "progress done":
             raise BenchError(f"progress answered {json.dumps(result)[:200]}")
         return received

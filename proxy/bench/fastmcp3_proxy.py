@@ -30,9 +30,7 @@ async def _serve(upstream: str, host: str, port: int) -> None:
     sock = loopback_socket(host, port, backlog=1024)
     proxy = create_proxy(upstream, name="fastmcp3-bench-proxy")
     app = proxy.http_app(path="/mcp", transport="http")
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, access_log=False)
-    )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, access_log=False))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if serving.done():

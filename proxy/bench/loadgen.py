@@ -57,23 +57,12 @@ class Window:
 ClientFactory = Callable[[aiohttp.ClientSession, int], Client]
 
 
-async def drive(
-    factory: ClientFactory,
-    scenario: str,
-    *,
-    concurrency: int,
-    duration_s: float,
-    warmup_s: float,
-    measured: Mapping[str, Measured],
-) -> Window:
+async def drive(factory: ClientFactory, scenario: str, *, concurrency: int, duration_s: float, warmup_s: float,
+                measured: Mapping[str, Measured]) -> Window:
     """Run `scenario` (a method name of the clients) on `concurrency` clients for `duration_s`."""
     window = Window()
-    sessions = [
-        aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=1, force_close=False), timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S)
-        )
-        for _ in range(concurrency)
-    ]
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, force_close=False),
+                                      timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S)) for _ in range(concurrency)]
     clients = [factory(http, i) for i, http in enumerate(sessions)]
     try:
         await asyncio.gather(*(client.open() for client in clients))

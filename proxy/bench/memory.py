@@ -33,22 +33,12 @@ OP_TIMEOUT_S = 30.0
 
 
 def _sessions(count: int) -> list[aiohttp.ClientSession]:
-    return [
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S))
-        for _ in range(count)
-    ]
+    return [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S))
+            for _ in range(count)]
 
 
-async def _live_phase(
-    proxy: targets.Measured,
-    url: str,
-    *,
-    live_tasks: int,
-    clients: int,
-    poll_s: float,
-    out: dict[str, Any],
-    log: Callable[[str], None],
-) -> None:
+async def _live_phase(proxy: targets.Measured, url: str, *, live_tasks: int, clients: int, poll_s: float,
+                      out: dict[str, Any], log: Callable[[str], None]) -> None:
     sessions = _sessions(clients)
     callers = [ModernClient(http, url, authorization=f"Bearer bench-client-{i}") for i, http in enumerate(sessions)]
     try:
@@ -130,9 +120,8 @@ async def _complete_one(caller: ModernClient) -> None:
     raise RuntimeError(f"task still {task.get('status')}")
 
 
-async def _completed_phase(
-    proxy: targets.Measured, url: str, *, completed: int, out: dict[str, Any], log: Callable[[str], None]
-) -> None:
+async def _completed_phase(proxy: targets.Measured, url: str, *, completed: int, out: dict[str, Any],
+                           log: Callable[[str], None]) -> None:
     sessions = _sessions(COMPLETING_CLIENTS)
     callers = [ModernClient(http, url, authorization=f"Bearer bench-client-{i}") for i, http in enumerate(sessions)]
     done = errors = 0
@@ -173,14 +162,8 @@ async def _completed_phase(
         out["completed_flat"] = growth <= max(2 * 1024 * 1024, 0.03 * half[1])
 
 
-def run_memory(
-    *,
-    live_tasks: int = 10_000,
-    clients: int = 100,
-    completed: int = 100_000,
-    poll_s: float = 15.0,
-    log: Callable[[str], None] = lambda _m: None,
-) -> dict[str, Any]:
+def run_memory(*, live_tasks: int = 10_000, clients: int = 100, completed: int = 100_000, poll_s: float = 15.0,
+               log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Both phases against one proxy; returns the figures (bytes, counts, seconds)."""
     out: dict[str, Any] = {"live_tasks": 0, "completed_tasks": 0}
     workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-bench-memory-"))

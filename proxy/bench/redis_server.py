@@ -30,9 +30,7 @@ def ensure_redis(log: Callable[[str], None] = lambda _m: None) -> str:
     if found:
         return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise RedisUnavailable(
-            "redis-server is not installed and this is not root with apt-get (run `apt-get install -y redis-server`)"
-        )
+        raise RedisUnavailable("redis-server is not installed and this is not root with apt-get (run `apt-get install -y redis-server`)")
     log("installing redis-server (apt-get install -y redis-server)")
     ok, tail = _run(["apt-get", "install", "-y", "-q", "redis-server"], APT_TIMEOUT_S)
     if not ok:
@@ -51,28 +49,9 @@ class RedisServer:
         self.dir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-redis-"))
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.popen = subprocess.Popen(
-            [
-                executable,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.dir),
-                "--daemonize",
-                "no",
-                "--protected-mode",
-                "yes",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        self.popen = subprocess.Popen([executable, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+                                       "--dir", str(self.dir), "--daemonize", "no", "--protected-mode", "yes"],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while True:
             if self.popen.poll() is not None:

@@ -29,9 +29,8 @@ def row_figures(report: Report, scenario: str, row: Row) -> dict[str, float] | N
         "proxy_cpu_ms": _ms(cell.median(lambda w: w.cpu_per_op("proxy"))),
         "upstream_cpu_ms": _ms(cell.median(lambda w: w.cpu_per_op("upstream"))),
     }
-    figures["proxy_per_upstream"] = cell.median(
-        lambda w: w.cpu_per_op("proxy") / w.cpu_per_op("upstream") if w.cpu_s.get("upstream") else float("nan")
-    )
+    figures["proxy_per_upstream"] = cell.median(lambda w: w.cpu_per_op("proxy") / w.cpu_per_op("upstream")
+                                                if w.cpu_s.get("upstream") else float("nan"))
     base = report.cell(scenario, row.baseline)
     if base is not None and base.windows and not base.skipped:
         base_rps = base.median(lambda w: w.rate)
@@ -48,20 +47,8 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-COLUMNS = (
-    "row",
-    "req/s",
-    "p50 ms",
-    "p90 ms",
-    "p99 ms",
-    "errors",
-    "req/s ÷direct",
-    "p50 ÷direct",
-    "+p50 ms",
-    "proxy CPU ms/call",
-    "upstream CPU ms/call",
-    "proxy ÷ upstream CPU",
-)
+COLUMNS = ("row", "req/s", "p50 ms", "p90 ms", "p99 ms", "errors", "req/s ÷direct", "p50 ÷direct", "+p50 ms",
+           "proxy CPU ms/call", "upstream CPU ms/call", "proxy ÷ upstream CPU")
 
 
 def table_rows(report: Report, scenario: Scenario) -> list[list[str]]:
@@ -80,22 +67,14 @@ def table_rows(report: Report, scenario: Scenario) -> list[list[str]]:
         if scenario.key == "c":
             label += f" [{_fmt(f['notifications_per_op'], 0)}/100 notifications]"
         baseline = row.key == row.baseline
-        out.append(
-            [
-                label,
-                _fmt(f["rps"], 0 if f["rps"] >= 100 else 1),
-                _fmt(f["p50_ms"]),
-                _fmt(f["p90_ms"]),
-                _fmt(f["p99_ms"]),
-                str(int(f["errors"])),
-                "1" if baseline else _fmt(f.get("rps_ratio")),
-                "1" if baseline else _fmt(f.get("p50_ratio")),
-                "" if baseline else _fmt(f.get("p50_added_ms")),
-                "" if row.proxy is None else _fmt(f["proxy_cpu_ms"], 3),
-                _fmt(f["upstream_cpu_ms"], 3),
-                "" if row.proxy is None else _fmt(f["proxy_per_upstream"]),
-            ]
-        )
+        out.append([
+            label, _fmt(f["rps"], 0 if f["rps"] >= 100 else 1), _fmt(f["p50_ms"]), _fmt(f["p90_ms"]), _fmt(f["p99_ms"]),
+            str(int(f["errors"])),
+            "1" if baseline else _fmt(f.get("rps_ratio")), "1" if baseline else _fmt(f.get("p50_ratio")),
+            "" if baseline else _fmt(f.get("p50_added_ms")),
+            "" if row.proxy is None else _fmt(f["proxy_cpu_ms"], 3), _fmt(f["upstream_cpu_ms"], 3),
+            "" if row.proxy is None else _fmt(f["proxy_per_upstream"]),
+        ])
     return out
 
 
@@ -109,9 +88,7 @@ def _render_table(header: tuple[str, ...], rows: list[list[str]]) -> str:
         if len(cells) != len(header):
             lines.append(cells[0].ljust(widths[0]) + "  " + "  ".join(cells[1:]))
         else:
-            lines.append(
-                "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
-            )
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False))))
     return "\n".join(lines)
 
 
@@ -137,93 +114,48 @@ def evaluate_targets(report: Report) -> list[Target]:
     note = "" if c1 else f" (measured at concurrency {report.options.concurrency}; the target is at 1)"
     if relay_a and "p50_added_ms" in relay_a:
         added = relay_a["p50_added_ms"]
-        out.append(
-            Target(
-                "relay latency",
-                "relay adds ≤ 1 ms median per sync call at concurrency 1",
-                f"+{added:.2f} ms (p50 {relay_a['p50_ms']:.2f} ms vs direct)" + note,
-                added <= 1.0 if c1 else None,
-            )
-        )
+        out.append(Target("relay latency", "relay adds ≤ 1 ms median per sync call at concurrency 1",
+                          f"+{added:.2f} ms (p50 {relay_a['p50_ms']:.2f} ms vs direct)" + note, added <= 1.0 if c1 else None))
     if relay_a:
         ratio = relay_a["proxy_per_upstream"]
-        out.append(
-            Target(
-                "relay CPU",
-                "proxy CPU per relayed sync call ≤ 2 × upstream CPU per call",
-                f"{ratio:.2f} × ({relay_a['proxy_cpu_ms']:.3f} vs {relay_a['upstream_cpu_ms']:.3f} ms)",
-                None if math.isnan(ratio) else ratio <= 2.0,
-            )
-        )
+        out.append(Target("relay CPU", "proxy CPU per relayed sync call ≤ 2 × upstream CPU per call",
+                          f"{ratio:.2f} × ({relay_a['proxy_cpu_ms']:.3f} vs {relay_a['upstream_cpu_ms']:.3f} ms)",
+                          None if math.isnan(ratio) else ratio <= 2.0))
     if translate_a:
         ratio = translate_a["proxy_per_upstream"]
-        out.append(
-            Target(
-                "translation CPU",
-                "proxy CPU per translated sync call ≤ 3 × upstream CPU per call",
-                f"{ratio:.2f} × ({translate_a['proxy_cpu_ms']:.3f} vs {translate_a['upstream_cpu_ms']:.3f} ms)",
-                None if math.isnan(ratio) else ratio <= 3.0,
-            )
-        )
+        out.append(Target("translation CPU", "proxy CPU per translated sync call ≤ 3 × upstream CPU per call",
+                          f"{ratio:.2f} × ({translate_a['proxy_cpu_ms']:.3f} vs {translate_a['upstream_cpu_ms']:.3f} ms)",
+                          None if math.isnan(ratio) else ratio <= 3.0))
     if fastmcp_a and (relay_a or translate_a):
         for label, mine in (("relayed", relay_a), ("translated", translate_a)):
             if not mine:
                 continue
             share = mine["proxy_cpu_ms"] / fastmcp_a["proxy_cpu_ms"] if fastmcp_a["proxy_cpu_ms"] else float("nan")
-            out.append(
-                Target(
-                    f"vs FastMCP ({label})",
-                    f"proxy CPU per {label} sync call ≤ ⅓ of FastMCP 3.4.11 proxy's",
-                    f"{share:.3f} ({mine['proxy_cpu_ms']:.3f} vs {fastmcp_a['proxy_cpu_ms']:.3f} ms, 1/{1 / share:.0f})"
-                    if share == share and share > 0
-                    else "–",
-                    None if math.isnan(share) else share <= 1 / 3,
-                )
-            )
+            out.append(Target(f"vs FastMCP ({label})", f"proxy CPU per {label} sync call ≤ ⅓ of FastMCP 3.4.11 proxy's",
+                              f"{share:.3f} ({mine['proxy_cpu_ms']:.3f} vs {fastmcp_a['proxy_cpu_ms']:.3f} ms, 1/{1 / share:.0f})"
+                              if share == share and share > 0 else "–",
+                              None if math.isnan(share) else share <= 1 / 3))
     else:
         out.append(Target("vs FastMCP", "proxy CPU per sync call ≤ ⅓ of FastMCP 3.4.11 proxy's", "not measured", None))
     translate_b = fig("b", "translate")
     if translate_b and "p50_added_ms" in translate_b:
         added = translate_b["p50_added_ms"]
-        out.append(
-            Target(
-                "translated lifecycle",
-                "translated task lifecycle adds ≤ 5 ms median to a direct v1 client's",
-                f"+{added:.2f} ms (p50 {translate_b['p50_ms']:.2f} ms vs direct)" + note,
-                added <= 5.0 if c1 else None,
-            )
-        )
+        out.append(Target("translated lifecycle", "translated task lifecycle adds ≤ 5 ms median to a direct v1 client's",
+                          f"+{added:.2f} ms (p50 {translate_b['p50_ms']:.2f} ms vs direct)" + note, added <= 5.0 if c1 else None))
     memory = report.memory
     if memory:
         per_task = memory.get("per_live_task_bytes")
         if per_task is not None:
-            out.append(
-                Target(
-                    "memory per live task",
-                    "≤ 4 KiB proxy memory per live polled task",
-                    f"{per_task / 1024:.2f} KiB ({memory['live_tasks']} tasks)",
-                    per_task <= 4096,
-                )
-            )
+            out.append(Target("memory per live task", "≤ 4 KiB proxy memory per live polled task",
+                              f"{per_task / 1024:.2f} KiB ({memory['live_tasks']} tasks)", per_task <= 4096))
         growth = memory.get("completed_growth_bytes")
         if growth is not None:
-            out.append(
-                Target(
-                    "memory after completed tasks",
-                    "flat after 100,000 completed tasks",
-                    f"{growth / 1024 / 1024:+.1f} MiB over the second half of {memory['completed_tasks']:,} tasks",
-                    memory.get("completed_flat"),
-                )
-            )
+            out.append(Target("memory after completed tasks", "flat after 100,000 completed tasks",
+                              f"{growth / 1024 / 1024:+.1f} MiB over the second half of {memory['completed_tasks']:,} tasks",
+                              memory.get("completed_flat")))
     else:
-        out.append(
-            Target(
-                "memory",
-                "≤ 4 KiB per live task; flat after 100,000 completed tasks",
-                "not measured in this run (mcp-tasks-proxy bench --memory)",
-                None,
-            )
-        )
+        out.append(Target("memory", "≤ 4 KiB per live task; flat after 100,000 completed tasks",
+                          "not measured in this run (mcp-tasks-proxy bench --memory)", None))
     return out
 
 
@@ -240,12 +172,8 @@ def format_report(report: Report) -> str:
     scenarios = [s for s in SCENARIOS if any(k[0] == s.key for k in report.cells)]
     for scenario in scenarios:
         lines += ["", scenario.title, _render_table(COLUMNS, table_rows(report, scenario))]
-    errors = [
-        (s.key, r.key, report.cells[(s.key, r.key)].error_texts)
-        for s in scenarios
-        for r in report.rows
-        if (s.key, r.key) in report.cells and report.cells[(s.key, r.key)].errors
-    ]
+    errors = [(s.key, r.key, report.cells[(s.key, r.key)].error_texts) for s in scenarios for r in report.rows
+              if (s.key, r.key) in report.cells and report.cells[(s.key, r.key)].errors]
     if errors:
         lines += ["", "errors:"]
         lines += [f"  ({s}) {r}: {'; '.join(texts)}" for s, r, texts in errors]
@@ -264,19 +192,15 @@ def format_report(report: Report) -> str:
 
 
 def format_memory(memory: dict[str, Any]) -> str:
-    lines = ['memory (proxy RSS, v1_session_scope = "principal"):']
-    for label, key in (
-        ("after start and warm-up", "baseline_rss"),
-        (f"{memory.get('live_tasks', 0):,} live tasks being polled", "live_rss"),
-    ):
+    lines = ["memory (proxy RSS, v1_session_scope = \"principal\"):"]
+    for label, key in (("after start and warm-up", "baseline_rss"), (f"{memory.get('live_tasks', 0):,} live tasks being polled",
+                                                                      "live_rss")):
         if key in memory:
             lines.append(f"  {label}: {memory[key] / 1024 / 1024:.1f} MiB")
     if "per_live_task_bytes" in memory:
-        lines.append(
-            f"  per live task: {memory['per_live_task_bytes'] / 1024:.2f} KiB; polls answered: "
-            f"{memory.get('polls', 0):,} in {memory.get('poll_s', 0):.0f} s "
-            f"({memory.get('poll_rate', 0):.0f}/s, {memory.get('poll_errors', 0)} errors)"
-        )
+        lines.append(f"  per live task: {memory['per_live_task_bytes'] / 1024:.2f} KiB; polls answered: "
+                     f"{memory.get('polls', 0):,} in {memory.get('poll_s', 0):.0f} s "
+                     f"({memory.get('poll_rate', 0):.0f}/s, {memory.get('poll_errors', 0)} errors)")
     for count, rss in memory.get("completed_checkpoints", []):
         lines.append(f"  after {count:,} completed tasks: {rss / 1024 / 1024:.1f} MiB")
     if memory.get("completed_errors"):
@@ -292,29 +216,10 @@ def report_json(report: Report) -> dict[str, Any]:
         cells[f"{scenario}/{key}"] = {
             "skipped": cell.skipped,
             "figures": row_figures(report, scenario, row),
-            "runs": [
-                {
-                    "ops": w.ops,
-                    "errors": w.errors,
-                    "elapsed_s": w.elapsed_s,
-                    "rps": w.rate,
-                    "p50_ms": _ms(w.percentile(50)),
-                    "p90_ms": _ms(w.percentile(90)),
-                    "p99_ms": _ms(w.percentile(99)),
-                    "cpu_s": w.cpu_s,
-                    "notifications": w.notifications,
-                    "error_texts": w.error_texts,
-                }
-                for w in cell.windows
-            ],
+            "runs": [{"ops": w.ops, "errors": w.errors, "elapsed_s": w.elapsed_s, "rps": w.rate,
+                      "p50_ms": _ms(w.percentile(50)), "p90_ms": _ms(w.percentile(90)), "p99_ms": _ms(w.percentile(99)),
+                      "cpu_s": w.cpu_s, "notifications": w.notifications, "error_texts": w.error_texts} for w in cell.windows],
         }
-    return {
-        "options": report.options.__dict__ | {"rows": list(report.options.rows)},
-        "machine": report.machine,
-        "started_at": report.started_at,
-        "elapsed_s": report.elapsed_s,
-        "cells": cells,
-        "memory": report.memory,
-        "targets": [t.__dict__ for t in evaluate_targets(report)],
-        "notes": report.notes,
-    }
+    return {"options": report.options.__dict__ | {"rows": list(report.options.rows)}, "machine": report.machine,
+            "started_at": report.started_at, "elapsed_s": report.elapsed_s, "cells": cells, "memory": report.memory,
+            "targets": [t.__dict__ for t in evaluate_targets(report)], "notes": report.notes}

@@ -27,11 +27,8 @@ class Scenario:
 
 SCENARIOS = (
     Scenario("a", "echo", "(a) sync tools/call of an echo tool"),
-    Scenario(
-        "b",
-        "lifecycle",
-        "(b) task lifecycle: a no-work task created, polled at its interval, result read (one call = the whole lifecycle)",
-    ),
+    Scenario("b", "lifecycle", "(b) task lifecycle: a no-work task created, polled at its interval, result read "
+                               "(one call = the whole lifecycle)"),
     Scenario("c", "progress", "(c) a tool streaming 100 progress notifications over SSE"),
 )
 
@@ -57,43 +54,15 @@ ROWS = (
     Row("nginx", "nginx (plain reverse proxy), v1 client", "v1", "nginx", "nginx", "upstream", "direct"),
     Row("relay", "mcp-tasks-proxy relaying, v1 client", "v1", "proxy", "proxy", "upstream", "direct"),
     Row("translate", "mcp-tasks-proxy translating, v2 client", "modern", "proxy", "proxy", "upstream", "direct"),
-    Row(
-        "stdio",
-        "mcp-tasks-proxy relaying to the upstream on stdio, v1 client",
-        "v1",
-        "proxy-stdio",
-        "proxy-stdio",
-        "upstream-stdio",
-        "direct",
-    ),
-    Row(
-        "stdio-translate",
-        "mcp-tasks-proxy translating to the upstream on stdio, v2 client",
-        "modern",
-        "proxy-stdio",
-        "proxy-stdio",
-        "upstream-stdio",
-        "direct",
-    ),
+    Row("stdio", "mcp-tasks-proxy relaying to the upstream on stdio, v1 client", "v1", "proxy-stdio", "proxy-stdio",
+        "upstream-stdio", "direct"),
+    Row("stdio-translate", "mcp-tasks-proxy translating to the upstream on stdio, v2 client", "modern", "proxy-stdio",
+        "proxy-stdio", "upstream-stdio", "direct"),
     Row("fastmcp3", "FastMCP 3.4.11 proxy, v1 client", "v1", "fastmcp3", "fastmcp3", "upstream", "direct", "a"),
-    Row(
-        "direct-modern",
-        "direct: v2 client → modern upstream",
-        "modern",
-        "upstream-modern",
-        None,
-        "upstream-modern",
-        "direct-modern",
-    ),
-    Row(
-        "relay-modern",
-        "mcp-tasks-proxy relaying, v2 client",
-        "modern",
-        "proxy-modern",
-        "proxy-modern",
-        "upstream-modern",
-        "direct-modern",
-    ),
+    Row("direct-modern", "direct: v2 client → modern upstream", "modern", "upstream-modern", None, "upstream-modern",
+        "direct-modern"),
+    Row("relay-modern", "mcp-tasks-proxy relaying, v2 client", "modern", "proxy-modern", "proxy-modern", "upstream-modern",
+        "direct-modern"),
 )
 
 
@@ -174,12 +143,6 @@ def machine_facts(event_loop: str = "auto") -> dict[str, Any]:
 
     from proxy.eventloop import ENV_EVENT_LOOP, loop_factory
 
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "memory_gib": round(memory_kib / 1024 / 1024, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "aiohttp": aiohttp.__version__,
-        "proxy_event_loop": loop_factory({ENV_EVENT_LOOP: event_loop})[0],
-    }
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": round(memory_kib / 1024 / 1024, 1),
+            "kernel": platform.release(), "python": platform.python_version(), "aiohttp": aiohttp.__version__,
+            "proxy_event_loop": loop_factory({ENV_EVENT_LOOP: event_loop})[0]}

@@ -70,18 +70,14 @@ class Bench:
             store = {"store": self.redis.url}
         if "proxy" in wanted:
             self.log("starting mcp-tasks-proxy")
-            self.procs["proxy"] = targets.start_proxy(
-                upstream, self.workdir / "proxy", event_loop=self.options.event_loop, **store
-            )
+            self.procs["proxy"] = targets.start_proxy(upstream, self.workdir / "proxy", event_loop=self.options.event_loop, **store)
         if "proxy-stdio" in wanted and self.options.upstream != "reference":
-            self.procs["proxy-stdio"] = targets.start_stdio_proxy(
-                self.workdir / "proxy-stdio", event_loop=self.options.event_loop, poll_interval_ms=POLL_INTERVAL_MS
-            )
+            self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
+                                                                  poll_interval_ms=POLL_INTERVAL_MS)
             self.procs["upstream-stdio"] = targets.ChildrenOf("fast upstream (stdio)", self.procs["proxy-stdio"])
         if "proxy-modern" in wanted and "upstream-modern" in self.procs:
-            self.procs["proxy-modern"] = targets.start_proxy(
-                self.procs["upstream-modern"].url, self.workdir / "proxy-modern", event_loop=self.options.event_loop, **store
-            )
+            self.procs["proxy-modern"] = targets.start_proxy(self.procs["upstream-modern"].url, self.workdir / "proxy-modern",
+                                                             event_loop=self.options.event_loop, **store)
         if "nginx" in wanted:
             if not self.options.nginx:
                 self.skipped["nginx"] = "left out (--no-nginx)"
@@ -167,14 +163,9 @@ async def run_comparison(options: Options, log: Callable[[str], None] = lambda _
                         continue
                     log(f"run {run + 1}/{options.runs} {scenario.key} {row.key}")
                     try:
-                        window = await drive(
-                            bench.factory(row),
-                            scenario.operation,
-                            concurrency=options.concurrency,
-                            duration_s=options.duration_s,
-                            warmup_s=options.warmup_s,
-                            measured=bench.measured(row),
-                        )
+                        window = await drive(bench.factory(row), scenario.operation, concurrency=options.concurrency,
+                                             duration_s=options.duration_s, warmup_s=options.warmup_s,
+                                             measured=bench.measured(row))
                     except Exception as exc:  # noqa: BLE001 - a row that cannot even open is all errors
                         window = Window(errors=1, error_texts=[f"{exc.__class__.__name__}: {exc}"[:300]])
                     cell.windows.append(window)
@@ -205,10 +196,8 @@ def main(args: Any) -> int:
         options.rows = tuple(r.strip() for r in args.rows.split(",") if r.strip())
         unknown = sorted(set(options.rows) - {r.key for r in ROWS})
         if unknown:
-            print(
-                f"mcp-tasks-proxy bench: unknown rows {', '.join(unknown)} (rows: {', '.join(r.key for r in ROWS)})",
-                file=sys.stderr,
-            )
+            print(f"mcp-tasks-proxy bench: unknown rows {', '.join(unknown)} (rows: {', '.join(r.key for r in ROWS)})",
+                  file=sys.stderr)
             return 2
     if args.scenarios:
         options.scenarios = args.scenarios
@@ -235,9 +224,8 @@ def main(args: Any) -> int:
     if args.memory:
         from .memory import run_memory
 
-        report.memory = run_memory(
-            live_tasks=args.live_tasks, clients=args.memory_clients, completed=args.completed, log=progress
-        )
+        report.memory = run_memory(live_tasks=args.live_tasks, clients=args.memory_clients, completed=args.completed,
+                                   log=progress)
     print(format_report(report), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(report_json(report), indent=2, default=str) + "\n")

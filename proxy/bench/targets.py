@@ -152,18 +152,7 @@ def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = No
         lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}")
     config = workdir / "proxy.toml"
     config.write_text("\n".join(lines) + "\n")
-    argv = [
-        sys.executable,
-        "-m",
-        "proxy",
-        "serve",
-        "--config",
-        str(config),
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        upstream_url,
-    ]
+    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--upstream", upstream_url]
     env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
     if event_loop is not None:
         env[ENV_EVENT_LOOP] = event_loop
@@ -201,18 +190,7 @@ def start_stdio_proxy(workdir: Path, *, event_loop: str | None = None, poll_inte
     config = workdir / "proxy.toml"
     config.write_text(f'state_dir = "{workdir / "state"}"\n')
     command = f"{sys.executable} -m proxy.bench.upstream --wire stdio --poll-interval-ms {poll_interval_ms}"
-    argv = [
-        sys.executable,
-        "-m",
-        "proxy",
-        "serve",
-        "--config",
-        str(config),
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream-command",
-        command,
-    ]
+    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--upstream-command", command]
     env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
     if event_loop is not None:
         env[ENV_EVENT_LOOP] = event_loop
@@ -239,16 +217,8 @@ class NginxUnavailable(Exception):
 
 def _run(argv: list[str], timeout_s: float) -> tuple[bool, str]:
     try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout_s,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            check=False,
-        )
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout_s, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, check=False)
     except subprocess.TimeoutExpired:
         return False, f"{' '.join(argv)} timed out after {timeout_s:.0f} s"
     except OSError as exc:
@@ -347,12 +317,8 @@ class Nginx(Measured):
         servers = "\n".join(f"        server {urlsplit(url).netloc} max_fails=0;" for url in [upstream_url, *(more or [])])
         conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, servers=servers, port=port))
         self.url = f"http://127.0.0.1:{port}{parts.path}"
-        self.popen = subprocess.Popen(
-            [executable, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        self.popen = subprocess.Popen([executable, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while True:
             if self.popen.poll() is not None:
@@ -389,16 +355,5 @@ def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None,
     return Nginx(ensure_nginx(log), upstream_url, more)
 
 
-__all__ = [
-    "ChildServer",
-    "Measured",
-    "Nginx",
-    "NginxUnavailable",
-    "ServerStartError",
-    "cpu_seconds",
-    "rss_bytes",
-    "start_fast_upstream",
-    "start_fastmcp3_proxy",
-    "start_nginx",
-    "start_proxy",
-]
+__all__ = ["ChildServer", "Measured", "Nginx", "NginxUnavailable", "ServerStartError", "cpu_seconds", "rss_bytes",
+           "start_fast_upstream", "start_fastmcp3_proxy", "start_nginx", "start_proxy"]

@@ -62,23 +62,15 @@ DEFAULT_PROGRESS_COUNT = 100
 
 _SCHEMA = {"type": "object"}
 TOOLS_V1: list[dict[str, Any]] = [
-    {
-        "name": "echo",
-        "description": "Answer the text at once.",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-    },
-    {"name": "nowork", "description": "A task with no work.", "inputSchema": _SCHEMA, "execution": {"taskSupport": "required"}},
-    {
-        "name": "sleep",
-        "description": "A task that stays working for `seconds`.",
-        "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
-        "execution": {"taskSupport": "required"},
-    },
-    {
-        "name": "progress",
-        "description": "Stream `count` progress notifications, then answer.",
-        "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}},
-    },
+    {"name": "echo", "description": "Answer the text at once.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+    {"name": "nowork", "description": "A task with no work.", "inputSchema": _SCHEMA,
+     "execution": {"taskSupport": "required"}},
+    {"name": "sleep", "description": "A task that stays working for `seconds`.",
+     "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+     "execution": {"taskSupport": "required"}},
+    {"name": "progress", "description": "Stream `count` progress notifications, then answer.",
+     "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}},
 ]
 TOOLS_MODERN = [{k: v for k, v in tool.items() if k != "execution"} for tool in TOOLS_V1]
 TASK_TOOLS = frozenset({"nowork", "sleep"})
@@ -131,26 +123,14 @@ class Task:
     def v1(self, poll_ms: int, now: float) -> dict[str, Any]:
         status = self.status(now)
         updated = self.created if status == "working" else _now_iso()
-        return {
-            "taskId": self.id,
-            "status": status,
-            "createdAt": self.created,
-            "lastUpdatedAt": updated,
-            "ttl": self.ttl,
-            "pollInterval": poll_ms,
-        }
+        return {"taskId": self.id, "status": status, "createdAt": self.created, "lastUpdatedAt": updated,
+                "ttl": self.ttl, "pollInterval": poll_ms}
 
     def modern(self, poll_ms: int, now: float) -> dict[str, Any]:
         status = self.status(now)
         updated = self.created if status == "working" else _now_iso()
-        return {
-            "taskId": self.id,
-            "status": status,
-            "createdAt": self.created,
-            "lastUpdatedAt": updated,
-            "ttlMs": self.ttl,
-            "pollIntervalMs": poll_ms,
-        }
+        return {"taskId": self.id, "status": status, "createdAt": self.created, "lastUpdatedAt": updated,
+                "ttlMs": self.ttl, "pollIntervalMs": poll_ms}
 
 
 class Session:
@@ -176,12 +156,8 @@ class FastUpstream:
         if name == "sleep":
             seconds = arguments.get("seconds", 1)
             delay = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 1.0
-        task = Task(
-            secrets.token_hex(16),
-            owner,
-            time.monotonic() + delay,
-            ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
-        )
+        task = Task(secrets.token_hex(16), owner, time.monotonic() + delay,
+                    ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None)
         self.tasks[task.id] = task
         if len(self.tasks) > MAX_TASKS:
             self.tasks.popitem(last=False)
@@ -194,20 +170,14 @@ class FastUpstream:
         return task
 
     @staticmethod
-    async def _progress(
-        request: web.Request, request_id: Any, token: Any, count: int, headers: dict[str, str], *, modern: bool = False
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            status=200,
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
-        )
+    async def _progress(request: web.Request, request_id: Any, token: Any, count: int,
+                        headers: dict[str, str], *, modern: bool = False) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
         await response.prepare(request)
         for i in range(1, count + 1):
-            note = {
-                "jsonrpc": "2.0",
-                "method": "notifications/progress",
-                "params": {"progressToken": token, "progress": i, "total": count},
-            }
+            note = {"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": i, "total": count}}
             await response.write(b"event: message\ndata: " + _dumps(note) + b"\n\n")
         result = {"content": [{"type": "text", "text": "progress done"}], "isError": False}
         if modern:
@@ -221,12 +191,8 @@ class FastUpstream:
     async def post_v1(self, request: web.Request) -> web.StreamResponse:
         accept = request.headers.get("Accept", "")
         if "application/json" not in accept or "text/event-stream" not in accept:
-            return _json(
-                RpcError(-32600, "Not Acceptable: Client must accept both application/json and text/event-stream", 406).body(
-                    "server-error"
-                ),
-                406,
-            )
+            return _json(RpcError(-32600, "Not Acceptable: Client must accept both application/json and text/event-stream",
+                                  406).body("server-error"), 406)
         message = await _read_message(request)
         if isinstance(message, web.Response):
             return message
@@ -258,16 +224,10 @@ class FastUpstream:
         self.sessions[session.id] = session
         if len(self.sessions) > MAX_SESSIONS:
             self.sessions.popitem(last=False)
-        result = {
-            "protocolVersion": LEGACY,
-            "serverInfo": SERVER_INFO,
-            "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}},
-        }
-        return web.Response(
-            body=_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}),
-            content_type="application/json",
-            headers={"Mcp-Session-Id": session.id},
-        )
+        result = {"protocolVersion": LEGACY, "serverInfo": SERVER_INFO,
+                  "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}}
+        return web.Response(body=_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}),
+                            content_type="application/json", headers={"Mcp-Session-Id": session.id})
 
     async def _dispatch_v1(self, session: Session, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "tools/call":
@@ -319,9 +279,8 @@ class FastUpstream:
             return _json(RpcError(-32600, "Not Acceptable", 406).body("server-error"), 406)
         if session.stream is not None:
             return _json(RpcError(-32000, "Conflict: Only one SSE stream is allowed per session", 409).body("server-error"), 409)
-        stream = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Mcp-Session-Id": session.id}
-        )
+        stream = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Mcp-Session-Id": session.id})
         await stream.prepare(request)
         session.stream = stream
         try:
@@ -357,8 +316,7 @@ class FastUpstream:
             if version != MODERN:
                 raise RpcError(-32022, "Unsupported protocol version", 400, {"supported": [MODERN], "requested": version})
             if request.headers.get("MCP-Protocol-Version") != MODERN or (
-                isinstance(method, str) and request.headers.get("Mcp-Method") != method
-            ):
+                    isinstance(method, str) and request.headers.get("Mcp-Method") != method):
                 raise RpcError(-32020, "Header mismatch", 400)
             if not isinstance(method, str):
                 raise RpcError(-32600, "Invalid request", 400)
@@ -380,19 +338,12 @@ class FastUpstream:
             name = params.get("name")
             arguments = params.get("arguments") or {}
             if name == "echo":
-                return {
-                    "content": [{"type": "text", "text": str(arguments.get("text", ""))}],
-                    "isError": False,
-                    "resultType": "complete",
-                }
+                return {"content": [{"type": "text", "text": str(arguments.get("text", ""))}], "isError": False,
+                        "resultType": "complete"}
             if name in TASK_TOOLS:
                 if not declared:
-                    raise RpcError(
-                        -32021,
-                        f"Tool {name} needs the tasks extension",
-                        400,
-                        {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}},
-                    )
+                    raise RpcError(-32021, f"Tool {name} needs the tasks extension", 400,
+                                   {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}})
                 created = self._new_task("", name, arguments, 3_600_000)
                 now = time.monotonic() if name == "sleep" else created.done_at - 1
                 return {"resultType": "task", **created.modern(self.poll_ms, now)}
@@ -401,9 +352,8 @@ class FastUpstream:
             raise RpcError(-32602, f"Unknown tool: {name}", 400)
         if method in ("tasks/get", "tasks/cancel", "tasks/update"):
             if not declared:
-                raise RpcError(
-                    -32021, "The tasks extension is not declared", 400, {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}}
-                )
+                raise RpcError(-32021, "The tasks extension is not declared", 400,
+                               {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}})
             task = self._task("", params)
             if method == "tasks/cancel":
                 task.cancelled = task.cancelled or task.status(time.monotonic()) == "working"
@@ -415,14 +365,9 @@ class FastUpstream:
                 detailed["result"] = DONE
             return detailed
         if method == "server/discover":
-            return {
-                "resultType": "complete",
-                "supportedVersions": [MODERN],
-                "capabilities": {"tools": {}, "extensions": {TASKS_EXT: {}}},
-                "ttlMs": 0,
-                "cacheScope": "private",
-                "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
-            }
+            return {"resultType": "complete", "supportedVersions": [MODERN],
+                    "capabilities": {"tools": {}, "extensions": {TASKS_EXT: {}}}, "ttlMs": 0, "cacheScope": "private",
+                    "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
         if method == "tools/list":
             return {"tools": TOOLS_MODERN, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
         raise RpcError(-32601, f"Method not found: {method}", 404)
@@ -471,9 +416,8 @@ def create_app(wire: str = "v1", *, poll_interval_ms: int = 100) -> web.Applicat
 async def serve(wire: str, host: str, port: int, poll_interval_ms: int) -> None:
     """Serve until SIGTERM or SIGINT; print the readiness line once listening."""
     sock = loopback_socket(host, port, backlog=1024)
-    runner = web.AppRunner(
-        create_app(wire, poll_interval_ms=poll_interval_ms), access_log=None, handler_cancellation=True, shutdown_timeout=1
-    )
+    runner = web.AppRunner(create_app(wire, poll_interval_ms=poll_interval_ms), access_log=None,
+                           handler_cancellation=True, shutdown_timeout=1)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     stop = asyncio.Event()
@@ -513,13 +457,7 @@ async def serve_stdio(poll_interval_ms: int) -> None:
         if method == "tools/call" and params.get("name") == "progress" and token is not None:
             count = _count(params)
             for i in range(1, count + 1):
-                send(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/progress",
-                        "params": {"progressToken": token, "progress": i, "total": count},
-                    }
-                )
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "total": count}})
         try:
             send({"jsonrpc": "2.0", "id": request_id, "result": await server._dispatch_v1(session, str(method), params)})
         except RpcError as exc:

@@ -270,7 +270,9 @@ class ModernClient(HttpClient):
             interval = interval_ms / 1000 if isinstance(interval_ms, (int, float)) and interval_ms > 0 else default_interval_s
             interval = min(max(interval, min_interval_s), max_interval_s)
             if time.monotonic() + interval > deadline:
-                error = TimeoutError(f"task {task_id} still {status!r} after {timeout_s:g} s (waiting for {sorted(wanted)})")
+                error = TimeoutError(
+                    f"task {task_id} still {status!r} after {timeout_s:g} s (waiting for {sorted(wanted)})"
+                )
                 error.exchanges = exchanges  # type: ignore[attr-defined]
                 raise error
             await asyncio.sleep(interval)

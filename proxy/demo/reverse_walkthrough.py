@@ -119,14 +119,8 @@ class Demo(Narrator):
         result = exchange.result or {}
         task = result.get("task") if isinstance(result.get("task"), dict) else {}
         listed = [t.get("taskId") for t in result.get("tasks") or () if isinstance(t, dict)]
-        self.remember(
-            self.client.session_id,
-            exchange.headers.get("Mcp-Session-Id"),
-            result.get("taskId"),
-            task.get("taskId"),
-            (exchange.request.get("params") or {}).get("taskId"),
-            *listed,
-        )
+        self.remember(self.client.session_id, exchange.headers.get("Mcp-Session-Id"), result.get("taskId"),
+                      task.get("taskId"), (exchange.request.get("params") or {}).get("taskId"), *listed)
 
     def show(self, exchange: Exchange, *, elide: Iterable[str] = (), note: str = "") -> None:
         """Print one exchange: request line with the MCP headers, request body, status, answer; for
@@ -156,39 +150,31 @@ class Demo(Narrator):
         """Check a v1 ``Task`` object: its required fields present, no v2-only member."""
         task = task if isinstance(task, dict) else {}
         missing = sorted(k for k in ("taskId", "status", "createdAt", "lastUpdatedAt", "ttl") if k not in task)
-        self.check(
-            not missing, f"{label}: v1 Task fields present (taskId, status, createdAt, lastUpdatedAt, ttl)", {"missing": missing}
-        )
+        self.check(not missing, f"{label}: v1 Task fields present (taskId, status, createdAt, lastUpdatedAt, ttl)",
+                   {"missing": missing})
         extra = sorted(k for k in (*V2_ONLY, "result", "error") if k in task)
         self.check(not extra, f"{label}: no v2 members ({', '.join((*V2_ONLY, 'result', 'error'))})", extra)
 
     def expect_related_task(self, exchange: Exchange, task_id: str, label: str = "result") -> None:
         """Check ``result._meta["io.modelcontextprotocol/related-task"] = {taskId}``."""
-        self.expect_at(
-            exchange,
-            ["result", "_meta", RELATED_TASK],
-            {"taskId": task_id},
-            f'{label}._meta["{RELATED_TASK}"] = {{"taskId": the task}}',
-        )
+        self.expect_at(exchange, ["result", "_meta", RELATED_TASK], {"taskId": task_id},
+                       f'{label}._meta["{RELATED_TASK}"] = {{"taskId": the task}}')
 
     # -- talking -------------------------------------------------------------------------------
 
-    async def call(
-        self, method: str, params: Mapping[str, Any] | None = None, *, elide: Iterable[str] = (), note: str = ""
-    ) -> Exchange:
+    async def call(self, method: str, params: Mapping[str, Any] | None = None, *, elide: Iterable[str] = (),
+                   note: str = "") -> Exchange:
         """Send one request in the session and print the exchange."""
         exchange = await self.client.request(method, params)
         self.show(exchange, elide=elide, note=note)
         return exchange
 
-    async def task_call(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, task: Mapping[str, Any] | None = None, note: str = ""
-    ) -> str | None:
+    async def task_call(self, name: str, arguments: Mapping[str, Any] | None = None, *, task: Mapping[str, Any] | None = None,
+                        note: str = "") -> str | None:
         """Call tool ``name`` with ``params.task`` (default ``{}``) and check the answer is a nested
         v1 ``CreateTaskResult`` in ``working``. Returns the task id, or ``None`` when no task came back."""
-        exchange = await self.call(
-            "tools/call", {"name": name, "arguments": dict(arguments or {}), "task": dict(task or {})}, note=note
-        )
+        exchange = await self.call("tools/call", {"name": name, "arguments": dict(arguments or {}), "task": dict(task or {})},
+                                   note=note)
         self.expect("HTTP 200", exchange.status, 200)
         task_obj = self.dig(exchange.response, "result.task")
         task_id = task_obj.get("taskId") if isinstance(task_obj, dict) else None
@@ -231,22 +217,16 @@ class Demo(Narrator):
     async def status_notification(self, task_id: str, status: str) -> None:
         """Check that ``notifications/tasks/status`` with ``status`` for the task came on the GET stream."""
         note = await self.client.stream_message(
-            lambda m: (
-                m.get("method") == "notifications/tasks/status"
-                and (m.get("params") or {}).get("taskId") == task_id
-                and (m.get("params") or {}).get("status") == status
-            ),
+            lambda m: m.get("method") == "notifications/tasks/status"
+            and (m.get("params") or {}).get("taskId") == task_id and (m.get("params") or {}).get("status") == status,
             NOTIFICATION_WAIT_S,
         )
         if note is not None and self.verbose:
             print("  ⇠ on the session's GET stream:")
             print(_indent(self.pretty(note)))
             print(flush=True)
-        self.check(
-            note is not None,
-            f'GET stream: notifications/tasks/status {{taskId, status: "{status}"}}',
-            [m.get("params", {}).get("status") for m in self.client.stream_messages],
-        )
+        self.check(note is not None, f'GET stream: notifications/tasks/status {{taskId, status: "{status}"}}',
+                   [m.get("params", {}).get("status") for m in self.client.stream_messages])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,22 +234,16 @@ class Demo(Narrator):
 # ------------------------------------------------------------------------------------------------
 
 
-@step(
-    "initialize",
-    "The proxy answers initialize itself, with v1 task capabilities and a sealed Mcp-Session-Id; "
-    "the client then opens the session's GET stream.",
-)
+@step("initialize", "The proxy answers initialize itself, with v1 task capabilities and a sealed Mcp-Session-Id; "
+      "the client then opens the session's GET stream.")
 async def _initialize(demo: Demo) -> None:
     answer, initialized = await demo.client.initialize()
     demo.show(answer)
     demo.show(initialized)
     demo.expect("initialize: HTTP 200", answer.status, 200)
     session_id = answer.headers.get("Mcp-Session-Id", _MISSING)
-    demo.check(
-        isinstance(session_id, str) and len(session_id) > SHORT_ID_OVER,
-        "response header Mcp-Session-Id (a sealed id)",
-        session_id,
-    )
+    demo.check(isinstance(session_id, str) and len(session_id) > SHORT_ID_OVER, "response header Mcp-Session-Id (a sealed id)",
+               session_id)
     demo.expect_at(answer, "result.protocolVersion", PROTOCOL_VERSION)
     demo.expect_at(answer, "result.capabilities.tasks", TASKS_CAPABILITY)
     demo.expect_at(answer, "result.capabilities.tools", {})
@@ -278,11 +252,8 @@ async def _initialize(demo: Demo) -> None:
     status, content_type = await demo.client.listen()
     demo.say(f"  → GET  Accept: text/event-stream  Mcp-Session-Id: {demo._shorten(str(session_id))}")
     demo.say(f"  ← HTTP {status}  {content_type}   (left open: status notifications arrive here)\n")
-    demo.check(
-        status == 200 and content_type.startswith("text/event-stream"),
-        "GET stream: HTTP 200 text/event-stream",
-        {"http": status, "Content-Type": content_type},
-    )
+    demo.check(status == 200 and content_type.startswith("text/event-stream"), "GET stream: HTTP 200 text/event-stream",
+               {"http": status, "Content-Type": content_type})
 
 
 @step("tools/list", "Forwarded to the v2 server; the proxy adds each tool's execution.taskSupport from what it probed.")
@@ -290,11 +261,7 @@ async def _tools_list(demo: Demo) -> None:
     ex = await demo.call("tools/list", elide=["result.tools.*.inputSchema", "result.tools.*.outputSchema"])
     demo.expect("HTTP 200", ex.status, 200)
     tools = demo.dig(ex.response, "result.tools")
-    support = (
-        {t.get("name"): demo.dig(t, "execution.taskSupport") for t in tools if isinstance(t, dict)}
-        if isinstance(tools, list)
-        else {}
-    )
+    support = {t.get("name"): demo.dig(t, "execution.taskSupport") for t in tools if isinstance(t, dict)} if isinstance(tools, list) else {}
     for name, wanted in TASK_SUPPORT.items():
         demo.expect(f'{name}: execution.taskSupport = "{wanted}"', support.get(name, _MISSING), wanted)
     extra = sorted(k for k in ("resultType", "ttlMs", "cacheScope") if k in (ex.result or {}))
@@ -312,10 +279,8 @@ async def _sync_call(demo: Demo) -> None:
     demo.check(not extra, "no task, resultType or taskId (not a task)", extra)
 
 
-@step(
-    "A task-augmented call: slow_compute",
-    "params.task asks for a task; the v2 server makes one and the proxy answers a nested v1 CreateTaskResult.",
-)
+@step("A task-augmented call: slow_compute",
+      "params.task asks for a task; the v2 server makes one and the proxy answers a nested v1 CreateTaskResult.")
 async def _task_call(demo: Demo) -> None:
     task_id = await demo.task_call("slow_compute", {"seconds": 1, "label": "demo"}, task={"ttl": 60000})
     if task_id is None:
@@ -323,15 +288,11 @@ async def _task_call(demo: Demo) -> None:
     demo.memory["task_id"] = task_id
     ttl = demo.last_created.get("ttl", _MISSING)
     demo.say("  (a v1 ttl hint cannot be forwarded to a v2 server: the task's ttl is the server's)")
-    demo.check(
-        isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0, "task.ttl is a positive integer (milliseconds)", ttl
-    )
+    demo.check(isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0, "task.ttl is a positive integer (milliseconds)", ttl)
 
 
-@step(
-    "tasks/get until completed",
-    "Each tasks/get reads the v2 task and answers a flat v1 Task; the change to completed is also announced on the GET stream.",
-)
+@step("tasks/get until completed", "Each tasks/get reads the v2 task and answers a flat v1 Task; the change to "
+      "completed is also announced on the GET stream.")
 async def _get_until_completed(demo: Demo) -> None:
     task_id = demo.memory.get("task_id")
     if not demo.check(isinstance(task_id, str), "a task from the step before", task_id):
@@ -367,10 +328,8 @@ async def _failed_then_result(demo: Demo, tool: str, message: str) -> tuple[str,
     return task_id, await demo.call("tasks/result", {"taskId": task_id})
 
 
-@step(
-    "A tool error: failing_job",
-    "A v2 task completed with an isError result is a failed v1 task; tasks/result answers that isError result.",
-)
+@step("A tool error: failing_job", "A v2 task completed with an isError result is a failed v1 task; "
+      "tasks/result answers that isError result.")
 async def _tool_error(demo: Demo) -> None:
     ended = await _failed_then_result(demo, "failing_job", "failing_job always fails")
     if ended is None:
@@ -378,32 +337,25 @@ async def _tool_error(demo: Demo) -> None:
     task_id, ex = ended
     demo.expect("tasks/result: HTTP 200", ex.status, 200)
     demo.expect_at(ex, "result.isError", True, "tasks/result: result.isError = true")
-    demo.expect_at(
-        ex, "result.content.0.text", "failing_job always fails", 'tasks/result: content text = "failing_job always fails"'
-    )
+    demo.expect_at(ex, "result.content.0.text", "failing_job always fails", 'tasks/result: content text = "failing_job always fails"')
     demo.expect_related_task(ex, task_id, "tasks/result: result")
 
 
-@step("A protocol error: protocol_error_job", "A failed v2 task is a failed v1 task; tasks/result answers its JSON-RPC error.")
+@step("A protocol error: protocol_error_job", "A failed v2 task is a failed v1 task; tasks/result answers its "
+      "JSON-RPC error.")
 async def _protocol_error(demo: Demo) -> None:
     ended = await _failed_then_result(demo, "protocol_error_job", "protocol_error_job: simulated internal failure")
     if ended is None:
         return
     _, ex = ended
     demo.expect_error(ex, 200, -32603, "tasks/result")
-    demo.expect_at(
-        ex,
-        "error.message",
-        "protocol_error_job: simulated internal failure",
-        'tasks/result: error.message = "protocol_error_job: simulated internal failure"',
-    )
+    demo.expect_at(ex, "error.message", "protocol_error_job: simulated internal failure",
+                   'tasks/result: error.message = "protocol_error_job: simulated internal failure"')
 
 
-@step(
-    "An elicitation answered during tasks/result",
-    "confirm_delete asks inside its task: tasks/get says input_required, and tasks/result puts the question to "
-    "the client on its event stream; the client POSTs the answer.",
-)
+@step("An elicitation answered during tasks/result",
+      "confirm_delete asks inside its task: tasks/get says input_required, and tasks/result puts the question to "
+      "the client on its event stream; the client POSTs the answer.")
 async def _elicitation(demo: Demo) -> None:
     demo.answers["Delete report.txt?"] = {"confirm": True}
     task_id = await demo.task_call("confirm_delete", {"filename": "report.txt"})
@@ -418,11 +370,8 @@ async def _elicitation(demo: Demo) -> None:
     params = (asked[0].get("params") or {}) if asked else {}
     demo.expect('elicitation: message = "Delete report.txt?"', params.get("message", _MISSING), "Delete report.txt?")
     demo.expect("elicitation: requestedSchema = {confirm: boolean}", params.get("requestedSchema", _MISSING), CONFIRM_SCHEMA)
-    demo.expect(
-        f'elicitation: _meta["{RELATED_TASK}"] = {{"taskId": the task}}',
-        demo.dig(params, ["_meta", RELATED_TASK]),
-        {"taskId": task_id},
-    )
+    demo.expect(f'elicitation: _meta["{RELATED_TASK}"] = {{"taskId": the task}}',
+                demo.dig(params, ["_meta", RELATED_TASK]), {"taskId": task_id})
     demo.expect("the client's answer: HTTP 202", [a.status for a in ex.answered], [202])
     demo.expect_at(ex, "result.content.0.text", "deleted report.txt")
     demo.expect_related_task(ex, task_id)
@@ -438,21 +387,15 @@ async def _list(demo: Demo) -> None:
     expected = {task_id: final.get(tool, "?") for task_id, tool in demo.created.items()}
     listed = demo.dig(ex.response, "result.tasks")
     got = {t.get("taskId"): t.get("status") for t in listed if isinstance(t, dict)} if isinstance(listed, list) else listed
-    demo.expect(
-        f"tasks = the {len(expected)} tasks created so far, with their statuses "
-        f"({', '.join(f'{tool} {final.get(tool)}' for tool in demo.created.values())})",
-        got,
-        expected,
-    )
+    demo.expect(f"tasks = the {len(expected)} tasks created so far, with their statuses "
+                f"({', '.join(f'{tool} {final.get(tool)}' for tool in demo.created.values())})", got, expected)
     demo.check("nextCursor" not in (ex.result or {}), "no nextCursor (one page)", (ex.result or {}).get("nextCursor"))
     if isinstance(listed, list) and listed:
         demo.check_v1_task(listed[0], "tasks[0]")
 
 
-@step(
-    "Cancel: slow_compute for 60 s",
-    "tasks/cancel cancels the v2 task and answers the v1 task, cancelled; an ended task cannot be cancelled again.",
-)
+@step("Cancel: slow_compute for 60 s", "tasks/cancel cancels the v2 task and answers the v1 task, cancelled; "
+      "an ended task cannot be cancelled again.")
 async def _cancel(demo: Demo) -> None:
     task_id = await demo.task_call("slow_compute", {"seconds": 60, "label": "never"})
     if task_id is None:
@@ -500,9 +443,7 @@ def main(verbose: bool = True) -> int:
         steps=STEPS,
         make_demo=lambda url: Demo(url, verbose=verbose),
         start_server=start_reference_v2_server,
-        banner=(
-            "mcp-tasks-proxy demo --reverse: a v1 (2025-11-25) client → the proxy → a v2 (2026-07-28 + tasks extension) server"
-        ),
+        banner="mcp-tasks-proxy demo --reverse: a v1 (2025-11-25) client → the proxy → a v2 (2026-07-28 + tasks extension) server",
         server_name="reference v2 server",
         server_note="fastmcp 4.1.4",
         face_note="session face → v2-modern backend",

@@ -197,14 +197,11 @@ class SessionClient(HttpClient):
     async def initialize(self) -> tuple[Exchange, Exchange]:
         """``initialize`` (keeping the ``Mcp-Session-Id`` of the answer), then
         ``notifications/initialized``. Returns both exchanges."""
-        answer = await self.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": self.capabilities,
-                "clientInfo": dict(self.client_info),
-            },
-        )
+        answer = await self.request("initialize", {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": self.capabilities,
+            "clientInfo": dict(self.client_info),
+        })
         session_id = answer.headers.get(H_SESSION_ID)
         if session_id:
             self.session_id = session_id

@@ -62,7 +62,6 @@ step = registrar(STEPS)
 # Display
 # ------------------------------------------------------------------------------------------------
 
-
 def _count_inputs(exchange: Exchange) -> int:
     """How many ``inputRequests`` a ``tasks/get`` answer carries (0 when none)."""
     requests = (exchange.result or {}).get("inputRequests")
@@ -76,6 +75,8 @@ def _poll_label(exchange: Exchange) -> str:
     if exchange.task_status == "input_required":
         return f"input_required({_count_inputs(exchange)})"
     return exchange.task_status
+
+
 
 
 # ------------------------------------------------------------------------------------------------
@@ -160,9 +161,7 @@ class Demo(Narrator):
         ``Mcp-Name`` = its ``taskId``. ``extra`` params are sent beside ``name`` and ``arguments``
         (e.g. ``requestState`` and ``inputResponses`` of an MRTR retry). Returns the task id, or
         ``None`` when no task came back."""
-        exchange = await self.call(
-            "tools/call", {"name": name, "arguments": dict(arguments or {}), **dict(extra or {})}, note=note
-        )
+        exchange = await self.call("tools/call", {"name": name, "arguments": dict(arguments or {}), **dict(extra or {})}, note=note)
         result = exchange.result or {}
         self.expect("HTTP 200", exchange.status, 200)
         self.expect_at(exchange, "result.resultType", "task", 'resultType = "task" (the proxy decided: a task)')
@@ -171,14 +170,8 @@ class Demo(Narrator):
             self.check(False, "result.taskId is a non-empty string", result.get("taskId", _MISSING))
             return None
         self.expect("response header Mcp-Name = taskId", exchange.headers.get("Mcp-Name", _MISSING), task_id)
-        forbidden = sorted(
-            k for k in ("task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState") if k in result
-        )
-        self.check(
-            not forbidden,
-            "flat CreateTaskResult: no task, ttl, pollInterval (nor result, error, inputRequests, requestState)",
-            forbidden,
-        )
+        forbidden = sorted(k for k in ("task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState") if k in result)
+        self.check(not forbidden, "flat CreateTaskResult: no task, ttl, pollInterval (nor result, error, inputRequests, requestState)", forbidden)
         missing = sorted(k for k in ("status", "createdAt", "lastUpdatedAt", "ttlMs") if k not in result)
         self.check(not missing, "task fields present: status, createdAt, lastUpdatedAt, ttlMs", {"missing": missing})
         return task_id
@@ -210,11 +203,8 @@ class Demo(Narrator):
                 )
             except TimeoutError as exc:
                 polls += getattr(exc, "exchanges", [])
-                self.check(
-                    False,
-                    f"task reached {'/'.join(sorted(wanted))} within {POLL_TIMEOUT_S:g} s",
-                    polls[-1].task_status if polls else _MISSING,
-                )
+                self.check(False, f"task reached {'/'.join(sorted(wanted))} within {POLL_TIMEOUT_S:g} s",
+                           polls[-1].task_status if polls else _MISSING)
                 if not polls:
                     raise
                 break
@@ -229,11 +219,9 @@ class Demo(Narrator):
         self.expect_at(last, "result.resultType", "complete", 'tasks/get: resultType = "complete"')
         self.expect_at(last, "result.taskId", task_id, "tasks/get: taskId = the id the client was given")
         if inputs:
-            self.check(
-                last.task_status == "input_required" and _count_inputs(last) >= inputs,
-                f'status = "input_required" with {inputs} input request{"s" if inputs != 1 else ""} within {POLL_TIMEOUT_S:g} s',
-                {"status": last.task_status, "inputRequests": _count_inputs(last)},
-            )
+            self.check(last.task_status == "input_required" and _count_inputs(last) >= inputs,
+                       f'status = "input_required" with {inputs} input request{"s" if inputs != 1 else ""} within {POLL_TIMEOUT_S:g} s',
+                       {"status": last.task_status, "inputRequests": _count_inputs(last)})
         return last
 
     async def answer(self, task_id: str, responses: Mapping[str, Any], *, note: str = "") -> Exchange:
@@ -246,7 +234,6 @@ class Demo(Narrator):
 
     # -- running -------------------------------------------------------------------------------
 
-
 # ------------------------------------------------------------------------------------------------
 # The steps of the walkthrough
 # ------------------------------------------------------------------------------------------------
@@ -258,15 +245,11 @@ async def _discover(demo: Demo) -> None:
     demo.expect("HTTP 200", ex.status, 200)
     demo.expect_at(ex, "result.resultType", "complete")
     demo.expect_at(ex, "result.supportedVersions", ["2026-07-28"])
-    demo.expect_at(
-        ex, ["result", "capabilities", "extensions", TASKS_EXTENSION], {}, f'capabilities.extensions["{TASKS_EXTENSION}"] = {{}}'
-    )
+    demo.expect_at(ex, ["result", "capabilities", "extensions", TASKS_EXTENSION], {},
+                   f'capabilities.extensions["{TASKS_EXTENSION}"] = {{}}')
     caps = demo.dig(ex.response, "result.capabilities")
-    demo.check(
-        isinstance(caps, dict) and "tasks" not in caps,
-        "no legacy capabilities.tasks key",
-        sorted(caps) if isinstance(caps, dict) else caps,
-    )
+    demo.check(isinstance(caps, dict) and "tasks" not in caps, "no legacy capabilities.tasks key",
+               sorted(caps) if isinstance(caps, dict) else caps)
 
 
 @step("tools/list", "Forwarded to the v1 server; the 2026 Tool has no execution, and the list is cacheable.")
@@ -281,15 +264,8 @@ async def _tools_list(demo: Demo) -> None:
     tools = demo.dig(ex.response, "result.tools")
     tools = tools if isinstance(tools, list) else []
     names = [t.get("name") for t in tools if isinstance(t, dict)]
-    wanted = [
-        "greet",
-        "slow_compute",
-        "failing_job",
-        "protocol_error_job",
-        "confirm_delete",
-        "multi_input",
-        "test_tool_with_task",
-    ]
+    wanted = ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input",
+              "test_tool_with_task"]
     demo.check(all(n in names for n in wanted), f"the reference tools are listed ({', '.join(wanted)})", names)
     with_execution = [t.get("name") for t in tools if isinstance(t, dict) and "execution" in t]
     demo.check(bool(tools) and not with_execution, "no tool carries execution", with_execution or tools)
@@ -304,10 +280,8 @@ async def _sync_call(demo: Demo) -> None:
     demo.check("taskId" not in (ex.result or {}), "no taskId (not a task)", (ex.result or {}).get("taskId"))
 
 
-@step(
-    "A server-decided task: slow_compute",
-    "slow_compute supports tasks upstream; the client declared the extension, so the proxy creates a v1 task.",
-)
+@step("A server-decided task: slow_compute",
+      "slow_compute supports tasks upstream; the client declared the extension, so the proxy creates a v1 task.")
 async def _server_task(demo: Demo) -> None:
     task_id = await demo.task_call("slow_compute", {"seconds": 1, "label": "demo"})
     if task_id is None:
@@ -338,9 +312,7 @@ async def _tool_error(demo: Demo) -> None:
         return
     demo.expect_at(last, "result.result.isError", True)
     demo.expect_at(last, "result.result.content.0.text", "failing_job always fails")
-    demo.check(
-        "error" not in (last.result or {}), "no error member (isError is not a JSON-RPC error)", (last.result or {}).get("error")
-    )
+    demo.check("error" not in (last.result or {}), "no error member (isError is not a JSON-RPC error)", (last.result or {}).get("error"))
 
 
 @step("A protocol error: protocol_error_job", "A v1 task failed by a JSON-RPC error is a failed v2 task carrying that error.")
@@ -350,11 +322,8 @@ async def _protocol_error(demo: Demo) -> None:
         return
     demo.expect_at(last, "result.error.code", -32603)
     message = demo.dig(last.response, "result.error.message")
-    demo.check(
-        isinstance(message, str) and "simulated internal failure" in message,
-        'error.message contains "simulated internal failure"',
-        message,
-    )
+    demo.check(isinstance(message, str) and "simulated internal failure" in message,
+               'error.message contains "simulated internal failure"', message)
     demo.check("result" not in (last.result or {}), "no inlined result", (last.result or {}).get("result"))
 
 
@@ -380,21 +349,16 @@ def _form(message: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": dict(schema)}}
 
 
-@step(
-    "An elicitation answered through tasks/update",
-    "confirm_delete asks inside its v1 task; tasks/get shows the question as an input request, tasks/update answers it.",
-)
+@step("An elicitation answered through tasks/update",
+      "confirm_delete asks inside its v1 task; tasks/get shows the question as an input request, "
+      "tasks/update answers it.")
 async def _task_elicitation(demo: Demo) -> None:
     task_id = await demo.task_call("confirm_delete", {"filename": "report.txt"})
     if task_id is None:
         return
     waiting = await demo.follow(task_id, inputs=1)
-    demo.expect_at(
-        waiting,
-        "result.inputRequests",
-        {"input-1": _form("Delete report.txt?", CONFIRM_SCHEMA)},
-        'inputRequests = {"input-1": elicitation/create "Delete report.txt?" {confirm: boolean}}',
-    )
+    demo.expect_at(waiting, "result.inputRequests", {"input-1": _form("Delete report.txt?", CONFIRM_SCHEMA)},
+                   'inputRequests = {"input-1": elicitation/create "Delete report.txt?" {confirm: boolean}}')
     await demo.answer(task_id, {"input-1": {"action": "accept", "content": {"confirm": True}}})
     last = await demo.follow(task_id)
     demo.expect_at(last, "result.status", "completed")
@@ -402,98 +366,64 @@ async def _task_elicitation(demo: Demo) -> None:
     demo.check("inputRequests" not in (last.result or {}), "no inputRequests left", (last.result or {}).get("inputRequests"))
 
 
-@step(
-    "Two questions, answered one at a time",
-    "multi_input asks two questions at once; answering one leaves the other waiting until it is answered too.",
-)
+@step("Two questions, answered one at a time",
+      "multi_input asks two questions at once; answering one leaves the other waiting until it is answered too.")
 async def _two_questions(demo: Demo) -> None:
     task_id = await demo.task_call("multi_input")
     if task_id is None:
         return
     waiting = await demo.follow(task_id, inputs=2)
-    demo.expect_at(
-        waiting,
-        "result.inputRequests",
-        {"input-1": _form("value for a", VALUE_SCHEMA), "input-2": _form("value for b", VALUE_SCHEMA)},
-        'inputRequests = {"input-1": "value for a", "input-2": "value for b"} (each {value: string})',
-    )
+    demo.expect_at(waiting, "result.inputRequests",
+                   {"input-1": _form("value for a", VALUE_SCHEMA), "input-2": _form("value for b", VALUE_SCHEMA)},
+                   'inputRequests = {"input-1": "value for a", "input-2": "value for b"} (each {value: string})')
     await demo.answer(task_id, {"input-1": {"action": "accept", "content": {"value": "alpha"}}}, note="the first answer only")
     partial = await demo.call("tasks/get", {"taskId": task_id}, note="right after the first answer")
     demo.expect_at(partial, "result.status", "input_required", 'tasks/get: status still "input_required"')
-    demo.expect_at(
-        partial,
-        "result.inputRequests",
-        {"input-2": _form("value for b", VALUE_SCHEMA)},
-        'tasks/get: inputRequests = only "input-2" ("value for b")',
-    )
+    demo.expect_at(partial, "result.inputRequests", {"input-2": _form("value for b", VALUE_SCHEMA)},
+                   'tasks/get: inputRequests = only "input-2" ("value for b")')
     await demo.answer(task_id, {"input-2": {"action": "accept", "content": {"value": "beta"}}}, note="the second answer")
     last = await demo.follow(task_id)
     demo.expect_at(last, "result.status", "completed")
-    demo.expect_at(
-        last, "result.result.content.0.text", "got both: a=alpha, b=beta", 'inlined result text = "got both: a=alpha, b=beta"'
-    )
+    demo.expect_at(last, "result.result.content.0.text", "got both: a=alpha, b=beta",
+                   'inlined result text = "got both: a=alpha, b=beta"')
 
 
-@step(
-    "A question before the task exists (MRTR)",
-    "test_tool_with_task asks before creating its task: tools/call returns an InputRequiredResult, and "
-    "the same call retried with the answer and the requestState returns the task.",
-)
+@step("A question before the task exists (MRTR)",
+      "test_tool_with_task asks before creating its task: tools/call returns an InputRequiredResult, and "
+      "the same call retried with the answer and the requestState returns the task.")
 async def _mrtr(demo: Demo) -> None:
     first = await demo.call("tools/call", {"name": "test_tool_with_task", "arguments": {}}, note="first round")
     round1 = first.result or {}
     demo.expect("first round: HTTP 200", first.status, 200)
-    demo.expect_at(
-        first, "result.resultType", "input_required", 'first round: resultType = "input_required" (an InputRequiredResult)'
-    )
+    demo.expect_at(first, "result.resultType", "input_required", 'first round: resultType = "input_required" (an InputRequiredResult)')
     demo.check("taskId" not in round1, "first round: no taskId (no task yet)", round1.get("taskId"))
-    demo.expect_at(
-        first,
-        "result.inputRequests",
-        {"r1": _form("What is your name?", NAME_SCHEMA)},
-        'first round: inputRequests = {"r1": elicitation/create "What is your name?" {name: string}}',
-    )
+    demo.expect_at(first, "result.inputRequests", {"r1": _form("What is your name?", NAME_SCHEMA)},
+                   'first round: inputRequests = {"r1": elicitation/create "What is your name?" {name: string}}')
     state = round1.get("requestState", _MISSING)
     if not demo.check(isinstance(state, str) and bool(state), "first round: requestState is a non-empty string", state):
         return
     demo.abbreviate(state)
-    demo.say(
-        f"  (the requestState, {len(state)} characters, is shown as {short_id(state)} from here on;"
-        " the retry sends the same tools/call with it and the answer)"
-    )
-    task_id = await demo.task_call(
-        "test_tool_with_task",
-        extra={
-            "requestState": state,
-            "inputResponses": {"r1": {"action": "accept", "content": {"name": "Grace"}}},
-        },
-        note="the retry, with the answer and the requestState",
-    )
+    demo.say(f"  (the requestState, {len(state)} characters, is shown as {short_id(state)} from here on;"
+             " the retry sends the same tools/call with it and the answer)")
+    task_id = await demo.task_call("test_tool_with_task", extra={
+        "requestState": state,
+        "inputResponses": {"r1": {"action": "accept", "content": {"name": "Grace"}}},
+    }, note="the retry, with the answer and the requestState")
     if task_id is None:
         return
     last = await demo.follow(task_id)
     demo.expect_at(last, "result.status", "completed")
-    demo.expect_at(
-        last,
-        "result.result.content.0.text",
-        "Hello, Grace! test_tool_with_task finished.",
-        'inlined result text = "Hello, Grace! test_tool_with_task finished."',
-    )
+    demo.expect_at(last, "result.result.content.0.text", "Hello, Grace! test_tool_with_task finished.",
+                   'inlined result text = "Hello, Grace! test_tool_with_task finished."')
 
 
-@step(
-    "A client without the extension (-32021)",
-    "failing_job cannot run without a task; a client that did not declare the extension is told what is missing.",
-)
+@step("A client without the extension (-32021)",
+      "failing_job cannot run without a task; a client that did not declare the extension is told what is missing.")
 async def _missing_extension(demo: Demo) -> None:
     ex = await demo.call("tools/call", {"name": "failing_job", "arguments": {}}, client=demo.bare)
     demo.expect_error(ex, 400, -32021, "tools/call failing_job")
-    demo.expect_at(
-        ex,
-        ["error", "data", "requiredCapabilities", "extensions", TASKS_EXTENSION],
-        {},
-        f'error.data.requiredCapabilities.extensions["{TASKS_EXTENSION}"] = {{}}',
-    )
+    demo.expect_at(ex, ["error", "data", "requiredCapabilities", "extensions", TASKS_EXTENSION], {},
+                   f'error.data.requiredCapabilities.extensions["{TASKS_EXTENSION}"] = {{}}')
     task_id = demo.memory.get("task_id", "no-such-task")
     ex = await demo.call("tasks/get", {"taskId": task_id}, client=demo.bare, note="tasks/get without the extension")
     demo.expect_error(ex, 400, -32021, "tasks/get")
@@ -503,17 +433,11 @@ async def _missing_extension(demo: Demo) -> None:
 async def _removed(demo: Demo) -> None:
     task_id = demo.memory.get("task_id", "no-such-task")
     ex = await demo.call("tasks/result", {"taskId": task_id})
-    demo.check(
-        ex.status == 404 and ex.error_code == -32601,
-        "tasks/result: HTTP 404, error.code = -32601",
-        {"http": ex.status, "code": ex.error_code},
-    )
+    demo.check(ex.status == 404 and ex.error_code == -32601, "tasks/result: HTTP 404, error.code = -32601",
+               {"http": ex.status, "code": ex.error_code})
     ex = await demo.call("tasks/list")
-    demo.check(
-        ex.status == 404 and ex.error_code == -32601,
-        "tasks/list: HTTP 404, error.code = -32601",
-        {"http": ex.status, "code": ex.error_code},
-    )
+    demo.check(ex.status == 404 and ex.error_code == -32601, "tasks/list: HTTP 404, error.code = -32601",
+               {"http": ex.status, "code": ex.error_code})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -536,7 +460,7 @@ def main(verbose: bool = True, *, stdio: bool = False) -> int:
         make_demo=lambda url: Demo(url, verbose=verbose),
         start_server=(lambda: StdioServer(stdio_commands()["v1"])) if stdio else start_reference_v1_server,  # type: ignore[arg-type,return-value]
         banner="mcp-tasks-proxy demo: a v2 (2026-07-28 + tasks extension) client → the proxy → a v1 (2025-11-25) server"
-        + (" on stdio" if stdio else ""),
+               + (" on stdio" if stdio else ""),
         server_name="reference v1 server",
         server_note="mcp 1.30.0" + (", run by the proxy on stdio" if stdio else ""),
         face_note="v2-modern face → v1 backend" + (" (stdio)" if stdio else ""),

@@ -35,9 +35,8 @@ class Reply:
 
     __slots__ = ("result", "headers", "notifications")
 
-    def __init__(
-        self, result: dict[str, Any], headers: Mapping[str, str] | None = None, notifications: list[dict[str, Any]] | None = None
-    ):
+    def __init__(self, result: dict[str, Any], headers: Mapping[str, str] | None = None,
+                 notifications: list[dict[str, Any]] | None = None):
         self.result = result
         self.headers = dict(headers or {})
         self.notifications = list(notifications or ())
@@ -54,16 +53,8 @@ class ModernRequest:
 
     __slots__ = ("method", "params", "meta", "principal", "upstream_headers", "notify", "request_id")
 
-    def __init__(
-        self,
-        method: str,
-        params: dict[str, Any],
-        meta: ModernMeta,
-        principal: str,
-        upstream_headers: dict[str, str],
-        notify: Notify | None = None,
-        request_id: jsonrpc.RequestId | None = None,
-    ):
+    def __init__(self, method: str, params: dict[str, Any], meta: ModernMeta, principal: str, upstream_headers: dict[str, str],
+                 notify: Notify | None = None, request_id: jsonrpc.RequestId | None = None):
         self.method = method
         self.params = params
         self.meta = meta
@@ -98,10 +89,8 @@ class AnswerStream:
             return
         try:
             if self.stream is None:
-                stream = web.StreamResponse(
-                    status=200,
-                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-                )
+                stream = web.StreamResponse(status=200, headers={
+                    "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
                 self.stream = stream
                 await stream.prepare(self.request)
                 self._keepalive = asyncio.ensure_future(self._keep_alive(stream))
@@ -116,9 +105,7 @@ class AnswerStream:
                 await asyncio.sleep(self.keepalive_s)
                 await stream.write(b": keep-alive\n\n")
 
-    async def finish(
-        self, answer: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
-    ) -> web.StreamResponse:
+    async def finish(self, answer: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.StreamResponse:
         """Write `answer` (a JSON-RPC response): as JSON with `status` and `headers` when nothing
         was streamed, else as the stream's last event (the stream's status stays 200)."""
         if self._keepalive is not None:

@@ -1,13 +1,10 @@
-"""The session face: the proxy's own Streamable HTTP sessions (2025-11-25) for v1 clients.
+"""The session face: the proxy's own Streamable HTTP sessions (2025-11-25) for v1 clients (docs/behaviour.md §2, §5).
 
-`initialize` is answered by the proxy with a sealed `Mcp-Session-Id`; later requests carry it.
-Answers are JSON, or SSE when the proxy must first put requests to the client (input for a task
-or an MRTR round): the client answers them with POSTed JSON-RPC responses. One GET stream per
-session carries what the pairing pushes (`notifications/tasks/status`, questions of a task: behaviour.md §5.7–§5.8),
-with `Last-Event-ID` replay from a bounded buffer; DELETE ends the session. Source: core 2025-11-25 §Transports;
-docs/wire.md §5; docs/behaviour.md §2, §5. Sessions are kept in the `TaskStateStore` too (`proxy/state/store.py`): with
-the SQLite store a client's session survives a restart; its pending requests and replay buffer do not (decisions.md,
-"State that survives a restart").
+`initialize` is answered with a sealed `Mcp-Session-Id`. Answers are JSON, or SSE when the proxy must first put requests
+to the client (a task's input, an MRTR round), which it answers with POSTed responses. One GET stream per session carries
+what the pairing pushes (behaviour.md §5.7–§5.8), with `Last-Event-ID` replay from a bounded buffer; DELETE ends the
+session. Sessions are kept in the `TaskStateStore` too: with SQLite one survives a restart, its pending requests and
+replay buffer do not (decisions.md, "State that survives a restart"). Source: core 2025-11-25 §Transports; docs/wire.md §5.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
+from cachetools import LRUCache
 
 from translators import jsonrpc
 from translators.dialect import session_dialect
@@ -37,21 +35,17 @@ from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
 
-OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)
-"""Where `SessionReply.finish` leaves the outcome label of its answer for the request counter."""
+OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)  # the outcome label `SessionReply.finish` leaves for the counter
 
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
 SSE = "text/event-stream"
 SUPPORTED_LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
-ASK_TIMEOUT_S = 600.0
-"""Longest the proxy waits for a v1 client to answer a request it put to it."""
-KEEPALIVE_S = 15.0
-"""Longest time between keep-alive comments on a quiet GET stream."""
+ASK_TIMEOUT_S = 600.0  # longest the proxy waits for a v1 client to answer a request it put to it
+KEEPALIVE_S = 15.0  # longest time between keep-alive comments on a quiet GET stream
 _request_ids = itertools.count(1)
-_PROCESS = secrets.token_hex(4)
-"""Part of the ids of requests put to clients: unique across the processes sharing a store."""
+_PROCESS = secrets.token_hex(4)  # part of the ids of requests put to clients: unique across processes sharing a store
 ANSWERS = "answers"
 """The channel on which a client's response reaching one process goes to the one that asked."""
 
@@ -65,24 +59,15 @@ class SessionPairing(Protocol):
 
     async def initialize_result(self, params: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def dispatch(
-        self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply, request: web.Request
-    ) -> dict[str, Any]: ...
+    async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply,
+                       request: web.Request) -> dict[str, Any]: ...
 
 
 class ProxySession:
     """One v1 client session: who it is, what it declared, its GET stream and pending requests."""
 
-    def __init__(
-        self,
-        session_id: str,
-        principal: str,
-        params: Mapping[str, Any],
-        protocol_version: str,
-        replay_events: int,
-        face: str = "v1",
-        rules: SessionPairing | None = None,
-    ):
+    def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int,
+                 face: str = "v1", rules: SessionPairing | None = None):
         self.id = session_id
         self.principal = principal
         self.face = face
@@ -108,23 +93,16 @@ class ProxySession:
     def record(self) -> SessionRecord:
         """What the store keeps of this session."""
         assert self.rules is not None
-        return SessionRecord(
-            self.id,
-            self.principal,
-            self.face,
-            self.rules.backend.name,
-            {"capabilities": self.client_capabilities, "clientInfo": self.client_info},
-            self.protocol_version,
-        )
+        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name,
+                             {"capabilities": self.client_capabilities, "clientInfo": self.client_info}, self.protocol_version)
 
     @classmethod
     def restored(cls, record: SessionRecord, replay_events: int, rules: SessionPairing) -> ProxySession:
         """A session from the store (the proxy restarted). Its event ids continue above any it
         issued before: they start at the current time in milliseconds, so a client's
         `Last-Event-ID` from before the restart never hides a new event."""
-        session = cls(
-            record.session_id, record.principal, record.params, record.protocol_version, replay_events, record.face, rules
-        )
+        session = cls(record.session_id, record.principal, record.params, record.protocol_version, replay_events,
+                      record.face, rules)
         session._event_ids = itertools.count(int(time.time() * 1000))
         return session
 
@@ -187,15 +165,8 @@ class SessionReply:
         if self.stream is None:
             if not self.can_stream:
                 raise McpError(INVALID_REQUEST, "This answer needs a server-sent event stream: send Accept: text/event-stream")
-            self.stream = web.StreamResponse(
-                status=200,
-                headers={
-                    "Content-Type": SSE,
-                    "Cache-Control": "no-cache",
-                    "X-Accel-Buffering": "no",
-                    H_SESSION_ID: self.session.id,
-                },
-            )
+            self.stream = web.StreamResponse(status=200, headers={
+                "Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no", H_SESSION_ID: self.session.id})
             await self.stream.prepare(self.request)
         return self.stream
 
@@ -227,9 +198,7 @@ class SessionReply:
             await self.stream.write(sse_frame(self.session.event_id(), message))
             await self.stream.write_eof()
             return self.stream
-        return web.Response(
-            body=jsonrpc.dumps(message), status=status, content_type=JSON, headers={H_SESSION_ID: self.session.id}
-        )
+        return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers={H_SESSION_ID: self.session.id})
 
 
 TOUCH_S = 60.0
@@ -240,22 +209,18 @@ class SessionStore:
     """Live proxy sessions, bounded in count and idle time, each also kept in `store`; a session
     this process does not hold (it restarted) is `restore`d from the store (None: not servable)."""
 
-    def __init__(
-        self,
-        *,
-        max_sessions: int,
-        idle_ms: int,
-        store: TaskStateStore | None = None,
-        restore: Callable[[SessionRecord], ProxySession | None] | None = None,
-    ):
+    def __init__(self, *, max_sessions: int, idle_ms: int, store: TaskStateStore | None = None,
+                 restore: Callable[[SessionRecord], ProxySession | None] | None = None):
         self.max_sessions = max_sessions
         self.idle_s = idle_ms / 1000
         self.store = store
         self.restore = restore
         self._touch_s = min(TOUCH_S, self.idle_s / 10)
         self._sessions: dict[str, ProxySession] = {}
+        self._absent: LRUCache[str, bool] = LRUCache(max_sessions)  # ids the store lacked (relayed sessions' ids)
 
     async def add(self, session: ProxySession) -> None:
+        self._absent.pop(session.id, None)
         await self._hold(session)
         await self._save(session)
 
@@ -298,10 +263,12 @@ class SessionStore:
     async def peek(self, session_id: str) -> ProxySession | None:
         """The session with this id, whoever owns it, without touching its idle time."""
         session = self._sessions.get(session_id)
-        if session is None and session_id and self.store is not None and self.restore is not None:
+        if session is None and session_id and self.store is not None and self.restore is not None and session_id not in self._absent:
             record = await self.store.session(session_id)
             session = self.restore(record) if record is not None else None
-            if session is not None:
+            if session is None:
+                self._absent[session_id] = True  # asked once: a relayed session's requests cost no store read
+            else:
                 session.saved_at = time.time()
                 await self._hold(session)
         return session
@@ -326,21 +293,14 @@ class SessionFace:
     """HTTP handling of the session wire; what requests mean is each session's `rules`, the pairing the entry chose at
     `initialize` (`proxy/entry.py`). `rules_for(backend name, dialect)` gives a restored session's (None: not configured)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        keyring: Keyring,
-        store: TaskStateStore | None = None,
-        *,
-        rules_for: Callable[[str, str], SessionPairing | None] | None = None,
-    ):
+    def __init__(self, settings: Settings, keyring: Keyring, store: TaskStateStore | None = None, *,
+                 rules_for: Callable[[str, str], SessionPairing | None] | None = None):
         self.settings = settings
         self.keyring = keyring
         self.rules_for = rules_for
         self.store = store
-        self.sessions = SessionStore(
-            max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store, restore=self._restore
-        )
+        self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
+                                     restore=self._restore)
         self._identity_header = settings.identity_header or "Authorization"
         self._closing = asyncio.Event()
         self.keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
@@ -369,9 +329,7 @@ class SessionFace:
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
 
-    async def handle_post(
-        self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None = None
-    ) -> web.StreamResponse:
+    async def handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None = None) -> web.StreamResponse:
         """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`.
         `pairing` is the one the entry chose for an `initialize`."""
         response = await self._handle_post(request, message, pairing)
@@ -382,14 +340,8 @@ class SessionFace:
             face, outcome = await self._face_of(request, message), _outcome(request, response)
             backend.metrics.request(face, backend.dialect, message.method, outcome)
             info = session.client_info if session is not None else message.params.get("clientInfo")
-            backend.metrics.recorder.request(
-                backend.name,
-                face,
-                backend.dialect,
-                outcome,
-                client_key(info),
-                None if outcome == "ok" else method_label(message.method),
-            )
+            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
+                                             None if outcome == "ok" else method_label(message.method))
             trace = TRACE.get()
             if trace is not None:
                 trace.answered(backend.name, face, backend.dialect, outcome)
@@ -402,30 +354,22 @@ class SessionFace:
             return getattr(session, "face", "v1")
         return session_dialect(message.params) if message.method == "initialize" else "v1"
 
-    async def _handle_post(
-        self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None
-    ) -> web.StreamResponse:
+    async def _handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None) -> web.StreamResponse:
         """A parsed session-wire POST (docs/behaviour.md §2 rules 3–5)."""
         principal = self.principal(request)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is None:
             if message.kind == "request" and message.method == "initialize" and pairing is not None:
                 return await self._initialize(request, message, principal, pairing)
-            return _error(
-                message.id if message.kind == "request" else None,
-                McpError(INVALID_REQUEST, "Bad Request: Missing session ID"),
-                400,
-            )
+            return _error(message.id if message.kind == "request" else None,
+                          McpError(INVALID_REQUEST, "Bad Request: Missing session ID"), 400)
         session = await self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
         refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
         if refusal is not None:
-            log.info(
-                "refused %s from principal=%s: MCP-Protocol-Version header is not the session's",
-                message.method or message.kind,
-                principal,
-            )
+            log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
+                     principal)
             return refusal
         if message.kind == "response":
             if not session.answer(message.raw) and self.store is not None and self.store.shared:
@@ -446,9 +390,7 @@ class SessionFace:
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
-    async def _initialize(
-        self, request: web.Request, message: jsonrpc.Message, principal: str, handler: SessionPairing
-    ) -> web.StreamResponse:
+    async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str, handler: SessionPairing) -> web.StreamResponse:
         params = message.params
         face = session_dialect(params)
         try:
@@ -478,10 +420,8 @@ class SessionFace:
         # not have noticed yet (MCP 2025-11-25, Streamable HTTP: resumability; docs/decisions.md §35).
         if session.get_stream is not None and last is None and not session.get_stream_gone():
             return _error(None, McpError(INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per session"), 409)
-        stream = web.StreamResponse(
-            status=200,
-            headers={"Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no", H_SESSION_ID: session.id},
-        )
+        stream = web.StreamResponse(status=200, headers={"Content-Type": SSE, "Cache-Control": "no-cache",
+                                                         "X-Accel-Buffering": "no", H_SESSION_ID: session.id})
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
         if (opened := getattr(session.rules, "get_stream_opened", None)) is not None:
@@ -495,11 +435,7 @@ class SessionFace:
                 if await self._ends_within(ended, self.keepalive_s):
                     break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)
                 await stream.write(b": keep-alive\n\n")
-            if (
-                ended.is_set()
-                and request.transport is not None
-                and await self.sessions.get(session.id, session.principal) is session
-            ):
+            if ended.is_set() and request.transport is not None and await self.sessions.get(session.id, session.principal) is session:
                 request.transport.close()  # taken over by a resumed stream: this connection may be dead
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -554,11 +490,8 @@ def _version_refusal(request: web.Request, session: ProxySession, request_id: An
     versions = request.headers.getall(H_PROTOCOL_VERSION, ())
     if all(version == session.protocol_version for version in versions):
         return None
-    error = McpError(
-        INVALID_REQUEST,
-        f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
-        f"(this session uses {session.protocol_version})",
-    )
+    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
+                                      f"(this session uses {session.protocol_version})")
     return _error(request_id, error, 400)
 
 

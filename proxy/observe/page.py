@@ -42,10 +42,8 @@ def ago(ms: int) -> str:
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset(), table_id: str = "") -> str:  # type: ignore[assignment]
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row)) + "</tr>"
-        for row in rows
-    )
+    body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row)) + "</tr>"
+                   for row in rows)
     if not rows:
         body = f'<tr><td colspan="{len(headers)}" class="muted">none</td></tr>'
     ident = f' id="{table_id}"' if table_id else ""
@@ -66,62 +64,25 @@ def _backends(data: dict[str, Any]) -> str:
         if b["down_reason"]:
             health += f'<br><span class="muted">{escape(b["down_reason"])}</span>'
         dialect = escape(b["dialect"]) + (" (pinned)" if b["pinned"] else "")
-        rows.append(
-            [
-                escape(b["name"]),
-                escape(b["transport"]),
-                dialect,
-                escape(", ".join(b["protocol_versions"]) or "—"),
-                health,
-                escape(when(b["last_probe_ms"], now)),
-                escape(when(b["dialect_since_ms"], now)),
-                str(b["live_tasks"]),
-                f"{b['requests_last_minute']} / {b['requests_last_hour']}",
-                f"{b['errors_last_minute']} / {b['errors_last_hour']}",
-                escape(_latency(b["upstream_latency_ms"])),
-            ]
-        )
-    headers = [
-        "backend",
-        "transport",
-        "dialect",
-        "protocol versions",
-        "health",
-        "last probe answered",
-        "dialect since",
-        "live tasks",
-        "requests (last min / hour)",
-        "errors (last min / hour)",
-        "upstream ms p50 / p90 / p99 (samples)",
-    ]
+        rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
+                     escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
+                     f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
+                     escape(_latency(b["upstream_latency_ms"]))])
+    headers = ["backend", "transport", "dialect", "protocol versions", "health", "last probe answered", "dialect since",
+               "live tasks", "requests (last min / hour)", "errors (last min / hour)", "upstream ms p50 / p90 / p99 (samples)"]
     return _table(headers, rows, {7, 8, 9}, "backends")
 
 
 def _matrix(rows: list[dict[str, Any]], table_id: str) -> str:
-    return _table(
-        ["client dialect", "backend dialect", "how", "requests", "errors"],
-        [
-            [escape(r["client_dialect"]), escape(r["backend_dialect"]), escape(r["mode"]), str(r["requests"]), str(r["errors"])]
-            for r in rows
-        ],
-        {3, 4},
-        table_id,
-    )
+    return _table(["client dialect", "backend dialect", "how", "requests", "errors"],
+                  [[escape(r["client_dialect"]), escape(r["backend_dialect"]), escape(r["mode"]), str(r["requests"]), str(r["errors"])]
+                   for r in rows], {3, 4}, table_id)
 
 
 def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: bool) -> str:
     headers = (["dialect"] if with_dialect else []) + ["client", "version", "requests", "last seen", "backends used"]
-    body = [
-        ([escape(r["dialect"])] if with_dialect else [])
-        + [
-            escape(r["name"]),
-            escape(r["version"] or "—"),
-            str(r["requests"]),
-            escape(when(r["last_seen_ms"], now)),
-            escape(", ".join(r["backends"])),
-        ]
-        for r in rows
-    ]
+    body = [([escape(r["dialect"])] if with_dialect else []) + [escape(r["name"]), escape(r["version"] or "—"), str(r["requests"]),
+            escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))] for r in rows]
     return _table(headers, body, {3 if with_dialect else 2}, table_id)
 
 
@@ -135,17 +96,11 @@ def _verdict(data: dict[str, Any]) -> str:
     if last is None or now - last >= 86_400_000:
         lines.append(f'<div class="verdict clear">No v1 client has spoken for 24 hours (last: {escape(when(last, now))}).</div>')
     else:
-        lines.append(
-            f'<div class="verdict busy">v1 clients are still here: {v1_day} requests in the last day, '
-            f"last {escape(when(last, now))}.</div>"
-        )
-    lines.append(
-        f'<div class="verdict {"clear" if not v1_backends else "busy"}">v1 backends: '
-        f"{escape(', '.join(v1_backends)) if v1_backends else 'none'}.</div>"
-    )
-    lines.append(
-        f'<div class="verdict {"clear" if not translated else "busy"}">Translated requests in the last day: {translated}.</div>'
-    )
+        lines.append(f'<div class="verdict busy">v1 clients are still here: {v1_day} requests in the last day, '
+                     f'last {escape(when(last, now))}.</div>')
+    lines.append(f'<div class="verdict {"clear" if not v1_backends else "busy"}">v1 backends: '
+                 f'{escape(", ".join(v1_backends)) if v1_backends else "none"}.</div>')
+    lines.append(f'<div class="verdict {"clear" if not translated else "busy"}">Translated requests in the last day: {translated}.</div>')
     return "<br>".join(lines)
 
 
@@ -163,15 +118,13 @@ def plot(timeline: dict[str, Any], width: int = 720, height: int = 160) -> str:
     def y(v: int) -> float:
         return 10 + inner_h * (1 - v / top)
 
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="requests per minute by client dialect, last {minutes} minutes">',
-        f'<rect x="{left}" y="10" width="{inner_w}" height="{inner_h}" fill="#fafafa" stroke="#ccc"/>',
-        f'<text x="{left - 4}" y="14" text-anchor="end">{top}</text>',
-        f'<text x="{left - 4}" y="{10 + inner_h}" text-anchor="end">0</text>',
-        f'<text x="{left}" y="{height - 4}">-{minutes} min</text>',
-        f'<text x="{left + inner_w}" y="{height - 4}" text-anchor="end">now</text>',
-    ]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="requests per minute by client dialect, last {minutes} minutes">',
+             f'<rect x="{left}" y="10" width="{inner_w}" height="{inner_h}" fill="#fafafa" stroke="#ccc"/>',
+             f'<text x="{left - 4}" y="14" text-anchor="end">{top}</text>',
+             f'<text x="{left - 4}" y="{10 + inner_h}" text-anchor="end">0</text>',
+             f'<text x="{left}" y="{height - 4}">-{minutes} min</text>',
+             f'<text x="{left + inner_w}" y="{height - 4}" text-anchor="end">now</text>']
     for n, (dialect, values) in enumerate(series.items()):
         points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
         colour = COLOURS[dialect]
@@ -185,21 +138,10 @@ def plot(timeline: dict[str, Any], width: int = 720, height: int = 160) -> str:
 def render(data: dict[str, Any], refresh_s: int) -> str:
     """The whole page."""
     now = data["now_ms"]
-    errors = _table(
-        ["when", "backend", "client dialect", "method", "code", "reason"],
-        [
-            [
-                escape(when(e["at_ms"], now)),
-                escape(e["backend"]),
-                escape(e["client_dialect"]),
-                escape(e["method"] or "—"),
-                escape(e["code"]),
-                escape(e["reason"] or "the backend's answer"),
-            ]
-            for e in data["recent_errors"]
-        ],
-        table_id="errors",
-    )
+    errors = _table(["when", "backend", "client dialect", "method", "code", "reason"],
+                    [[escape(when(e["at_ms"], now)), escape(e["backend"]), escape(e["client_dialect"]), escape(e["method"] or "—"),
+                      escape(e["code"]), escape(e["reason"] or "the backend's answer")] for e in data["recent_errors"]],
+                    table_id="errors")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_s}">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>mcp-tasks-proxy status</title>

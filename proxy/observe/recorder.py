@@ -76,16 +76,8 @@ class StatusRecorder:
 
     # -- recording (the hot path: no parsing, a few dict operations) -------------------------------
 
-    def request(
-        self,
-        backend: str,
-        client_dialect: str,
-        backend_dialect: str,
-        outcome: str,
-        client: ClientKey = UNKNOWN_CLIENT,
-        method: str | None = None,
-        reason: str | None = None,
-    ) -> None:
+    def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
+                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
         """One answered request: `outcome` "ok", a JSON-RPC code ("-32602") or "http_<status>".
         A request that is not "ok" also enters the recent errors with `method` and `reason` (the
         proxy's own message, already free of header values; None: the backend's answer)."""
@@ -114,16 +106,8 @@ class StatusRecorder:
         if len(row.backends) < MAX_BACKENDS_PER_CLIENT:
             row.backends.add(backend)
         if failed:
-            self.errors.append(
-                {
-                    "at_ms": now_ms,
-                    "backend": backend,
-                    "client_dialect": client_dialect,
-                    "method": method,
-                    "code": outcome,
-                    "reason": reason[:REASON_CHARS] if reason else None,
-                }
-            )
+            self.errors.append({"at_ms": now_ms, "backend": backend, "client_dialect": client_dialect, "method": method,
+                                "code": outcome, "reason": reason[:REASON_CHARS] if reason else None})
 
     def upstream(self, backend: str, seconds: float) -> None:
         """One upstream request's latency."""
@@ -165,10 +149,9 @@ class StatusRecorder:
                 cell[0] += count
                 cell[1] += count if failed else 0
         order = {d: i for i, d in enumerate((*DIALECTS, "unknown"))}
-        return [
-            {"client_dialect": c, "backend_dialect": b, "mode": "relayed" if c == b else "translated", "requests": n, "errors": e}
-            for (c, b), (n, e) in sorted(totals.items(), key=lambda kv: (order.get(kv[0][0], 9), order.get(kv[0][1], 9)))
-        ]
+        return [{"client_dialect": c, "backend_dialect": b, "mode": "relayed" if c == b else "translated",
+                 "requests": n, "errors": e}
+                for (c, b), (n, e) in sorted(totals.items(), key=lambda kv: (order.get(kv[0][0], 9), order.get(kv[0][1], 9)))]
 
     def backend_counts(self, backend: str, minutes: int) -> tuple[int, int]:
         """(requests, errors) answered by `backend` in the last `minutes`."""
@@ -209,18 +192,9 @@ class StatusRecorder:
     def clients(self) -> list[dict[str, Any]]:
         """Every client row, most recently seen first: `{dialect, name, version, requests,
         first_seen_ms, last_seen_ms, backends (sorted)}`."""
-        return [
-            {
-                "dialect": dialect,
-                "name": name,
-                "version": version,
-                "requests": row.requests,
-                "first_seen_ms": row.first_seen_ms,
-                "last_seen_ms": row.last_seen_ms,
-                "backends": sorted(row.backends),
-            }
-            for (dialect, name, version), row in reversed(self._clients.items())
-        ]
+        return [{"dialect": dialect, "name": name, "version": version, "requests": row.requests,
+                 "first_seen_ms": row.first_seen_ms, "last_seen_ms": row.last_seen_ms, "backends": sorted(row.backends)}
+                for (dialect, name, version), row in reversed(self._clients.items())]
 
     def last_v1_ms(self) -> int | None:
         """When a v1 client was last answered (Unix ms), None if never since the start."""
@@ -231,16 +205,8 @@ class StatusRecorder:
 class NoRecorder(StatusRecorder):
     """Records nothing (components no application wired up)."""
 
-    def request(
-        self,
-        backend: str,
-        client_dialect: str,
-        backend_dialect: str,
-        outcome: str,
-        client: ClientKey = UNKNOWN_CLIENT,
-        method: str | None = None,
-        reason: str | None = None,
-    ) -> None:
+    def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
+                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
         pass
 
     def upstream(self, backend: str, seconds: float) -> None:

@@ -37,27 +37,25 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         hour = recorder.backend_counts(member.name, HOUR)
         minute = recorder.backend_counts(member.name, 1)
         health = "unknown" if profile is None and backend.down is None else ("down" if backend.down is not None else "up")
-        backends.append(
-            {
-                "name": member.name,
-                "transport": urlsplit(backend.config.url).scheme.lower(),
-                "dialect": backend.dialect,
-                "pinned": backend.config.dialect != "auto",
-                "protocol_versions": list(profile.protocol_versions) if profile is not None else [],
-                "health": health,
-                "down_reason": backend.down,
-                "last_probe_ms": profile.probed_at_ms if profile is not None else None,
-                "dialect_since_ms": backend.dialect_since_ms,
-                "live_tasks": len(member.follower),
-                "requests_last_minute": minute[0],
-                "errors_last_minute": minute[1],
-                "requests_last_hour": hour[0],
-                "errors_last_hour": hour[1],
-                "requests_per_minute": round(hour[0] / HOUR, 3),
-                "errors_per_minute": round(hour[1] / HOUR, 3),
-                "upstream_latency_ms": recorder.latency_ms(member.name),
-            }
-        )
+        backends.append({
+            "name": member.name,
+            "transport": urlsplit(backend.config.url).scheme.lower(),
+            "dialect": backend.dialect,
+            "pinned": backend.config.dialect != "auto",
+            "protocol_versions": list(profile.protocol_versions) if profile is not None else [],
+            "health": health,
+            "down_reason": backend.down,
+            "last_probe_ms": profile.probed_at_ms if profile is not None else None,
+            "dialect_since_ms": backend.dialect_since_ms,
+            "live_tasks": len(member.follower),
+            "requests_last_minute": minute[0],
+            "errors_last_minute": minute[1],
+            "requests_last_hour": hour[0],
+            "errors_last_hour": hour[1],
+            "requests_per_minute": round(hour[0] / HOUR, 3),
+            "errors_per_minute": round(hour[1] / HOUR, 3),
+            "upstream_latency_ms": recorder.latency_ms(member.name),
+        })
     clients = recorder.clients()
     return {
         "now_ms": recorder.now_ms(),
@@ -101,9 +99,5 @@ async def status_page(request: web.Request, fleet: Fleet | None, recorder: Statu
     if fleet is None:
         return web.Response(text="starting", status=503)
     html = render(snapshot(fleet, recorder), REFRESH_S)
-    return web.Response(
-        text=html,
-        content_type="text/html",
-        charset="utf-8",
-        headers={"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"},
-    )
+    return web.Response(text=html, content_type="text/html", charset="utf-8",
+                        headers={"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})

@@ -32,81 +32,22 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 def render(data: dict[str, Any]) -> str:
     now = data["now_ms"]
-    out = [
-        "Backends",
-        table(
-            [
-                "backend",
-                "transport",
-                "dialect",
-                "versions",
-                "health",
-                "dialect since",
-                "live tasks",
-                "req/h",
-                "err/h",
-                "p50 ms",
-                "p99 ms",
-            ],
-            [
-                [
-                    b["name"],
-                    b["transport"],
-                    b["dialect"],
-                    ",".join(b["protocol_versions"]) or "-",
-                    b["health"] + (f" ({b['down_reason']})" if b["down_reason"] else ""),
-                    when(b["dialect_since_ms"], now),
-                    str(b["live_tasks"]),
-                    str(b["requests_last_hour"]),
-                    str(b["errors_last_hour"]),
-                    str(b["upstream_latency_ms"]["p50"] or "-"),
-                    str(b["upstream_latency_ms"]["p99"] or "-"),
-                ]
-                for b in data["backends"]
-            ],
-        ),
-    ]
+    out = ["Backends", table(
+        ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "p50 ms", "p99 ms"],
+        [[b["name"], b["transport"], b["dialect"], ",".join(b["protocol_versions"]) or "-",
+          b["health"] + (f" ({b['down_reason']})" if b["down_reason"] else ""), when(b["dialect_since_ms"], now), str(b["live_tasks"]),
+          str(b["requests_last_hour"]), str(b["errors_last_hour"]), str(b["upstream_latency_ms"]["p50"] or "-"),
+          str(b["upstream_latency_ms"]["p99"] or "-")] for b in data["backends"]])]
     for label, key in (("last hour", "last_hour"), ("last day", "last_day")):
-        out += [
-            "",
-            f"Migration matrix, {label}",
-            table(
-                ["client", "backend", "how", "requests", "errors"],
-                [
-                    [r["client_dialect"], r["backend_dialect"], r["mode"], str(r["requests"]), str(r["errors"])]
-                    for r in data["matrix"][key]
-                ],
-            ),
-        ]
-    out += [
-        "",
-        f"Clients still on v1 (last v1 request: {when(data['last_v1_ms'], now)})",
-        table(
-            ["client", "version", "requests", "last seen", "backends"],
-            [
-                [r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
-                for r in data["v1_clients"]
-            ],
-        ),
-    ]
-    out += [
-        "",
-        "Recent refusals and upstream errors",
-        table(
-            ["when", "backend", "client", "method", "code", "reason"],
-            [
-                [
-                    when(e["at_ms"], now),
-                    e["backend"],
-                    e["client_dialect"],
-                    e["method"] or "-",
-                    e["code"],
-                    e["reason"] or "the backend's answer",
-                ]
-                for e in data["recent_errors"][:20]
-            ],
-        ),
-    ]
+        out += ["", f"Migration matrix, {label}", table(["client", "backend", "how", "requests", "errors"],
+                [[r["client_dialect"], r["backend_dialect"], r["mode"], str(r["requests"]), str(r["errors"])] for r in data["matrix"][key]])]
+    out += ["", f"Clients still on v1 (last v1 request: {when(data['last_v1_ms'], now)})",
+            table(["client", "version", "requests", "last seen", "backends"],
+                  [[r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
+                   for r in data["v1_clients"]])]
+    out += ["", "Recent refusals and upstream errors", table(["when", "backend", "client", "method", "code", "reason"],
+            [[when(e["at_ms"], now), e["backend"], e["client_dialect"], e["method"] or "-", e["code"], e["reason"] or "the backend's answer"]
+             for e in data["recent_errors"][:20]])]
     return "\n".join(out)
 
 
@@ -127,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(commands: Any) -> None:
-    status = commands.add_parser(
-        "status", help="print a running proxy's status page as tables (backends, migration matrix, v1 clients)"
-    )
+    status = commands.add_parser("status", help="print a running proxy's status page as tables (backends, migration matrix, v1 clients)")
     status.add_argument("url", metavar="URL", help="the proxy, e.g. http://127.0.0.1:8080")
     status.add_argument("--json", action="store_true", help="print the JSON of /status.json")
     status.add_argument("--token", help="the proxy's status_token (default: $MCP_TASKS_PROXY_STATUS_TOKEN)")

@@ -128,12 +128,7 @@ class RequestTrace:
 
     def result(self, result: Any) -> None:
         """A translated answer's result: a task it created is remembered for its follow-ups' links."""
-        if (
-            self.span is not None
-            and isinstance(result, dict)
-            and isinstance(result.get("taskId"), str)
-            and self._method == "tools/call"
-        ):
+        if self.span is not None and isinstance(result, dict) and isinstance(result.get("taskId"), str) and self._method == "tools/call":
             self.tracing.created(result["taskId"], self.span.get_span_context())
 
     async def upstream(self, endpoint: Any, body: bytes, headers: dict[str, str], post: Any) -> Any:

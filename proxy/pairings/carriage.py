@@ -70,9 +70,7 @@ class V2OverV2Session(V2OverV1):
         the client's sealed one in the answer (`translators.fleet_ids`)."""
         sealed = call.params["taskId"]
         session = self.backend.pool.by_id(ref.session)
-        request = ids_to_backend(
-            {"params": strip_envelope(call.params)}, lambda task: ref.task if task == sealed else task, _same
-        )
+        request = ids_to_backend({"params": strip_envelope(call.params)}, lambda task: ref.task if task == sealed else task, _same)
         try:
             result = await session.request(call.method, request["params"], headers=call.upstream_headers)
         except SessionLost:
@@ -104,16 +102,11 @@ class V2SessionCarriage:
         """`InitializeResult` without `protocolVersion`: the backend's capabilities with the tasks
         extension (v2 style, no `tasks` key)."""
         profile = await self.backend.current()
-        return initialize_result_v2_session(
-            profile.capabilities,
-            profile.instructions,
-            backend_dialect=profile.dialect,
-            offers_tool_tasks=profile.offers_tool_tasks,
-        )
+        return initialize_result_v2_session(profile.capabilities, profile.instructions, backend_dialect=profile.dialect,
+                                            offers_tool_tasks=profile.offers_tool_tasks)
 
-    async def dispatch(
-        self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply, request: web.Request
-    ) -> dict[str, Any]:
+    async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply,
+                       request: web.Request) -> dict[str, Any]:
         """The result of one request; input rounds go to the client on this POST's stream."""
         if method == "ping":
             return {}
@@ -122,12 +115,10 @@ class V2SessionCarriage:
         profile = await self.backend.current()
         once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
         if profile.dialect == "v1":
-
             async def once(p: dict[str, Any]) -> dict[str, Any]:
                 call = ModernRequest(method, p, meta, session.principal, headers, reply.send)  # progress on the POST's stream
                 return (await self.modern_pairing.answer(call)).result
         else:
-
             async def once(p: dict[str, Any]) -> dict[str, Any]:
                 return await self.modern.request(method, p, meta, headers=headers)
 

@@ -73,18 +73,8 @@ class Handover:
 
     # -- the asker --------------------------------------------------------------------------------
 
-    async def resume(
-        self,
-        holder: str,
-        backend: str,
-        exchange: str,
-        principal: str,
-        method: str,
-        name: str,
-        responses: Mapping[str, Any],
-        log_level: str | None,
-        notify: Notify,
-    ) -> dict[str, Any]:
+    async def resume(self, holder: str, backend: str, exchange: str, principal: str, method: str, name: str,
+                     responses: Mapping[str, Any], log_level: str | None, notify: Notify) -> dict[str, Any]:
         """Put a retry to the process `holder` and wait for its reply (the `reply` message without
         `kind` and `id`). Raises `McpError(-32602)` when the holder is gone, stops beating, or does
         not hold the exchange, and the holder's error otherwise."""
@@ -92,21 +82,9 @@ class Handover:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = (future, notify)
         try:
-            listeners = await self.store.publish(
-                CHANNEL + holder,
-                {
-                    "kind": "resume",
-                    "id": request_id,
-                    "reply": self.process,
-                    "backend": backend,
-                    "exchange": exchange,
-                    "principal": principal,
-                    "method": method,
-                    "name": name,
-                    "responses": dict(responses),
-                    "log_level": log_level,
-                },
-            )
+            listeners = await self.store.publish(CHANNEL + holder, {
+                "kind": "resume", "id": request_id, "reply": self.process, "backend": backend, "exchange": exchange,
+                "principal": principal, "method": method, "name": name, "responses": dict(responses), "log_level": log_level})
             if listeners == 0:
                 raise McpError(INVALID_PARAMS, GONE)
             while not future.done():
@@ -168,9 +146,7 @@ class Handover:
         except McpError as exc:
             reply = {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
         except SessionLost:
-            reply = {
-                "error": {"code": INVALID_PARAMS, "message": "Unknown or expired requestState: the backend lost the session"}
-            }
+            reply = {"error": {"code": INVALID_PARAMS, "message": "Unknown or expired requestState: the backend lost the session"}}
         except Exception as exc:
             log.exception("handover: serving a retry for process %s", asker)
             reply = {"error": {"code": INTERNAL_ERROR, "message": f"Internal error: {type(exc).__name__}"}}
@@ -181,9 +157,8 @@ class Handover:
         book = self.book_for(str(payload.get("backend")))
         if book is None:
             raise McpError(INVALID_PARAMS, "Unknown or expired requestState: send the original request again without it")
-        exchange = book.take(
-            str(payload.get("exchange")), str(payload.get("principal")), str(payload.get("method")), str(payload.get("name"))
-        )
+        exchange = book.take(str(payload.get("exchange")), str(payload.get("principal")), str(payload.get("method")),
+                             str(payload.get("name")))
 
         async def notify(message: dict[str, Any]) -> None:
             await self._tell(asker, {"kind": "notify", "id": request_id, "message": message})
@@ -204,12 +179,8 @@ class Handover:
             return {"requests": {key: request.to_wire() for key, request in requests.items()}}
         book.release(exchange)
         assert exchange.upstream is not None
-        return {
-            "answer": exchange.upstream.result(),
-            "session": exchange.session.session_id or "",
-            "context": exchange.context,
-            "method": exchange.method,
-        }
+        return {"answer": exchange.upstream.result(), "session": exchange.session.session_id or "",
+                "context": exchange.context, "method": exchange.method}
 
 
 def requests_of(reply: Mapping[str, Any]) -> dict[str, InputRequest]:

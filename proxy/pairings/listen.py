@@ -31,14 +31,11 @@ triggers: "refetch if you care")."""
 
 
 async def listen(pairing: Any, call: ModernRequest) -> Reply:
-    """Serve one (`pairing`: the `V2OverV1` of the backend) `subscriptions/listen` until the client goes
-    away. Raises `McpError(-32021)` when
+    """Serve one (`pairing`: the `V2OverV1` of the backend) `subscriptions/listen` until the client goes away. Raises `McpError(-32021)` when
     `taskIds` are asked for without the tasks extension declared on the request."""
     requested = call.params.get("notifications")
     if isinstance(requested, dict) and requested.get("taskIds") and not call.meta.declares_tasks:
-        raise missing_tasks_extension(
-            "subscriptions/listen: taskIds need the tasks extension (io.modelcontextprotocol/tasks) declared"
-        )
+        raise missing_tasks_extension("subscriptions/listen: taskIds need the tasks extension (io.modelcontextprotocol/tasks) declared")
     profile = await pairing.backend.current()
     agreed = narrow_filter(requested, offered_filter(profile.capabilities, offers_tool_tasks=profile.offers_tool_tasks))
     tasks: dict[str, TaskRef] = {}
@@ -84,9 +81,7 @@ async def listen(pairing: Any, call: ModernRequest) -> Reply:
             listener.subscribers.discard(heard)
 
 
-async def _read_tasks(
-    pairing: Any, call: ModernRequest, tasks: dict[str, TaskRef], last: dict[str, dict[str, Any]]
-) -> float | None:
+async def _read_tasks(pairing: Any, call: ModernRequest, tasks: dict[str, TaskRef], last: dict[str, dict[str, Any]]) -> float | None:
     """Read each followed task; send `notifications/tasks` for each whose answer changed, forget
     the ended ones. Seconds until the next read (None: no task left to follow)."""
     delay: float | None = None

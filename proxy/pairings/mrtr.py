@@ -40,17 +40,8 @@ questions asked concurrently) so they go to the client in one round."""
 class Exchange:
     """One held upstream request and the requests for input it is waiting on."""
 
-    def __init__(
-        self,
-        exchange_id: str,
-        principal: str,
-        method: str,
-        name: str,
-        session: UpstreamSession,
-        headers: Mapping[str, str],
-        expires_at: float,
-        context: Any = None,
-    ):
+    def __init__(self, exchange_id: str, principal: str, method: str, name: str, session: UpstreamSession,
+                 headers: Mapping[str, str], expires_at: float, context: Any = None):
         self.id = exchange_id
         self.principal = principal
         self.method = method
@@ -84,9 +75,7 @@ class Exchange:
     def start(self, call: Callable[..., Awaitable[dict[str, Any]]]) -> None:
         """Run `call(on_server_request=..., on_notification=...)` (the upstream request) in the
         background."""
-        self.upstream = asyncio.ensure_future(
-            call(on_server_request=self._on_server_request, on_notification=self._on_notification)
-        )
+        self.upstream = asyncio.ensure_future(call(on_server_request=self._on_server_request, on_notification=self._on_notification))
         # An abandoned exchange's outcome is nobody's business; don't log it as unretrieved.
         self.upstream.add_done_callback(lambda done: done.cancelled() or done.exception())
 
@@ -160,13 +149,11 @@ class ExchangeBook:
         """Whether this process holds the exchange `exchange_id` now."""
         return exchange_id in self._held
 
-    def open(
-        self, principal: str, method: str, name: str, session: UpstreamSession, headers: Mapping[str, str], context: Any = None
-    ) -> Exchange:
+    def open(self, principal: str, method: str, name: str, session: UpstreamSession, headers: Mapping[str, str],
+             context: Any = None) -> Exchange:
         """A new exchange (not yet held: `hold` it when a round ends with input required)."""
-        return Exchange(
-            secrets.token_urlsafe(18), principal, method, name, session, headers, time.monotonic() + self.lifetime_s, context
-        )
+        return Exchange(secrets.token_urlsafe(18), principal, method, name, session, headers,
+                        time.monotonic() + self.lifetime_s, context)
 
     def hold(self, exchange: Exchange) -> None:
         self._sweep()
@@ -211,13 +198,9 @@ MAX_ROUNDS = 16
 turns MRTR rounds into questions to a session client: `input_rounds`)."""
 
 
-async def input_rounds(
-    method: str,
-    params: dict[str, Any],
-    result: dict[str, Any],
-    once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
-    ask: Callable[[InputRequest], Awaitable[dict[str, Any] | McpError]],
-) -> dict[str, Any]:
+async def input_rounds(method: str, params: dict[str, Any], result: dict[str, Any],
+                       once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                       ask: Callable[[InputRequest], Awaitable[dict[str, Any] | McpError]]) -> dict[str, Any]:
     """Carry a request's MRTR rounds (core 2026-07-28, MRTR) to a client that is asked instead:
     while `result` is an `InputRequiredResult`, each of its `inputRequests` is put to the client
     (`ask`), and the request is sent again (`once`) with the answers and the round's

@@ -49,22 +49,11 @@ WHOLE_BODY_MAX = 1024 * 1024
 """A non-SSE answer of known length up to this size is read whole and sent in one write."""
 
 
-async def relay(
-    request: web.Request,
-    backend: Endpoint,
-    body: bytes | None,
-    forward_headers: Iterable[str] = (),
-    add_headers: Mapping[str, str] | None = None,
-    *,
-    set_headers: Mapping[str, str] | None = None,
-    session_id: str | None = None,
-    seal_session: Callable[[str], str] | None = None,
-    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    method: str | None = None,
-    request_id: Any = None,
-    v2: bool = False,
-    modern: bool = False,
-) -> web.StreamResponse:
+async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward_headers: Iterable[str] = (),
+                add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
+                session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
+                rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
+                request_id: Any = None, v2: bool = False, modern: bool = False) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
@@ -104,12 +93,8 @@ async def relay(
             if method is not None:
                 backend.metrics.upstream(backend.name, method, clock() - started)
         else:
-            upstream = await backend.http.request(
-                request.method,
-                backend.url,
-                headers={**backend.extra_headers, **headers},
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-            )
+            upstream = await backend.http.request(request.method, backend.url, headers={**backend.extra_headers, **headers},
+                                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         error = backend_unavailable(backend.name, f"cannot reach it ({exc.__class__.__name__})")
         return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
@@ -124,9 +109,7 @@ async def relay(
         if is_sse and json_only:
             return await _final_answer(upstream, headers, backend.name, request_id, v2, rewrite)
         if rewrite is not None:
-            return await _relay_rewritten(
-                request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name
-            )
+            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -134,9 +117,7 @@ async def relay(
                 body = await upstream.read()
             except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
                 log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
-                return _error_answer(
-                    backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None
-                )
+                return _error_answer(backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None)
             if v2 and may_carry_legacy_code(body):
                 body = _renumbered_body(body)
             return web.Response(body=body, status=upstream.status, headers=headers)
@@ -166,11 +147,8 @@ def takes_sse(accept: str | None) -> bool:
 
 
 def _error_answer(error: McpError, request_id: Any) -> web.Response:
-    return web.Response(
-        body=jsonrpc.dumps(jsonrpc.error_response(request_id, error)),
-        status=error.http_status or 200,
-        content_type="application/json",
-    )
+    return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(request_id, error)), status=error.http_status or 200,
+                        content_type="application/json")
 
 
 def _with_renumbering(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -225,24 +203,15 @@ async def _relay_sse_renumbered(upstream: aiohttp.ClientResponse, response: web.
         await response.write(pending)
 
 
-async def _relay_http_error(
-    upstream: aiohttp.ClientResponse,
-    headers: dict[str, str],
-    backend: str,
-    request_id: Any,
-    what: str,
-    v2: bool,
-    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None,
-) -> web.Response:
+async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any,
+                            what: str, v2: bool, rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None) -> web.Response:
     """A backend's HTTP error status (4xx/5xx): its JSON-RPC body passed on (ids rewritten, codes
     renumbered as for any answer), or, when it has none (empty, HTML, not JSON-RPC), a JSON-RPC
     error naming the backend (`backend_http_error`) and one log line (docs/decisions.md §36)."""
     try:
         raw = await upstream.read()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
-        return _error_answer(
-            backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}"), request_id
-        )
+        return _error_answer(backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}"), request_id)
     message: dict[str, Any] | None = None
     if upstream.headers.get("Content-Type", "").startswith("application/json"):
         try:
@@ -266,14 +235,8 @@ async def _relay_http_error(
     return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
 
 
-async def _final_answer(
-    upstream: aiohttp.ClientResponse,
-    headers: dict[str, str],
-    backend: str,
-    request_id: Any,
-    v2: bool,
-    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None,
-) -> web.Response:
+async def _final_answer(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any, v2: bool,
+                        rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None) -> web.Response:
     """The backend's SSE answer for a client that accepts only JSON: its final JSON-RPC message
     (the response to `request_id`; notifications before it are dropped) as a JSON body, with the
     HTTP status the modern wire gives that answer (docs/decisions.md §36)."""
@@ -301,14 +264,8 @@ async def _final_answer(
     return _error_answer(backend_unavailable(backend, "closed the response stream without answering"), request_id)
 
 
-async def _relay_rewritten(
-    request: web.Request,
-    upstream: aiohttp.ClientResponse,
-    headers: dict[str, str],
-    is_sse: bool,
-    rewrite: Callable[[dict[str, Any]], dict[str, Any]],
-    backend: str,
-) -> web.StreamResponse:
+async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], is_sse: bool,
+                           rewrite: Callable[[dict[str, Any]], dict[str, Any]], backend: str) -> web.StreamResponse:
     """The answer with `rewrite` applied to each JSON-RPC message: a JSON body whole, an SSE body
     event by event as they arrive. A body that is not JSON-RPC passes unchanged. The backend's
     `Mcp-Name` is replaced by the rewritten result's `taskId` (the sealed id), if it has one."""
@@ -318,9 +275,7 @@ async def _relay_rewritten(
             raw = await upstream.read()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             error = backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}")
-            return web.Response(
-                body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json"
-            )
+            return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
         try:
             message = jsonrpc.parse(raw).raw
         except McpError:
@@ -392,50 +347,24 @@ class Relay:
         rewrite = None
         if self.multi:
             name = self.backend.name
-            outbound = ids_to_backend(
-                message.raw,
-                functools.partial(self._relayed_task, principal=principal),
-                functools.partial(self._relayed_state, principal=principal),
-            )
+            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal),
+                                      functools.partial(self._relayed_state, principal=principal))
             body = jsonrpc.dumps(outbound)
             params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
             def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
-                return ids_to_client(
-                    answer,
-                    lambda task: self.keyring.seal_task_id(TaskRef(name, "", task), principal),
-                    lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal),
-                )
-
+                return ids_to_client(answer, lambda task: self.keyring.seal_task_id(TaskRef(name, "", task), principal),
+                                     lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
         routing = {H_METHOD: message.method}
         name_value = name_param(message.method, params)
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
         if rewrite is None:
-            return await relay(
-                request,
-                self.backend.connector,
-                body,
-                self.settings.forward_headers,
-                routing,
-                method=message.method,
-                request_id=answer_id,
-                v2=True,
-                modern=True,
-            )
-        return await relay(
-            request,
-            self.backend.connector,
-            body,
-            self.settings.forward_headers,
-            set_headers=routing,
-            rewrite=rewrite,
-            method=message.method,
-            request_id=answer_id,
-            v2=True,
-            modern=True,
-        )
+            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing, method=message.method,
+                               request_id=answer_id, v2=True, modern=True)
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
+                           method=message.method, request_id=answer_id, v2=True, modern=True)
 
     def _relayed_task(self, task_id: str, *, principal: str) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -463,14 +392,8 @@ class Relay:
         task_ids = self.session_task_ids(upstream_id)
         return body if task_ids is None else jsonrpc.dumps(task_ids[0](message.raw))
 
-    async def session(
-        self,
-        request: web.Request,
-        body: bytes | None,
-        message: jsonrpc.Message | None,
-        upstream_id: str | None,
-        on_session: Callable[[str], None] | None = None,
-    ) -> web.StreamResponse:
+    async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
+                      upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
         GET or DELETE: `message` None); with several backends the session id the backend hands out
         is sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
@@ -482,27 +405,12 @@ class Relay:
         if on_session is not None:
             sealer = _telling(sealer, on_session)
         if message is None:
-            return await relay(
-                request,
-                self.backend.connector,
-                None,
-                self.settings.forward_headers,
-                session_id=upstream_id,
-                seal_session=sealer,
-                rewrite=rewrite,
-            )
-        return await relay(
-            request,
-            self.backend.connector,
-            body,
-            self.settings.forward_headers,
-            session_id=upstream_id,
-            seal_session=sealer,
-            rewrite=rewrite,
-            method=message.method,
-            request_id=message.id if message.kind == "request" else None,
-            v2=self.backend.dialect == "v2-session",
-        )
+            return await relay(request, self.backend.connector, None, self.settings.forward_headers, session_id=upstream_id,
+                               seal_session=sealer, rewrite=rewrite)
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers,
+                           session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
+                           method=message.method, request_id=message.id if message.kind == "request" else None,
+                           v2=self.backend.dialect == "v2-session")
 
     def session_sealer(self) -> Callable[[str], str] | None:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the

@@ -51,6 +51,7 @@ from .v1_task_push import TaskPush, poll_delay
 log = logging.getLogger(__name__)
 
 
+
 def _now_iso() -> str:
     """Now, as ISO 8601 UTC with microseconds (the precision backends use)."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -65,12 +66,8 @@ class V1OverV2:
         self.backend = backend = parts.backend
         self.modern = ModernClient(backend.connector)
         self.session_v2 = V2SessionClient(backend.pool)
-        self.registry = TaskRegistry(
-            max_tasks=settings.max_tasks,
-            max_task_state_ms=settings.max_task_state_ms,
-            store=parts.follower.store,
-            backend=backend.name,
-        )
+        self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
+                                     store=parts.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))
         self.push = TaskPush(self.registry, backend, functools.partial(_Call, self))
         """Followers of the sessions' tasks while their GET streams are open (§5.7, §5.8)."""
@@ -85,12 +82,8 @@ class V1OverV2:
         """The proxy's own `InitializeResult` (docs/behaviour.md §5.1), without `protocolVersion`."""
         profile = await self.backend.current()
         if profile.dialect not in ("v2-modern", "v2-session"):
-            raise McpError(
-                INVALID_REQUEST,
-                f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
-                "version of mcp-tasks-proxy; use the 2026-07-28 wire",
-                http_status=400,
-            )
+            raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
+                           "version of mcp-tasks-proxy; use the 2026-07-28 wire", http_status=400)
         return initialize_result_v1(profile.capabilities, profile.instructions)
 
     def _meta(self, session: ProxySession) -> ModernMeta:
@@ -101,9 +94,8 @@ class V1OverV2:
 
     # -- dispatch ------------------------------------------------------------------------------------
 
-    async def dispatch(
-        self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply, request: web.Request
-    ) -> dict[str, Any]:
+    async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply,
+                       request: web.Request) -> dict[str, Any]:
         """The result of one v1 request. Raises `McpError` (mapped for v1 clients by the face)."""
         profile = await self.backend.current()
         call = _Call(self, session, reply, self._headers(request), profile.dialect)
@@ -166,13 +158,10 @@ class _Call:
     async def with_input(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request whose MRTR rounds are turned into requests to the client on this POST's
         stream, each round retried upstream with `inputResponses` and the same `requestState`."""
-
         async def ask(request: InputRequest) -> dict[str, Any] | McpError:
             return await self.ask(request, None)
 
-        return await input_rounds(
-            method, params, await self.upstream(method, params), functools.partial(self.upstream, method), ask
-        )
+        return await input_rounds(method, params, await self.upstream(method, params), functools.partial(self.upstream, method), ask)
 
     # -- tools/call (§5.2) ------------------------------------------------------------------------------
 
@@ -208,9 +197,7 @@ class _Call:
         ref = TaskRef(self.rules.backend.name, HELD, secrets.token_urlsafe(12))
         task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
         now = _now_iso()
-        task = CanonicalTask(
-            task_id=task_id, status="completed", created_at=now, last_updated_at=now, ttl_ms=ttl_ms, result=result
-        )
+        task = CanonicalTask(task_id=task_id, status="completed", created_at=now, last_updated_at=now, ttl_ms=ttl_ms, result=result)
         await self.rules.registry.add(task_id, ref, self.session.principal, self.session.id, task, held_ttl_ms=ttl_ms)
         return created_task_result_v1(task)
 
@@ -293,13 +280,8 @@ class _Call:
                 if isinstance(answer, McpError):
                     await self._fail(entry, answer)
                     break
-                await self.upstream_client.request(
-                    "tasks/update",
-                    {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                    self.meta,
-                    headers=self.headers,
-                    **self.extra,
-                )
+                await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                   self.meta, headers=self.headers, **self.extra)
             finally:
                 entry.asking.discard(key)  # not answered: asked again on a later tasks/result
             entry.asked.add(key)
@@ -316,9 +298,7 @@ class _Call:
         if entry.task_id:
             await self.rules.registry.save(entry)
         try:
-            await self.upstream_client.request(
-                "tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra
-            )
+            await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         except McpError as exc:
             log.info("cancelling a failed task upstream: %s", exc.message)
 
@@ -370,9 +350,7 @@ class _Call:
         task = await self.current(entry)
         if task.terminal:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
-        await self.upstream_client.request(
-            "tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra
-        )
+        await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
         entry.cancelled = True
         await self.rules.registry.save(entry)
         return cancel_answer_v1(await self.current(entry))

@@ -104,11 +104,8 @@ class TaskPush:
         self._followers[session.id] = asyncio.ensure_future(self._follow(session, headers))
 
     async def _open_tasks(self, session: ProxySession) -> list[Entry]:
-        return [
-            entry
-            for entry in await self.registry.listing(session.principal, session.id)
-            if entry.session_id == session.id and entry.ref.session != HELD and not entry.last.terminal
-        ]
+        return [entry for entry in await self.registry.listing(session.principal, session.id)
+                if entry.session_id == session.id and entry.ref.session != HELD and not entry.last.terminal]
 
     async def _follow(self, session: ProxySession, headers: dict[str, str]) -> None:
         parked: dict[str, float] = {}  # task id → when it was first seen input_required with nobody waiting

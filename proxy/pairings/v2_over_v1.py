@@ -66,16 +66,11 @@ class V2OverV1:
             return await self.call_tool(call)
         if method in TASK_METHODS_V2:
             if not call.meta.declares_tasks:
-                raise missing_tasks_extension(
-                    f"{method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request"
-                )
+                raise missing_tasks_extension(f"{method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
             return await self.task(call, self._unseal(call))
         if method in REMOVED_TASK_METHODS_V2:
-            raise McpError(
-                METHOD_NOT_FOUND,
-                f"Method not found: {method} does not exist on the {MODERN_VERSION} wire; tasks/get inlines results",
-                method,
-            )
+            raise McpError(METHOD_NOT_FOUND,
+                           f"Method not found: {method} does not exist on the {MODERN_VERSION} wire; tasks/get inlines results", method)
         if method == "subscriptions/listen":
             return await listen(self, call)
         if method in REMOVED_MODERN_METHODS or method.startswith("tasks/"):
@@ -116,12 +111,8 @@ class V2OverV1:
     async def discover(self) -> dict[str, Any]:
         """`server/discover` answered by the proxy (docs/behaviour.md §4.9)."""
         profile = await self.backend.current()
-        return discover_result(
-            profile.capabilities,
-            profile.instructions,
-            offers_tool_tasks=profile.offers_tool_tasks,
-            cache_ttl_ms=self.settings.cache_ttl_ms,
-        )
+        return discover_result(profile.capabilities, profile.instructions, offers_tool_tasks=profile.offers_tool_tasks,
+                               cache_ttl_ms=self.settings.cache_ttl_ms)
 
     async def forward(self, call: ModernRequest) -> Reply:
         """Any other method, forwarded with the modern envelope removed (docs/behaviour.md §4.8)."""
@@ -150,16 +141,13 @@ class V2OverV1:
         params = strip_mrtr(drop_task_param(strip_envelope(call.params)))
         if decision == "reject":
             raise missing_tasks_extension(
-                f"Tool {name!r} requires the tasks extension (io.modelcontextprotocol/tasks); "
-                "the client did not declare it for this request."
+                f"Tool {name!r} requires the tasks extension (io.modelcontextprotocol/tasks); the client did not declare it for this request."
             )
         if decision == "sync":
             return await self._exchange(call, name, params)
         ephemeral = self.settings.v1_session_scope == "task"
         if ephemeral:
-            session = await self.backend.pool.fresh(
-                upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers
-            )
+            session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers)
         else:
             session = await self._session(call)
         await self.follower.inputs.listening(session, call.upstream_headers, ephemeral=ephemeral)
@@ -168,15 +156,8 @@ class V2OverV1:
 
     # -- MRTR: synchronous calls that may ask for input, over a held upstream exchange ---------------
 
-    async def _exchange(
-        self,
-        call: ModernRequest,
-        name: str,
-        params: dict[str, Any],
-        *,
-        session: UpstreamSession | None = None,
-        creates_task: str | None = None,
-    ) -> Reply:
+    async def _exchange(self, call: ModernRequest, name: str, params: dict[str, Any], *, session: UpstreamSession | None = None,
+                        creates_task: str | None = None) -> Reply:
         """Start the upstream call as a held exchange and answer its first round."""
         shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
@@ -212,21 +193,17 @@ class V2OverV1:
             raise McpError(INVALID_PARAMS, "Unknown or expired requestState: the backend lost the session") from None
         return await self._round(call, exchange)
 
-    async def _resume_elsewhere(
-        self, call: ModernRequest, name: str, exchange_id: str, holder: str, responses: dict[str, Any]
-    ) -> Reply:
+    async def _resume_elsewhere(self, call: ModernRequest, name: str, exchange_id: str, holder: str,
+                                responses: dict[str, Any]) -> Reply:
         """An MRTR retry of an exchange the process `holder` holds: handed to it
         (`proxy/pairings/handover.py`); its next round, or the upstream answer finished here."""
         handover = self.exchanges.handover
         assert handover is not None
-        reply = await handover.resume(
-            holder, self.backend.name, exchange_id, call.principal, call.method, name, responses, call.meta.log_level, call.notify
-        )
+        reply = await handover.resume(holder, self.backend.name, exchange_id, call.principal, call.method, name, responses,
+                                      call.meta.log_level, call.notify)
         if "requests" in reply:
             return Reply(input_required_result(requests_of(reply), self._state(call, exchange_id, holder)))
-        finished = Finished(
-            str(reply.get("method")), reply.get("context"), self.backend.pool.by_id(str(reply.get("session") or ""))
-        )
+        finished = Finished(str(reply.get("method")), reply.get("context"), self.backend.pool.by_id(str(reply.get("session") or "")))
         return await self.finish(call, finished, reply.get("answer") or {})
 
     def _state(self, call: ModernRequest, exchange_id: str, holder: str | None) -> str:

@@ -128,11 +128,8 @@ class TaskInputs:
             if exc.http_status is None:
                 self._held_error = exc  # an answer, not a dropped stream: see note_status()
             else:
-                log.info(
-                    "tasks/result stream for a task on %s ended early (%s); it is re-opened on the next tasks/get",
-                    self.session.backend.name,
-                    exc.message,
-                )
+                log.info("tasks/result stream for a task on %s ended early (%s); it is re-opened on the next tasks/get",
+                         self.session.backend.name, exc.message)
         else:
             self.payload = V1Payload("result", result)
 
@@ -188,9 +185,8 @@ class SessionListener:
         try:
             while not self.session.lost:
                 try:
-                    await listen(
-                        self.session, self._on_request, self._on_notification, headers=self.headers, on_open=self.ready.set
-                    )
+                    await listen(self.session, self._on_request, self._on_notification, headers=self.headers,
+                                 on_open=self.ready.set)
                 except (SessionLost, NoStandaloneStream):
                     return
                 except McpError as exc:
@@ -286,9 +282,7 @@ class InputBook:
     def _deadline(_ref: TaskRef, inputs: TaskInputs, now: float) -> float:
         return now + inputs.keep_s
 
-    async def track(
-        self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None
-    ) -> TaskInputs:
+    async def track(self, ref: TaskRef, session: UpstreamSession, headers: Mapping[str, str], *, ttl_ms: int | None = None) -> TaskInputs:
         """The input state of a task, created on first use and kept for the task's ttl (or
         `max_task_state_ms` when the ttl is null or longer), and the session's GET stream held."""
         inputs = self._tasks.get(ref)
@@ -313,9 +307,8 @@ class InputBook:
             listener = self._listeners[sid] = SessionListener(session, self, headers)
         return listener
 
-    async def listening(
-        self, session: UpstreamSession, headers: Mapping[str, str], *, ephemeral: bool = False, timeout_s: float = 5.0
-    ) -> None:
+    async def listening(self, session: UpstreamSession, headers: Mapping[str, str], *, ephemeral: bool = False,
+                        timeout_s: float = 5.0) -> None:
         """Make sure the session's GET stream is open before a task is created on it: some servers
         (FastMCP 3) drop what they send while no GET stream is connected. An `ephemeral` session
         (one per task) stops being listened to when its tasks have ended."""

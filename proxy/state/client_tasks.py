@@ -47,9 +47,8 @@ class TaskRegistry:
         """Who may list a task: the principal, or for anonymous callers the proxy session."""
         return f"{ANONYMOUS}:{session_id}" if principal == ANONYMOUS else principal
 
-    async def add(
-        self, task_id: str, ref: TaskRef, principal: str, session_id: str, task: CanonicalTask, *, held_ttl_ms: int | None = None
-    ) -> Entry:
+    async def add(self, task_id: str, ref: TaskRef, principal: str, session_id: str, task: CanonicalTask,
+            *, held_ttl_ms: int | None = None) -> Entry:
         owner = self.owner(principal, session_id)
         entry = Entry(task_id, ref, owner, await self.store.next_order(self.backend), task, session_id)
         if held_ttl_ms is not None:

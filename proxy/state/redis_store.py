@@ -142,13 +142,9 @@ class RedisTaskStore:
 
     # -- captured requests for input -------------------------------------------------------------
 
-    async def capture_input(
-        self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float
-    ) -> str | None:
-        key = await self._capture(
-            keys=[PREFIX + "i:" + _ref(ref), PREFIX + "n:" + _ref(ref)],
-            args=[json.dumps(upstream_id), request.model_dump_json(), max(1, int(keep_s + 0.999)), 1, "input-"],
-        )
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
+        key = await self._capture(keys=[PREFIX + "i:" + _ref(ref), PREFIX + "n:" + _ref(ref)],
+                                  args=[json.dumps(upstream_id), request.model_dump_json(), max(1, int(keep_s + 0.999)), 1, "input-"])
         return key if isinstance(key, str) else None
 
     async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
@@ -179,15 +175,8 @@ class RedisTaskStore:
     # -- the proxy's own sessions ------------------------------------------------------------------
 
     async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
-        body = json.dumps(
-            {
-                "principal": record.principal,
-                "face": record.face,
-                "backend": record.backend,
-                "params": record.params,
-                "protocol_version": record.protocol_version,
-            }
-        )
+        body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
+                           "params": record.params, "protocol_version": record.protocol_version})
         await self.redis.set(PREFIX + "s:" + record.session_id, body, px=_ms(keep_s))
 
     async def session(self, session_id: str) -> SessionRecord | None:
@@ -195,9 +184,7 @@ class RedisTaskStore:
         if raw is None:
             return None
         body = json.loads(raw)
-        return SessionRecord(
-            session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"]
-        )
+        return SessionRecord(session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"])
 
     async def forget_session(self, session_id: str) -> None:
         await self.redis.delete(PREFIX + "s:" + session_id)
@@ -207,19 +194,11 @@ class RedisTaskStore:
     async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         if entry.held_expires_at is not None:
             keep_s = min(keep_s, entry.held_expires_at - time.time())
-        body = json.dumps(
-            {
-                "ref": [entry.ref.backend, entry.ref.session, entry.ref.task],
-                "session_id": entry.session_id,
-                "owner": entry.owner,
-                "order": entry.order,
-                "last": entry.last.model_dump(mode="json"),
-                "cancelled": entry.cancelled,
-                "failure": entry.failure.model_dump(mode="json") if entry.failure is not None else None,
-                "asked": sorted(entry.asked),
-                "held_expires_at": entry.held_expires_at,
-            }
-        )
+        body = json.dumps({"ref": [entry.ref.backend, entry.ref.session, entry.ref.task], "session_id": entry.session_id,
+                           "owner": entry.owner, "order": entry.order,
+                           "last": entry.last.model_dump(mode="json"), "cancelled": entry.cancelled,
+                           "failure": entry.failure.model_dump(mode="json") if entry.failure is not None else None,
+                           "asked": sorted(entry.asked), "held_expires_at": entry.held_expires_at})
         owned = f"{PREFIX}eo:{backend}:{entry.owner}"
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(f"{PREFIX}e:{backend}:{entry.task_id}", body, px=_ms(keep_s))
@@ -232,18 +211,10 @@ class RedisTaskStore:
     def _entry(task_id: str, raw: str) -> Entry:
         body = json.loads(raw)
         failure = body["failure"]
-        return Entry(
-            task_id,
-            TaskRef(*body["ref"]),
-            body["owner"],
-            body["order"],
-            CanonicalTask.model_validate(body["last"]),
-            body["session_id"],
-            cancelled=body["cancelled"],
-            failure=TaskError.model_validate(failure) if failure is not None else None,
-            asked=set(body["asked"]),
-            held_expires_at=body["held_expires_at"],
-        )
+        return Entry(task_id, TaskRef(*body["ref"]), body["owner"], body["order"], CanonicalTask.model_validate(body["last"]),
+                     body["session_id"], cancelled=body["cancelled"],
+                     failure=TaskError.model_validate(failure) if failure is not None else None,
+                     asked=set(body["asked"]), held_expires_at=body["held_expires_at"])
 
     async def entry(self, backend: str, task_id: str) -> Entry | None:
         raw = await self.redis.get(f"{PREFIX}e:{backend}:{task_id}")

@@ -71,12 +71,8 @@ CREATE INDEX IF NOT EXISTS entries_owner ON entries (backend, owner, ord);
 CREATE INDEX IF NOT EXISTS entries_expiry ON entries (expires_at);
 """
 
-_KEYS = {
-    "outcomes": ("backend", "session", "task"),
-    "input_tasks": ("backend", "session", "task"),
-    "sessions": ("id",),
-    "entries": ("backend", "task_id"),
-}
+_KEYS = {"outcomes": ("backend", "session", "task"), "input_tasks": ("backend", "session", "task"),
+         "sessions": ("id",), "entries": ("backend", "task_id")}
 """Each bounded table and its primary key columns."""
 _REF = "backend = ? AND session = ? AND task = ?"
 _LIVE = ("outstanding", "claimed")
@@ -105,7 +101,6 @@ def _spills(method: _F) -> _F:
         self._spill(exc)
 
     if inspect.iscoroutinefunction(method):
-
         @functools.wraps(method)
         async def spilling_async(self: SqliteTaskStore, *args: Any, **kwargs: Any) -> Any:
             try:
@@ -211,11 +206,8 @@ class SqliteTaskStore:
 
     def _spill(self, exc: sqlite3.Error) -> None:
         """The file cannot be written: copy what it holds into an in-memory database and go on there."""
-        log.error(
-            "state store %s cannot be written (%s): task state is kept in memory from now on and will not survive a restart",
-            self.path,
-            exc,
-        )
+        log.error("state store %s cannot be written (%s): task state is kept in memory from now on and will not survive a restart",
+                  self.path, exc)
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
         memory = sqlite3.connect(":memory:", isolation_level=None)
@@ -264,10 +256,8 @@ class SqliteTaskStore:
         keys = _KEYS[table]
         sets = ", ".join(f"{c} = ?" for c in values if c not in keys)
         where = " AND ".join(f"{c} = ?" for c in keys)
-        self._db.execute(
-            f"UPDATE {table} SET {sets} WHERE {where}",
-            (*(v for c, v in values.items() if c not in keys), *(values[c] for c in keys)),
-        )
+        self._db.execute(f"UPDATE {table} SET {sets} WHERE {where}",
+                         (*(v for c, v in values.items() if c not in keys), *(values[c] for c in keys)))
 
     def _maybe_sweep(self) -> None:
         if time.monotonic() - self._swept >= SWEEP_INTERVAL_S:
@@ -330,25 +320,15 @@ class SqliteTaskStore:
     async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         self._maybe_sweep()
         with self._tx():
-            self._upsert(
-                "outcomes",
-                {
-                    "backend": ref.backend,
-                    "session": ref.session,
-                    "task": ref.task,
-                    "body": task.model_dump_json(),
-                    "expires_at": time.time() + keep_s,
-                },
-            )
+            self._upsert("outcomes", {"backend": ref.backend, "session": ref.session, "task": ref.task,
+                                      "body": task.model_dump_json(), "expires_at": time.time() + keep_s})
 
     @_spills
     async def forget_outcome(self, ref: TaskRef) -> None:
         self._delete("outcomes", _ref(ref))
 
     def outcome_count(self, backend: str) -> int:
-        return self._db.execute(
-            "SELECT count(*) FROM outcomes WHERE backend = ? AND expires_at > ?", (backend, time.time())
-        ).fetchone()[0]
+        return self._db.execute("SELECT count(*) FROM outcomes WHERE backend = ? AND expires_at > ?", (backend, time.time())).fetchone()[0]
 
     # -- captured requests for input -------------------------------------------------------------
 
@@ -364,9 +344,7 @@ class SqliteTaskStore:
         return row[0]
 
     @_spills
-    async def capture_input(
-        self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float
-    ) -> str | None:
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         self._maybe_sweep()
         uid = json.dumps(upstream_id)
         with self._tx() as db:
@@ -378,10 +356,8 @@ class SqliteTaskStore:
             elif db.execute(f"SELECT 1 FROM input_requests WHERE {_REF} AND upstream_id = ?", (*_ref(ref), uid)).fetchone():
                 return None
             key = input_key("input-", number)
-            db.execute(
-                "INSERT INTO input_requests VALUES (?, ?, ?, ?, ?, ?, ?, 'outstanding')",
-                (*_ref(ref), number, key, uid, request.model_dump_json()),
-            )
+            db.execute("INSERT INTO input_requests VALUES (?, ?, ?, ?, ?, ?, ?, 'outstanding')",
+                       (*_ref(ref), number, key, uid, request.model_dump_json()))
             db.execute(f"UPDATE input_tasks SET next_number = ? WHERE {_REF}", (number + 1, *_ref(ref)))
             if number > self._highest:
                 self._highest = number
@@ -392,10 +368,8 @@ class SqliteTaskStore:
     async def inputs(self, ref: TaskRef) -> dict[str, CapturedInput]:
         if self._input_task(ref) is None:
             return {}
-        rows = self._db.execute(
-            f"SELECT key, upstream_id, request FROM input_requests WHERE {_REF} AND state IN (?, ?) ORDER BY number",
-            (*_ref(ref), *_LIVE),
-        ).fetchall()
+        rows = self._db.execute(f"SELECT key, upstream_id, request FROM input_requests WHERE {_REF} AND state IN (?, ?) "
+                                "ORDER BY number", (*_ref(ref), *_LIVE)).fetchall()
         return {key: CapturedInput(key, json.loads(uid), InputRequest.model_validate_json(body)) for key, uid, body in rows}
 
     @_spills
@@ -403,20 +377,15 @@ class SqliteTaskStore:
         if self._input_task(ref) is None:
             return None
         # One UPDATE decides: of two claims (any connection to this file), only one changes the row.
-        claimed = self._db.execute(
-            f"UPDATE input_requests SET state = 'claimed' WHERE {_REF} AND key = ? AND state = 'outstanding' "
-            "RETURNING upstream_id, request",
-            (*_ref(ref), key),
-        ).fetchall()  # all: the statement ends here
+        claimed = self._db.execute(f"UPDATE input_requests SET state = 'claimed' WHERE {_REF} AND key = ? AND state = 'outstanding' "
+                                   "RETURNING upstream_id, request", (*_ref(ref), key)).fetchall()  # all: the statement ends here
         if not claimed:
             return None
         return CapturedInput(key, json.loads(claimed[0][0]), InputRequest.model_validate_json(claimed[0][1]))
 
     @_spills
     async def release_input(self, ref: TaskRef, key: str) -> None:
-        self._db.execute(
-            f"UPDATE input_requests SET state = 'outstanding' WHERE {_REF} AND key = ? AND state = 'claimed'", (*_ref(ref), key)
-        )
+        self._db.execute(f"UPDATE input_requests SET state = 'outstanding' WHERE {_REF} AND key = ? AND state = 'claimed'", (*_ref(ref), key))
 
     @_spills
     async def answered(self, ref: TaskRef, key: str) -> None:
@@ -432,15 +401,8 @@ class SqliteTaskStore:
     @_spills
     async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         self._maybe_sweep()
-        body = json.dumps(
-            {
-                "principal": record.principal,
-                "face": record.face,
-                "backend": record.backend,
-                "params": record.params,
-                "protocol_version": record.protocol_version,
-            }
-        )
+        body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
+                           "params": record.params, "protocol_version": record.protocol_version})
         with self._tx():
             self._upsert("sessions", {"id": record.session_id, "body": body, "expires_at": time.time() + keep_s})
 
@@ -453,9 +415,7 @@ class SqliteTaskStore:
             self._delete("sessions", (session_id,))
             return None
         body = json.loads(row[0])
-        return SessionRecord(
-            session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"]
-        )
+        return SessionRecord(session_id, body["principal"], body["face"], body["backend"], body["params"], body["protocol_version"])
 
     @_spills
     async def forget_session(self, session_id: str) -> None:
@@ -469,52 +429,26 @@ class SqliteTaskStore:
         expires_at = time.time() + keep_s
         if entry.held_expires_at is not None:
             expires_at = min(expires_at, entry.held_expires_at)
-        body = json.dumps(
-            {
-                "ref": [entry.ref.backend, entry.ref.session, entry.ref.task],
-                "session_id": entry.session_id,
-                "last": entry.last.model_dump(mode="json"),
-                "cancelled": entry.cancelled,
-                "failure": entry.failure.model_dump(mode="json") if entry.failure is not None else None,
-                "asked": sorted(entry.asked),
-                "held_expires_at": entry.held_expires_at,
-            }
-        )
+        body = json.dumps({"ref": [entry.ref.backend, entry.ref.session, entry.ref.task], "session_id": entry.session_id,
+                           "last": entry.last.model_dump(mode="json"), "cancelled": entry.cancelled,
+                           "failure": entry.failure.model_dump(mode="json") if entry.failure is not None else None,
+                           "asked": sorted(entry.asked), "held_expires_at": entry.held_expires_at})
         with self._tx():
-            self._upsert(
-                "entries",
-                {
-                    "backend": backend,
-                    "task_id": entry.task_id,
-                    "owner": entry.owner,
-                    "ord": entry.order,
-                    "body": body,
-                    "expires_at": expires_at,
-                },
-            )
+            self._upsert("entries", {"backend": backend, "task_id": entry.task_id, "owner": entry.owner, "ord": entry.order,
+                                     "body": body, "expires_at": expires_at})
 
     @staticmethod
     def _entry(task_id: str, owner: str, order: int, raw: str) -> Entry:
         body = json.loads(raw)
         failure = body["failure"]
-        return Entry(
-            task_id,
-            TaskRef(*body["ref"]),
-            owner,
-            order,
-            CanonicalTask.model_validate(body["last"]),
-            body["session_id"],
-            cancelled=body["cancelled"],
-            failure=TaskError.model_validate(failure) if failure is not None else None,
-            asked=set(body["asked"]),
-            held_expires_at=body["held_expires_at"],
-        )
+        return Entry(task_id, TaskRef(*body["ref"]), owner, order, CanonicalTask.model_validate(body["last"]), body["session_id"],
+                     cancelled=body["cancelled"], failure=TaskError.model_validate(failure) if failure is not None else None,
+                     asked=set(body["asked"]), held_expires_at=body["held_expires_at"])
 
     @_spills
     async def entry(self, backend: str, task_id: str) -> Entry | None:
-        row = self._db.execute(
-            "SELECT owner, ord, body, expires_at FROM entries WHERE backend = ? AND task_id = ?", (backend, task_id)
-        ).fetchone()
+        row = self._db.execute("SELECT owner, ord, body, expires_at FROM entries WHERE backend = ? AND task_id = ?",
+                               (backend, task_id)).fetchone()
         if row is None:
             return None
         if row[3] <= time.time():
@@ -523,10 +457,8 @@ class SqliteTaskStore:
         return self._entry(task_id, row[0], row[1], row[2])
 
     async def entries_of(self, backend: str, owner: str) -> list[Entry]:
-        rows = self._db.execute(
-            "SELECT task_id, ord, body FROM entries WHERE backend = ? AND owner = ? AND expires_at > ? ORDER BY ord",
-            (backend, owner, time.time()),
-        ).fetchall()
+        rows = self._db.execute("SELECT task_id, ord, body FROM entries WHERE backend = ? AND owner = ? AND expires_at > ? ORDER BY ord",
+                                (backend, owner, time.time())).fetchall()
         return [self._entry(task_id, owner, order, body) for task_id, order, body in rows]
 
     @_spills

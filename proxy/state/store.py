@@ -113,9 +113,7 @@ class TaskStateStore(Protocol):
     async def forget_outcome(self, ref: TaskRef) -> None:
         """Drop the remembered outcome (e.g. after a cancel)."""
 
-    async def capture_input(
-        self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float
-    ) -> str | None:
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         """Hold a request for input under a fresh key (keys are never reused within a task: `input-1`,
         `input-2`, …, also after the store had to forget the task); None when a request with this
         `upstream_id` was held before."""
@@ -212,11 +210,8 @@ class MemoryTaskStore:
     def __init__(self, *, max_tasks: int):
         self._orders: dict[str, int] = {}
         self._outcomes: TLRUCache[TaskRef, tuple[CanonicalTask, float]] = TLRUCache(
-            maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry[1], timer=time.monotonic
-        )
-        self._inputs: _Forgetful = _Forgetful(
-            maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry.keep_s, timer=time.monotonic
-        )
+            maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry[1], timer=time.monotonic)
+        self._inputs: _Forgetful = _Forgetful(maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry.keep_s, timer=time.monotonic)
         self._highest = 0
         """The highest key number handed out: once an entry was let go while its task may live on,
         new entries number after it, so a task whose entry was forgotten never gets a key again."""
@@ -231,9 +226,7 @@ class MemoryTaskStore:
     async def forget_outcome(self, ref: TaskRef) -> None:
         self._outcomes.pop(ref, None)
 
-    async def capture_input(
-        self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float
-    ) -> str | None:
+    async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         entry = self._inputs.get(ref)
         if entry is None:
             entry = self._inputs[ref] = _Inputs(keep_s, self._highest + 1 if self._inputs.forgot else 1)

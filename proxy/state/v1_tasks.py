@@ -32,15 +32,8 @@ PAYLOAD_TIMEOUT_S = 30.0
 class V1Follower:
     """Status, input requests and outcome of v1 tasks; terminal tasks remembered (bounded)."""
 
-    def __init__(
-        self,
-        *,
-        max_tasks: int,
-        max_task_state_ms: int,
-        input_capture_wait_ms: int,
-        store: TaskStateStore | None = None,
-        backend: str = "main",
-    ):
+    def __init__(self, *, max_tasks: int, max_task_state_ms: int, input_capture_wait_ms: int, store: TaskStateStore | None = None,
+                 backend: str = "main"):
         self._max_state_s = max_task_state_ms / 1000
         self._capture_wait_s = input_capture_wait_ms / 1000
         self.backend = backend
@@ -129,9 +122,7 @@ class V1Follower:
             return V1Payload("error", exc.to_dict())
         return V1Payload("result", result)
 
-    async def answer(
-        self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]
-    ) -> None:
+    async def answer(self, ref: TaskRef, session: UpstreamSession, responses: Mapping[str, object], headers: Mapping[str, str]) -> None:
         """Deliver `tasks/update` answers: each outstanding key goes upstream as the JSON-RPC
         response to the request it names; other keys (unknown, answered, or of an ended task) are
         ignored (docs/behaviour.md §4.5)."""

@@ -36,19 +36,10 @@ backend (config `reconnect_wait_ms`), so that a restarted or replaced backend co
 delay rather than an error; new work does not wait, it goes to another backend."""
 RECONNECT_PAUSE_S = 0.2
 """Pause between connection attempts while waiting."""
-IDEMPOTENT_METHODS = frozenset(
-    {
-        "ping",
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "tasks/get",
-        "tasks/list",
-        "tasks/result",
-    }
-)
+IDEMPOTENT_METHODS = frozenset({
+    "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+    "tasks/get", "tasks/list", "tasks/result",
+})
 """Requests that read and change nothing: one the connection failed under (a kept-alive connection
 the backend had closed, a reset) is sent again on a new connection (at most `RESEND_ATTEMPTS` more
 times), since even if the backend received it, receiving it twice does no harm."""
@@ -105,16 +96,8 @@ class Endpoint:
     method and body kept, and remembered. `metrics` records each request's latency (default: none).
     """
 
-    def __init__(
-        self,
-        name: str,
-        url: str,
-        http: aiohttp.ClientSession,
-        *,
-        extra_headers: Mapping[str, str] | None = None,
-        request_timeout_ms: int = 300_000,
-        metrics: Metrics | None = None,
-    ):
+    def __init__(self, name: str, url: str, http: aiohttp.ClientSession, *, extra_headers: Mapping[str, str] | None = None,
+                 request_timeout_ms: int = 300_000, metrics: Metrics | None = None):
         self.name = name
         self.url = url
         self.configured_url = url
@@ -148,15 +131,10 @@ class Endpoint:
         resends = RESEND_ATTEMPTS if idempotent else 0
         while redirects < 4:
             try:
-                response = await self.http.post(
-                    self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout
-                )
+                response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                if (
-                    resends > 0
-                    and isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError))
-                    and not isinstance(exc, aiohttp.ClientConnectorError)
-                ):
+                if resends > 0 and isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)) \
+                        and not isinstance(exc, aiohttp.ClientConnectorError):
                     resends -= 1  # a connection the backend had closed: a read goes again on a new one
                     continue
                 if isinstance(exc, aiohttp.ClientConnectorError):

@@ -43,15 +43,9 @@ class ModernClient:
         self.backend = backend
         self._ids = itertools.count(1)
 
-    async def request(
-        self,
-        method: str,
-        params: dict[str, Any],
-        meta: ModernMeta,
-        *,
-        headers: Mapping[str, str] | None = None,
-        on_notification: NotificationHandler | None = None,
-    ) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], meta: ModernMeta, *,
+                      headers: Mapping[str, str] | None = None,
+                      on_notification: NotificationHandler | None = None) -> dict[str, Any]:
         """Send one request with `meta` as its envelope and return its `result`.
 
         Raises `McpError` for a JSON-RPC error answer (-32003 renumbered to -32021) and `McpError`
@@ -67,9 +61,7 @@ class ModernClient:
         try:
             response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS)
             async with response:
-                result = await read_answer(
-                    self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere
-                )
+                result = await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
         except McpError:
             self.backend.metrics.upstream(self.backend.name, method, clock() - started)
             raise

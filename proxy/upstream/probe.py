@@ -162,9 +162,8 @@ async def _legacy_task_support(held: ProbeSession) -> dict[str, TaskSupport]:
     return {t["name"]: task_support(t) for t in tools}
 
 
-async def probe(
-    backend: Endpoint, pinned: str = "auto", held: ProbeSession | None = None, last: BackendProfile | None = None
-) -> BackendProfile:
+async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | None = None,
+                last: BackendProfile | None = None) -> BackendProfile:
     """Probe `backend` and return its profile. `pinned` is the configured dialect: "auto" tries
     `server/discover`, then `initialize` (docs/behaviour.md §2); "v2-modern" tries only the first,
     "v1" and "v2-session" only the second, and the profile carries the pinned dialect.
@@ -189,21 +188,15 @@ async def probe(
             held.session = None  # forgotten or answered by another server: never ended, only dropped
     discovered = await discover(backend) if pinned in ("auto", "v2-modern") else None
     if discovered is None and pinned == "v2-modern":
-        raise McpError(
-            -32603, f"Backend {backend.name!r} is pinned to v2-modern but did not answer server/discover", http_status=502
-        )
+        raise McpError(-32603, f"Backend {backend.name!r} is pinned to v2-modern but did not answer server/discover", http_status=502)
     if discovered is not None:
         extensions = (discovered.get("capabilities") or {}).get("extensions") or {}
         return BackendProfile(
-            name=backend.name,
-            url=backend.url,
-            dialect="v2-modern",
+            name=backend.name, url=backend.url, dialect="v2-modern",
             protocol_versions=list(discovered.get("supportedVersions") or [MODERN_VERSION]),
             capabilities=discovered.get("capabilities") or {},
             server_info=((discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}),
-            instructions=discovered.get("instructions"),
-            offers_tool_tasks=TASKS_EXTENSION in extensions,
-            probed_at_ms=now,
+            instructions=discovered.get("instructions"), offers_tool_tasks=TASKS_EXTENSION in extensions, probed_at_ms=now,
             tools=await _legacy_task_support(held),
         )
     try:
@@ -213,9 +206,8 @@ async def probe(
     return _session_wire_profile(backend, pinned, session, tools, now)
 
 
-def _session_wire_profile(
-    backend: Endpoint, pinned: str, session: UpstreamSession, tools: list[dict[str, Any]], now: int
-) -> BackendProfile:
+def _session_wire_profile(backend: Endpoint, pinned: str, session: UpstreamSession, tools: list[dict[str, Any]],
+                          now: int) -> BackendProfile:
     """The profile of a session-wire backend from its initialised `session` and its `tools`."""
     capabilities = session.server_capabilities
     extensions = capabilities.get("extensions") if isinstance(capabilities.get("extensions"), dict) else {}
@@ -225,14 +217,8 @@ def _session_wire_profile(
     if pinned in ("v1", "v2-session"):
         dialect = pinned  # type: ignore[assignment]
     return BackendProfile(
-        name=backend.name,
-        url=backend.url,
-        dialect=dialect,
-        protocol_versions=[session.protocol_version],
-        capabilities=capabilities,
-        server_info=session.server_info,
-        instructions=session.instructions,
+        name=backend.name, url=backend.url, dialect=dialect, protocol_versions=[session.protocol_version],
+        capabilities=capabilities, server_info=session.server_info, instructions=session.instructions,
         tools={t["name"]: task_support(t) for t in tools},
-        offers_tool_tasks=v1_offers_tool_tasks(capabilities) or dialect == "v2-session",
-        probed_at_ms=now,
+        offers_tool_tasks=v1_offers_tool_tasks(capabilities) or dialect == "v2-session", probed_at_ms=now,
     )

@@ -48,15 +48,8 @@ class UpstreamSession:
     There is no way to end one: the proxy never ends an upstream session (docs/decisions.md §2).
     """
 
-    def __init__(
-        self,
-        backend: Endpoint,
-        client_capabilities: Mapping[str, Any],
-        *,
-        session_id: str | None = None,
-        protocol_version: str = LEGACY_VERSION,
-        client_info: Mapping[str, Any] | None = None,
-    ):
+    def __init__(self, backend: Endpoint, client_capabilities: Mapping[str, Any], *, session_id: str | None = None,
+                 protocol_version: str = LEGACY_VERSION, client_info: Mapping[str, Any] | None = None):
         self.backend = backend
         self.client_capabilities = dict(client_capabilities)
         self.session_id = session_id
@@ -97,9 +90,7 @@ class UpstreamSession:
             headers[H_SESSION_ID] = self.session_id
         return headers
 
-    async def notify(
-        self, method: str, params: dict[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
-    ) -> None:
+    async def notify(self, method: str, params: dict[str, Any] | None = None, *, headers: Mapping[str, str] | None = None) -> None:
         """POST a notification; the backend answers 202. Errors are logged, not raised."""
         await self._post_no_answer(jsonrpc.notification(method, params), headers)
 
@@ -140,9 +131,7 @@ class UpstreamSession:
             if response.status == 404 and self.session_id:
                 self.lost = True
             elif response.status >= 300:
-                log.warning(
-                    "backend %s answered HTTP %d to a %s", self.backend.name, response.status, message.get("method", "response")
-                )
+                log.warning("backend %s answered HTTP %d to a %s", self.backend.name, response.status, message.get("method", "response"))
 
     async def request(
         self,
@@ -175,9 +164,7 @@ class UpstreamSession:
             # The downstream client went away: tell the backend, as the session wire requires
             # (a disconnect is not a cancellation there). A task already created is unaffected.
             if method != "initialize":
-                cancel = self.notify(
-                    "notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers
-                )
+                cancel = self.notify("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers)
                 task = asyncio.ensure_future(cancel)
                 _background.add(task)
                 task.add_done_callback(_background.discard)
@@ -185,17 +172,9 @@ class UpstreamSession:
         self.backend.metrics.upstream(self.backend.name, method, clock() - started)
         return result
 
-    async def _exchange(
-        self,
-        method: str,
-        message: dict[str, Any],
-        headers: Mapping[str, str] | None,
-        on_server_request: ServerRequestHandler | None,
-        on_notification: NotificationHandler | None,
-    ) -> dict[str, Any]:
-        response = await self.backend.post(
-            jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS
-        )
+    async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
+                        on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS)
         async with response:
             self._raise_if_lost(response)
             if method == "initialize" and H_SESSION_ID in response.headers:
@@ -204,26 +183,13 @@ class UpstreamSession:
             async def respond(answer: dict[str, Any]) -> None:
                 await self.respond(answer, headers=headers)
 
-            return await read_answer(
-                self.backend.name,
-                response,
-                method,
-                message["id"],
-                on_server_request or refuse_server_request,
-                on_notification,
-                respond,
-            )
+            return await read_answer(self.backend.name, response, method, message["id"],
+                                     on_server_request or refuse_server_request, on_notification, respond)
 
 
-async def read_answer(
-    backend: str,
-    response: aiohttp.ClientResponse,
-    method: str,
-    request_id: jsonrpc.RequestId,
-    on_server_request: ServerRequestHandler,
-    on_notification: NotificationHandler | None,
-    respond: Callable[[dict[str, Any]], Awaitable[None]],
-) -> dict[str, Any]:
+async def read_answer(backend: str, response: aiohttp.ClientResponse, method: str, request_id: jsonrpc.RequestId,
+                      on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
+                      respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
     """The `result` of the answer to request `request_id`, read from a JSON or SSE response (both
     wires). On SSE, server requests go to `on_server_request` (a non-None answer is passed to
     `respond`) and notifications to `on_notification`.
@@ -262,14 +228,9 @@ def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status:
     raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")
 
 
-async def _read_stream(
-    backend: str,
-    response: aiohttp.ClientResponse,
-    request_id: jsonrpc.RequestId,
-    on_server_request: ServerRequestHandler,
-    on_notification: NotificationHandler | None,
-    respond: Callable[[dict[str, Any]], Awaitable[None]],
-) -> dict[str, Any]:
+async def _read_stream(backend: str, response: aiohttp.ClientResponse, request_id: jsonrpc.RequestId,
+                       on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
+                       respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
     try:
         async for event in iter_events(response.content.iter_any()):
             try:
@@ -311,9 +272,7 @@ async def listen(
     backend = session.backend
     request_headers = {**backend.extra_headers, **session._headers(headers), "Accept": "text/event-stream"}
     try:
-        response = await backend.http.get(
-            backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)
-        )
+        response = await backend.http.get(backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise backend_unavailable(backend.name, f"GET stream: {exc.__class__.__name__}") from None
     async with response:

@@ -70,29 +70,17 @@ class ProcessPool:
         if len(self.slots) >= self.config.max_processes:
             idle = [k for k, s in self.slots.items() if not s.busy]
             if not idle:
-                raise McpError(
-                    INTERNAL_ERROR,
-                    f"Backend {self.config.name!r}: all {self.config.max_processes} processes are in use",
-                    http_status=502,
-                )
+                raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: all {self.config.max_processes} processes are in use",
+                               http_status=502)
             evicted = self.slots.pop(idle[0])
             log.info("backend %s: stopping an idle process to start one for other capabilities", self.config.name)
             stopping = asyncio.ensure_future(evicted.close())
             self._stopping.add(stopping)
             stopping.add_done_callback(self._stopping.discard)
         assert self.config.command is not None
-        slot = ProcessSlot(
-            self.config.name,
-            self.config.command,
-            env=self.config.env,
-            cwd=self.config.cwd,
-            capabilities=capabilities,
-            client_info=client_info,
-            max_line_bytes=self.config.max_line_bytes,
-            grace_s=self.config.stop_grace_ms / 1000,
-            on_down=self.endpoint.process_down,
-            on_up=lambda: None,
-        )
+        slot = ProcessSlot(self.config.name, self.config.command, env=self.config.env, cwd=self.config.cwd,
+                           capabilities=capabilities, client_info=client_info, max_line_bytes=self.config.max_line_bytes,
+                           grace_s=self.config.stop_grace_ms / 1000, on_down=self.endpoint.process_down, on_up=lambda: None)
         self.slots[key] = slot
         slot.start()
         return slot
@@ -114,9 +102,7 @@ class ProcessPool:
                 pass
         if not slot.ready.is_set():
             reason = "still starting" if slot.starting else slot.last_failure
-            raise McpError(
-                INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running ({reason})", http_status=502
-            )
+            raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running ({reason})", http_status=502)
         session = slot.open_session()
         self.sessions[session.id] = session
         return session
@@ -240,17 +226,10 @@ class StdioEndpoint(Endpoint):
     """An `Endpoint` whose backend is a stdio server the proxy runs (see the module docstring).
     Its loopback server starts with the first POST; `close()` stops every process."""
 
-    def __init__(
-        self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000, metrics: Metrics | None = None
-    ):
-        super().__init__(
-            config.name,
-            f"stdio:{config.name}",
-            http,
-            extra_headers=config.headers,
-            request_timeout_ms=request_timeout_ms,
-            metrics=metrics,
-        )
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
+                 metrics: Metrics | None = None):
+        super().__init__(config.name, f"stdio:{config.name}", http, extra_headers=config.headers,
+                         request_timeout_ms=request_timeout_ms, metrics=metrics)
         self.config = config
         self.pool = ProcessPool(config, self)
         self._runner: web.AppRunner | None = None

@@ -104,20 +104,9 @@ class ProcessSlot:
     are what the process's `initialize` declares; `on_down(reason)` is called each time the
     process is lost, `on_up()` each time it has answered `initialize`."""
 
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None,
-        cwd: str | None,
-        capabilities: Mapping[str, Any],
-        client_info: Mapping[str, Any],
-        max_line_bytes: int,
-        grace_s: float,
-        on_down: Callable[[str], None],
-        on_up: Callable[[], None],
-    ):
+    def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
+                 capabilities: Mapping[str, Any], client_info: Mapping[str, Any], max_line_bytes: int, grace_s: float,
+                 on_down: Callable[[str], None], on_up: Callable[[], None]):
         self.name = name
         self.argv, self.env, self.cwd = list(argv), env, cwd
         self.capabilities, self.client_info = dict(capabilities), dict(client_info)
@@ -173,16 +162,8 @@ class ProcessSlot:
 
     async def _run_once(self) -> str:
         """Start the process, `initialize` it, and wait until it exits; returns why it stopped."""
-        process = StdioProcess(
-            self.name,
-            self.argv,
-            env=self.env,
-            cwd=self.cwd,
-            max_line_bytes=self.max_line_bytes,
-            grace_s=self.grace_s,
-            on_message=self._from_process,
-            on_exit=lambda code: self._exited.set(),
-        )
+        process = StdioProcess(self.name, self.argv, env=self.env, cwd=self.cwd, max_line_bytes=self.max_line_bytes,
+                               grace_s=self.grace_s, on_message=self._from_process, on_exit=lambda code: self._exited.set())
         try:
             await process.start()
         except OSError as exc:
@@ -292,11 +273,7 @@ class ProcessSlot:
             session.subscriptions.discard((message.get("params") or {}).get("uri"))
         self._pending[request_id] = pending
         session.inflight[request_id] = pending
-        if (
-            self.process is None
-            or not self.ready.is_set()
-            or not self.process.send(multiplex.to_process(message, request_id, new_token))
-        ):
+        if self.process is None or not self.ready.is_set() or not self.process.send(multiplex.to_process(message, request_id, new_token)):
             self._pending.pop(request_id, None)
             session.inflight.pop(request_id, None)
             error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: the process is not running")
@@ -315,9 +292,7 @@ class ProcessSlot:
         pending = session.inflight.pop(request_id, None)
         self._pending.pop(request_id, None)
         if pending is not None and self.process is not None:
-            self.process.send(
-                jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"})
-            )
+            self.process.send(jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}))
 
     def process_id_of(self, session: VirtualSession, client_id: Any) -> int | None:
         """The process's id for a session's request still in flight (the client's `client_id`)."""
@@ -375,7 +350,7 @@ class ProcessSlot:
                 message = multiplex.with_progress_token(message, owner[1])
         elif route.kind == "task" and isinstance(route.key, str) and multiplex.terminal(message.get("params")):
             session.running_tasks.discard(route.key)
-        for each in [session] if route.kind != "broadcast" else []:
+        for each in ([session] if route.kind != "broadcast" else []):
             each.deliver(message, prefer)
 
     def _owner(self, route: multiplex.Route, message: dict[str, Any]) -> tuple[VirtualSession | None, Pending | None]:

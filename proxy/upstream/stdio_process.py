@@ -28,18 +28,9 @@ class StdioProcess:
     """A started server process. `on_message(obj)` gets each decoded stdout line (a dict);
     `on_exit(returncode)` is called once when the process has exited and its output is read."""
 
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        max_line_bytes: int = 16 * 1024 * 1024,
-        grace_s: float = 2.0,
-        on_message: Callable[[dict[str, Any]], None],
-        on_exit: Callable[[int | None], None],
-    ):
+    def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                 max_line_bytes: int = 16 * 1024 * 1024, grace_s: float = 2.0,
+                 on_message: Callable[[dict[str, Any]], None], on_exit: Callable[[int | None], None]):
         self.name = name
         self.argv = list(argv)
         self.env = {**os.environ, **(env or {})}
@@ -60,20 +51,13 @@ class StdioProcess:
     async def start(self) -> None:
         """Start the process. Raises `OSError` when the command cannot be run."""
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-            cwd=self.cwd,
-            start_new_session=True,
+            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=self.env, cwd=self.cwd, start_new_session=True,
         )
         log.info("backend %s: started %s (pid %d)", self.name, self.argv[0], self.process.pid)
         assert self.process.stdout is not None and self.process.stderr is not None
-        self._readers = [
-            asyncio.ensure_future(self._read_stdout(self.process.stdout)),
-            asyncio.ensure_future(self._read_stderr(self.process.stderr)),
-        ]
+        self._readers = [asyncio.ensure_future(self._read_stdout(self.process.stdout)),
+                         asyncio.ensure_future(self._read_stderr(self.process.stderr))]
         self._waiter = asyncio.ensure_future(self._wait())
 
     def send(self, message: dict[str, Any]) -> bool:
@@ -107,7 +91,7 @@ class StdioProcess:
                             log.warning("backend %s: %s line over %d bytes skipped", self.name, what, self.max_line_bytes)
                         skipping, pending = True, b""
                     break
-                line, pending = pending[:cut], pending[cut + 1 :]
+                line, pending = pending[:cut], pending[cut + 1:]
                 if skipping:
                     skipping = False
                     continue

@@ -23,9 +23,7 @@ CONNECTORS: Final[dict[str, Connector]] = {"http": Endpoint, "https": Endpoint}
 """URL scheme → the connector class that reaches a backend over that transport."""
 
 
-def connect(
-    config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, metrics: Metrics | None = None
-) -> Endpoint:
+def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, metrics: Metrics | None = None) -> Endpoint:
     """The connector for the backend `config` (its name, URL and extra headers). Raises
     `ConfigError` for a URL whose transport has no connector."""
     if config.command is not None:
@@ -36,6 +34,4 @@ def connect(
     connector = CONNECTORS.get(scheme)
     if connector is None:
         raise ConfigError(f"upstream {config.name}: no connector for the transport {scheme or '(none)'!r} of {config.url}")
-    return connector(
-        config.name, config.url, http, extra_headers=config.headers, request_timeout_ms=request_timeout_ms, metrics=metrics
-    )
+    return connector(config.name, config.url, http, extra_headers=config.headers, request_timeout_ms=request_timeout_ms, metrics=metrics)

@@ -36,16 +36,9 @@ class V2SessionClient:
         """The caller's pooled session for this envelope's capabilities."""
         return await self.pool.shared(principal, session_capabilities(meta), headers)
 
-    async def request(
-        self,
-        method: str,
-        params: dict[str, Any],
-        meta: ModernMeta,
-        *,
-        headers: Mapping[str, str] | None = None,
-        principal: str = "anonymous",
-        on_server_request: ServerRequestHandler | None = None,
-    ) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], meta: ModernMeta, *,
+                      headers: Mapping[str, str] | None = None, principal: str = "anonymous",
+                      on_server_request: ServerRequestHandler | None = None) -> dict[str, Any]:
         """Send one request on the caller's session and return its `result` (v2 shapes as the
         backend gives them). Raises like `UpstreamSession.request`."""
         session = await self.session(meta, principal, headers or {})

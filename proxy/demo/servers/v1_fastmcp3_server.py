@@ -159,7 +159,9 @@ async def multi_input(ctx: Context) -> str:
 async def test_tool_with_task(ctx: Context) -> str:
     answer = await ctx.elicit("What is your name?", response_type=Name)
     if not isinstance(answer, AcceptedElicitation) or not answer.data.name:
-        raise ToolError(f"test_tool_with_task: the name question was answered with action '{_action(answer)}' and no name")
+        raise ToolError(
+            f"test_tool_with_task: the name question was answered with action '{_action(answer)}' and no name"
+        )
     await asyncio.sleep(0.5)
     return f"Hello, {answer.data.name}! test_tool_with_task finished."
 

@@ -116,7 +116,9 @@ TOOLS: list[Tool] = [
     Tool(
         name="slow_compute",
         description="Sleeps for `seconds`, then reports `computed <label>`.",
-        inputSchema=_object_schema({"seconds": {"type": "number"}, "label": {"type": "string"}}, ["seconds", "label"]),
+        inputSchema=_object_schema(
+            {"seconds": {"type": "number"}, "label": {"type": "string"}}, ["seconds", "label"]
+        ),
         execution=OPTIONAL,
     ),
     Tool(
@@ -168,8 +170,7 @@ _added: dict[str, Tool] = {}
 """Tools ``add_tool`` added, by name (for every session: the list is the server's)."""
 if LIST_CHANGED:
     server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
-        server.create_initialization_options, NotificationOptions(tools_changed=True)
-    )
+        server.create_initialization_options, NotificationOptions(tools_changed=True))
 
 CONFIRM_SCHEMA: dict[str, Any] = _object_schema({"confirm": {"type": "boolean"}}, ["confirm"])
 VALUE_SCHEMA: dict[str, Any] = _object_schema({"value": {"type": "string"}}, ["value"])
@@ -220,7 +221,9 @@ async def _multi_input(task: ServerTaskContext) -> CallToolResult:
     a = _accepted_field(answer_a, "value")
     b = _accepted_field(answer_b, "value")
     if a is None or b is None:
-        return _text(f"multi_input needs both values (a: {answer_a.action}, b: {answer_b.action})", is_error=True)
+        return _text(
+            f"multi_input needs both values (a: {answer_a.action}, b: {answer_b.action})", is_error=True
+        )
     return _text(f"got both: a={a}, b={b}")
 
 
@@ -258,9 +261,7 @@ def _greet_in_task(name: str | None, reason: str) -> Work:
 
 
 REPORTED_LEVELS = ("debug", "info", "warning", "error")
-_SEVERITY = {
-    level: rank for rank, level in enumerate(("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))
-}
+_SEVERITY = {level: rank for rank, level in enumerate(("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))}
 _session_levels: dict[int, str] = {}
 """``logging/setLevel`` per session (by the session object's id); every level until one is set."""
 
@@ -276,18 +277,12 @@ async def _report_progress(count: int) -> CallToolResult:
     token = ctx.meta.progressToken if ctx.meta is not None else None
     if token is not None:
         for step in range(1, count + 1):
-            await ctx.session.send_progress_notification(
-                token, step, count, f"step {step}", related_request_id=str(ctx.request_id)
-            )
+            await ctx.session.send_progress_notification(token, step, count, f"step {step}", related_request_id=str(ctx.request_id))
     threshold = _SEVERITY[_session_levels.get(id(ctx.session), "debug")]
     for level in REPORTED_LEVELS:
         if _SEVERITY[level] >= threshold:
-            await ctx.session.send_log_message(
-                level,
-                f"report_progress at {level}",
-                "report_progress",  # type: ignore[arg-type]
-                related_request_id=ctx.request_id,
-            )
+            await ctx.session.send_log_message(level, f"report_progress at {level}", "report_progress",  # type: ignore[arg-type]
+                                               related_request_id=ctx.request_id)
     return _text("progress done")
 
 

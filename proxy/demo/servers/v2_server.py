@@ -273,7 +273,9 @@ async def summarize(text: str, ctx: Context) -> ToolResult | InputRequiredResult
     if answer is None:
         request = CreateMessageRequest(
             params=CreateMessageRequestParams(
-                messages=[SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))],
+                messages=[
+                    SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))
+                ],
                 max_tokens=100,
             )
         )
