@@ -48,7 +48,7 @@ class Entry:
         self.settings = settings
         self.keyring = keyring
         self.fleet = fleet
-        self.router = Router(fleet, keyring)
+        self.router = Router(fleet, keyring, shared_store=settings.store.startswith("redis://"))
         self.sessions = sessions
         self._identity_header = settings.identity_header or "Authorization"
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000

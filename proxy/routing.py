@@ -26,9 +26,11 @@ from .fleet import Fleet, FleetMember
 class Router:
     """Routes requests over `fleet`, opening the ids `keyring` sealed."""
 
-    def __init__(self, fleet: Fleet, keyring: Keyring):
+    def __init__(self, fleet: Fleet, keyring: Keyring, *, shared_store: bool = False):
         self.fleet = fleet
         self.keyring = keyring
+        self._state_fields = (2, 3) if shared_store else (2,)
+        """Field counts of a held exchange's `requestState`: a holding process is named only with a shared store."""
 
     async def modern(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> tuple[FleetMember, bool]:
         """The member that must answer a checked modern request, and whether the request is bound
@@ -65,7 +67,7 @@ class Router:
             relayed = self.keyring.unseal(RELAY_STATE, str(token), principal)  # (backend, its state)
         except ValueError:
             held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend[, holder])
-            if len(held) not in (2, 3):
+            if len(held) not in self._state_fields:
                 raise McpError(INVALID_PARAMS, "Invalid requestState") from None
             return held[1]
         if len(relayed) != 2:

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -59,7 +60,10 @@ class UpstreamSession:
         self.server_info: dict[str, Any] = {}
         self.instructions: str | None = None
         self.lost = False
-        self._ids = itertools.count(1)
+        # An adopted session (named by a sealed id: another replica's, or this process's before a restart) may
+        # have requests of another process in flight, and the backend routes answers by JSON-RPC id within the
+        # session: its ids start at a random 40-bit base, far from the other process's.
+        self._ids = itertools.count(1 if session_id is None else (1 << 20) + secrets.randbelow(1 << 40))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
