@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .targets import _free_port, _run
+from .targets import _free_port, _run, stop_child
 
 APT_TIMEOUT_S = 600.0
 
@@ -72,16 +72,7 @@ class RedisServer:
         return [self.popen.pid]
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout=5)
-        if self.popen.stderr:
-            self.popen.stderr.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop_child(self.popen, self.dir)
 
 
 def start_redis(log: Callable[[str], None] = lambda _m: None) -> RedisServer:

@@ -211,6 +211,20 @@ def start_fastmcp3_proxy(upstream_url: str) -> ChildServer:
 # -- nginx -------------------------------------------------------------------------------------------
 
 
+def stop_child(popen: subprocess.Popen[bytes], directory: Path) -> None:
+    """Stop a server the benchmark started, by its own handle: SIGTERM, SIGKILL after 5 s; then remove its directory."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout=5)
+    if popen.stderr:
+        popen.stderr.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class NginxUnavailable(Exception):
     """nginx is not installed and could not be installed; the message says why."""
 
@@ -338,16 +352,7 @@ class Nginx(Measured):
         return [self.popen.pid, *self._workers]
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout=5)
-        if self.popen.stderr:
-            self.popen.stderr.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop_child(self.popen, self.dir)
 
 
 def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None, more: list[str] | None = None) -> Nginx:
