@@ -81,13 +81,23 @@ class ProxyState:
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
     entry = request.app[STATE].entry
     assert entry is not None, "the application has not started"
-    return await entry.get_or_delete(request)
+    request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+    token = REQUEST_ID.set(request_id)
+    try:
+        return await entry.get_or_delete(request)
+    finally:
+        REQUEST_ID.reset(token)
 
 
 async def _post(request: web.Request) -> web.StreamResponse:
     entry = request.app[STATE].entry
     assert entry is not None, "the application has not started"
-    return await entry.post(request)
+    request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+    token = REQUEST_ID.set(request_id)
+    try:
+        return await entry.post(request)
+    finally:
+        REQUEST_ID.reset(token)
 
 
 async def _healthz(_request: web.Request) -> web.Response:
@@ -122,23 +132,26 @@ async def _status_page(request: web.Request) -> web.Response:
     return await status_page(request, state.fleet, state.metrics.recorder, state.settings.status_token)
 
 
-@web.middleware
-async def _request_id(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-    """Give the request its id (see `proxy.logs.request_id_from`) for log lines and the response."""
-    request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
-    request[REQUEST_ID_KEY] = request_id
-    token = REQUEST_ID.set(request_id)
-    try:
-        return await handler(request)
-    finally:
-        REQUEST_ID.reset(token)
+def _with_request_id(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """`handler` with the request's id (see `proxy.logs.request_id_from`) for log lines and the
+    response (the MCP endpoint's handlers do the same inline: one coroutine less per request)."""
+
+    async def identified(request: web.Request) -> web.StreamResponse:
+        request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        token = REQUEST_ID.set(request_id)
+        try:
+            return await handler(request)
+        finally:
+            REQUEST_ID.reset(token)
+
+    return identified
 
 
 async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """`X-Request-Id` on every response, streamed ones included (set as headers are sent)."""
+    """`X-Request-Id` on every response, streamed ones included (set as headers are sent); an
+    answer no handler of ours gave (aiohttp's 404 or 405 for another path) gets one here."""
     request_id = request.get(REQUEST_ID_KEY)
-    if request_id is not None:
-        response.headers[REQUEST_ID_HEADER] = request_id
+    response.headers[REQUEST_ID_HEADER] = request_id or request_id_from(request.headers.get(REQUEST_ID_HEADER))
 
 
 async def _startup(app: web.Application) -> None:
@@ -276,7 +289,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
         log.info("sealing key from %s", source)
         keyring = Keyring(key)
     # aiohttp's own limit stays above ours so the face can answer 413 with a JSON-RPC body.
-    app = web.Application(client_max_size=settings.max_body_bytes + 1024, middlewares=[_request_id])
+    app = web.Application(client_max_size=settings.max_body_bytes + 1024)
     own_store = store is None
     if store is None:
         store = _open_store(settings)
@@ -286,11 +299,11 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
         app.router.add_post(route, _post)
         app.router.add_get(route, _get_or_delete, allow_head=False)
         app.router.add_delete(route, _get_or_delete)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz)
-    app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/status", _status_page)
-    app.router.add_get("/status.json", _status_json)
+    app.router.add_get("/healthz", _with_request_id(_healthz))
+    app.router.add_get("/readyz", _with_request_id(_readyz))
+    app.router.add_get("/metrics", _with_request_id(_metrics))
+    app.router.add_get("/status", _with_request_id(_status_page))
+    app.router.add_get("/status.json", _with_request_id(_status_json))
     app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
     app.on_shutdown.append(_shutdown)

@@ -105,17 +105,20 @@ class BoundedRequestHandler(RequestHandler):
         # The clock starts with the first byte of a request head: between requests (start() waits
         # for the next one) or before the first. Bytes that arrive while a request is handled are
         # its body (bounded by body_timeout_ms) or pipelined ones, timed once that request ends.
-        starts = bool(data) and self._header_deadline is None and self._between_requests()
+        # (Written out, without helpers: this runs for every read of every connection.)
         parsed = self._request_count
+        if self._header_deadline is not None:  # a head begun earlier
+            super().data_received(data)
+            if self._request_count != parsed:  # complete now (or refused as malformed)
+                self._stop_header_deadline()
+            return
+        waiter = self._waiter
+        starts = (bool(data) and not self._force_close and not self._close and not self._messages
+                  and (parsed == 0 or (waiter is not None and not waiter.done())))
         super().data_received(data)
-        if self._request_count != parsed:  # a head was complete (or refused as malformed)
-            self._stop_header_deadline()
-        elif starts and not self._force_close:  # a head begun and not complete: no timer for the common whole head
+        if starts and self._request_count == parsed and not self._force_close:
+            # A head begun and not complete (no timer for the common whole head).
             self._header_deadline = self._loop.call_later(self._limits.header_timeout_s, self._header_timeout)
-
-    def _between_requests(self) -> bool:
-        waiting = self._waiter is not None and not self._waiter.done()
-        return not self._force_close and not self._close and not self._messages and (self._request_count == 0 or waiting)
 
     def _stop_header_deadline(self) -> None:
         if self._header_deadline is not None:

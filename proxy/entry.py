@@ -75,7 +75,7 @@ class Entry:
     async def _post(self, request: web.Request) -> web.StreamResponse:
         """Every POST: parse it, work out its dialect and its backend, and answer. New work that
         finds its backend unreachable goes to the next one; nothing was sent to the first."""
-        principal = self.keyring.principal(request.headers.get(self._identity_header))
+        principal: str | None = None  # worked out where needed: a relayed session's POST does not
         request_id: Any = None
         method: str | None = None
         face = "v2-modern"
@@ -89,14 +89,16 @@ class Entry:
             params = message.params
             if self.tracing is not None:
                 TRACE.get().begin(method, params, request_id)
-            if not is_modern(message.method, params):
-                if H_SESSION_ID in request.headers or message.method == "initialize":
+            if not is_modern(method, params):
+                session_id = request.headers.get(H_SESSION_ID)
+                if session_id is not None or method == "initialize":
                     face = "v1"
                     # A session is bound to its backend; with one backend, so is everything.
-                    bound = H_SESSION_ID in request.headers or not self.fleet.multi
+                    bound = session_id is not None or not self.fleet.multi
                     with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
-                        return await self._session_wire(request, message, body)
+                        return await self._session_wire(request, message, body, session_id)
                 raise not_modern_error(message, request)
+            principal = self.keyring.principal(request.headers.get(self._identity_header))
             if not accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
             meta = read_meta(params)
@@ -108,14 +110,14 @@ class Entry:
             while True:
                 try:
                     with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
-                        return await self._modern(member, request, body, message, meta, principal)
+                        return await self._modern(member, request, body, message, meta, principal, client)
                 except BackendUnreachable:
                     tried.add(member.name)
                     if bound or len(tried) >= len(self.fleet.members):
                         raise
                     member = await self.fleet.pick(frozenset(tried))
         except McpError as exc:
-            reason = self._log_refusal(exc, principal, request)
+            reason = self._log_refusal(exc, principal or self._principal(request), request)
             _count(member, method, outcome_of(exc), face, client, reason=reason)
             answer_id = request_id if request_id is not None else exc.request_id
             return json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
@@ -124,27 +126,27 @@ class Entry:
             error = McpError(INTERNAL_ERROR, str(exc), http_status=502)
             return json_response(jsonrpc.error_response(request_id, error), 502)
         except Exception:  # a proxy bug must not take the connection down without an answer
-            log.exception("internal error answering a request from principal=%s", principal)
+            log.exception("internal error answering a request from principal=%s", principal or self._principal(request))
             _count(member, method, str(INTERNAL_ERROR), face, client, reason="internal error in mcp-tasks-proxy")
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             return json_response(jsonrpc.error_response(request_id, error), 500)
 
     async def _modern(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message, meta: ModernMeta,
-                      principal: str) -> web.StreamResponse:
+                      principal: str, client: ClientKey) -> web.StreamResponse:
         """A checked modern request, answered by `member`'s pairing for its backend's dialect."""
         # The dialect decides relay or translation: probe first when it is not known yet (a
         # backend that was down at start), so a v2 backend is never translated as v1.
-        pairing = member.pairing("v2-modern", (await member.backend.current()).dialect)
+        pairing = member.pairing("v2-modern", (member.backend.fresh() or await member.backend.current()).dialect)
         if isinstance(pairing, Relay):
             try:
                 response = await pairing.modern(request, body, message, principal)
             except asyncio.CancelledError:  # the client left before the stream's end
-                member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client_key(meta.client_info))
+                member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client)
                 raise
-            _count(member, message.method, relay_outcome(response), client=client_key(meta.client_info))
+            _count(member, message.method, relay_outcome(response), client=client)
             return response
         if message.kind == "notification":
-            _count(member, message.method, "ok", client=client_key(meta.client_info))
+            _count(member, message.method, "ok", client=client)
             return web.Response(status=202)
         if message.kind == "response":
             raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
@@ -165,24 +167,25 @@ class Entry:
                 log.exception("internal error answering a streamed request from principal=%s", principal)
             else:
                 self._log_refusal(exc, principal, request)
-            _count(member, message.method, outcome_of(error), client=client_key(meta.client_info), reason=error.message)
+            _count(member, message.method, outcome_of(error), client=client, reason=error.message)
             return await out.finish(jsonrpc.error_response(message.id, error))
-        _count(member, message.method, "ok", client=client_key(meta.client_info))
+        _count(member, message.method, "ok", client=client)
         if self.tracing is not None:
             TRACE.get().result(reply.result)
         return await write_reply(out, message.id, reply)
 
-    async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes) -> web.StreamResponse:
+    async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes,
+                            session_id: str | None) -> web.StreamResponse:
         """A session-wire POST (docs/behaviour.md §2 rules 3–5): the proxy's own session, a relayed
         session (routed by the backend sealed in its id), or an `initialize` the router places."""
-        session_id = request.headers.get(H_SESSION_ID)
         if session_id is not None:
-            if await self.sessions.owns(session_id):
+            owned = self.sessions.owns_now(session_id)  # no await in the common cases
+            if owned or (owned is None and await self.sessions.owns(session_id)):
                 return await self.sessions.handle_post(request, message)  # counted by the session face
             routed = self.router.relayed_session(session_id)
             if routed is not None:
                 member, upstream_id = routed
-                dialect = (await member.backend.current()).dialect
+                dialect = (member.backend.fresh() or await member.backend.current()).dialect
                 if upstream_id is not None or dialect in ("v1", "v2-session"):
                     return await self._relay_session(member, request, body, message, upstream_id)
             return await self.sessions.handle_post(request, message)  # 404: no such session
@@ -204,8 +207,9 @@ class Entry:
     async def _relay_session(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message,
                              upstream_id: str | None) -> web.StreamResponse:
         relay = member.relay
-        recorder = member.backend.metrics.recorder
-        dialect = member.backend.dialect  # relayed: the client speaks the backend's dialect
+        backend = member.backend
+        recorder = backend.metrics.recorder
+        dialect = backend.dialect  # relayed: the client speaks the backend's dialect
         initialize = message.method == "initialize"
         client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(request.headers.get(H_SESSION_ID))
         try:
@@ -240,6 +244,9 @@ class Entry:
             return await self.sessions.handle_get(request)
         return await self.sessions.handle_delete(request)
 
+    def _principal(self, request: web.Request) -> str:
+        return self.keyring.principal(request.headers.get(self._identity_header))
+
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> str:
         """Log a refusal; returns its reason as logs and the status page may show it."""
         if isinstance(exc, BackendUnreachable):  # the backend logged it going down, once
@@ -260,9 +267,10 @@ def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v
     client's dialect is `dialect`, else `face`; `reason` of a refusal, free of header values)."""
     backend = member.backend
     metrics = backend.metrics
-    metrics.request(face, backend.dialect, method, outcome)
-    metrics.recorder.request(backend.name, dialect or face, backend.dialect, outcome, client,
+    backend_dialect = backend.dialect
+    metrics.request(face, backend_dialect, method, outcome)
+    metrics.recorder.request(backend.name, dialect or face, backend_dialect, outcome, client,
                              None if outcome == "ok" else method_label(method), reason)
     trace = TRACE.get()
     if trace is not None:
-        trace.answered(backend.name, dialect or face, backend.dialect, outcome)
+        trace.answered(backend.name, dialect or face, backend_dialect, outcome)

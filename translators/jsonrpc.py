@@ -10,7 +10,6 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import INVALID_REQUEST, PARSE_ERROR, McpError
@@ -19,29 +18,33 @@ RequestId = str | int
 Kind = Literal["request", "notification", "response"]
 
 
-@dataclass(frozen=True, slots=True)
 class Message:
     """One parsed JSON-RPC message.
 
     `kind` is "request" (method + id), "notification" (method, no id) or "response"
-    (id + result or error). `params` is `{}` when absent; `raw` is the decoded object.
+    (id + result or error). `raw` is the decoded object; `id` its id (None when absent),
+    `method` its method ("" for a response) and `params` its params (`{}` when absent), read
+    from `raw` once: a relayed request consults them several times on its way through.
+    Read-only by convention; equal when kind and raw are.
     """
 
-    kind: Kind
-    raw: dict[str, Any]
+    __slots__ = ("kind", "raw", "id", "method", "params")
 
-    @property
-    def id(self) -> RequestId | None:
-        return self.raw.get("id")
+    def __init__(self, kind: Kind, raw: dict[str, Any]):
+        self.kind: Kind = kind
+        self.raw = raw
+        self.id: RequestId | None = raw.get("id")
+        method = raw.get("method")
+        self.method: str = method if isinstance(method, str) else ""
+        self.params: dict[str, Any] = raw.get("params") or {}
 
-    @property
-    def method(self) -> str:
-        method = self.raw.get("method")
-        return method if isinstance(method, str) else ""
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Message) and other.kind == self.kind and other.raw == self.raw
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.raw.get("params") or {}
+    __hash__ = None  # type: ignore[assignment]  # `raw` is a dict
+
+    def __repr__(self) -> str:
+        return f"Message(kind={self.kind!r}, raw={self.raw!r})"
 
 
 def _valid_id(value: Any) -> bool:
@@ -116,7 +119,13 @@ def parse(body: bytes | str) -> Message:
     not a JSON-RPC message.
     """
     try:
-        text = body.decode(json.detect_encoding(body), "surrogatepass") if isinstance(body, bytes) else body
+        if isinstance(body, bytes):
+            # "{" then a non-zero byte is UTF-8 (no BOM begins with "{"; UTF-16/32 put a zero byte
+            # first or second), the usual message: no need to ask `json.detect_encoding`.
+            utf8 = body[:1] == b"{" and body[1:2] != b"\0"
+            text = body.decode("utf-8" if utf8 else json.detect_encoding(body), "surrogatepass")
+        else:
+            text = body
         obj = _DECODER.decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 from dataclasses import dataclass
 from typing import Final
@@ -121,7 +120,7 @@ class Keyring:
         if not identity:
             return ANONYMOUS
         raw = identity.encode("utf-8", "surrogatepass")  # header bytes that were not UTF-8 included
-        return hmac.new(self._principal_key, raw, hashlib.sha256).hexdigest()[:32]
+        return hmac.digest(self._principal_key, raw, "sha256").hex()[:32]  # one-shot: no HMAC object per request
 
     # -- generic -----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ modern request gets, and JSON answers.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,3 +92,31 @@ def not_modern_error(message: jsonrpc.Message, request: web.Request) -> McpError
         "Bad Request: Missing session ID (session-wire clients start with initialize; 2026-07-28 clients send "
         "the MCP-Protocol-Version header and params._meta)",
     )
+
+
+def session_outcome(outcome: str | None, response: web.StreamResponse) -> str:
+    """The outcome label of a session-wire answer: `outcome` when `SessionReply.finish` left one,
+    else read from the small JSON body every other answer is (an error, an `InitializeResult`, or 202)."""
+    if outcome is not None:
+        return outcome
+    if response.status == 202 or not isinstance(response, web.Response) or not isinstance(response.body, bytes):
+        return "ok" if response.status < 300 else f"http_{response.status}"
+    try:
+        error = json.loads(response.body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return str(error.get("code")) if isinstance(error, dict) else "ok"
+
+
+def version_refusal(request: web.Request, negotiated: str, request_id: Any) -> web.Response | None:
+    """HTTP 400 for a request of an initialized session whose `MCP-Protocol-Version` header is
+    not `negotiated`, the version of its `initialize` (MCP 2025-11-25, Streamable HTTP: "invalid or
+    unsupported MCP-Protocol-Version" → 400 Bad Request); None when it is, or when the header is
+    absent (the negotiated version is assumed: docs/decisions.md §42). The header's value is
+    neither logged nor echoed."""
+    versions = request.headers.getall(H_PROTOCOL_VERSION, ())
+    if all(version == negotiated for version in versions):
+        return None
+    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
+                                      f"(this session uses {negotiated})")
+    return json_response(jsonrpc.error_response(request_id, error), 400)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import json
 import logging
 import secrets
 import time
@@ -25,7 +24,7 @@ from cachetools import LRUCache
 from translators import jsonrpc
 from translators.dialect import session_dialect
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
-from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
+from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
@@ -34,6 +33,7 @@ from ..observe.hooks import TRACE
 from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
+from .checks import session_outcome, version_refusal
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)  # the outcome label `SessionReply.finish` leaves for the counter
 
@@ -277,8 +277,11 @@ class SessionStore:
         """The session if this process holds it now (no store read)."""
         return self._sessions.get(session_id)
 
-    async def contains(self, session_id: object) -> bool:
-        return isinstance(session_id, str) and await self.peek(session_id) is not None
+    def known(self, session_id: str) -> bool | None:
+        """Held here (True), known not to be a session (False: no store, or the store lacked it), or None: ask `peek`."""
+        if session_id in self._sessions:
+            return True
+        return False if self.store is None or self.restore is None or session_id in self._absent else None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -322,9 +325,14 @@ class SessionFace:
         """End every session's GET stream (the proxy is stopping; clients reconnect elsewhere)."""
         self._closing.set()
 
+    def owns_now(self, session_id: str) -> bool | None:
+        """Whether `session_id` is a live session of this proxy (any principal); None: ask `owns` (a store read)."""
+        return self.sessions.known(session_id)
+
     async def owns(self, session_id: str) -> bool:
         """Whether `session_id` is a live session of this proxy (any principal)."""
-        return await self.sessions.contains(session_id)
+        known = self.sessions.known(session_id)
+        return known if known is not None else await self.sessions.peek(session_id) is not None
 
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
@@ -337,7 +345,7 @@ class SessionFace:
         rules = session.rules if session is not None else pairing
         backend = rules.backend if rules is not None else None
         if backend is not None:
-            face, outcome = await self._face_of(request, message), _outcome(request, response)
+            face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
             backend.metrics.request(face, backend.dialect, message.method, outcome)
             info = session.client_info if session is not None else message.params.get("clientInfo")
             backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
@@ -366,7 +374,7 @@ class SessionFace:
         session = await self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
-        refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
+        refusal = version_refusal(request, session.protocol_version, message.id if message.kind == "request" else None)
         if refusal is not None:
             log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
                      principal)
@@ -409,7 +417,7 @@ class SessionFace:
         session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
-        refusal = _version_refusal(request, session, None)
+        refusal = version_refusal(request, session.protocol_version, None)
         if refusal is not None:
             return refusal
         if SSE not in request.headers.get("Accept", SSE):
@@ -458,41 +466,12 @@ class SessionFace:
         session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
-        refusal = _version_refusal(request, session, None)
+        refusal = version_refusal(request, session.protocol_version, None)
         if refusal is not None:
             return refusal
         await self.sessions.remove(session.id)
         session.end_get_stream()
         return web.Response(status=200)
-
-
-def _outcome(request: web.Request, response: web.StreamResponse) -> str:
-    """The outcome label of a session-wire answer: set by `SessionReply.finish`, else read from the
-    small JSON body every other answer is (an `_error`, an `InitializeResult`, or 202)."""
-    outcome = request.get(OUTCOME)
-    if outcome is not None:
-        return outcome
-    if response.status == 202 or not isinstance(response, web.Response) or not isinstance(response.body, bytes):
-        return "ok" if response.status < 300 else f"http_{response.status}"
-    try:
-        error = json.loads(response.body).get("error")
-    except (ValueError, AttributeError):
-        error = None
-    return str(error.get("code")) if isinstance(error, dict) else "ok"
-
-
-def _version_refusal(request: web.Request, session: ProxySession, request_id: Any) -> web.Response | None:
-    """HTTP 400 for a request of an initialized session whose `MCP-Protocol-Version` header is
-    not the version negotiated at `initialize` (MCP 2025-11-25, Streamable HTTP: "invalid or
-    unsupported MCP-Protocol-Version" → 400 Bad Request); None when it is, or when the header is
-    absent (the negotiated version is assumed: docs/decisions.md §42). The header's value is
-    neither logged nor echoed."""
-    versions = request.headers.getall(H_PROTOCOL_VERSION, ())
-    if all(version == session.protocol_version for version in versions):
-        return None
-    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
-                                      f"(this session uses {session.protocol_version})")
-    return _error(request_id, error, 400)
 
 
 def _error(request_id: Any, error: McpError, status: int) -> web.Response:

@@ -45,6 +45,11 @@ class Backend:
         self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.profile: BackendProfile | None = None
+        self.dialect = "unknown"
+        """The probed dialect ("v1", "v2-modern", "v2-session"), "unknown" until a probe succeeded
+        (`profile.dialect`, kept beside it: every relayed request reads it)."""
+        self.metrics: Metrics = self.connector.metrics
+        """Where this backend's requests, latencies and dropped fields are counted."""
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._suspect = False
@@ -59,16 +64,6 @@ class Backend:
         self._probe_interval_s = settings.probe_interval_ms / 1000
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
-
-    @property
-    def metrics(self) -> Metrics:
-        """Where this backend's requests, latencies and dropped fields are counted."""
-        return self.connector.metrics
-
-    @property
-    def dialect(self) -> str:
-        """The probed dialect ("v1", "v2-modern", "v2-session"), "unknown" until a probe succeeded."""
-        return self.profile.dialect if self.profile is not None else "unknown"
 
     def check_supported(self, profile: BackendProfile) -> None:
         """Raise `UnsupportedBackend` unless `profile` is a dialect the proxy serves: v1, v2-modern
@@ -126,7 +121,15 @@ class Backend:
                 self.dialect_since_ms = profile.probed_at_ms or int(time.time() * 1000)
             self.down = None
             self.profile = profile
+            self.dialect = profile.dialect
             return profile
+
+    def fresh(self) -> BackendProfile | None:
+        """The profile when `current()` would return it without probing (known, not older than the
+        probe interval, not suspect); None when a probe is due. No await: the hot path asks this first."""
+        if self.profile is not None and not self._suspect and time.monotonic() - self._last_probe < self._probe_interval_s:
+            return self.profile
+        return None
 
     async def current(self) -> BackendProfile:
         """The profile, probing first when there is none yet, it is older than the interval, or the

@@ -11,9 +11,8 @@ wire (`modern_wire.py`) and relays all send through it. Source: MCP core 2025-11
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import TypeVar
 
@@ -49,14 +48,20 @@ READ_AGAIN_PAUSE_S = 0.2
 _T = TypeVar("_T")
 
 
-@contextlib.contextmanager
-def reconnect_wait(seconds: float) -> Iterator[None]:
-    """Within the block, POSTs wait up to `seconds` for a backend refusing connections."""
-    token = RECONNECT_WAIT_S.set(seconds)
-    try:
-        yield
-    finally:
-        RECONNECT_WAIT_S.reset(token)
+class reconnect_wait:  # noqa: N801 (used like a function: `with reconnect_wait(s):`)
+    """Within the block, POSTs wait up to `seconds` for a backend refusing connections. (A class,
+    not `contextlib.contextmanager`: it is entered on every request, and a generator costs more.)"""
+
+    __slots__ = ("seconds", "token")
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        self.token = RECONNECT_WAIT_S.set(self.seconds)
+
+    def __exit__(self, *exc: object) -> None:
+        RECONNECT_WAIT_S.reset(self.token)
 
 
 async def read_again(read: Callable[[], Awaitable[_T]]) -> _T:
