@@ -6,6 +6,10 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.instructions:
+        from .instructions import main as count_instructions
+
+        return count_instructions(args)
     from .run import main
 
     return main(args)
@@ -38,6 +42,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--live-tasks", type=int, default=10_000, metavar="N", help="live tasks for --memory (default 10000)")
     bench.add_argument("--memory-clients", type=int, default=100, metavar="N", help="clients creating them (default 100)")
     bench.add_argument("--completed", type=int, default=100_000, metavar="N", help="completed tasks for --memory (default 100000)")
+    bench.add_argument("--instructions", action="store_true",
+                       help="instead of the table: instructions per call of the proxy process under valgrind's callgrind "
+                            "(rows relay, relay-modern, translate; scenarios a, b), the figure to compare a change by")
+    bench.add_argument("--calls", type=int, default=300, metavar="N",
+                       help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bench.set_defaults(run=_run)

@@ -5,8 +5,6 @@ proxy: only `store = "redis://…"` needs Redis (docs/configuration.md)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -14,9 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .targets import _free_port, _run, stop_child
-
-APT_TIMEOUT_S = 600.0
+from .packages import ensure_package
+from .targets import _free_port, stop_child
 
 
 class RedisUnavailable(RuntimeError):
@@ -24,22 +21,9 @@ class RedisUnavailable(RuntimeError):
 
 
 def ensure_redis(log: Callable[[str], None] = lambda _m: None) -> str:
-    """The redis-server executable; installs Debian's `redis-server` package when it is missing.
-    Raises `RedisUnavailable` when that is not possible (not root, no apt-get, install failed)."""
-    found = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise RedisUnavailable("redis-server is not installed and this is not root with apt-get (run `apt-get install -y redis-server`)")
-    log("installing redis-server (apt-get install -y redis-server)")
-    ok, tail = _run(["apt-get", "install", "-y", "-q", "redis-server"], APT_TIMEOUT_S)
-    if not ok:
-        _run(["apt-get", "update", "-q"], APT_TIMEOUT_S)
-        ok, tail = _run(["apt-get", "install", "-y", "-q", "redis-server"], APT_TIMEOUT_S)
-    found = shutil.which("redis-server")
-    if not ok or not found:
-        raise RedisUnavailable(f"apt-get install redis-server failed: {tail}")
-    return found
+    """The redis-server executable; installs Debian's `redis-server` package when it is missing
+    (`proxy.bench.packages`). Raises `RedisUnavailable` when that is not possible."""
+    return ensure_package("redis-server", "redis-server", log, RedisUnavailable)
 
 
 class RedisServer:

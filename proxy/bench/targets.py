@@ -24,10 +24,10 @@ from pathlib import Path
 
 from proxy.demo.processes import ServerProcess, ServerStartError
 
+from .packages import ensure_package, find_program
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 FASTMCP3_PROXY_SCRIPT = Path(__file__).resolve().with_name("fastmcp3_proxy.py")
-APT_TIMEOUT_S = 240.0
-APT_UPDATE_TIMEOUT_S = 180.0
 _PROXY_READY = re.compile(r"^mcp-tasks-proxy listening on (\S+)")
 
 
@@ -125,7 +125,7 @@ class ChildServer(Measured):
         self.process.stop()
 
 
-class _AnnouncingProcess(ServerProcess):
+class AnnouncingProcess(ServerProcess):
     """A `ServerProcess` whose readiness line is `mcp-tasks-proxy listening on <url> ...`."""
 
     def ready_url(self, line: str) -> str | None:
@@ -156,7 +156,7 @@ def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = No
     env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
     if event_loop is not None:
         env[ENV_EVENT_LOOP] = event_loop
-    process = _AnnouncingProcess.start(argv, env=env, ready_timeout_s=60)
+    process = AnnouncingProcess.start(argv, env=env, ready_timeout_s=60)
     return ChildServer("mcp-tasks-proxy", process)
 
 
@@ -194,7 +194,7 @@ def start_stdio_proxy(workdir: Path, *, event_loop: str | None = None, poll_inte
     env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
     if event_loop is not None:
         env[ENV_EVENT_LOOP] = event_loop
-    return ChildServer("mcp-tasks-proxy (stdio backend)", _AnnouncingProcess.start(argv, env=env, ready_timeout_s=60))
+    return ChildServer("mcp-tasks-proxy (stdio backend)", AnnouncingProcess.start(argv, env=env, ready_timeout_s=60))
 
 
 def start_fastmcp3_proxy(upstream_url: str) -> ChildServer:
@@ -229,48 +229,23 @@ class NginxUnavailable(Exception):
     """nginx is not installed and could not be installed; the message says why."""
 
 
-def _run(argv: list[str], timeout_s: float) -> tuple[bool, str]:
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout_s, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, check=False)
-    except subprocess.TimeoutExpired:
-        return False, f"{' '.join(argv)} timed out after {timeout_s:.0f} s"
-    except OSError as exc:
-        return False, f"{' '.join(argv)}: {exc.strerror}"
-    tail = " | ".join(done.stdout.strip().splitlines()[-3:])
-    return done.returncode == 0, tail
-
-
 def ensure_nginx(log: Callable[[str], None] = lambda _m: None) -> str:
-    """The nginx executable; installs Debian's `nginx` package with apt-get when it is missing.
-
-    Raises `NginxUnavailable` when it is missing and cannot be installed (not root, no apt-get, the
-    install failed or timed out). Every step is bounded in time.
-    """
-    found = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.path.exists(p)), None)
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise NginxUnavailable("nginx is not installed and this is not root with apt-get (run `apt-get install -y nginx`)")
-    log("installing nginx (apt-get install -y nginx)")
+    """The nginx executable; installs Debian's `nginx` package with apt-get when it is missing
+    (`proxy.bench.packages`). Raises `NginxUnavailable` when it is missing and cannot be installed."""
+    if find_program("nginx"):
+        return ensure_package("nginx", "nginx", log, NginxUnavailable)
     service_pid = Path("/run/nginx.pid")
     running_before = service_pid.exists()
-    ok, tail = _run(["apt-get", "install", "-y", "-q", "nginx"], APT_TIMEOUT_S)
-    if not ok:
-        log("apt-get install failed; running apt-get update once and trying again")
-        _run(["apt-get", "update", "-q"], APT_UPDATE_TIMEOUT_S)
-        ok, tail = _run(["apt-get", "install", "-y", "-q", "nginx"], APT_TIMEOUT_S)
-    if not running_before and service_pid.exists():
-        # Where no policy forbids it, the package starts its own service on port 80: that one is
-        # ours to stop (by the PID it wrote), the benchmark starts its own nginx.
-        try:
-            os.kill(int(service_pid.read_text().strip()), signal.SIGQUIT)
-        except (OSError, ValueError):
-            pass
-    found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-    if not ok or not found:
-        raise NginxUnavailable(f"apt-get install nginx failed: {tail}")
-    return found
+    try:
+        return ensure_package("nginx", "nginx", log, NginxUnavailable)
+    finally:
+        if not running_before and service_pid.exists():
+            # Where no policy forbids it, the package starts its own service on port 80: that one is
+            # ours to stop (by the PID it wrote), the benchmark starts its own nginx.
+            try:
+                os.kill(int(service_pid.read_text().strip()), signal.SIGQUIT)
+            except (OSError, ValueError):
+                pass
 
 
 def _free_port() -> int:

@@ -1,0 +1,176 @@
+"""`mcp-tasks-proxy bench --instructions`: instructions per call of the proxy process, counted
+by valgrind's callgrind, the CPU figure that does not move with the machine's load.
+
+CPU seconds per call (the comparison table) drift by several percent from run to run on a shared
+machine; the instruction count of the same calls varies by well under one percent. So a change
+on the relay path is judged by this count, before and after (docs/performance.md, "Instructions
+per call").
+
+For each row and scenario: the fast upstream (`proxy.bench.upstream`) in a process of its own,
+the proxy under `valgrind --tool=callgrind` in front of it, one client that warms the proxy up
+(imports, caches, its session), then `callgrind_control --zero`, `calls` calls, and
+`callgrind_control --dump`; the dump's total is the instructions of exactly those calls (every
+thread of the proxy, its SQLite and event loop included). Valgrind (Debian's package) is
+installed with apt-get when missing. The proxy runs the asyncio event loop by default: uvloop's
+C loop counts differently, and both sides of a comparison must use the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import aiohttp
+
+from . import targets
+from .clients import ModernClient, SessionClient
+from .packages import PackageUnavailable, ensure_package
+from .rows import POLL_INTERVAL_MS
+
+ROWS = {
+    "relay": ("v1", SessionClient, "relaying, v1 client → v1 upstream"),
+    "relay-modern": ("modern", ModernClient, "relaying, v2 client → modern upstream"),
+    "translate": ("v1", ModernClient, "translating, v2 client → v1 upstream"),
+}
+"""Row → (the upstream's wire, the client, what it measures)."""
+SCENARIOS = {"a": "echo", "b": "lifecycle"}
+"""Scenario letter → the client's method (`proxy.bench.clients`): (a) a sync echo `tools/call`,
+(b) a no-work task's whole lifecycle (how often it is polled depends on timing: compare (a) first)."""
+LIFECYCLE_SHARE = 5
+"""Scenario (b) makes `calls / LIFECYCLE_SHARE` lifecycles (each is several requests)."""
+CONTROL_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Count:
+    row: str
+    scenario: str
+    calls: int
+    instructions: int
+    wall_s: float
+    """Seconds the counted calls took under valgrind (tens of times slower than without)."""
+
+    @property
+    def per_call(self) -> float:
+        return self.instructions / self.calls
+
+
+def ensure_valgrind(log: Callable[[str], None] = lambda _m: None) -> tuple[str, str]:
+    """`valgrind` and `callgrind_control`, installing Debian's `valgrind` package when missing.
+    Raises `PackageUnavailable`."""
+    valgrind = ensure_package("valgrind", "valgrind", log)
+    control = shutil.which("callgrind_control")
+    if control is None:
+        raise PackageUnavailable("valgrind is installed without callgrind_control")
+    return valgrind, control
+
+
+def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio", log: Callable[[str], None] = lambda _m: None) -> Count:
+    """Instructions the proxy spends on `calls` calls of `scenario` ("echo" or "lifecycle") on
+    `row` (a key of `ROWS`). Raises `PackageUnavailable` without valgrind, `BenchError` when a call
+    is answered wrongly, `ServerStartError` when a process does not start."""
+    from proxy.eventloop import ENV_EVENT_LOOP
+    from proxy.keys import new_key_text
+
+    valgrind, control = ensure_valgrind(log)
+    wire, client_class, _what = ROWS[row]
+    workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-instructions-"))
+    upstream = targets.start_fast_upstream(wire, poll_interval_ms=POLL_INTERVAL_MS)
+    proxy: targets.ServerProcess | None = None
+    try:
+        config = workdir / "proxy.toml"
+        config.write_text(f'state_dir = "{workdir / "state"}"\n')
+        dump = workdir / "callgrind.out"
+        argv = [valgrind, "--tool=callgrind", f"--callgrind-out-file={dump}", sys.executable, "-m", "proxy", "serve",
+                "--config", str(config), "--listen", "127.0.0.1:0", "--upstream", upstream.url]
+        log(f"starting the proxy under callgrind for {row} {scenario}")
+        proxy = targets.AnnouncingProcess.start(argv, env={"MCP_TASKS_PROXY_KEY": new_key_text(), ENV_EVENT_LOOP: event_loop},
+                                                ready_timeout_s=600)
+        url = proxy.url
+        asyncio.run(_drive(client_class, url, scenario, max(20, calls // 5)))  # warm-up, not counted
+        _control(control, "--zero", proxy.pid)
+        started = time.monotonic()
+        asyncio.run(_drive(client_class, url, scenario, calls))
+        wall_s = time.monotonic() - started
+        _control(control, "--dump", proxy.pid)
+        return Count(row, scenario, calls, _total(workdir), round(wall_s, 2))
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        upstream.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _drive(client_class: type[SessionClient] | type[ModernClient], url: str, scenario: str, calls: int) -> None:
+    async with aiohttp.ClientSession() as http:
+        client = client_class(http, url)
+        await client.open()
+        try:
+            for _ in range(calls):
+                await getattr(client, scenario)()  # raises BenchError on a wrong answer
+        finally:
+            await client.close()
+
+
+def _control(control: str, command: str, pid: int) -> None:
+    subprocess.run([control, command, str(pid)], check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=CONTROL_TIMEOUT_S)
+
+
+def _total(workdir: Path) -> int:
+    """The instruction total of the last dump callgrind wrote (`callgrind.out.<n>` after --dump)."""
+    deadline = time.monotonic() + CONTROL_TIMEOUT_S
+    while time.monotonic() < deadline:
+        dumps = sorted(workdir.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
+        for line in (dumps[-1].read_text().splitlines() if dumps else []):
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+        time.sleep(0.2)  # the dump is being written
+    raise RuntimeError(f"callgrind wrote no dump with a total in {workdir}")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print (and with --json write) instructions per call for the chosen rows and scenarios."""
+    rows = [r.strip() for r in (args.rows or "relay,relay-modern,translate").split(",") if r.strip()]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        print(f"mcp-tasks-proxy bench --instructions: unknown row {unknown[0]!r} (rows: {', '.join(ROWS)})", file=sys.stderr)
+        return 2
+    letters = args.scenarios or "ab"
+    if any(letter not in SCENARIOS for letter in letters):
+        print(f"mcp-tasks-proxy bench --instructions: scenarios are {''.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    calls = args.calls
+    event_loop = "asyncio" if args.event_loop == "auto" else args.event_loop
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    counts: list[Count] = []
+    try:
+        for letter in letters:
+            scenario = SCENARIOS[letter]
+            for row in rows:
+                counts.append(measure(row, scenario, calls if letter == "a" else max(1, calls // LIFECYCLE_SHARE),
+                                      event_loop=event_loop, log=log))
+    except PackageUnavailable as exc:
+        print(f"mcp-tasks-proxy bench --instructions: {exc}", file=sys.stderr)
+        return 1
+    print(f"Instructions per call in the proxy process (valgrind callgrind; event loop {event_loop}; after a warm-up)")
+    print(f"{'row':<14} {'scenario':<12} {'calls':>6} {'instructions/call':>18}   what")
+    for count in counts:
+        print(f"{count.row:<14} {count.scenario:<12} {count.calls:>6} {count.per_call:>18,.0f}   {ROWS[count.row][2]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"event_loop": event_loop, "counts": [
+            {**asdict(c), "per_call": round(c.per_call)} for c in counts]}, indent=2) + "\n")
+    return 0

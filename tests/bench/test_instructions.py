@@ -1,0 +1,70 @@
+"""`mcp-tasks-proxy bench --instructions`: the proxy counted under valgrind's callgrind.
+
+One row, few calls (about a minute: the proxy starts under valgrind). Asserted: the command
+prints its table and writes its JSON with exactly the row, scenario and calls asked for, every
+call was answered rightly (the client raises otherwise, and the command fails), and the count is
+a count: instructions divided by calls is the per-call figure. How many instructions a call
+takes is printed, never asserted (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_instructions_of_relayed_echo_calls_are_counted(tmp_path: Path) -> None:
+    figures = tmp_path / "instructions.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "bench",
+            "--instructions",
+            "--rows",
+            "relay",
+            "--scenarios",
+            "a",
+            "--calls",
+            "20",
+            "--json",
+            str(figures),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Instructions per call in the proxy process (valgrind callgrind; event loop asyncio; after a warm-up)"
+    assert lines[1].split() == ["row", "scenario", "calls", "instructions/call", "what"]
+    assert lines[2].split()[:3] == ["relay", "echo", "20"]
+    assert len(lines) == 3
+    report = json.loads(figures.read_text())
+    assert report["event_loop"] == "asyncio"
+    (count,) = report["counts"]
+    assert (count["row"], count["scenario"], count["calls"]) == ("relay", "echo", 20)
+    assert count["per_call"] == round(count["instructions"] / 20)
+    assert lines[2].split()[3] == f"{count['per_call']:,}"
+
+
+def test_an_unknown_row_is_refused_before_anything_starts() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "bench", "--instructions", "--rows", "relya"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "mcp-tasks-proxy bench --instructions: unknown row 'relya' (rows: relay, relay-modern, translate)\n"
