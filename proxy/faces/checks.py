@@ -1,6 +1,6 @@
 """HTTP-level checks and answers of the modern face (docs/behaviour.md §2 rule 1–5, §6 "Bad input"):
 body size and media type, Accept, conflicting duplicate routing headers, what a POST that is not a
-modern request gets, and JSON answers.
+modern request gets, and JSON answers; and the session face's `MCP-Protocol-Version` check.
 """
 
 from __future__ import annotations
@@ -91,3 +91,17 @@ def not_modern_error(message: jsonrpc.Message, request: web.Request) -> McpError
         "Bad Request: Missing session ID (session-wire clients start with initialize; 2026-07-28 clients send "
         "the MCP-Protocol-Version header and params._meta)",
     )
+
+
+def session_version_refusal(request: web.Request, protocol_version: str, request_id: Any) -> web.Response | None:
+    """HTTP 400 for a request of an initialized session whose `MCP-Protocol-Version` header is
+    not the version negotiated at `initialize` (MCP 2025-11-25, Streamable HTTP: "invalid or
+    unsupported MCP-Protocol-Version" → 400 Bad Request); None when it is, or when the header is
+    absent (the negotiated version is assumed: docs/decisions.md §42). The header's value is
+    neither logged nor echoed."""
+    versions = request.headers.getall(H_PROTOCOL_VERSION, ())
+    if all(version == protocol_version for version in versions):
+        return None
+    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
+                                      f"(this session uses {protocol_version})")
+    return json_response(jsonrpc.error_response(request_id, error), 400)

@@ -25,7 +25,7 @@ from cachetools import LRUCache
 from translators import jsonrpc
 from translators.dialect import session_dialect
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
-from translators.protocol import H_LAST_EVENT_ID, H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
+from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
@@ -34,6 +34,7 @@ from ..observe.hooks import TRACE
 from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
+from .checks import session_version_refusal
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)  # the outcome label `SessionReply.finish` leaves for the counter
 
@@ -89,12 +90,14 @@ class ProxySession:
         self._event_ids = itertools.count(1)
         self.saved_at = 0.0
         """When the session was last written to the store (wall clock, seconds)."""
+        self.state: dict[str, Any] = {}
+        """What the pairing keeps of the session, in the store with it (a v1 client's log level, its resource subscriptions)."""
 
     def record(self) -> SessionRecord:
         """What the store keeps of this session."""
         assert self.rules is not None
-        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name,
-                             {"capabilities": self.client_capabilities, "clientInfo": self.client_info}, self.protocol_version)
+        params = {"capabilities": self.client_capabilities, "clientInfo": self.client_info, "state": self.state}
+        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name, params, self.protocol_version)
 
     @classmethod
     def restored(cls, record: SessionRecord, replay_events: int, rules: SessionPairing) -> ProxySession:
@@ -104,6 +107,7 @@ class ProxySession:
         session = cls(record.session_id, record.principal, record.params, record.protocol_version, replay_events,
                       record.face, rules)
         session._event_ids = itertools.count(int(time.time() * 1000))
+        session.state = dict(record.params.get("state") or {})
         return session
 
     def open_get_stream(self, stream: web.StreamResponse, transport: asyncio.BaseTransport | None) -> asyncio.Event:
@@ -366,7 +370,7 @@ class SessionFace:
         session = await self.sessions.get(session_id, principal)
         if session is None:
             return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
-        refusal = _version_refusal(request, session, message.id if message.kind == "request" else None)
+        refusal = session_version_refusal(request, session.protocol_version, message.id if message.kind == "request" else None)
         if refusal is not None:
             log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
                      principal)
@@ -409,7 +413,7 @@ class SessionFace:
         session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
-        refusal = _version_refusal(request, session, None)
+        refusal = session_version_refusal(request, session.protocol_version, None)
         if refusal is not None:
             return refusal
         if SSE not in request.headers.get("Accept", SSE):
@@ -425,7 +429,7 @@ class SessionFace:
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
         if (opened := getattr(session.rules, "get_stream_opened", None)) is not None:
-            opened(session, request)  # the pairing may push what it follows for the session (behaviour.md §5.7)
+            opened(session, request, ended)  # the pairing may push what it follows there until `ended` (behaviour.md §5.7, §5.9)
         try:
             if last is not None and last.isdigit():
                 for event_id, frame in list(session.events):
@@ -458,7 +462,7 @@ class SessionFace:
         session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
             return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
-        refusal = _version_refusal(request, session, None)
+        refusal = session_version_refusal(request, session.protocol_version, None)
         if refusal is not None:
             return refusal
         await self.sessions.remove(session.id)
@@ -479,20 +483,6 @@ def _outcome(request: web.Request, response: web.StreamResponse) -> str:
     except (ValueError, AttributeError):
         error = None
     return str(error.get("code")) if isinstance(error, dict) else "ok"
-
-
-def _version_refusal(request: web.Request, session: ProxySession, request_id: Any) -> web.Response | None:
-    """HTTP 400 for a request of an initialized session whose `MCP-Protocol-Version` header is
-    not the version negotiated at `initialize` (MCP 2025-11-25, Streamable HTTP: "invalid or
-    unsupported MCP-Protocol-Version" → 400 Bad Request); None when it is, or when the header is
-    absent (the negotiated version is assumed: docs/decisions.md §42). The header's value is
-    neither logged nor echoed."""
-    versions = request.headers.getall(H_PROTOCOL_VERSION, ())
-    if all(version == session.protocol_version for version in versions):
-        return None
-    error = McpError(INVALID_REQUEST, f"Bad Request: Unsupported protocol version in the MCP-Protocol-Version header "
-                                      f"(this session uses {session.protocol_version})")
-    return _error(request_id, error, 400)
 
 
 def _error(request_id: Any, error: McpError, status: int) -> web.Response:
