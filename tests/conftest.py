@@ -100,6 +100,14 @@ def listing_v1_server() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def listing_v2_server() -> Iterator[ServerProcess]:
+    """The reference v2 server opted in to list changes (``REFERENCE_V2_LIST_CHANGED=1``: it serves
+    ``subscriptions/listen`` and has ``add_tool``, ``touch_resource`` and ``reference://notes``), one
+    per run, stopped by its own handle."""
+    yield from _running(lambda: start_reference_v2_server(env={"REFERENCE_V2_LIST_CHANGED": "1"}))
+
+
+@pytest.fixture(scope="session")
 def second_v2_server() -> Iterator[ServerProcess]:
     """A second reference v2 server, for tests with several backends (one per run)."""
     yield from _running(start_reference_v2_server)

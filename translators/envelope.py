@@ -224,12 +224,16 @@ def with_server_info(result: Mapping[str, Any], server_info: Mapping[str, Any]) 
     return {**result, "_meta": meta}
 
 
-def session_meta(client_capabilities: Mapping[str, Any], client_info: Mapping[str, Any] | None) -> ModernMeta:
+def session_meta(
+    client_capabilities: Mapping[str, Any], client_info: Mapping[str, Any] | None, log_level: str | None = None
+) -> ModernMeta:
     """The modern envelope the proxy sends upstream for a session client (docs/behaviour.md §3,
     §5): the 2026-07-28 version, the client's input capabilities (`upstream_client_capabilities`)
-    with the tasks extension, and its `clientInfo`."""
+    with the tasks extension, its `clientInfo`, and the level its `logging/setLevel` asked for
+    (`io.modelcontextprotocol/logLevel`, §5.1; None: no log messages). `add_envelope` writes it
+    into a request, `read_meta` reads it back."""
     capabilities = {**upstream_client_capabilities(client_capabilities), "extensions": {TASKS_EXTENSION: {}}}
-    return ModernMeta(MODERN_VERSION, capabilities, dict(client_info) if client_info is not None else None)
+    return ModernMeta(MODERN_VERSION, capabilities, dict(client_info) if client_info is not None else None, log_level)
 
 
 def upstream_client_capabilities(client_capabilities: Mapping[str, Any]) -> dict[str, Any]:

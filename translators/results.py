@@ -38,12 +38,19 @@ def discover_result(
     return with_server_info(complete_result("server/discover", result, cache_ttl_ms=cache_ttl_ms), SERVER_INFO)
 
 
-def initialize_result_v1(capabilities: dict[str, Any], instructions: str | None) -> dict[str, Any]:
+def initialize_result_v1(capabilities: dict[str, Any], instructions: str | None, *, listens: bool = False) -> dict[str, Any]:
     """The proxy's `InitializeResult` for a v1 client in front of a v2 backend with these
     capabilities (docs/behaviour.md §5.1), without `protocolVersion` (the session face sets it):
-    tools, resources, prompts and completions without `listChanged`/`subscribe`, the backend's
-    other extensions, and v1 `tasks {list, cancel, requests.tools.call}`."""
+    tools, resources, prompts and completions, with `listChanged` and `resources.subscribe` only
+    where the backend declares them `true` and `listens` (the proxy carries them from its own
+    `subscriptions/listen`, §5.9); `logging: {}` when the backend declares `logging` (the session's
+    level goes upstream with each request, §5.1); the backend's other extensions, and v1
+    `tasks {list, cancel, requests.tools.call}`."""
     kept = server_capabilities_to_v2({name: value for name, value in capabilities.items() if name != "tasks"})
+    if listens:
+        kept = advertised(capabilities, kept)
+    if isinstance(capabilities.get("logging"), dict):
+        kept["logging"] = {}
     kept["extensions"] = capabilities.get("extensions") or {}
     result: dict[str, Any] = {"capabilities": server_capabilities_to_v1(kept), "serverInfo": SERVER_INFO}
     if instructions:

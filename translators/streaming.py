@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import INVALID_PARAMS, McpError
+
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """The syslog severities of `LoggingLevel` (RFC 5424), least severe first."""
 
@@ -31,6 +33,21 @@ def log_level_passes(level: Any, threshold: str | None) -> bool:
         return False
     rank = _SEVERITY.get(level, len(LOG_LEVELS)) if isinstance(level, str) else len(LOG_LEVELS)
     return rank >= _SEVERITY.get(threshold, 0)
+
+
+def set_level_params(level: str) -> dict[str, Any]:
+    """The params of a 2025-11-25 `logging/setLevel` request (inverse: `requested_log_level`)."""
+    return {"level": level}
+
+
+def requested_log_level(params: Mapping[str, Any]) -> str:
+    """The level a `logging/setLevel` request asks for; the proxy keeps it for the session and sends it
+    upstream as each request's `io.modelcontextprotocol/logLevel` (docs/behaviour.md §5.1). Raises
+    `McpError(-32602)` for a level that is not one of `LOG_LEVELS`. Inverse of `set_level_params`."""
+    level = params.get("level")
+    if not isinstance(level, str) or level not in _SEVERITY:
+        raise McpError(INVALID_PARAMS, f"Invalid log level: expected one of {', '.join(LOG_LEVELS)}")
+    return level
 
 
 def request_notification(message: Mapping[str, Any], log_level: str | None) -> dict[str, Any] | None:

@@ -1,12 +1,15 @@
-"""`subscriptions/listen` for a modern client in front of a session-wire backend (docs/behaviour.md
-§4.9; core 2026-07-28 "subscriptions/listen", SEP-2663 `taskIds`).
+"""`subscriptions/listen` between the generations (docs/behaviour.md §4.9, §5.9; core 2026-07-28
+"subscriptions/listen", SEP-2663 `taskIds`).
 
 A 2026-07-28 client opts in to notification types with a `SubscriptionFilter`; a 2025-11-25 backend
 announces list changes and resource updates on its session's GET stream, for whatever its
 `initialize` capabilities declare (`listChanged`, `subscribe`). These functions decide what a
 subscription gets, and shape every message of its stream: the acknowledgement first, then each
 notification stamped with `_meta["io.modelcontextprotocol/subscriptionId"]` (the listen request's
-JSON-RPC id).
+JSON-RPC id). The other way (a v1 session in front of a 2026-07-28 backend), the proxy listens
+itself: `listen_filter_v1` is what it asks for, `acknowledged_filter` reads the backend's
+acknowledgement (inverse of `acknowledged`) and `from_subscription` unstamps what the session's GET
+stream gets (inverse of `for_subscription`).
 """
 
 from __future__ import annotations
@@ -118,4 +121,74 @@ def advertised(capabilities: Mapping[str, Any], shown: dict[str, Any]) -> dict[s
         extra = {key: True for key in keys if declared.get(key) is True}
         if extra:
             out[name] = {**out[name], **extra}
+    return out
+
+
+def listen_filter_v1(capabilities: Mapping[str, Any], resource_uris: Any) -> dict[str, Any]:
+    """The `SubscriptionFilter` the proxy asks a 2026-07-28 backend with these capabilities for, on
+    behalf of a v1 session holding its GET stream (docs/behaviour.md §5.9): each list flag whose
+    capability declares `listChanged: true`, and `resourceSubscriptions` = the session's subscribed
+    URIs (strings, duplicates dropped, in order) when `resources.subscribe` is true and it has any.
+    `{}`: nothing to listen for."""
+    offered = offered_filter(capabilities, offers_tool_tasks=False)
+    wanted: dict[str, Any] = {flag: True for flag in LIST_CHANGED if offered.get(flag) is True}
+    uris = list(dict.fromkeys(uri for uri in resource_uris if isinstance(uri, str))) if isinstance(resource_uris, list) else []
+    if "resourceSubscriptions" in offered and uris:
+        wanted["resourceSubscriptions"] = uris
+    return wanted
+
+
+def listen_params(notifications: Mapping[str, Any]) -> dict[str, Any]:
+    """The params of a `subscriptions/listen` request for this filter (inverse: `requested_filter`)."""
+    return {"notifications": dict(notifications)}
+
+
+def requested_filter(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The filter a `subscriptions/listen` request asks for (`{}` when it has none; inverse of `listen_params`)."""
+    requested = params.get("notifications")
+    return dict(requested) if isinstance(requested, Mapping) else {}
+
+
+def acknowledged_filter(message: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The filter a backend's `notifications/subscriptions/acknowledged` agreed to (`{}` when it
+    names none); None for any other message. Inverse of `acknowledged`."""
+    if message.get("method") != "notifications/subscriptions/acknowledged":
+        return None
+    params = message.get("params")
+    agreed = params.get("notifications") if isinstance(params, Mapping) else None
+    return dict(agreed) if isinstance(agreed, Mapping) else {}
+
+
+def _unstamped(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if params is None:
+        return None
+    out = {key: value for key, value in params.items() if key != "_meta"}
+    meta = params.get("_meta")
+    rest = {key: value for key, value in meta.items() if key != SUBSCRIPTION_ID} if isinstance(meta, Mapping) else {}
+    if rest:
+        out["_meta"] = rest
+    return out
+
+
+def from_subscription(message: Mapping[str, Any], agreed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a v1 session's GET stream gets of a notification from a 2026-07-28 backend's
+    `subscriptions/listen` stream (docs/behaviour.md §5.9; inverse of `for_subscription`): a list
+    change `agreed` asked for, or `notifications/resources/updated` for a URI in its
+    `resourceSubscriptions`, without the subscription-id stamp (an `_meta` left empty goes, and
+    `params` with it when nothing else is left); None for the acknowledgement, `notifications/tasks`
+    and anything else."""
+    method = message.get("method")
+    params = message.get("params") if isinstance(message.get("params"), Mapping) else None
+    flag = _FLAG_OF.get(method) if isinstance(method, str) else None
+    if flag is not None:
+        if agreed.get(flag) is not True:
+            return None
+    elif method != "notifications/resources/updated" or params is None:
+        return None
+    elif params.get("uri") not in (agreed.get("resourceSubscriptions") or ()):
+        return None
+    out: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    rest = _unstamped(params)
+    if rest:
+        out["params"] = rest
     return out

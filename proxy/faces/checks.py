@@ -1,6 +1,6 @@
 """HTTP-level checks and answers of the modern face (docs/behaviour.md §2 rule 1–5, §6 "Bad input"):
 body size and media type, Accept, conflicting duplicate routing headers, what a POST that is not a
-modern request gets, and JSON answers.
+modern request gets, and JSON answers; and the session face's outcome label and `MCP-Protocol-Version` check.
 """
 
 from __future__ import annotations

@@ -89,12 +89,14 @@ class ProxySession:
         self._event_ids = itertools.count(1)
         self.saved_at = 0.0
         """When the session was last written to the store (wall clock, seconds)."""
+        self.state: dict[str, Any] = {}
+        """What the pairing keeps of the session, in the store with it (a v1 client's log level, its resource subscriptions)."""
 
     def record(self) -> SessionRecord:
         """What the store keeps of this session."""
         assert self.rules is not None
-        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name,
-                             {"capabilities": self.client_capabilities, "clientInfo": self.client_info}, self.protocol_version)
+        params = {"capabilities": self.client_capabilities, "clientInfo": self.client_info, "state": self.state}
+        return SessionRecord(self.id, self.principal, self.face, self.rules.backend.name, params, self.protocol_version)
 
     @classmethod
     def restored(cls, record: SessionRecord, replay_events: int, rules: SessionPairing) -> ProxySession:
@@ -104,6 +106,7 @@ class ProxySession:
         session = cls(record.session_id, record.principal, record.params, record.protocol_version, replay_events,
                       record.face, rules)
         session._event_ids = itertools.count(int(time.time() * 1000))
+        session.state = dict(record.params.get("state") or {})
         return session
 
     def open_get_stream(self, stream: web.StreamResponse, transport: asyncio.BaseTransport | None) -> asyncio.Event:
@@ -433,7 +436,7 @@ class SessionFace:
         await stream.prepare(request)
         ended = session.open_get_stream(stream, request.transport)
         if (opened := getattr(session.rules, "get_stream_opened", None)) is not None:
-            opened(session, request)  # the pairing may push what it follows for the session (behaviour.md §5.7)
+            opened(session, request, ended)  # the pairing may push what it follows there until `ended` (behaviour.md §5.7, §5.9)
         try:
             if last is not None and last.isdigit():
                 for event_id, frame in list(session.events):

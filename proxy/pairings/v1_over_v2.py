@@ -9,6 +9,7 @@ input keys, tasks the proxy holds itself).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import secrets
@@ -38,6 +39,7 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.protocol import TERMINAL_STATUSES
 from translators.results import initialize_result_v1, task_status_notification_v1, tasks_list_result_v1, tools_list_to_v1
 from translators.sealing import TaskRef
+from translators.streaming import request_notification, requested_log_level
 
 from ..faces.session import ProxySession, SessionReply
 from ..state.client_tasks import HELD, Entry, TaskRegistry
@@ -46,10 +48,15 @@ from ..upstream.modern_wire import ModernClient
 from ..upstream.v2_session_wire import V2SessionClient
 from .mrtr import input_rounds
 from .parts import MemberParts
+from .v1_lists import SUBSCRIBED, ListPush
 from .v1_task_push import TaskPush, poll_delay
 
 log = logging.getLogger(__name__)
 
+LOG_LEVEL = "logLevel"
+"""The key of `ProxySession.state` under which a v1 session's `logging/setLevel` level is kept."""
+MAX_SUBSCRIPTIONS = 100
+"""Resource subscriptions one v1 session may hold (`resources/subscribe` beyond: -32602)."""
 
 
 def _now_iso() -> str:
@@ -71,10 +78,16 @@ class V1OverV2:
         backend.metrics.track_live(lambda: len(self.registry))
         self.push = TaskPush(self.registry, backend, functools.partial(_Call, self))
         """Followers of the sessions' tasks while their GET streams are open (§5.7, §5.8)."""
+        self.lists = ListPush(backend, self.modern, self._meta)
+        """The sessions' upstream listens while their GET streams are open (§5.9)."""
+        self.store = parts.follower.store
 
-    def get_stream_opened(self, session: ProxySession, request: web.Request) -> None:
-        """The session opened its GET stream: follow its open tasks there (`proxy/faces/session.py`)."""
-        self.push.watch(session, self._headers(request))
+    def get_stream_opened(self, session: ProxySession, request: web.Request, ended: asyncio.Event) -> None:
+        """The session opened its GET stream, which lasts until `ended`: follow its open tasks and
+        the backend's list changes there (`proxy/faces/session.py`)."""
+        headers = self._headers(request)
+        self.push.watch(session, headers)
+        self.lists.watch(session, headers, ended)
 
     # -- session start -----------------------------------------------------------------------------
 
@@ -84,10 +97,32 @@ class V1OverV2:
         if profile.dialect not in ("v2-modern", "v2-session"):
             raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
                            "version of mcp-tasks-proxy; use the 2026-07-28 wire", http_status=400)
-        return initialize_result_v1(profile.capabilities, profile.instructions)
+        return initialize_result_v1(profile.capabilities, profile.instructions, listens=profile.dialect == "v2-modern")
 
     def _meta(self, session: ProxySession) -> ModernMeta:
-        return session_meta(session.client_capabilities, session.client_info)
+        return session_meta(session.client_capabilities, session.client_info, session.state.get(LOG_LEVEL))
+
+    async def _keep(self, session: ProxySession) -> None:
+        """Write the session with its changed state to the store (a restart, or another replica, reads it there)."""
+        await self.store.keep_session(session.record(), self.settings.session_idle_ms / 1000)
+
+    async def _subscription(self, session: ProxySession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """`resources/subscribe` or `resources/unsubscribe` in front of a backend that offers resource
+        subscriptions on `subscriptions/listen`: the session's URIs change, and its listen, if it
+        holds one, is opened again with them before the answer (§5.9)."""
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise McpError(INVALID_PARAMS, f"{method} needs params.uri (a string)")
+        uris = [held for held in session.state.get(SUBSCRIBED) or () if held != uri]
+        if method == "resources/subscribe":
+            if len(uris) >= MAX_SUBSCRIPTIONS:
+                raise McpError(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
+            uris.append(uri)
+        session.state[SUBSCRIBED] = uris
+        await self._keep(session)
+        self.lists.renew(session)
+        await self.lists.ready(session)
+        return {}
 
     def _headers(self, request: web.Request) -> dict[str, str]:
         return self.settings.upstream_headers(request.headers)
@@ -98,6 +133,7 @@ class V1OverV2:
                        request: web.Request) -> dict[str, Any]:
         """The result of one v1 request. Raises `McpError` (mapped for v1 clients by the face)."""
         profile = await self.backend.current()
+        await self.lists.ready(session)  # a change this request causes is heard on the GET stream (§5.9)
         call = _Call(self, session, reply, self._headers(request), profile.dialect)
         if method == "ping":
             return {}
@@ -119,7 +155,11 @@ class V1OverV2:
             profile = self.backend.profile
             return tools_list_to_v1(result, profile.tools if profile is not None else {}, self.settings.advertise_task_support)
         if method == "logging/setLevel":
+            session.state[LOG_LEVEL] = requested_log_level(params)
+            await self._keep(session)
             return {}
+        if method in ("resources/subscribe", "resources/unsubscribe") and self.lists.offered(resources=True):
+            return await self._subscription(session, method, params)
         if method in ("prompts/get", "resources/read"):
             return legacy_result(method, await call.with_input(method, params))
         return legacy_result(method, await call.upstream(method, params))
@@ -147,7 +187,17 @@ class _Call:
         return jsonrpc.response_carrying(message.get("id"), answer)
 
     async def upstream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await self.upstream_client.request(method, params, self.meta, headers=self.headers, **self.extra)
+        return await self.upstream_client.request(method, params, self.meta, headers=self.headers, on_notification=self._notified,
+                                                  **self.extra)
+
+    async def _notified(self, message: dict[str, Any]) -> None:
+        """A notification on the answer stream of this call's upstream request: progress, and log
+        messages at or above the session's level, go on this POST's stream (§5.1); anything else,
+        or anything while no stream can be opened to the client, is dropped."""
+        out = request_notification(message, self.session.state.get(LOG_LEVEL))
+        if out is not None and getattr(self.reply, "can_stream", False):
+            with contextlib.suppress(ConnectionError):  # the client went away; its request is cancelled with it
+                await self.reply.send(out)
 
     async def ask(self, request: InputRequest, task_id: str | None) -> dict[str, Any] | McpError:
         """Put one input request to the v1 client (related-task `_meta` when in a task)."""

@@ -17,7 +17,7 @@ from translators.capabilities import with_tasks_extension
 from translators.envelope import ModernMeta, strip_envelope, upstream_client_capabilities
 
 from .pool import SessionPool
-from .session_wire import ServerRequestHandler, UpstreamSession
+from .session_wire import NotificationHandler, ServerRequestHandler, UpstreamSession
 
 
 def session_capabilities(meta: ModernMeta) -> dict[str, Any]:
@@ -38,8 +38,11 @@ class V2SessionClient:
 
     async def request(self, method: str, params: dict[str, Any], meta: ModernMeta, *,
                       headers: Mapping[str, str] | None = None, principal: str = "anonymous",
-                      on_server_request: ServerRequestHandler | None = None) -> dict[str, Any]:
+                      on_server_request: ServerRequestHandler | None = None,
+                      on_notification: NotificationHandler | None = None) -> dict[str, Any]:
         """Send one request on the caller's session and return its `result` (v2 shapes as the
-        backend gives them). Raises like `UpstreamSession.request`."""
+        backend gives them); notifications on its answer stream go to `on_notification`. Raises
+        like `UpstreamSession.request`."""
         session = await self.session(meta, principal, headers or {})
-        return await session.request(method, strip_envelope(params), headers=headers, on_server_request=on_server_request)
+        return await session.request(method, strip_envelope(params), headers=headers, on_server_request=on_server_request,
+                                     on_notification=on_notification)

@@ -29,6 +29,7 @@ warnings.simplefilter("ignore", DeprecationWarning)  # the experimental tasks AP
 import mcp.types as types  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamablehttp_client  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 from mcp.shared.exceptions import McpError  # noqa: E402
 
 #: Bound for waiting on one task status by fast polling, seconds.
@@ -86,8 +87,16 @@ class Recorder:
         self.progress: list[Detail] = []
         self.task_statuses: list[Detail] = []
         """The params of every ``notifications/tasks/status``, in arrival order."""
+        self.logs: list[Detail] = []
+        """The params of every ``notifications/message``, in arrival order."""
+        self.updates: list[Detail] = []
+        """The params of every ``notifications/resources/updated``, in arrival order."""
         self.notifications: list[str] = []
         self.in_result = 0
+        self.initialized: Detail = {}
+        """The ``InitializeResult`` the server answered."""
+        self.get_stream_open = asyncio.Event()
+        """Set once the session's GET stream has been answered 200 (its headers arrived)."""
 
     @staticmethod
     def _related(context: Any) -> Any:
@@ -137,6 +146,21 @@ class Recorder:
                 self.progress.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
             elif isinstance(root, types.TaskStatusNotification):
                 self.task_statuses.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
+            elif isinstance(root, types.LoggingMessageNotification):
+                self.logs.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
+            elif isinstance(root, types.ResourceUpdatedNotification):
+                self.updates.append(root.params.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    def http_client(self, headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
+        """The SDK's own HTTP client, telling :attr:`get_stream_open` when the GET stream is answered."""
+
+        async def on_response(response: Any) -> None:
+            if response.request.method == "GET" and response.status_code == 200:
+                self.get_stream_open.set()
+
+        client = create_mcp_http_client(headers, timeout, auth)
+        client.event_hooks["response"].append(on_response)
+        return client
 
 
 STDIO_PREFIX = "stdio:"
@@ -144,7 +168,7 @@ STDIO_PREFIX = "stdio:"
 (the SDK's ``stdio_client``), as a desktop host launches a stdio server."""
 
 
-def _transport(url: str, authorization: str | None) -> Any:
+def _transport(url: str, authorization: str | None, recorder: Recorder) -> Any:
     if url.startswith(STDIO_PREFIX):
         import os
         import shlex
@@ -154,7 +178,13 @@ def _transport(url: str, authorization: str | None) -> Any:
         argv = shlex.split(url[len(STDIO_PREFIX) :])
         return stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)))
     headers = {"Authorization": authorization} if authorization else None
-    return streamablehttp_client(url, headers=headers, timeout=HTTP_TIMEOUT_S, sse_read_timeout=SSE_READ_TIMEOUT_S)
+    return streamablehttp_client(
+        url,
+        headers=headers,
+        timeout=HTTP_TIMEOUT_S,
+        sse_read_timeout=SSE_READ_TIMEOUT_S,
+        httpx_client_factory=recorder.http_client,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -162,7 +192,7 @@ async def open_session(url: str, *, authorization: str | None = None) -> AsyncIt
     """An initialised ``ClientSession`` on ``url`` (with ``Authorization`` if given) and its
     recorder; ``stdio:CMD ARGS`` launches a stdio server instead (``Authorization`` unused)."""
     recorder = Recorder()
-    async with _transport(url, authorization) as streams:
+    async with _transport(url, authorization, recorder) as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(
             read,
@@ -172,7 +202,7 @@ async def open_session(url: str, *, authorization: str | None = None) -> AsyncIt
             message_handler=recorder.on_message,
             client_info=types.Implementation(name="mcp1-client-checks", version="1"),
         ) as session:
-            await session.initialize()
+            recorder.initialized = dump(await session.initialize())
             yield session, recorder
 
 

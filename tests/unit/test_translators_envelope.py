@@ -20,6 +20,7 @@ from translators.envelope import (
     is_modern,
     name_param,
     read_meta,
+    session_meta,
     strip_envelope,
     upstream_client_capabilities,
     with_server_info,
@@ -385,3 +386,15 @@ def test_with_server_info_keeps_other_meta():
 )
 def test_upstream_session_declares_only_elicitation_sampling_and_roots(caps, expected):
     assert upstream_client_capabilities(caps) == expected
+
+
+def test_session_meta_carries_the_sessions_log_level_upstream_and_read_meta_reads_it_back():
+    meta = session_meta({"elicitation": {"form": {}}, "experimental": {}}, {"name": "c", "version": "1"}, "warning")
+    assert meta.log_level == "warning"
+    params = add_envelope({"name": "greet"}, meta)
+    assert params["_meta"]["io.modelcontextprotocol/logLevel"] == "warning"
+    assert read_meta(params) == meta
+    quiet = session_meta({}, None)
+    assert quiet.log_level is None
+    assert "io.modelcontextprotocol/logLevel" not in add_envelope({}, quiet)["_meta"]
+    assert read_meta(add_envelope({}, quiet)) == quiet

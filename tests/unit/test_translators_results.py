@@ -55,11 +55,39 @@ def test_initialize_for_v1_clients_keeps_other_extensions_and_declares_v1_tasks(
         "capabilities": {
             "tools": {},
             "prompts": {},
+            "logging": {},
             "extensions": {"x/y": {"a": 1}},
             "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
         },
         "serverInfo": SERVER_INFO,
     }
+
+
+def test_initialize_for_v1_clients_shows_list_changes_and_subscribe_only_where_the_proxy_listens():
+    caps = {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": False},
+        "resources": {"listChanged": True, "subscribe": True},
+        "extensions": {TASKS: {}},
+    }
+    tasks = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert initialize_result_v1(caps, "hi", listens=True) == {
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "prompts": {},
+            "resources": {"listChanged": True, "subscribe": True},
+            "tasks": tasks,
+        },
+        "serverInfo": SERVER_INFO,
+        "instructions": "hi",
+    }
+    assert initialize_result_v1(caps, None, listens=False)["capabilities"] == {
+        "tools": {},
+        "prompts": {},
+        "resources": {},
+        "tasks": tasks,
+    }
+    assert "logging" not in initialize_result_v1({"logging": "yes"}, None)["capabilities"]  # not an object: not declared
 
 
 def test_initialize_for_v2_session_clients_adds_the_extension_of_a_v2_modern_backend_only():

@@ -1,6 +1,10 @@
-"""translators.streaming: which notifications about a request reach its client (docs/behaviour.md §4.10)."""
+"""translators.streaming: which notifications about a request reach its client (docs/behaviour.md §4.10),
+and the level of a v1 client's `logging/setLevel` (§5.1)."""
 
-from translators.streaming import LOG_LEVELS, log_level_passes, request_notification
+import pytest
+
+from translators.errors import McpError
+from translators.streaming import LOG_LEVELS, log_level_passes, request_notification, requested_log_level, set_level_params
 
 PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 3, "total": 10}}
 
@@ -37,3 +41,17 @@ def test_unknown_levels():
 def test_other_notifications_do_not_belong_to_a_request():
     for method in ("notifications/tools/list_changed", "notifications/tasks/status", "notifications/resources/updated"):
         assert request_notification({"jsonrpc": "2.0", "method": method, "params": {}}, "debug") is None
+
+
+def test_requested_log_level_reads_back_what_set_level_params_writes():
+    for level in LOG_LEVELS:
+        assert set_level_params(level) == {"level": level}
+        assert requested_log_level(set_level_params(level)) == level
+
+
+@pytest.mark.parametrize("params", [{}, {"level": "verbose"}, {"level": 3}, {"level": "WARNING"}, {"level": None}])
+def test_requested_log_level_refuses_what_is_not_a_level(params):
+    with pytest.raises(McpError) as raised:
+        requested_log_level(params)
+    assert raised.value.code == -32602
+    assert raised.value.message == "Invalid log level: expected one of " + ", ".join(LOG_LEVELS)

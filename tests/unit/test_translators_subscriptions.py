@@ -1,15 +1,21 @@
 """translators/subscriptions.py: the filter a session-wire backend can honour, and every message of a
-listen stream (docs/behaviour.md §4.9)."""
+listen stream (docs/behaviour.md §4.9); the other way, what the proxy asks a 2026-07-28 backend for on
+behalf of a v1 session and what that session's GET stream gets (§5.9)."""
 
 from __future__ import annotations
 
 from translators.subscriptions import (
     acknowledged,
+    acknowledged_filter,
     advertised,
     for_subscription,
+    from_subscription,
     listen_ended,
+    listen_filter_v1,
+    listen_params,
     narrow_filter,
     offered_filter,
+    requested_filter,
     tasks_notification,
 )
 
@@ -83,3 +89,63 @@ def test_advertised_puts_back_list_changed_and_subscribe_where_declared():
     shown = {"tools": {}, "prompts": {}, "resources": {}}
     assert advertised(CAPS, shown) == {"tools": {"listChanged": True}, "prompts": {}, "resources": {"subscribe": True}}
     assert advertised({}, shown) == shown
+
+
+V2_CAPS = {
+    "tools": {"listChanged": True},
+    "prompts": {"listChanged": False},
+    "resources": {"listChanged": True, "subscribe": True},
+    "logging": {},
+}
+
+
+def test_listen_filter_v1_asks_for_every_declared_list_and_the_sessions_uris():
+    assert listen_filter_v1(V2_CAPS, ["file:///a", 7, "file:///a", "file:///b"]) == {
+        "toolsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["file:///a", "file:///b"],
+    }
+    assert listen_filter_v1(V2_CAPS, None) == {"toolsListChanged": True, "resourcesListChanged": True}
+    assert listen_filter_v1(V2_CAPS, []) == {"toolsListChanged": True, "resourcesListChanged": True}
+    assert listen_filter_v1({"resources": {"subscribe": True}}, ["u"]) == {"resourceSubscriptions": ["u"]}
+    assert listen_filter_v1({"resources": {"subscribe": False}, "tools": {}}, ["u"]) == {}  # nothing to listen for
+    assert listen_filter_v1({"tools": {"listChanged": True}}, "u") == {"toolsListChanged": True}
+
+
+def test_listen_params_and_requested_filter_are_inverses():
+    wanted = {"toolsListChanged": True, "resourceSubscriptions": ["u"]}
+    assert listen_params(wanted) == {"notifications": wanted}
+    assert requested_filter(listen_params(wanted)) == wanted
+    assert requested_filter({}) == {}
+    assert requested_filter({"notifications": "all"}) == {}
+
+
+def test_acknowledged_filter_reads_back_what_acknowledged_writes():
+    agreed = {"toolsListChanged": True, "resourceSubscriptions": ["u"]}
+    assert acknowledged_filter(acknowledged("L1", agreed)) == agreed
+    assert acknowledged_filter({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged"}) == {}
+    assert acknowledged_filter({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}}) is None
+
+
+def test_from_subscription_unstamps_what_for_subscription_stamps():
+    agreed = {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]}
+    tools = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert from_subscription(for_subscription(tools, "L1", agreed), agreed) == tools
+    updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///a", "_meta": {"x": 1}}}
+    assert from_subscription(for_subscription(updated, "L1", agreed), agreed) == updated
+    bare = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///a"}}
+    assert from_subscription(for_subscription(bare, 5, agreed), agreed) == bare
+
+
+def test_from_subscription_drops_what_the_session_did_not_ask_for():
+    agreed = {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]}
+    stamp = {"_meta": {SUB: "L1"}}
+    prompts = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed", "params": stamp}
+    assert from_subscription(prompts, agreed) is None
+    other = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///b", **stamp}}
+    assert from_subscription(other, agreed) is None
+    no_uri = {"jsonrpc": "2.0", "method": "notifications/resources/updated"}
+    assert from_subscription(no_uri, agreed) is None
+    assert from_subscription(acknowledged("L1", agreed), agreed) is None
+    assert from_subscription(tasks_notification("L1", {"taskId": "T", "status": "working"}), agreed) is None
+    assert from_subscription({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}, agreed) is None

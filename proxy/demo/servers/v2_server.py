@@ -37,7 +37,22 @@ test_tool_with_task()     required       asks ``What is your name?`` by MRTR on
                                          {name}! test_tool_with_task finished.``
 summarize(text)           required       in the task, one ``sampling/createMessage``
                                          request; ends with the model's text
+report_progress(count)    forbidden      ``count`` ``notifications/progress`` (with a
+                                         ``progressToken``), one log message at each of
+                                         debug, info, warning and error (at or above the
+                                         request's ``io.modelcontextprotocol/logLevel``;
+                                         none without it), ``progress done``
 ========================  =============  ==================================================
+
+Opt-in, with ``REFERENCE_V2_LIST_CHANGED=1`` in the environment, as the reference v1 server's
+``REFERENCE_V1_LIST_CHANGED``: the server serves ``subscriptions/listen`` (the SDK's
+``ListenHandler`` on an in-process bus; ``server/discover`` then declares ``listChanged`` for
+tools, prompts and resources and ``resources.subscribe``), has one resource
+``reference://notes`` (text ``notes``) and two more tools: ``add_tool(name)`` adds a tool ``name``
+(no arguments; answers ``{name} added``), publishes ``notifications/tools/list_changed`` to the
+listen streams that asked for it and answers ``added {name}``; ``touch_resource(uri)`` publishes
+``notifications/resources/updated`` for ``uri`` (to the streams subscribed to it) and answers
+``touched {uri}``. Without the variable the tool list and capabilities are exactly those above.
 
 What FastMCP 4.1.4 can and cannot express, and how this server gets the fixture shapes
 (checked against ``docs/wire.md`` §7 "FastMCP 4.1.4"):
@@ -68,6 +83,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
@@ -76,10 +92,11 @@ import mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
-from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 from fastmcp.utilities.tasks import TASKS_EXTENSION_ID, TaskConfig
 from fastmcp_tasks import TasksExtension
 from fastmcp_tools import add_common_tools  # beside this file, too
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
@@ -89,6 +106,7 @@ from mcp_types import (
     ElicitRequestFormParams,
     InputRequiredResult,
     SamplingMessage,
+    SubscriptionsListenRequestParams,
     TextContent,
 )
 
@@ -286,6 +304,51 @@ async def summarize(text: str, ctx: Context) -> ToolResult | InputRequiredResult
     if not texts:
         return _text("summarize: the model answered without text", is_error=True)
     return _text("".join(texts))
+
+
+REPORTED_LEVELS = ("debug", "info", "warning", "error")
+
+
+@mcp.tool(description="Reports `count` steps of progress and logs at four levels, then answers `progress done`.")
+async def report_progress(count: int, ctx: Context) -> str:
+    # Both go on this request's own response stream; FastMCP sends progress only with a
+    # progressToken, and the SDK sends log messages only at or above the request's logLevel.
+    for step in range(1, count + 1):
+        await ctx.report_progress(step, count, f"step {step}")
+    for level in REPORTED_LEVELS:
+        await ctx.log(f"report_progress at {level}", level=level, logger_name="report_progress")  # type: ignore[arg-type]
+    return "progress done"
+
+
+# --------------------------------------------------------------------------------------------
+# Opt-in: list changes and resource updates on subscriptions/listen
+# --------------------------------------------------------------------------------------------
+
+LIST_CHANGED = os.environ.get("REFERENCE_V2_LIST_CHANGED") == "1"
+"""The opt-in above: ``subscriptions/listen`` served, ``reference://notes``, ``add_tool`` and ``touch_resource``."""
+_bus = InMemorySubscriptionBus()
+"""What ``add_tool`` and ``touch_resource`` publish; every open listen stream hears it."""
+
+if LIST_CHANGED:
+    mcp._mcp_server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, ListenHandler(_bus))
+
+    @mcp.resource("reference://notes", description="A text resource for `touch_resource` to announce.")
+    def notes() -> str:
+        return "notes"
+
+    @mcp.tool(description="Adds a tool `name` and announces it with notifications/tools/list_changed.")
+    async def add_tool(name: str) -> str:
+        async def added() -> str:
+            return f"{name} added"
+
+        mcp.add_tool(Tool.from_function(added, name=name, description=f"Added by add_tool({name!r})."))
+        await _bus.publish(ToolsListChanged())
+        return f"added {name}"
+
+    @mcp.tool(description="Announces notifications/resources/updated for `uri`.")
+    async def touch_resource(uri: str) -> str:
+        await _bus.publish(ResourceUpdated(uri=uri))
+        return f"touched {uri}"
 
 
 # --------------------------------------------------------------------------------------------

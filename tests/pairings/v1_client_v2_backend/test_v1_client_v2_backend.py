@@ -81,6 +81,7 @@ TOOLS = [
     "multi_input",
     "test_tool_with_task",
     "summarize",
+    "report_progress",
 ]
 
 
