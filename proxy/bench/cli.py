@@ -30,6 +30,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
                        help="the proxy's event loop (default auto: uvloop when installed, the `fast` extra)")
     bench.add_argument("--store", choices=["sqlite", "redis"], default="sqlite",
                        help="the proxy rows' state store (default sqlite; redis: a redis-server started on loopback)")
+    bench.add_argument("--workers", default="1", metavar="N[,M]",
+                       help="the proxy rows through `serve --workers N` (default 1; 2 implies --store redis; "
+                            "1,2: each proxy row with 1 and with 2 workers, side by side)")
     bench.add_argument("--no-nginx", action="store_true", help="leave out the nginx row")
     bench.add_argument("--no-fastmcp", action="store_true", help="leave out the FastMCP 3.4.11 proxy row")
     bench.add_argument("--memory", action="store_true",

@@ -11,7 +11,6 @@ import json
 import aiohttp
 import pytest
 from aiohttp import web
-
 from support import running_proxy
 
 from proxy.bench.asking import WrongAnswer, _v1_result, v1_ask, v2_ask
