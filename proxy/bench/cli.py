@@ -41,6 +41,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--live-tasks", type=int, default=10_000, metavar="N", help="live tasks for --memory (default 10000)")
     bench.add_argument("--memory-clients", type=int, default=100, metavar="N", help="clients creating them (default 100)")
     bench.add_argument("--completed", type=int, default=100_000, metavar="N", help="completed tasks for --memory (default 100000)")
+    bench.add_argument("--soak", action="store_true",
+                       help="a soak instead of the table: v1 and v2 clients running task lifecycles with a question through "
+                            "two replicas on Redis behind round-robin nginx (about --soak-minutes)")
+    bench.add_argument("--soak-clients", type=int, default=500, metavar="N", help="concurrent soak clients, half v1 (default 500)")
+    bench.add_argument("--soak-minutes", type=float, default=5.0, metavar="M", help="soak duration in minutes (default 5)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bench.set_defaults(run=_run)

@@ -182,6 +182,23 @@ async def run_comparison(options: Options, log: Callable[[str], None] = lambda _
     return report
 
 
+def _soak(args: Any, log: Callable[[str], None]) -> int:
+    """`--soak`: print the figures (and write them as JSON when asked). Exit 1 on any error or wrong
+    answer, or when no lifecycle ran; the memory verdict is printed, never failed on."""
+    from .soak import format_soak, raise_nofile, refusal, run_soak
+
+    reason = refusal(args.soak_clients, args.soak_minutes, raise_nofile()[0])
+    if reason:
+        print(f"mcp-tasks-proxy bench: {reason}", file=sys.stderr)
+        return 2
+    soak = run_soak(clients=args.soak_clients, minutes=args.soak_minutes, event_loop=args.event_loop, log=log)
+    print(format_soak(soak), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine_facts(args.event_loop), "soak": soak}, indent=2, default=str) + "\n")
+    failed = soak["errors"]["total"] or soak["wrong"]["total"] or not soak["lifecycles"]["total"]
+    return 1 if failed else 0
+
+
 def main(args: Any) -> int:
     """The CLI: run, print the table (and write JSON when asked). Exit 0 unless nothing ran."""
     options = Options()
@@ -226,6 +243,8 @@ def main(args: Any) -> int:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
     progress = log if not args.quiet else (lambda _m: None)
+    if args.soak:
+        return _soak(args, progress)
     if args.memory_only:
         from .memory import run_memory
 
