@@ -281,7 +281,12 @@ def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None
         nginx = targets.start_nginx(replicas[0].url, log, more=[replicas[1].url], connections=connections)
         started.append(nginx)
         log(f"soak: {clients} clients for {minutes:g} min through {nginx.url}")
+        cpu: dict[str, Callable[[], float]] = {
+            "replica a": replicas[0].cpu, "replica b": replicas[1].cpu, "upstream": upstream.cpu, "nginx": nginx.cpu,
+            "redis": lambda: targets.cpu_seconds(redis.popen.pid), "load generator": time.process_time}
+        before = {name: read() for name, read in cpu.items()}
         out = asyncio.run(_drive(nginx.url, replicas, redis.port, clients, minutes * 60, log))
+        out["cpu_s"] = {name: round(read() - before[name], 2) for name, read in cpu.items()}
     finally:
         for process in started[::-1]:
             try:
@@ -324,6 +329,9 @@ def format_soak(soak: dict[str, Any]) -> str:
     if answered:
         lines.append("  requests answered (each replica's mcp_tasks_proxy_requests_total): "
                      + ", ".join(f"{name} {n:,}" if n is not None else f"{name} –" for name, n in zip("ab", answered, strict=False)))
+    if soak.get("cpu_s"):
+        lines.append(f"  CPU seconds over the {soak['elapsed_s']:.0f} s: "
+                     + ", ".join(f"{name} {seconds:.1f}" for name, seconds in soak["cpu_s"].items()))
     keys = soak["redis_keys"]
     lines.append(f"  Redis keys (every {soak['sample_interval_s']:g} s): min {keys['min']}, max {keys['max']}, at the end "
                  f"{keys['end']}; samples {', '.join(str(k) for k in keys['samples'])}")

@@ -33,6 +33,7 @@ KEYS = {
     "memory_flat",
     "flat_rule",
     "requests_per_replica",
+    "cpu_s",
     "nofile",
     "nginx_worker_connections",
     "settings",
@@ -93,6 +94,7 @@ def test_soak_smoke_has_no_errors_and_no_wrong_answers(tmp_path: Path, capsys: p
     assert [len(s["rss_bytes"]) for s in soak["samples"]] == [2] * 11
     assert len(soak["redis_keys"]["samples"]) == 11
     assert [n > 0 for n in soak["requests_per_replica"]] == [True, True]  # round robin reached both
+    assert sorted(soak["cpu_s"]) == ["load generator", "nginx", "redis", "replica a", "replica b", "upstream"]
     assert soak["settings"] == {
         "replicas": 2,
         "store": "redis",
