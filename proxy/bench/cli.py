@@ -34,6 +34,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
                        help="the proxy's event loop (default auto: uvloop when installed, the `fast` extra)")
     bench.add_argument("--store", choices=["sqlite", "redis"], default="sqlite",
                        help="the proxy rows' state store (default sqlite; redis: a redis-server started on loopback)")
+    bench.add_argument("--workers", default="1", metavar="N[,M]",
+                       help="the proxy rows through `serve --workers N` (default 1; 2 implies --store redis; "
+                            "1,2: each proxy row with 1 and with 2 workers, side by side)")
     bench.add_argument("--no-nginx", action="store_true", help="leave out the nginx row")
     bench.add_argument("--no-fastmcp", action="store_true", help="leave out the FastMCP 3.4.11 proxy row")
     bench.add_argument("--memory", action="store_true",
@@ -47,6 +50,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
                             "(rows relay, relay-modern, translate; scenarios a, b), the figure to compare a change by")
     bench.add_argument("--calls", type=int, default=300, metavar="N",
                        help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
+    bench.add_argument("--soak", action="store_true",
+                       help="a soak instead of the table: v1 and v2 clients running task lifecycles with a question through "
+                            "two replicas on Redis behind round-robin nginx (about --soak-minutes)")
+    bench.add_argument("--soak-clients", type=int, default=500, metavar="N", help="concurrent soak clients, half v1 (default 500)")
+    bench.add_argument("--soak-minutes", type=float, default=5.0, metavar="M", help="soak duration in minutes (default 5)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bench.set_defaults(run=_run)

@@ -107,10 +107,13 @@ class SessionClient:
 
     wire = "v1"
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, *, authorization: str | None = None, tools: Tools = FAST_TOOLS):
+    def __init__(self, http: aiohttp.ClientSession, url: str, *, authorization: str | None = None, tools: Tools = FAST_TOOLS,
+                 capabilities: dict[str, Any] | None = None):
         self.http = http
         self.url = url
         self.tools = tools
+        self.capabilities = capabilities or {}
+        """Declared in `initialize` (e.g. `{"elicitation": {}}` for a client that answers questions)."""
         self.session_id: str | None = None
         self.authorization = authorization
         self._ids = itertools.count(1)
@@ -125,7 +128,8 @@ class SessionClient:
 
     async def open(self) -> None:
         """`initialize` and `notifications/initialized`."""
-        params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "mcp-tasks-proxy-bench", "version": "1"}}
+        params = {"protocolVersion": LEGACY, "capabilities": self.capabilities,
+                  "clientInfo": {"name": "mcp-tasks-proxy-bench", "version": "1"}}
         headers = self._headers()
         del headers["MCP-Protocol-Version"]
         async with self.http.post(self.url, data=_dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}),
@@ -204,7 +208,8 @@ class ModernClient:
 
     wire = "modern"
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, *, authorization: str | None = None, tools: Tools = FAST_TOOLS):
+    def __init__(self, http: aiohttp.ClientSession, url: str, *, authorization: str | None = None, tools: Tools = FAST_TOOLS,
+                 capabilities: dict[str, Any] | None = None):
         self.http = http
         self.url = url
         self.tools = tools
@@ -212,7 +217,7 @@ class ModernClient:
         self._ids = itertools.count(1)
         self.meta = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXT: {}}},
+            "io.modelcontextprotocol/clientCapabilities": {**(capabilities or {}), "extensions": {TASKS_EXT: {}}},
             "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-proxy-bench", "version": "1"},
         }
 

@@ -92,6 +92,47 @@ def _render_table(header: tuple[str, ...], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def workers_figures(report: Report) -> dict[str, dict[str, dict[int, dict[str, float]]]]:
+    """Per scenario and proxy row measured with more than one worker count: each count's
+    throughput, median latency and proxy CPU per call (over every worker process), and its
+    throughput ÷ the smallest count's."""
+    out: dict[str, dict[str, dict[int, dict[str, float]]]] = {}
+    if len(report.options.workers) < 2:
+        return out
+    for scenario in SCENARIOS:
+        for row in report.rows:
+            f = row_figures(report, scenario.key, row)
+            if f is None:
+                continue
+            family = out.setdefault(scenario.key, {}).setdefault(row.family, {})
+            family[row.workers] = {"rps": f["rps"], "p50_ms": f["p50_ms"], "proxy_cpu_ms": f["proxy_cpu_ms"],
+                                   "upstream_cpu_ms": f["upstream_cpu_ms"], "errors": f["errors"]}
+        for key, family in list(out.get(scenario.key, {}).items()):
+            if len(family) < 2:
+                del out[scenario.key][key]
+                continue
+            first = family[min(family)]["rps"]
+            for figures in family.values():
+                figures["rps_ratio"] = figures["rps"] / first if first else float("nan")
+    return {s: rows for s, rows in out.items() if rows}
+
+
+def format_workers(report: Report) -> list[str]:
+    """The side-by-side lines of `--workers 1,2`."""
+    figures = workers_figures(report)
+    if not figures:
+        return []
+    lines = ["", f"worker processes (serve --workers; concurrency {report.options.concurrency}; "
+                 "proxy CPU per call summed over every worker process):"]
+    for scenario, rows in figures.items():
+        for key, family in rows.items():
+            parts = [f"{w} worker{'s' if w > 1 else ''}: {_fmt(f['rps'], 0)} /s ({_fmt(f['rps_ratio'])} ×), "
+                     f"p50 {_fmt(f['p50_ms'])} ms, proxy CPU {_fmt(f['proxy_cpu_ms'], 3)} ms/call"
+                     for w, f in sorted(family.items())]
+            lines.append(f"  ({scenario}) {key}: " + "; ".join(parts))
+    return lines
+
+
 @dataclass
 class Target:
     name: str
@@ -177,6 +218,7 @@ def format_report(report: Report) -> str:
     if errors:
         lines += ["", "errors:"]
         lines += [f"  ({s}) {r}: {'; '.join(texts)}" for s, r, texts in errors]
+    lines += format_workers(report)
     if report.memory:
         lines += ["", format_memory(report.memory)]
     lines += ["", "targets (read from the figures above):"]
@@ -221,5 +263,5 @@ def report_json(report: Report) -> dict[str, Any]:
                       "cpu_s": w.cpu_s, "notifications": w.notifications, "error_texts": w.error_texts} for w in cell.windows],
         }
     return {"options": report.options.__dict__ | {"rows": list(report.options.rows)}, "machine": report.machine,
-            "started_at": report.started_at, "elapsed_s": report.elapsed_s, "cells": cells, "memory": report.memory,
-            "targets": [t.__dict__ for t in evaluate_targets(report)], "notes": report.notes}
+            "started_at": report.started_at, "elapsed_s": report.elapsed_s, "cells": cells, "workers": workers_figures(report),
+            "memory": report.memory, "targets": [t.__dict__ for t in evaluate_targets(report)], "notes": report.notes}

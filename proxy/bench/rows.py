@@ -7,7 +7,7 @@ import math
 import platform
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -47,6 +47,15 @@ class Row:
     upstream: str
     baseline: str
     scenarios: str = "abc"
+    workers: int = 1
+    """The proxy's worker processes (`serve --workers N`)."""
+    base: str = ""
+    """The row this one repeats with more workers ("" for a row of its own)."""
+
+    @property
+    def family(self) -> str:
+        """The key of the one-worker row of the same path (`--rows` names these)."""
+        return self.base or self.key
 
 
 ROWS = (
@@ -66,6 +75,25 @@ ROWS = (
 )
 
 
+WORKER_ROWS = ("relay", "translate", "relay-modern")
+"""The rows run with each worker count of `--workers` (the HTTP-backend proxy rows)."""
+
+
+def with_workers(row: Row, workers: int) -> Row:
+    """`row` through `serve --workers N` (`row` itself for 1): its own key, label and processes."""
+    if workers == 1:
+        return row
+    suffix = f"-w{workers}"
+    return replace(row, key=row.key + suffix, label=f"{row.label} ({workers} workers)", target=row.target + suffix,
+                   proxy=(row.proxy or "") + suffix, workers=workers, base=row.key)
+
+
+def expand_rows(workers: tuple[int, ...]) -> list[Row]:
+    """Every row, the proxy rows of `WORKER_ROWS` once per worker count, side by side."""
+    return [variant for row in ROWS
+            for variant in ([with_workers(row, w) for w in workers] if row.key in WORKER_ROWS else [row])]
+
+
 @dataclass
 class Options:
     duration_s: float = 3.0
@@ -83,7 +111,10 @@ class Options:
     """The proxy's event loop: auto (uvloop when installed), uvloop or asyncio."""
     store: str = "sqlite"
     """The proxy rows' state store: "sqlite" (the default store) or "redis" (a Redis server the
-    benchmark starts on loopback, `proxy/bench/redis_server.py`)."""
+    benchmark starts on loopback, `proxy/bench/redis_server.py`); "redis" whenever a worker count
+    is above 1."""
+    workers: tuple[int, ...] = (1,)
+    """Worker counts of the proxy rows of `WORKER_ROWS` (`--workers 1,2`: each row twice)."""
 
 
 @dataclass

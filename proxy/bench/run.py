@@ -24,7 +24,7 @@ from . import targets
 from .clients import FAST_TOOLS, REFERENCE_TOOLS, ModernClient, SessionClient, Tools
 from .loadgen import Window, drive
 from .report import format_memory, format_report, report_json
-from .rows import POLL_INTERVAL_MS, ROWS, SCENARIOS, Cell, Options, Report, Row, machine_facts
+from .rows import POLL_INTERVAL_MS, SCENARIOS, Cell, Options, Report, Row, expand_rows, machine_facts
 
 # -- the processes ---------------------------------------------------------------------------------------
 
@@ -43,7 +43,7 @@ class Bench:
         """The Redis server of `--store redis` (stopped after the proxies)."""
 
     def start(self) -> None:
-        wanted = {r.target for r in ROWS if not self.options.rows or r.key in self.options.rows}
+        wanted = {r.target for r in _rows_for(self.options)}
         if self.options.upstream == "reference":
             from proxy.demo.processes import start_reference_v1_server
 
@@ -58,7 +58,7 @@ class Bench:
         else:
             self.log("starting the fast upstreams")
             self.procs["upstream"] = targets.start_fast_upstream("v1", poll_interval_ms=POLL_INTERVAL_MS)
-            if wanted & {"upstream-modern", "proxy-modern"}:
+            if any(t == "upstream-modern" or t.startswith("proxy-modern") for t in wanted):
                 self.procs["upstream-modern"] = targets.start_fast_upstream("modern", poll_interval_ms=POLL_INTERVAL_MS)
         upstream = self.procs["upstream"].url
         store: dict[str, object] = {}
@@ -68,16 +68,21 @@ class Bench:
             self.log("starting redis-server")
             self.redis = start_redis(self.log)
             store = {"store": self.redis.url}
-        if "proxy" in wanted:
-            self.log("starting mcp-tasks-proxy")
-            self.procs["proxy"] = targets.start_proxy(upstream, self.workdir / "proxy", event_loop=self.options.event_loop, **store)
+        loop = self.options.event_loop
+        for workers in self.options.workers:
+            suffix = "" if workers == 1 else f"-w{workers}"
+            if "proxy" + suffix in wanted:
+                self.log(f"starting mcp-tasks-proxy ({workers} worker{'s' if workers > 1 else ''})")
+                self.procs["proxy" + suffix] = targets.start_proxy(upstream, self.workdir / ("proxy" + suffix), event_loop=loop,
+                                                                   workers=workers, **store)
+            if "proxy-modern" + suffix in wanted and "upstream-modern" in self.procs:
+                self.procs["proxy-modern" + suffix] = targets.start_proxy(
+                    self.procs["upstream-modern"].url, self.workdir / ("proxy-modern" + suffix), event_loop=loop, workers=workers,
+                    **store)
         if "proxy-stdio" in wanted and self.options.upstream != "reference":
             self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
                                                                   poll_interval_ms=POLL_INTERVAL_MS)
             self.procs["upstream-stdio"] = targets.ChildrenOf("fast upstream (stdio)", self.procs["proxy-stdio"])
-        if "proxy-modern" in wanted and "upstream-modern" in self.procs:
-            self.procs["proxy-modern"] = targets.start_proxy(self.procs["upstream-modern"].url, self.workdir / "proxy-modern",
-                                                             event_loop=self.options.event_loop, **store)
         if "nginx" in wanted:
             if not self.options.nginx:
                 self.skipped["nginx"] = "left out (--no-nginx)"
@@ -127,7 +132,7 @@ class Bench:
 
 
 def _rows_for(options: Options) -> list[Row]:
-    rows = [r for r in ROWS if not options.rows or r.key in options.rows]
+    rows = [r for r in expand_rows(options.workers) if not options.rows or r.key in options.rows or r.family in options.rows]
     if options.upstream == "reference":
         rows = [r for r in rows if r.upstream == "upstream"]
     return rows
@@ -177,6 +182,23 @@ async def run_comparison(options: Options, log: Callable[[str], None] = lambda _
     return report
 
 
+def _soak(args: Any, log: Callable[[str], None]) -> int:
+    """`--soak`: print the figures (and write them as JSON when asked). Exit 1 on any error or wrong
+    answer, or when no lifecycle ran; the memory verdict is printed, never failed on."""
+    from .soak import format_soak, raise_nofile, refusal, run_soak
+
+    reason = refusal(args.soak_clients, args.soak_minutes, raise_nofile()[0])
+    if reason:
+        print(f"mcp-tasks-proxy bench: {reason}", file=sys.stderr)
+        return 2
+    soak = run_soak(clients=args.soak_clients, minutes=args.soak_minutes, event_loop=args.event_loop, log=log)
+    print(format_soak(soak), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine_facts(args.event_loop), "soak": soak}, indent=2, default=str) + "\n")
+    failed = soak["errors"]["total"] or soak["wrong"]["total"] or not soak["lifecycles"]["total"]
+    return 1 if failed else 0
+
+
 def main(args: Any) -> int:
     """The CLI: run, print the table (and write JSON when asked). Exit 0 unless nothing ran."""
     options = Options()
@@ -190,13 +212,22 @@ def main(args: Any) -> int:
     options.upstream = args.upstream
     options.event_loop = args.event_loop
     options.store = args.store
+    try:
+        options.workers = tuple(sorted({int(w) for w in str(args.workers).split(",") if w.strip()}))
+    except ValueError:
+        options.workers = ()
+    if not options.workers or min(options.workers) < 1:
+        print("mcp-tasks-proxy bench: --workers takes worker counts of at least 1, e.g. 2 or 1,2", file=sys.stderr)
+        return 2
+    if max(options.workers) > 1:
+        options.store = "redis"  # worker processes share a Redis store (docs/decisions.md §52)
     options.nginx = not args.no_nginx
     options.fastmcp = not args.no_fastmcp
     if args.rows:
         options.rows = tuple(r.strip() for r in args.rows.split(",") if r.strip())
-        unknown = sorted(set(options.rows) - {r.key for r in ROWS})
+        unknown = sorted(set(options.rows) - {r.key for r in expand_rows(options.workers)})
         if unknown:
-            print(f"mcp-tasks-proxy bench: unknown rows {', '.join(unknown)} (rows: {', '.join(r.key for r in ROWS)})",
+            print(f"mcp-tasks-proxy bench: unknown rows {', '.join(unknown)} (rows: {', '.join(r.key for r in expand_rows(options.workers))})",
                   file=sys.stderr)
             return 2
     if args.scenarios:
@@ -212,6 +243,8 @@ def main(args: Any) -> int:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
     progress = log if not args.quiet else (lambda _m: None)
+    if args.soak:
+        return _soak(args, progress)
     if args.memory_only:
         from .memory import run_memory
 

@@ -126,11 +126,36 @@ class ChildServer(Measured):
 
 
 class AnnouncingProcess(ServerProcess):
-    """A `ServerProcess` whose readiness line is `mcp-tasks-proxy listening on <url> ...`."""
+    """A `ServerProcess` whose readiness line is `mcp-tasks-proxy listening on <url> ...`, printed
+    by each worker process: ready once `announcements` of them have printed it."""
+
+    announcements = 1
 
     def ready_url(self, line: str) -> str | None:
         match = _PROXY_READY.match(line)
-        return match.group(1) if match else None
+        if match is None:
+            return None
+        self._announced = getattr(self, "_announced", 0) + 1
+        return match.group(1) if self._announced >= self.announcements else None
+
+
+def child_pids(pids: list[int]) -> list[int]:
+    """The children of these processes (`/proc/<pid>/task/*/children`)."""
+    found: list[int] = []
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                found += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return found
+
+
+class ProcessTree(ChildServer):
+    """A process and its children: `serve --workers N`, the parent that forked and its N workers."""
+
+    def pids(self) -> list[int]:
+        return [self.process.pid, *child_pids([self.process.pid])]
 
 
 def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> ChildServer:
@@ -139,25 +164,32 @@ def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> Chi
     return ChildServer(f"fast upstream ({wire})", ServerProcess.start(argv, ready_timeout_s=30))
 
 
-def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = None, **settings: object) -> ChildServer:
-    """`python -m proxy serve` in front of `upstream_url`, with a fresh key and `settings` (TOML
-    values: str, int) in a config file under `workdir`; `event_loop` sets
-    `MCP_TASKS_PROXY_EVENT_LOOP` (auto, uvloop, asyncio) for it."""
+def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = None, key: str | None = None, workers: int = 1,
+                **settings: object) -> ChildServer:
+    """`python -m proxy serve` in front of `upstream_url`, with `key` (`MCP_TASKS_PROXY_KEY`; a fresh
+    one by default) and `settings` (TOML values: str, int) in a config file under `workdir`;
+    `event_loop` sets `MCP_TASKS_PROXY_EVENT_LOOP` (auto, uvloop, asyncio) for it. With `workers`
+    above 1: `serve --workers N` on a free fixed loopback port (the settings must name a Redis
+    store), ready once every worker listens, measured as the parent and all its workers."""
     from proxy.eventloop import ENV_EVENT_LOOP
     from proxy.keys import new_key_text
 
     workdir.mkdir(parents=True, exist_ok=True)
     lines = [f'state_dir = "{workdir / "state"}"']
-    for key, value in settings.items():
-        lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}")
+    for name, value in settings.items():
+        lines.append(f'{name} = "{value}"' if isinstance(value, str) else f"{name} = {value}")
     config = workdir / "proxy.toml"
     config.write_text("\n".join(lines) + "\n")
-    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", "127.0.0.1:0", "--upstream", upstream_url]
-    env = {"MCP_TASKS_PROXY_KEY": new_key_text()}
+    listen = "127.0.0.1:0" if workers == 1 else f"127.0.0.1:{_free_port()}"
+    argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", listen, "--upstream", upstream_url]
+    env = {"MCP_TASKS_PROXY_KEY": key or new_key_text()}
     if event_loop is not None:
         env[ENV_EVENT_LOOP] = event_loop
-    process = AnnouncingProcess.start(argv, env=env, ready_timeout_s=60)
-    return ChildServer("mcp-tasks-proxy", process)
+    if workers == 1:
+        return ChildServer("mcp-tasks-proxy", AnnouncingProcess.start(argv, env=env, ready_timeout_s=60))
+    announcing = type("_Workers", (AnnouncingProcess,), {"announcements": workers})
+    process = announcing.start([*argv, "--workers", str(workers)], env=env, ready_timeout_s=60)
+    return ProcessTree(f"mcp-tasks-proxy ({workers} workers)", process)
 
 
 class ChildrenOf(Measured):
@@ -168,14 +200,7 @@ class ChildrenOf(Measured):
         self.parent = parent
 
     def pids(self) -> list[int]:
-        children: list[int] = []
-        for pid in self.parent.pids():
-            for task in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    children += [int(p) for p in (task / "children").read_text().split()]
-                except OSError:
-                    pass
-        return children
+        return child_pids(self.parent.pids())
 
     def stop(self) -> None:
         """Stopped by its parent."""
@@ -260,7 +285,7 @@ daemon off;
 master_process on;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
-events {{ worker_connections 4096; }}
+events {{ worker_connections {connections}; }}
 http {{
     access_log off;
     client_body_temp_path {dir}/body;
@@ -291,11 +316,12 @@ http {{
 
 class Nginx(Measured):
     """nginx as a plain reverse proxy on 127.0.0.1:<free port> in front of one upstream, or of
-    several (`more`: their URLs) in plain round robin: no hashing, no stickiness."""
+    several (`more`: their URLs) in plain round robin: no hashing, no stickiness. `connections`:
+    its `worker_connections` (each proxied request holds two: the client's and the upstream's)."""
 
     name = "nginx"
 
-    def __init__(self, executable: str, upstream_url: str, more: list[str] | None = None):
+    def __init__(self, executable: str, upstream_url: str, more: list[str] | None = None, connections: int = 4096):
         from urllib.parse import urlsplit
 
         parts = urlsplit(upstream_url)
@@ -304,7 +330,7 @@ class Nginx(Measured):
         port = _free_port()
         conf = self.dir / "nginx.conf"
         servers = "\n".join(f"        server {urlsplit(url).netloc} max_fails=0;" for url in [upstream_url, *(more or [])])
-        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, servers=servers, port=port))
+        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, servers=servers, port=port, connections=connections))
         self.url = f"http://127.0.0.1:{port}{parts.path}"
         self.popen = subprocess.Popen([executable, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -330,10 +356,11 @@ class Nginx(Measured):
         stop_child(self.popen, self.dir)
 
 
-def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None, more: list[str] | None = None) -> Nginx:
+def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None, more: list[str] | None = None,
+                connections: int = 4096) -> Nginx:
     """nginx in front of `upstream_url` (and `more`, round robin). Raises `NginxUnavailable` with the reason."""
-    return Nginx(ensure_nginx(log), upstream_url, more)
+    return Nginx(ensure_nginx(log), upstream_url, more, connections)
 
 
-__all__ = ["ChildServer", "Measured", "Nginx", "NginxUnavailable", "ServerStartError", "cpu_seconds", "rss_bytes",
+__all__ = ["ChildServer", "Measured", "Nginx", "NginxUnavailable", "ProcessTree", "ServerStartError", "cpu_seconds", "rss_bytes",
            "start_fast_upstream", "start_fastmcp3_proxy", "start_nginx", "start_proxy"]

@@ -28,6 +28,9 @@ sleep       required     a task that stays ``working`` for ``seconds``, then ``c
 (seconds)
 progress    (none)       with a ``progressToken``: an SSE answer of ``count`` (default 100)
 (count)                  ``notifications/progress``, then the result ``progress done``
+ask(text)   required     session wire only: a task that asks one question (``confirm
+                         <text>``, an ``elicitation/create`` on the ``tasks/result``
+                         stream) and completes with ``<text> -> <reply>``
 ==========  ===========  ===============================================================
 
 State is bounded: at most `MAX_TASKS` tasks and `MAX_SESSIONS` sessions (oldest dropped first).
@@ -50,95 +53,28 @@ from aiohttp import web
 
 from proxy.demo.servers.loopback_serve import loopback_socket
 
-LEGACY = "2025-11-25"
-MODERN = "2026-07-28"
-TASKS_EXT = "io.modelcontextprotocol/tasks"
-RELATED_TASK = "io.modelcontextprotocol/related-task"
-SERVER_INFO = {"name": "mcp-tasks-proxy-bench-upstream", "version": "0.1.0"}
-MAX_TASKS = 200_000
-MAX_SESSIONS = 50_000
-KEEPALIVE_S = 15.0
-DEFAULT_PROGRESS_COUNT = 100
-
-_SCHEMA = {"type": "object"}
-TOOLS_V1: list[dict[str, Any]] = [
-    {"name": "echo", "description": "Answer the text at once.",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
-    {"name": "nowork", "description": "A task with no work.", "inputSchema": _SCHEMA,
-     "execution": {"taskSupport": "required"}},
-    {"name": "sleep", "description": "A task that stays working for `seconds`.",
-     "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
-     "execution": {"taskSupport": "required"}},
-    {"name": "progress", "description": "Stream `count` progress notifications, then answer.",
-     "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}},
-]
-TOOLS_MODERN = [{k: v for k, v in tool.items() if k != "execution"} for tool in TOOLS_V1]
-TASK_TOOLS = frozenset({"nowork", "sleep"})
-DONE = {"content": [{"type": "text", "text": "done"}], "isError": False}
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-_iso_cache: list[Any] = [0, ""]
-
-
-def _now_iso() -> str:
-    second = int(time.time())
-    if _iso_cache[0] != second:
-        _iso_cache[0] = second
-        _iso_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
-    return _iso_cache[1]
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str, status: int = 200, data: Any = None):
-        super().__init__(message)
-        self.code, self.message, self.status, self.data = code, message, status, data
-
-    def body(self, request_id: Any) -> bytes:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
-
-
-class Task:
-    __slots__ = ("id", "owner", "created", "done_at", "ttl", "cancelled")
-
-    def __init__(self, task_id: str, owner: str, done_at: float, ttl: int | None):
-        self.id = task_id
-        self.owner = owner
-        self.created = _now_iso()
-        self.done_at = done_at
-        self.ttl = ttl
-        self.cancelled = False
-
-    def status(self, now: float) -> str:
-        if self.cancelled:
-            return "cancelled"
-        return "completed" if now >= self.done_at else "working"
-
-    def v1(self, poll_ms: int, now: float) -> dict[str, Any]:
-        status = self.status(now)
-        updated = self.created if status == "working" else _now_iso()
-        return {"taskId": self.id, "status": status, "createdAt": self.created, "lastUpdatedAt": updated,
-                "ttl": self.ttl, "pollInterval": poll_ms}
-
-    def modern(self, poll_ms: int, now: float) -> dict[str, Any]:
-        status = self.status(now)
-        updated = self.created if status == "working" else _now_iso()
-        return {"taskId": self.id, "status": status, "createdAt": self.created, "lastUpdatedAt": updated,
-                "ttlMs": self.ttl, "pollIntervalMs": poll_ms}
-
-
-class Session:
-    __slots__ = ("id", "stream")
-
-    def __init__(self, session_id: str):
-        self.id = session_id
-        self.stream: web.StreamResponse | None = None
+from .upstream_parts import (
+    DONE,
+    KEEPALIVE_S,
+    LEGACY,
+    MAX_SESSIONS,
+    MAX_TASKS,
+    MODERN,
+    RELATED_TASK,
+    SERVER_INFO,
+    TASK_TOOLS,
+    TASKS_EXT,
+    TOOLS_MODERN,
+    TOOLS_V1,
+    Question,
+    RpcError,
+    Session,
+    Task,
+    count_of,
+    dumps,
+    json_response,
+    read_message,
+)
 
 
 class FastUpstream:
@@ -178,11 +114,11 @@ class FastUpstream:
         for i in range(1, count + 1):
             note = {"jsonrpc": "2.0", "method": "notifications/progress",
                     "params": {"progressToken": token, "progress": i, "total": count}}
-            await response.write(b"event: message\ndata: " + _dumps(note) + b"\n\n")
+            await response.write(b"event: message\ndata: " + dumps(note) + b"\n\n")
         result = {"content": [{"type": "text", "text": "progress done"}], "isError": False}
         if modern:
             result["resultType"] = "complete"
-        await response.write(b"event: message\ndata: " + _dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + b"\n\n")
+        await response.write(b"event: message\ndata: " + dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + b"\n\n")
         await response.write_eof()
         return response
 
@@ -191,9 +127,9 @@ class FastUpstream:
     async def post_v1(self, request: web.Request) -> web.StreamResponse:
         accept = request.headers.get("Accept", "")
         if "application/json" not in accept or "text/event-stream" not in accept:
-            return _json(RpcError(-32600, "Not Acceptable: Client must accept both application/json and text/event-stream",
+            return json_response(RpcError(-32600, "Not Acceptable: Client must accept both application/json and text/event-stream",
                                   406).body("server-error"), 406)
-        message = await _read_message(request)
+        message = await read_message(request)
         if isinstance(message, web.Response):
             return message
         method = message.get("method")
@@ -202,10 +138,13 @@ class FastUpstream:
         if session_id is None:
             if method == "initialize" and request_id is not None:
                 return self._initialize(request_id)
-            return _json(RpcError(-32600, "Bad Request: Missing session ID", 400).body("server-error"), 400)
+            return json_response(RpcError(-32600, "Bad Request: Missing session ID", 400).body("server-error"), 400)
         session = self.sessions.get(session_id)
         if session is None:
-            return _json(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+            return json_response(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+        if method is None and request_id is not None and ("result" in message or "error" in message):
+            session.answered(message)
+            return web.Response(status=202)
         if not isinstance(method, str) or request_id is None:
             return web.Response(status=202)
         params = message.get("params") or {}
@@ -213,11 +152,33 @@ class FastUpstream:
             if method == "tools/call" and params.get("name") == "progress":
                 token = (params.get("_meta") or {}).get("progressToken")
                 if token is not None:
-                    return await self._progress(request, request_id, token, _count(params), {"Mcp-Session-Id": session_id})
+                    return await self._progress(request, request_id, token, count_of(params), {"Mcp-Session-Id": session_id})
+            if method == "tasks/result":
+                task = self._task(session.id, params)
+                if task.question is not None and task.question.reply is None and not task.cancelled:
+                    return await self._ask(request, request_id, session, task, task.question)
             result = await self._dispatch_v1(session, method, params)
         except RpcError as exc:
-            return _json(exc.body(request_id), 200)
-        return _json(_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), 200)
+            return json_response(exc.body(request_id), 200)
+        return json_response(dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), 200)
+
+    async def _ask(self, request: web.Request, request_id: Any, session: Session, task: Task,
+                   question: Question) -> web.StreamResponse:
+        """A `tasks/result` of an `ask` task not answered yet: an SSE answer carrying the question
+        (again, if an earlier stream carried it), then, once answered, the result."""
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Mcp-Session-Id": session.id})
+        await response.prepare(request)
+        session.asked(question)
+        await response.write(b"event: message\ndata: " + dumps(question.request(task.id)) + b"\n\n")
+        await question.answered.wait()
+        if task.cancelled:
+            answer = RpcError(-32602, "Task was cancelled").body(request_id)
+        else:
+            answer = dumps({"jsonrpc": "2.0", "id": request_id, "result": question.result(task.id)})
+        await response.write(b"event: message\ndata: " + answer + b"\n\n")
+        await response.write_eof()
+        return response
 
     def _initialize(self, request_id: Any) -> web.Response:
         session = Session(secrets.token_hex(16))
@@ -226,7 +187,7 @@ class FastUpstream:
             self.sessions.popitem(last=False)
         result = {"protocolVersion": LEGACY, "serverInfo": SERVER_INFO,
                   "capabilities": {"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}}
-        return web.Response(body=_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}),
+        return web.Response(body=dumps({"jsonrpc": "2.0", "id": request_id, "result": result}),
                             content_type="application/json", headers={"Mcp-Session-Id": session.id})
 
     async def _dispatch_v1(self, session: Session, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +204,12 @@ class FastUpstream:
                     raise RpcError(-32601, f"Tool {name} requires task-augmented invocation")
                 created = self._new_task(session.id, name, arguments, task.get("ttl"))
                 return {"task": created.v1(self.poll_ms, time.monotonic() if name == "sleep" else created.done_at - 1)}
+            if name == "ask":
+                if not isinstance(task, dict):
+                    raise RpcError(-32601, "Tool ask requires task-augmented invocation")
+                created = self._new_task(session.id, name, arguments, task.get("ttl"))
+                created.question = Question(str(arguments.get("text", "")))
+                return {"task": created.v1(self.poll_ms, time.monotonic(), "working")}
             if name == "progress":
                 return {"content": [{"type": "text", "text": "progress done"}], "isError": False}
             raise RpcError(-32602, f"Unknown tool: {name}")
@@ -250,17 +217,23 @@ class FastUpstream:
             return self._task(session.id, params).v1(self.poll_ms, time.monotonic())
         if method == "tasks/result":
             task = self._task(session.id, params)
+            if task.question is not None:
+                await task.question.answered.wait()  # on stdio: the question went out before (serve_stdio)
             wait = task.done_at - time.monotonic()
             if wait > 0 and not task.cancelled:
                 await asyncio.sleep(wait)
             if task.cancelled:
                 raise RpcError(-32602, "Task was cancelled")
+            if task.question is not None:
+                return task.question.result(task.id)
             return {**DONE, "_meta": {RELATED_TASK: {"taskId": task.id}}}
         if method == "tasks/cancel":
             task = self._task(session.id, params)
-            if task.status(time.monotonic()) != "working":
+            if task.status(time.monotonic()) not in ("working", "input_required"):
                 raise RpcError(-32602, "Cannot cancel a task in a terminal status")
             task.cancelled = True
+            if task.question is not None:
+                task.question.answered.set()
             return task.v1(self.poll_ms, time.monotonic())
         if method == "tasks/list":
             now = time.monotonic()
@@ -274,11 +247,11 @@ class FastUpstream:
     async def get_v1(self, request: web.Request) -> web.StreamResponse:
         session = self.sessions.get(request.headers.get("Mcp-Session-Id", ""))
         if session is None:
-            return _json(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+            return json_response(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
         if "text/event-stream" not in request.headers.get("Accept", ""):
-            return _json(RpcError(-32600, "Not Acceptable", 406).body("server-error"), 406)
+            return json_response(RpcError(-32600, "Not Acceptable", 406).body("server-error"), 406)
         if session.stream is not None:
-            return _json(RpcError(-32000, "Conflict: Only one SSE stream is allowed per session", 409).body("server-error"), 409)
+            return json_response(RpcError(-32000, "Conflict: Only one SSE stream is allowed per session", 409).body("server-error"), 409)
         stream = web.StreamResponse(status=200, headers={
             "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Mcp-Session-Id": session.id})
         await stream.prepare(request)
@@ -297,14 +270,14 @@ class FastUpstream:
     async def delete_v1(self, request: web.Request) -> web.Response:
         session = self.sessions.pop(request.headers.get("Mcp-Session-Id", ""), None)
         if session is None:
-            return _json(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
+            return json_response(RpcError(-32600, "Session not found", 404).body("server-error"), 404)
         session.stream = None
         return web.Response(status=200)
 
     # -- modern wire (2026-07-28) --------------------------------------------------------------------
 
     async def post_modern(self, request: web.Request) -> web.StreamResponse:
-        message = await _read_message(request)
+        message = await read_message(request)
         if isinstance(message, web.Response):
             return message
         method = message.get("method")
@@ -327,11 +300,11 @@ class FastUpstream:
             if method == "tools/call" and params.get("name") == "progress":
                 token = meta.get("progressToken")
                 if token is not None:
-                    return await self._progress(request, request_id, token, _count(params), {}, modern=True)
+                    return await self._progress(request, request_id, token, count_of(params), {}, modern=True)
             result = self._dispatch_modern(method, params, declared)
         except RpcError as exc:
-            return _json(exc.body(request_id), exc.status)
-        return _json(_dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), 200)
+            return json_response(exc.body(request_id), exc.status)
+        return json_response(dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), 200)
 
     def _dispatch_modern(self, method: str, params: dict[str, Any], declared: bool) -> dict[str, Any]:
         if method == "tools/call":
@@ -374,27 +347,7 @@ class FastUpstream:
 
     @staticmethod
     async def not_allowed(_request: web.Request) -> web.Response:
-        return _json(RpcError(-32600, "Method Not Allowed", 405).body(None), 405)
-
-
-def _count(params: dict[str, Any]) -> int:
-    count = (params.get("arguments") or {}).get("count", DEFAULT_PROGRESS_COUNT)
-    return max(0, min(int(count), 100_000)) if isinstance(count, int) and not isinstance(count, bool) else DEFAULT_PROGRESS_COUNT
-
-
-async def _read_message(request: web.Request) -> dict[str, Any] | web.Response:
-    """The POSTed JSON-RPC object, or the 400 answer for a body that is not one."""
-    try:
-        message = json.loads(await request.read())
-    except ValueError:
-        return _json(RpcError(-32700, "Parse error", 400).body(None), 400)
-    if not isinstance(message, dict):
-        return _json(RpcError(-32600, "Invalid request", 400).body(None), 400)
-    return message
-
-
-def _json(body: bytes, status: int) -> web.Response:
-    return web.Response(body=body, status=status, content_type="application/json")
+        return json_response(RpcError(-32600, "Method Not Allowed", 405).body(None), 405)
 
 
 def create_app(wire: str = "v1", *, poll_interval_ms: int = 100) -> web.Application:
@@ -445,7 +398,7 @@ async def serve_stdio(poll_interval_ms: int) -> None:
     initialize_result = json.loads(server._initialize(0).body)["result"]  # type: ignore[arg-type]
 
     def send(message: dict[str, Any]) -> None:
-        out.write(_dumps(message) + b"\n")
+        out.write(dumps(message) + b"\n")
         out.flush()
 
     async def answer(message: dict[str, Any]) -> None:
@@ -455,9 +408,13 @@ async def serve_stdio(poll_interval_ms: int) -> None:
             return
         token = (params.get("_meta") or {}).get("progressToken")
         if method == "tools/call" and params.get("name") == "progress" and token is not None:
-            count = _count(params)
+            count = count_of(params)
             for i in range(1, count + 1):
                 send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "total": count}})
+        asking = server.tasks.get(params.get("taskId")) if method == "tasks/result" else None
+        if asking is not None and asking.question is not None and asking.question.reply is None:
+            session.asked(asking.question)
+            send(asking.question.request(asking.id))
         try:
             send({"jsonrpc": "2.0", "id": request_id, "result": await server._dispatch_v1(session, str(method), params)})
         except RpcError as exc:
@@ -469,6 +426,8 @@ async def serve_stdio(poll_interval_ms: int) -> None:
             task = asyncio.ensure_future(answer(message))
             running.add(task)
             task.add_done_callback(running.discard)
+        elif "method" not in message and ("result" in message or "error" in message):
+            session.answered(message)
 
 
 def main(argv: list[str] | None = None) -> None:

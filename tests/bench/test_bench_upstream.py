@@ -11,7 +11,9 @@ import json
 import aiohttp
 import pytest
 from aiohttp import web
+from support import running_proxy
 
+from proxy.bench.asking import WrongAnswer, _v1_result, v1_ask, v2_ask
 from proxy.bench.clients import ModernClient, SessionClient
 from proxy.bench.upstream import create_app
 
@@ -44,6 +46,7 @@ async def test_session_wire_scenarios(v1_url):
             "nowork": "required",
             "sleep": "required",
             "progress": None,
+            "ask": "required",
         }
         await client.close()
 
@@ -124,3 +127,37 @@ def test_missing_nginx_that_cannot_be_installed_is_reported_not_waited_for(monke
     monkeypatch.setattr(targets.os, "geteuid", lambda: 1000)
     with pytest.raises(targets.NginxUnavailable, match="not installed"):
         targets.ensure_nginx()
+
+
+async def test_ask_asks_one_question_on_the_tasks_result_stream_and_answers_the_reply(v1_url):
+    async with aiohttp.ClientSession() as http:
+        client = SessionClient(http, v1_url, capabilities={"elicitation": {}})
+        await client.open()
+        await v1_ask(client, "direct-1")
+        created, _ = await client.request("tools/call", {"name": "ask", "arguments": {"text": "two"}, "task": {}})
+        task_id = created["task"]["taskId"]
+        assert created["task"]["status"] == "working"
+        got, _ = await client.request("tasks/get", {"taskId": task_id})
+        assert got["status"] == "input_required"
+        with pytest.raises(WrongAnswer, match="instead of confirm 'three'"):
+            await _v1_result(client, task_id, "three")  # the question reads "confirm two"
+        result = await _v1_result(client, task_id, "two")  # asked again on the next stream
+        assert result["content"] == [{"type": "text", "text": "two -> yes two"}]
+        got, _ = await client.request("tasks/get", {"taskId": task_id})
+        assert got["status"] == "completed"
+        again, _ = await client.request("tasks/result", {"taskId": task_id})
+        assert again["content"] == [{"type": "text", "text": "two -> yes two"}]
+
+
+@pytest.mark.parametrize("dialect", ["v1", "v2"])
+async def test_ask_lifecycles_through_the_proxy(v1_url, tmp_path, dialect):
+    async with running_proxy(v1_url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        if dialect == "v1":
+            client = SessionClient(http, proxy.url, capabilities={"elicitation": {}})
+            await client.open()
+            for i in range(3):
+                await v1_ask(client, f"relayed-{i}")
+        else:
+            modern = ModernClient(http, proxy.url, capabilities={"elicitation": {"form": {}}})
+            for i in range(3):
+                await v2_ask(modern, f"translated-{i}")

@@ -1,0 +1,342 @@
+"""`mcp-tasks-proxy bench --soak`: many clients, v1 and v2, running task lifecycles with a question
+for minutes through two replicas on Redis behind a plain round-robin nginx (docs/performance.md
+"Soak").
+
+Started here, each stopped by its own handle: a Redis server (`redis_server.py`), the fast upstream
+(its `ask` tool asks one question per task), two proxy replicas (`serve`, one sealing key in
+`MCP_TASKS_PROXY_KEY`, `replicas = 2`, the Redis store, `task_ttl_ms = 60000`) and nginx in front
+of them, round robin with no hashing and no stickiness. Half the clients are v1 (session wire,
+relayed), half v2 (2026-07-28 with the tasks extension, translated); each has its own
+`Authorization` (its own principal) and two connections, and runs `asking.v1_ask` or
+`asking.v2_ask` back to back until the time is up (a v1 client ends its session and opens a new
+one every `SESSION_LIFECYCLES`). Every lifecycle checks its question and its exact result.
+
+Bounded: clients (`MAX_CLIENTS`, and the file descriptors they need: the soft `RLIMIT_NOFILE` is
+raised to the hard one first, inherited by every process started here), minutes (`MAX_MINUTES`),
+each lifecycle (`LIFECYCLE_TIMEOUT_S`). Every `sample_interval` (30 s; a tenth of a run shorter
+than 5 minutes) each replica's RSS and the Redis key count (`DBSIZE`) are read. "Memory flat": a
+replica's RSS at the end exceeds its RSS at the end of the first fifth of the run (minute 1 of 5)
+by at most `FLAT_MIB` MiB or `FLAT_SHARE` of it, whichever is more; a verdict, never a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from . import targets
+from .asking import WrongAnswer, v1_ask, v2_ask
+from .clients import BenchError, ModernClient, SessionClient
+from .rows import POLL_INTERVAL_MS
+
+SAMPLE_S = 30.0
+SETTLE_SHARE = 0.2
+"""The first fifth of the run (minute 1 of 5) is warm-up for the memory verdict."""
+FLAT_MIB = 20.0
+FLAT_SHARE = 0.10
+SESSION_LIFECYCLES = 20
+LIFECYCLE_TIMEOUT_S = 60.0
+MAX_CLIENTS = 5000
+MAX_MINUTES = 60.0
+FDS_PER_CLIENT = 4
+"""File descriptors a client may need in the busiest process (nginx: two client connections, and
+one upstream connection for each)."""
+MAX_ERROR_TEXTS = 10
+
+
+@dataclass
+class Tally:
+    lifecycles: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
+    errors: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
+    wrong: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
+    latencies_s: dict[str, list[float]] = field(default_factory=lambda: {"v1": [], "v2": []})
+    error_texts: list[str] = field(default_factory=list)
+
+    def failed(self, dialect: str, exc: BaseException) -> None:
+        (self.wrong if isinstance(exc, WrongAnswer) else self.errors)[dialect] += 1
+        if len(self.error_texts) < MAX_ERROR_TEXTS:
+            self.error_texts.append(f"{dialect} {'wrong' if isinstance(exc, WrongAnswer) else 'error'}: "
+                                    f"{exc.__class__.__name__}: {exc}"[:300])
+
+
+def raise_nofile() -> tuple[int, int]:
+    """Raise the soft `RLIMIT_NOFILE` to the hard limit (inherited by the processes started after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def refusal(clients: int, minutes: float, nofile_soft: int) -> str | None:
+    """Why a soak of `clients` for `minutes` cannot run here, or None."""
+    if not 2 <= clients <= MAX_CLIENTS:
+        return f"--soak-clients takes 2 to {MAX_CLIENTS}"
+    if not 0 < minutes <= MAX_MINUTES:
+        return f"--soak-minutes takes more than 0 and at most {MAX_MINUTES:g}"
+    if nofile_soft != resource.RLIM_INFINITY and clients * FDS_PER_CLIENT + 256 > nofile_soft:
+        return (f"{clients} clients need about {clients * FDS_PER_CLIENT + 256} file descriptors; "
+                f"RLIMIT_NOFILE allows {nofile_soft} (raise the hard limit, e.g. ulimit -Hn)")
+    return None
+
+
+async def _dbsize(port: int) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"DBSIZE\r\n")
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), 10)
+        return int(line[1:])
+    finally:
+        writer.close()
+
+
+async def _requests_answered(http: aiohttp.ClientSession, url: str) -> int | None:
+    """The sum of a replica's `mcp_tasks_proxy_requests_total` (its `/metrics`), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        async with http.get(f"http://{urlsplit(url).netloc}/metrics") as response:
+            text = await response.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("mcp_tasks_proxy_requests_total{")))
+
+
+async def _v1_client(http: aiohttp.ClientSession, url: str, n: int, stop: float, tally: Tally) -> None:
+    client = SessionClient(http, url, authorization=f"Bearer soak-v1-{n}", capabilities={"elicitation": {}})
+    done = in_session = 0
+    while time.monotonic() < stop:
+        done += 1
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
+                if client.session_id is None:
+                    await client.open()
+                    in_session = 0
+                await v1_ask(client, f"v1-{n}-{done}")
+                tally.lifecycles["v1"] += 1
+                tally.latencies_s["v1"].append(time.perf_counter() - started)
+                in_session += 1
+                if in_session == SESSION_LIFECYCLES:
+                    await _end_session(client)
+        except Exception as exc:  # noqa: BLE001 - every failure is counted
+            tally.failed("v1", exc)
+            await asyncio.sleep(0.1)
+    if client.session_id is not None:
+        try:
+            async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
+                await _end_session(client)
+        except Exception as exc:  # noqa: BLE001
+            tally.failed("v1", exc)
+
+
+async def _end_session(client: SessionClient) -> None:
+    """DELETE the session (a new one is opened for the next lifecycle)."""
+    async with client.http.delete(client.url, headers=client._headers()) as response:
+        await response.read()
+        client.session_id = None
+        if response.status not in (200, 202, 204):
+            raise BenchError(f"DELETE of the session: HTTP {response.status}")
+
+
+async def _v2_client(http: aiohttp.ClientSession, url: str, n: int, stop: float, tally: Tally) -> None:
+    client = ModernClient(http, url, authorization=f"Bearer soak-v2-{n}", capabilities={"elicitation": {"form": {}}})
+    done = 0
+    while time.monotonic() < stop:
+        done += 1
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
+                await v2_ask(client, f"v2-{n}-{done}")
+            tally.lifecycles["v2"] += 1
+            tally.latencies_s["v2"].append(time.perf_counter() - started)
+        except Exception as exc:  # noqa: BLE001 - every failure is counted
+            tally.failed("v2", exc)
+            await asyncio.sleep(0.1)
+
+
+def sample_interval(duration_s: float) -> float:
+    return min(SAMPLE_S, duration_s / 10)
+
+
+async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, clients: int, duration_s: float,
+                 log: Callable[[str], None]) -> dict[str, Any]:
+    tally = Tally()
+    v1_clients = clients - clients // 2
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=2),
+                                      timeout=aiohttp.ClientTimeout(total=LIFECYCLE_TIMEOUT_S)) for _ in range(clients)]
+    samples: list[dict[str, Any]] = []
+    interval = sample_interval(duration_s)
+    count = max(1, round(duration_s / interval))
+    start = time.monotonic()
+    stop = start + duration_s
+
+    async def sampler() -> None:
+        for k in range(count + 1):
+            await asyncio.sleep(max(0.0, start + k * interval - time.monotonic()))
+            rss = [r.rss() for r in replicas]
+            try:
+                keys: int | None = await _dbsize(redis_port)
+            except (OSError, ValueError, TimeoutError):
+                keys = None
+            samples.append({"t_s": round(time.monotonic() - start, 2), "rss_bytes": rss, "redis_keys": keys,
+                            "lifecycles": sum(tally.lifecycles.values()),
+                            "errors": sum(tally.errors.values()) + sum(tally.wrong.values())})
+            log(f"soak {samples[-1]['t_s']:.0f} s: {samples[-1]['lifecycles']} lifecycles, {samples[-1]['errors']} failed, "
+                f"RSS {' / '.join(f'{b / 2**20:.1f}' for b in rss)} MiB, {keys} Redis keys")
+
+    try:
+        watcher = asyncio.ensure_future(sampler())
+        loops = [_v1_client(sessions[n], url, n, stop, tally) for n in range(v1_clients)]
+        loops += [_v2_client(sessions[n], url, n, stop, tally) for n in range(v1_clients, clients)]
+        await asyncio.gather(*loops)
+        elapsed = time.monotonic() - start
+        await watcher
+        answered = [await _requests_answered(sessions[0], r.url) for r in replicas]
+    finally:
+        await asyncio.gather(*(http.close() for http in sessions), return_exceptions=True)
+    out = figures(tally, samples, clients={"v1": v1_clients, "v2": clients - v1_clients}, duration_s=duration_s, elapsed_s=elapsed)
+    out["requests_per_replica"] = answered
+    return out
+
+
+def _replica_memory(samples: list[dict[str, Any]], index: int, settle_s: float) -> dict[str, Any]:
+    series = [(s["t_s"], s["rss_bytes"][index]) for s in samples]
+    settled = min(series, key=lambda ts: abs(ts[0] - settle_s))
+    window = [rss for t, rss in series if t >= settled[0]]
+    growth = series[-1][1] - settled[1]
+    threshold = max(FLAT_MIB * 2**20, FLAT_SHARE * settled[1])
+    return {"rss_start": series[0][1], "settled_at_s": settled[0], "rss_settled": settled[1], "rss_end": series[-1][1],
+            "window_min": min(window), "window_max": max(window), "window_spread": max(window) - min(window),
+            "growth": growth, "threshold": threshold, "flat": growth <= threshold}
+
+
+def figures(tally: Tally, samples: list[dict[str, Any]], *, clients: dict[str, int], duration_s: float,
+            elapsed_s: float) -> dict[str, Any]:
+    """Everything the soak measured, for the report and `--json`."""
+    def latency(values: list[float]) -> dict[str, float | None]:
+        ordered = sorted(values)
+        pick = (lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000) if ordered else (lambda _q: None)
+        return {"p50": statistics.median(ordered) * 1000 if ordered else None, "p99": pick(0.99), "max": pick(1.0)}
+
+    keys = [s["redis_keys"] for s in samples if s["redis_keys"] is not None]
+    replicas = [_replica_memory(samples, i, SETTLE_SHARE * duration_s) for i in range(len(samples[0]["rss_bytes"]))]
+    total = sum(tally.lifecycles.values())
+    return {
+        "clients": clients, "duration_s": duration_s, "elapsed_s": elapsed_s, "sample_interval_s": sample_interval(duration_s),
+        "lifecycles": {**tally.lifecycles, "total": total}, "errors": {**tally.errors, "total": sum(tally.errors.values())},
+        "wrong": {**tally.wrong, "total": sum(tally.wrong.values())}, "error_texts": tally.error_texts,
+        "rate_per_s": total / elapsed_s if elapsed_s else 0.0,
+        "latency_ms": {d: latency(v) for d, v in tally.latencies_s.items()},
+        "samples": samples, "replicas": replicas,
+        "redis_keys": {"min": min(keys) if keys else None, "max": max(keys) if keys else None, "end": keys[-1] if keys else None,
+                       "samples": keys},
+        "memory_flat": all(r["flat"] for r in replicas),
+        "flat_rule": f"RSS growth from {SETTLE_SHARE:.0%} of the run to its end ≤ {FLAT_MIB:g} MiB or {FLAT_SHARE:.0%}, "
+                     "whichever is more",
+    }
+
+
+def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None = None,
+             log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Start everything, run the clients for `minutes`, stop everything; the figures."""
+    from proxy.keys import new_key_text
+
+    from .redis_server import start_redis
+
+    nofile = raise_nofile()
+    reason = refusal(clients, minutes, nofile[0])
+    if reason:
+        raise ValueError(reason)
+    workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-soak-"))
+    started: list[Any] = []
+    connections = max(4096, clients * FDS_PER_CLIENT + 256)
+    try:
+        log("soak: starting redis-server, the fast upstream, two replicas and nginx")
+        redis = start_redis(log)
+        started.append(redis)
+        upstream = targets.start_fast_upstream("v1", poll_interval_ms=POLL_INTERVAL_MS)
+        started.append(upstream)
+        key = new_key_text()
+        replicas: list[targets.Measured] = []
+        for name in ("a", "b"):
+            replica = targets.start_proxy(upstream.url, workdir / name, event_loop=event_loop, key=key, store=redis.url,
+                                          replicas=2, task_ttl_ms=60_000)
+            started.append(replica)
+            replicas.append(replica)
+        nginx = targets.start_nginx(replicas[0].url, log, more=[replicas[1].url], connections=connections)
+        started.append(nginx)
+        log(f"soak: {clients} clients for {minutes:g} min through {nginx.url}")
+        cpu: dict[str, Callable[[], float]] = {
+            "replica a": replicas[0].cpu, "replica b": replicas[1].cpu, "upstream": upstream.cpu, "nginx": nginx.cpu,
+            "redis": lambda: targets.cpu_seconds(redis.popen.pid), "load generator": time.process_time}
+        before = {name: read() for name, read in cpu.items()}
+        out = asyncio.run(_drive(nginx.url, replicas, redis.port, clients, minutes * 60, log))
+        out["cpu_s"] = {name: round(read() - before[name], 2) for name, read in cpu.items()}
+    finally:
+        for process in started[::-1]:
+            try:
+                process.stop()
+            except Exception as exc:  # noqa: BLE001 - stop the others anyway
+                log(f"soak: stopping {getattr(process, 'name', process)}: {exc}")
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["nofile"] = list(nofile)
+    out["nginx_worker_connections"] = connections
+    out["settings"] = {"replicas": 2, "store": "redis", "task_ttl_ms": 60_000, "poll_interval_ms": POLL_INTERVAL_MS,
+                       "session_lifecycles": SESSION_LIFECYCLES}
+    return out
+
+
+def _mib(value: float) -> str:
+    return f"{value / 2**20:.1f} MiB"
+
+
+def format_soak(soak: dict[str, Any]) -> str:
+    c, life, errors, wrong = soak["clients"], soak["lifecycles"], soak["errors"], soak["wrong"]
+    minutes = soak["duration_s"] / 60
+    settle = SETTLE_SHARE * soak["duration_s"] / 60
+    lines = [
+        f"soak: {c['v1'] + c['v2']} clients ({c['v1']} v1 relayed, {c['v2']} v2 translated) for {minutes:g} min, two replicas "
+        "on Redis behind nginx (round robin), every task asking one question",
+        f"  lifecycles: {life['total']:,} (v1 {life['v1']:,}, v2 {life['v2']:,}), {soak['rate_per_s']:.1f}/s",
+        f"  errors: {errors['total']} (v1 {errors['v1']}, v2 {errors['v2']}); wrong answers: {wrong['total']} "
+        f"(v1 {wrong['v1']}, v2 {wrong['v2']})",
+    ]
+    for dialect, figures_ms in soak["latency_ms"].items():
+        if figures_ms["p50"] is not None:
+            lines.append(f"  {dialect} lifecycle: p50 {figures_ms['p50']:.0f} ms, p99 {figures_ms['p99']:.0f} ms, "
+                         f"max {figures_ms['max']:.0f} ms")
+    for name, r in zip("ab", soak["replicas"], strict=False):
+        lines.append(f"  replica {name} RSS: {_mib(r['rss_start'])} at the start, {_mib(r['rss_settled'])} at "
+                     f"{r['settled_at_s'] / 60:.1f} min, {_mib(r['rss_end'])} at the end; over the last {minutes - settle:.1f} min "
+                     f"min {_mib(r['window_min'])}, max {_mib(r['window_max'])} (max − min {_mib(r['window_spread'])}), "
+                     f"growth {r['growth'] / 2**20:+.1f} MiB")
+    answered = soak.get("requests_per_replica") or []
+    if answered:
+        lines.append("  requests answered (each replica's mcp_tasks_proxy_requests_total): "
+                     + ", ".join(f"{name} {n:,}" if n is not None else f"{name} –" for name, n in zip("ab", answered, strict=False)))
+    if soak.get("cpu_s"):
+        lines.append(f"  CPU seconds over the {soak['elapsed_s']:.0f} s: "
+                     + ", ".join(f"{name} {seconds:.1f}" for name, seconds in soak["cpu_s"].items()))
+    keys = soak["redis_keys"]
+    lines.append(f"  Redis keys (every {soak['sample_interval_s']:g} s): min {keys['min']}, max {keys['max']}, at the end "
+                 f"{keys['end']}; samples {', '.join(str(k) for k in keys['samples'])}")
+    verdict = "yes" if soak["memory_flat"] else "NO"
+    lines.append(f"  memory flat ({soak['flat_rule']}): {verdict}")
+    if soak["error_texts"]:
+        lines += ["  first errors:"] + [f"    {t}" for t in soak["error_texts"]]
+    return "\n".join(lines)

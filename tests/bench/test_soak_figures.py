@@ -1,0 +1,59 @@
+"""The soak's figures and bounds (`proxy.bench.soak`), from samples given here: the memory verdict
+reads the RSS at a fifth of the run against the end; clients, minutes and file descriptors are
+bounded."""
+
+from __future__ import annotations
+
+from proxy.bench.soak import Tally, figures, refusal, sample_interval
+
+MIB = 2**20
+
+
+def _samples(rss_a: list[float], rss_b: list[float], keys: list[int]) -> list[dict]:
+    return [
+        {"t_s": 30.0 * i, "rss_bytes": [a * MIB, b * MIB], "redis_keys": k, "lifecycles": 0, "errors": 0}
+        for i, (a, b, k) in enumerate(zip(rss_a, rss_b, keys, strict=True))
+    ]
+
+
+def test_memory_is_flat_when_growth_after_the_first_fifth_stays_under_the_threshold():
+    # 5 minutes sampled every 30 s: the first fifth ends at 60 s (the third sample).
+    a = [50, 70, 80, 81, 82, 83, 84, 85, 86, 87, 99]  # +19 MiB from 60 s: flat (≤ 20 MiB)
+    b = [50, 70, 80, 85, 90, 95, 100, 105, 110, 115, 120]  # +40 MiB: not flat (> 20 MiB and > 10 %)
+    keys = [2, 100, 300, 310, 305, 300, 320, 310, 300, 330, 320]
+    tally = Tally()
+    tally.lifecycles = {"v1": 6, "v2": 4}
+    out = figures(tally, _samples(a, b, keys), clients={"v1": 2, "v2": 2}, duration_s=300.0, elapsed_s=300.0)
+    ra, rb = out["replicas"]
+    assert (ra["settled_at_s"], ra["rss_settled"], ra["rss_end"], ra["growth"], ra["flat"]) == (
+        60.0,
+        80 * MIB,
+        99 * MIB,
+        19 * MIB,
+        True,
+    )
+    assert (ra["window_min"], ra["window_max"], ra["window_spread"]) == (80 * MIB, 99 * MIB, 19 * MIB)
+    assert (rb["growth"], rb["threshold"], rb["flat"]) == (40 * MIB, 20 * MIB, False)
+    assert out["memory_flat"] is False
+    assert out["redis_keys"] == {"min": 2, "max": 330, "end": 320, "samples": keys}
+    assert (out["lifecycles"], out["rate_per_s"]) == ({"v1": 6, "v2": 4, "total": 10}, 10 / 300)
+
+
+def test_the_threshold_is_a_tenth_of_a_large_rss():
+    a = [300, 400, 400, 420, 439]  # +39 MiB of 400: under 10 % (40 MiB)
+    out = figures(Tally(), _samples(a, a, [1] * 5), clients={"v1": 1, "v2": 1}, duration_s=120.0, elapsed_s=120.0)
+    assert (out["replicas"][0]["threshold"], out["replicas"][0]["flat"]) == (40 * MIB, True)
+
+
+def test_samples_every_30_s_or_a_tenth_of_a_shorter_run():
+    assert (sample_interval(300.0), sample_interval(30.0), sample_interval(3600.0)) == (30.0, 3.0, 30.0)
+
+
+def test_clients_minutes_and_file_descriptors_are_bounded():
+    assert refusal(500, 5.0, 20_000) is None
+    assert refusal(1, 5.0, 20_000) == "--soak-clients takes 2 to 5000"
+    assert refusal(5001, 5.0, 1 << 30) == "--soak-clients takes 2 to 5000"
+    assert refusal(20, 0.0, 20_000) == "--soak-minutes takes more than 0 and at most 60"
+    assert refusal(500, 5.0, 1024) == (
+        "500 clients need about 2256 file descriptors; RLIMIT_NOFILE allows 1024 (raise the hard limit, e.g. ulimit -Hn)"
+    )
