@@ -31,6 +31,8 @@ from aiohttp.web_response import StreamResponse
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
+from .logs import REQUEST_ID_HEADER, request_id_from
+
 log = logging.getLogger(__name__)
 
 LIVENESS_PATH = "/healthz"
@@ -55,10 +57,12 @@ def _error_body(code: int, message: str) -> bytes:
     return jsonrpc.dumps(jsonrpc.error_response(None, McpError(code, message)))
 
 
-async def _busy(_request: BaseRequest) -> StreamResponse:
+async def _busy(request: BaseRequest) -> StreamResponse:
     """The answer to every request on a connection over `max_connections`: 503, then close."""
     response = web.Response(status=503, body=_error_body(INTERNAL_ERROR, "Service Unavailable: too many open connections; retry later"),
-                            content_type="application/json", headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
+                            content_type="application/json",
+                            headers={"Retry-After": str(BUSY_RETRY_AFTER_S),
+                                     REQUEST_ID_HEADER: request_id_from(request.headers.get(REQUEST_ID_HEADER))})
     response.force_close()
     return response
 
@@ -133,7 +137,8 @@ class BoundedRequestHandler(RequestHandler):
             seconds = f"{self._limits.header_timeout_s:g}"
             body = _error_body(INVALID_REQUEST, f"Request headers not received within {seconds} s")
             transport.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                            b"%s: %s\r\nContent-Length: %d\r\n\r\n%s"
+                            % (REQUEST_ID_HEADER.encode(), request_id_from(None).encode(), len(body), body))
         log.info("closed a connection from %s: request headers not received within %g s", self._peer(), self._limits.header_timeout_s)
         self.force_close()
 
@@ -155,7 +160,9 @@ class BoundedRequestHandler(RequestHandler):
             reason = f"Bad Request: the request line or a header is longer than {self.max_field_size} bytes"
         else:
             reason = f"Bad Request: malformed HTTP request ({type(exc).__name__})"
-        response = web.Response(status=status, body=_error_body(INVALID_REQUEST, reason), content_type="application/json")
+        # A new request id: nothing of a request the parser refused is trusted, its X-Request-Id neither.
+        response = web.Response(status=status, body=_error_body(INVALID_REQUEST, reason), content_type="application/json",
+                                headers={REQUEST_ID_HEADER: request_id_from(None)})
         response.force_close()
         return response
 

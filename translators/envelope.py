@@ -29,6 +29,7 @@ from .protocol import (
     MODERN_VERSION,
     TASKS_EXTENSION,
 )
+from .streaming import LOG_LEVELS
 
 _SENTINEL_PREFIX = "=?base64?"
 _SENTINEL_SUFFIX = "?="
@@ -67,7 +68,8 @@ def read_meta(params: Mapping[str, Any]) -> ModernMeta:
     """Read the envelope of a modern request.
 
     Raises `McpError(-32602)` (HTTP 400) naming a missing or malformed required key
-    (`protocolVersion`, `clientCapabilities`).
+    (`protocolVersion`, `clientCapabilities`), or a `logLevel` that is not one of the
+    `LoggingLevel` values (the session wire's `logging/setLevel` refuses the same).
     """
     meta = params.get("_meta")
     if not isinstance(meta, dict):
@@ -80,6 +82,8 @@ def read_meta(params: Mapping[str, Any]) -> ModernMeta:
         raise McpError(INVALID_PARAMS, f"Missing required _meta key {META_CLIENT_CAPABILITIES!r}")
     info = meta.get(META_CLIENT_INFO)
     level = meta.get(META_LOG_LEVEL)
+    if level is not None and level not in LOG_LEVELS:
+        raise McpError(INVALID_PARAMS, f"Invalid _meta key {META_LOG_LEVEL!r}: expected one of {', '.join(LOG_LEVELS)}")
     return ModernMeta(
         protocol_version=version,
         client_capabilities=capabilities,

@@ -64,10 +64,11 @@ def classify(obj: Any) -> Message:
     if obj.get("jsonrpc") != "2.0":
         raise McpError(INVALID_REQUEST, 'Not a JSON-RPC 2.0 message: "jsonrpc" must be "2.0"')
     if "method" in obj:
+        readable_id = obj.get("id") if _valid_id(obj.get("id")) else None  # the answer names it when it can
         if not isinstance(obj["method"], str) or not obj["method"]:
-            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string')
+            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string', request_id=readable_id)
         if "params" in obj and not isinstance(obj["params"], dict):
-            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object')
+            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object', request_id=readable_id)
         if "id" not in obj:
             return Message("notification", obj)
         if not _valid_id(obj["id"]):
@@ -97,7 +98,7 @@ def _finite_float(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 """One decoder for every message (`json.loads` with hooks would build a new one per call)."""
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -114,23 +115,25 @@ def _has_lone_surrogate(value: Any) -> bool:
 def parse(body: bytes | str) -> Message:
     """Decode and classify one JSON-RPC message.
 
-    Raises `McpError(-32700)` for bytes that are not JSON (or not UTF-8, or that hold `NaN`,
-    `Infinity`, out-of-range numbers or unpaired surrogates) and `McpError(-32600)` for JSON that is
-    not a JSON-RPC message.
+    Raises `McpError(-32700)` for bytes that are not JSON (or not UTF-8, UTF-16 or UTF-32 text, or
+    that hold `NaN`, `Infinity`, out-of-range numbers or unpaired surrogates, as raw code units or
+    as `\\uD8xx` escapes) and `McpError(-32600)` for JSON that is not a JSON-RPC message.
     """
     try:
         if isinstance(body, bytes):
             # "{" then a non-zero byte is UTF-8 (no BOM begins with "{"; UTF-16/32 put a zero byte
-            # first or second), the usual message: no need to ask `json.detect_encoding`.
+            # first or second), the usual message: no need to ask `json.detect_encoding`. Strict
+            # decoding: a raw surrogate (UTF-8 ED A0 80, a lone UTF-16 code unit) is not text.
             utf8 = body[:1] == b"{" and body[1:2] != b"\0"
-            text = body.decode("utf-8" if utf8 else json.detect_encoding(body), "surrogatepass")
+            text = body.decode("utf-8" if utf8 else json.detect_encoding(body))
+        elif _LONE_SURROGATE.search(body):
+            raise McpError(PARSE_ERROR, "Parse error: a string holds an unpaired UTF-16 surrogate")
         else:
             text = body
         obj = _DECODER.decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
-    raw = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
-    if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(obj):
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
         # Valid JSON escapes, but no UTF-8 text can carry them onward (a paired surrogate
         # decodes to one code point and passes).
         request_id = obj.get("id") if isinstance(obj, dict) else None

@@ -2,7 +2,7 @@
 by valgrind's callgrind, the CPU figure that does not move with the machine's load.
 
 CPU seconds per call (the comparison table) drift by several percent from run to run on a shared
-machine; the instruction count of the same calls varies by well under one percent. So a change
+machine; the instruction count of the same calls varies by about 2 % at most. So a change
 on the relay path is judged by this count, before and after (docs/performance.md, "Instructions
 per call").
 
@@ -138,9 +138,25 @@ def _total(workdir: Path) -> int:
     raise RuntimeError(f"callgrind wrote no dump with a total in {workdir}")
 
 
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why these options cannot be counted, or None."""
+    if args.calls < 1:
+        return "--calls must be at least 1"
+    if str(args.workers) != "1" or args.store != "sqlite" or args.soak or args.memory or args.memory_only or args.concurrency != 1:
+        return "counts one proxy process on the SQLite store with one client: --workers, --store, --concurrency, --soak and --memory do not apply"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     """Print (and with --json write) instructions per call for the chosen rows and scenarios."""
-    rows = [r.strip() for r in (args.rows or "relay,relay-modern,translate").split(",") if r.strip()]
+    refusal = _refusal(args)
+    if refusal is not None:
+        print(f"mcp-tasks-proxy bench --instructions: {refusal}", file=sys.stderr)
+        return 2
+    rows = [r.strip() for r in (args.rows if args.rows is not None else "relay,relay-modern,translate").split(",") if r.strip()]
+    if not rows:
+        print(f"mcp-tasks-proxy bench --instructions: --rows names at least one row ({', '.join(ROWS)})", file=sys.stderr)
+        return 2
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         print(f"mcp-tasks-proxy bench --instructions: unknown row {unknown[0]!r} (rows: {', '.join(ROWS)})", file=sys.stderr)

@@ -199,6 +199,10 @@ def _soak(args: Any, log: Callable[[str], None]) -> int:
     return 1 if failed else 0
 
 
+MAX_DURATION_S = 3600.0
+"""The longest `--duration` of one row's run (an hour; not a number, infinity, are refused)."""
+
+
 def main(args: Any) -> int:
     """The CLI: run, print the table (and write JSON when asked). Exit 0 unless nothing ran."""
     options = Options()
@@ -223,8 +227,11 @@ def main(args: Any) -> int:
         options.store = "redis"  # worker processes share a Redis store (docs/decisions.md §52)
     options.nginx = not args.no_nginx
     options.fastmcp = not args.no_fastmcp
-    if args.rows:
+    if args.rows is not None:
         options.rows = tuple(r.strip() for r in args.rows.split(",") if r.strip())
+        if not options.rows:
+            print("mcp-tasks-proxy bench: --rows names at least one row, e.g. relay or direct,relay", file=sys.stderr)
+            return 2
         unknown = sorted(set(options.rows) - {r.key for r in expand_rows(options.workers)})
         if unknown:
             print(f"mcp-tasks-proxy bench: unknown rows {', '.join(unknown)} (rows: {', '.join(r.key for r in expand_rows(options.workers))})",
@@ -235,8 +242,12 @@ def main(args: Any) -> int:
         if not set(options.scenarios) <= {s.key for s in SCENARIOS}:
             print("mcp-tasks-proxy bench: --scenarios takes letters among a, b and c", file=sys.stderr)
             return 2
-    if options.concurrency < 1 or options.duration_s <= 0 or options.runs < 1:
-        print("mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0", file=sys.stderr)
+    if options.concurrency < 1 or not 0 < options.duration_s <= MAX_DURATION_S or options.runs < 1:
+        print(f"mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0 and at most {MAX_DURATION_S:g} s",
+              file=sys.stderr)
+        return 2
+    if (args.memory or args.memory_only) and min(args.live_tasks, args.memory_clients, args.completed) < 1:
+        print("mcp-tasks-proxy bench: --live-tasks, --memory-clients and --completed must be at least 1", file=sys.stderr)
         return 2
 
     def log(message: str) -> None:

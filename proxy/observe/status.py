@@ -74,7 +74,7 @@ def allowed(request: web.Request, token: str | None) -> bool:
     """Whether `request` may read the status (see the module docstring)."""
     if token:
         given = request.headers.get("Authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), f"Bearer {token}".encode())
     try:
         return ipaddress.ip_address((request.remote or "").split("%")[0]).is_loopback
     except ValueError:
@@ -99,5 +99,7 @@ async def status_page(request: web.Request, fleet: Fleet | None, recorder: Statu
     if fleet is None:
         return web.Response(text="starting", status=503)
     html = render(snapshot(fleet, recorder), REFRESH_S)
-    return web.Response(text=html, content_type="text/html", charset="utf-8",
+    # "replace": a string no UTF-8 can carry (the parser refuses them; this is the page's own guard)
+    # shows as "?" rather than failing the page for a day.
+    return web.Response(body=html.encode("utf-8", "replace"), content_type="text/html", charset="utf-8",
                         headers={"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 
 import aiohttp
 import pytest
@@ -70,6 +71,7 @@ async def test_trickled_headers_are_cut_within_header_timeout(fast_modern_upstre
     status, headers, body = _status_and_body(received)
     assert status == "HTTP/1.1 408 Request Timeout"
     assert headers["connection"] == "close"
+    assert re.fullmatch("[0-9a-f]{32}", headers["x-request-id"]), headers  # a new id: the request never arrived
     assert json.loads(body) == {
         "jsonrpc": "2.0",
         "error": {"code": -32600, "message": "Request headers not received within 4.5 s"},
@@ -119,12 +121,17 @@ async def test_a_connection_over_max_connections_gets_503(fast_modern_upstream_u
         held = [await asyncio.open_connection("127.0.0.1", proxy_port(proxy)) for _ in range(3)]
         # (/healthz is answered beyond the cap too: tests/adversarial/test_connection_bounds_attacks.py)
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
-        writer.write(b"GET /readyz HTTP/1.1\r\nHost: proxy\r\n\r\n")
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: proxy\r\nX-Request-Id: over-the-cap-1\r\n\r\n")
         received, _ = await _read_until_closed(reader, 5)
         writer.close()
         status, headers, body = _status_and_body(received)
         assert status == "HTTP/1.1 503 Service Unavailable"
-        assert (headers["connection"], headers["retry-after"], headers["content-type"]) == ("close", "1", "application/json")
+        assert (headers["connection"], headers["retry-after"], headers["content-type"], headers["x-request-id"]) == (
+            "close",
+            "1",
+            "application/json",
+            "over-the-cap-1",
+        )
         assert json.loads(body) == {
             "jsonrpc": "2.0",
             "error": {"code": -32603, "message": "Service Unavailable: too many open connections; retry later"},
@@ -194,6 +201,7 @@ async def test_an_oversized_authorization_header_reaches_no_log_line(fast_modern
         writer.close()
     status, headers, body = _status_and_body(received)
     assert status == "HTTP/1.0 400 Bad Request"
+    assert re.fullmatch("[0-9a-f]{32}", headers["x-request-id"]), headers
     assert json.loads(body) == {
         "jsonrpc": "2.0",
         "error": {"code": -32600, "message": "Bad Request: the request line or a header is longer than 8190 bytes"},

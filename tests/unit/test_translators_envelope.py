@@ -26,7 +26,7 @@ from translators.envelope import (
     with_server_info,
 )
 from translators.errors import McpError
-from translators.protocol import CACHEABLE_METHODS
+from translators.protocol import CACHEABLE_METHODS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION
 
 PV = "io.modelcontextprotocol/protocolVersion"
 CC = "io.modelcontextprotocol/clientCapabilities"
@@ -398,3 +398,21 @@ def test_session_meta_carries_the_sessions_log_level_upstream_and_read_meta_read
     assert quiet.log_level is None
     assert "io.modelcontextprotocol/logLevel" not in add_envelope({}, quiet)["_meta"]
     assert read_meta(add_envelope({}, quiet)) == quiet
+
+
+@pytest.mark.parametrize("level", ["bogus", "DEBUG", "", 5, ["debug"]], ids=["word", "upper", "empty", "number", "list"])
+def test_a_log_level_that_is_no_logging_level_is_32602(level):
+    meta = {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}, META_LOG_LEVEL: level}
+    with pytest.raises(McpError) as raised:
+        read_meta({"_meta": meta})
+    assert (raised.value.code, raised.value.message) == (
+        -32602,
+        "Invalid _meta key 'io.modelcontextprotocol/logLevel': expected one of debug, info, notice, warning, error, critical, alert, emergency",
+    )
+
+
+def test_a_log_level_of_null_or_absent_asks_for_no_log_messages():
+    meta = {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}}
+    assert read_meta({"_meta": meta}).log_level is None
+    assert read_meta({"_meta": {**meta, META_LOG_LEVEL: None}}).log_level is None
+    assert read_meta({"_meta": {**meta, META_LOG_LEVEL: "notice"}}).log_level == "notice"

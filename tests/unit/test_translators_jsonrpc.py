@@ -227,3 +227,56 @@ def test_dumps_is_compact_utf8_and_parses_back():
     body = jsonrpc.dumps(message)
     assert body == '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Hello, 世界"}]}}'.encode()
     assert parse(body) == Message("response", message)
+
+
+def test_an_invalid_request_names_its_id_when_the_id_is_readable():
+    with pytest.raises(McpError) as raised:
+        parse(b'{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":["debug"]}')
+    assert (raised.value.code, raised.value.message, raised.value.request_id) == (
+        -32600,
+        'Invalid request: "params" must be an object',
+        3,
+    )
+    with pytest.raises(McpError) as raised:
+        classify({"jsonrpc": "2.0", "id": True, "method": 5})
+    assert (raised.value.code, raised.value.request_id) == (-32600, None)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\xed\xa0\x80"}}',
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\ud800"}}'.encode("utf-16-le", "surrogatepass"),
+        '\ufeff{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\ud800"}}'.encode(
+            "utf-16-be", "surrogatepass"
+        ),
+    ],
+    ids=["utf-8 raw surrogate", "utf-16 lone code unit", "utf-16 bom lone code unit"],
+)
+def test_raw_unpaired_surrogates_are_not_text(body):
+    with pytest.raises(McpError) as raised:
+        parse(body)
+    assert (raised.value.code, raised.value.message) == (-32700, "Parse error: UnicodeDecodeError")
+
+
+def test_an_escaped_lone_surrogate_in_a_utf16_body_is_refused_like_in_utf8():
+    body = '{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"\\ud800"}}'
+    for encoded in (body.encode(), body.encode("utf-16")):
+        with pytest.raises(McpError) as raised:
+            parse(encoded)
+        assert (raised.value.code, raised.value.message, raised.value.request_id) == (
+            -32700,
+            "Parse error: a string holds an unpaired UTF-16 surrogate",
+            1,
+        )
+
+
+def test_a_paired_surrogate_in_a_utf16_body_is_one_code_point():
+    body = '{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"\\ud83d\\ude00 \U0001f600"}}'
+    assert parse(body.encode("utf-16-le")).params == {"a": "\U0001f600 \U0001f600"}
+
+
+def test_a_str_holding_a_lone_surrogate_is_refused():
+    with pytest.raises(McpError) as raised:
+        parse('{"jsonrpc":"2.0","id":1,"method":"x\ud800"}')
+    assert (raised.value.code, raised.value.message) == (-32700, "Parse error: a string holds an unpaired UTF-16 surrogate")

@@ -1,0 +1,55 @@
+"""Options the benchmark cannot run with: one line on stderr and exit 2, before any process starts
+(nothing is printed on stdout, where the table would be)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = "mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0 and at most 3600 s\n"
+NOT_COUNTED = (
+    "mcp-tasks-proxy bench --instructions: counts one proxy process on the SQLite store with one client: "
+    "--workers, --store, --concurrency, --soak and --memory do not apply\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        (["--rows", ","], "mcp-tasks-proxy bench: --rows names at least one row, e.g. relay or direct,relay\n"),
+        (["--duration", "nan"], LIMITS),
+        (["--duration", "inf"], LIMITS),
+        (["--duration", "0"], LIMITS),
+        (["--concurrency", "0"], LIMITS),
+        (["--workers", "0"], "mcp-tasks-proxy bench: --workers takes worker counts of at least 1, e.g. 2 or 1,2\n"),
+        (
+            ["--memory-only", "--memory-clients", "0"],
+            "mcp-tasks-proxy bench: --live-tasks, --memory-clients and --completed must be at least 1\n",
+        ),
+        (["--instructions", "--calls", "0"], "mcp-tasks-proxy bench --instructions: --calls must be at least 1\n"),
+        (["--instructions", "--calls", "-5"], "mcp-tasks-proxy bench --instructions: --calls must be at least 1\n"),
+        (
+            ["--instructions", "--rows", ","],
+            "mcp-tasks-proxy bench --instructions: --rows names at least one row (relay, relay-modern, translate)\n",
+        ),
+        (["--instructions", "--workers", "2"], NOT_COUNTED),
+        (["--instructions", "--store", "redis"], NOT_COUNTED),
+        (["--instructions", "--concurrency", "8"], NOT_COUNTED),
+        (["--instructions", "--scenarios", "c"], "mcp-tasks-proxy bench --instructions: scenarios are ab\n"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_an_option_out_of_range_is_refused_before_anything_starts(arguments: list[str], refusal: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "bench", *arguments],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", refusal)
