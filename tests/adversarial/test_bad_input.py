@@ -40,23 +40,25 @@ def modern_body(method: str = "tools/list", params: dict | None = None, **meta_k
 
 
 @pytest.mark.parametrize(
-    ("data", "code"),
+    ("data", "code", "answered_id"),
     [
-        (b"{not json", -32700),
-        (b"\xff\xfe\x00", -32700),
-        (b"[]", -32600),
-        (b"42", -32600),
-        (b'{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', -32600),
-        (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}', -32600),
-        (b'{"jsonrpc": "2.0", "id": 1}', -32600),
+        (b"{not json", -32700, None),
+        (b"\xff\xfe\x00", -32700, None),
+        (b"[]", -32600, None),
+        (b"42", -32600, None),
+        (b'{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', -32600, None),
+        (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600, None),
+        # The id is readable, so the answer names it (JSON-RPC 2.0 leaves it null only when it is not).
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}', -32600, 1),
+        (b'{"jsonrpc": "2.0", "id": 1}', -32600, None),
     ],
 )
-async def test_malformed_bodies_are_refused_with_400(env, data, code):
+async def test_malformed_bodies_are_refused_with_400(env, data, code, answered_id):
     caller, tap, mark = env
     answer = await caller.raw(data, JSON_HEADERS)
     assert answer.status == 400
-    assert "id" not in answer.body and answer.body["error"]["code"] == code
+    assert answer.body.get("id") == answered_id and ("id" in answer.body) == (answered_id is not None)
+    assert answer.body["error"]["code"] == code
     assert tap.since(mark) == []
 
 
