@@ -22,6 +22,10 @@ class RecordingTap:
         self.cut_after_first_event: set[str] = set()
         """Methods whose SSE answer the tap cuts (closes the connection) after its first event:
         a real dropped stream, for fault tests."""
+        self.held_back: set[str] = set()
+        """Methods the tap answers itself with an SSE stream it opens and then holds without any
+        event until the client goes away (nothing is forwarded): a gateway that buffers the
+        backend's stream, for fault tests."""
         self.methods: list[str] = []
         self.bodies: list[Any] = []
         self.deletes = 0
@@ -66,6 +70,12 @@ class RecordingTap:
                 self.methods.append(parsed.get("method", "response") if isinstance(parsed, dict) else "?")
             except ValueError:
                 self.methods.append("?")
+        if request.method == "POST" and self.methods and self.methods[-1] in self.held_back:
+            held = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            await held.prepare(request)
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.05)  # until the client goes away (or `stop` cancels the handler)
+            return held
         target = aiohttp.client.URL(self.target).with_path(request.path).with_query(request.query)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         assert self._http is not None

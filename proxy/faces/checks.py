@@ -38,6 +38,17 @@ def accepts_json(accept: str | None) -> bool:
     return False
 
 
+def takes_sse(accept: str | None) -> bool:
+    """Whether a client's `Accept` allows `text/event-stream` (no header: anything)."""
+    if not accept:
+        return True
+    for part in accept.split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in ("text/event-stream", "text/*", "*/*"):
+            return True
+    return False
+
+
 def refuse_conflicting_duplicates(request: web.Request) -> None:
     """A routing header sent twice with different values cannot be checked against the body."""
     for name in (H_PROTOCOL_VERSION, "Mcp-Method", H_NAME):

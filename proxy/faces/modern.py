@@ -1,7 +1,7 @@
 """The modern wire as the proxy's clients speak it (the stateless 2026-07-28 wire): one checked
 request in flight (`ModernRequest`), a pairing's answer to it (`Reply`), and the answer as it goes
 out (`AnswerStream`: JSON, or a server-sent event stream once a notification about the request
-arrives before its answer; docs/behaviour.md §4.10).
+arrives before its answer, for a client whose `Accept` allows one; docs/behaviour.md §4.10).
 
 The entry (`proxy/entry.py`) parses and checks every POST, then hands a `ModernRequest` to the
 pairing that serves this client in front of its backend (`proxy/pairings/`); the pairing may call
@@ -21,7 +21,7 @@ from translators import jsonrpc
 from translators.envelope import ModernMeta
 
 from ..sse import sse_frame
-from .checks import json_response
+from .checks import json_response, takes_sse
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
 """Send one JSON-RPC notification about the request to its client, now."""
@@ -68,14 +68,17 @@ class AnswerStream:
     """The answer to one modern POST as it goes out: nothing is written until the first
     notification (`notify`), which opens a `text/event-stream` response (`X-Accel-Buffering: no`,
     a `: keep-alive` comment every `keepalive_s` seconds from then on); `finish` writes the answer
-    as the last event, or as JSON when no notification came. A client gone away makes `notify`
-    a no-op (the entry's handler is then cancelled, and with it the upstream request)."""
+    as the last event, or as JSON when no notification came. A client whose `Accept` does not
+    allow `text/event-stream` (`takes_sse`) cannot receive notifications: `notify` drops them and
+    the answer is JSON (docs/decisions.md §65). A client gone away makes `notify` a no-op (the
+    entry's handler is then cancelled, and with it the upstream request)."""
 
     def __init__(self, request: web.Request, keepalive_s: float):
         self.request = request
         self.keepalive_s = keepalive_s
         self.stream: web.StreamResponse | None = None
-        self.gone = False
+        self.gone = not takes_sse(request.headers.get("Accept"))
+        """Whether nothing can be streamed to the client (it went away, or takes JSON only)."""
         self._events = 0
         self._keepalive: asyncio.Task[None] | None = None
 

@@ -2,7 +2,7 @@
 
 `initialize` is answered with a sealed `Mcp-Session-Id`. Answers are JSON, or SSE when the proxy must first put requests
 to the client (a task's input, an MRTR round), which it answers with POSTed responses. One GET stream per session carries
-what the pairing pushes (behaviour.md §5.7–§5.8), with `Last-Event-ID` replay from a bounded buffer; DELETE ends the
+what the pairing pushes (behaviour.md §5.7–§5.9), with `Last-Event-ID` replay from a bounded buffer (`replay.py`); DELETE ends the
 session. Sessions are kept in the `TaskStateStore` too: with SQLite one survives a restart, its pending requests and
 replay buffer do not (decisions.md, "State that survives a restart"). Source: core 2025-11-25 §Transports; docs/wire.md §5.
 """
@@ -10,7 +10,6 @@ replay buffer do not (decisions.md, "State that survives a restart"). Source: co
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import logging
 import secrets
@@ -34,6 +33,7 @@ from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
 from .checks import session_outcome, version_refusal
+from .replay import ReplayBuffer
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)  # the outcome label `SessionReply.finish` leaves for the counter
 
@@ -85,7 +85,7 @@ class ProxySession:
         self.get_stream: web.StreamResponse | None = None
         self._get_transport: asyncio.BaseTransport | None = None
         self._get_ended: asyncio.Event | None = None
-        self.events: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=replay_events)
+        self.events = ReplayBuffer(replay_events)
         self._event_ids = itertools.count(1)
         self.saved_at = 0.0
         """When the session was last written to the store (wall clock, seconds)."""
@@ -136,7 +136,7 @@ class ProxySession:
         """Send a notification on the GET stream (kept for `Last-Event-ID` replay) if one is open."""
         event_id = self.event_id()
         frame = sse_frame(event_id, message)
-        self.events.append((event_id, frame))
+        self.events.append(event_id, frame)
         stream = self.get_stream
         if stream is not None:
             try:
@@ -439,9 +439,8 @@ class SessionFace:
             opened(session, request, ended)  # the pairing may push what it follows there until `ended` (behaviour.md §5.7, §5.9)
         try:
             if last is not None and last.isdigit():
-                for event_id, frame in list(session.events):
-                    if event_id > int(last):
-                        await stream.write(frame)
+                for frame in session.events.after(int(last)):
+                    await stream.write(frame)
             while not ended.is_set() and await self.sessions.get(session.id, session.principal) is session:
                 if await self._ends_within(ended, self.keepalive_s):
                     break  # replaced, deleted, or the proxy is stopping (shutdown need not wait for it)

@@ -35,6 +35,7 @@ from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 
+from ..faces.checks import takes_sse
 from ..metrics import clock
 from ..sse import Event, SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
@@ -133,17 +134,6 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
         return response
-
-
-def takes_sse(accept: str | None) -> bool:
-    """Whether a client's `Accept` allows `text/event-stream` (no header: anything)."""
-    if not accept:
-        return True
-    for part in accept.split(","):
-        media = part.split(";")[0].strip().lower()
-        if media in ("text/event-stream", "text/*", "*/*"):
-            return True
-    return False
 
 
 def _error_answer(error: McpError, request_id: Any) -> web.Response:

@@ -9,9 +9,11 @@ GET stream without the subscription id (`from_subscription`). The listen ends wi
 (the `ended` event of `ProxySession.open_get_stream`); when the backend ends it first, or the
 connection breaks, it is opened again after `RETRY_S` (doubling up to `MAX_RETRY_S`) while the
 stream stays open. A backend that refuses the listen (a JSON-RPC error) is not asked again for
-that stream. A request of the session that arrives while its listen is being opened waits for the
-backend's acknowledgement (at most `READY_WAIT_S`), so a change that request causes is heard.
-Nothing runs for sessions without a GET stream, nor in front of backends that declare no list
+that stream. A request of the session that goes upstream while its listen is being opened waits
+for the backend's acknowledgement (at most `READY_WAIT_S`), so a change that request causes is
+heard; once a wait has run out (a gateway that holds the SSE answer back), no request waits for
+that listen any more, nor for the ones that replace it while none has been acknowledged
+(docs/decisions.md §65). Nothing runs for sessions without a GET stream, nor in front of backends that declare no list
 changes.
 """
 
@@ -39,17 +41,24 @@ RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 """...doubling while it keeps failing, up to this."""
 READY_WAIT_S = 5.0
-"""Longest a request of the session waits for its listen being opened to be acknowledged."""
+"""Longest a request of the session waits for its listen being opened to be acknowledged (once per
+listen: then the listen counts as ready)."""
 
 
 class _Listen:
-    """One session's listen: the GET stream's end, the headers it goes upstream with, whether the
-    backend has acknowledged it (or the attempt is over), and the task holding it."""
+    """One session's listen: the GET stream's end, the headers it goes upstream with, whether
+    requests need not wait for it (`ready`: the backend acknowledged it, the attempt is over, or a
+    wait ran out), whether the backend acknowledged it, and the task holding it. `unheard`: a wait
+    for its acknowledgement, or for that of a listen it replaced, ran out (requests do not wait)."""
 
-    def __init__(self, ended: asyncio.Event, headers: dict[str, str]):
+    def __init__(self, ended: asyncio.Event, headers: dict[str, str], *, unheard: bool = False):
         self.ended = ended
         self.headers = headers
         self.ready = asyncio.Event()
+        self.acknowledged = False
+        self.unheard = unheard
+        if unheard:
+            self.ready.set()
         self.task: asyncio.Task[None] | None = None
 
 
@@ -68,6 +77,7 @@ class _Hearer:
         agreed = acknowledged_filter(message)
         if agreed is not None:
             self.agreed, self.acknowledged = narrow_filter(agreed, self.wanted), True
+            self.listen.acknowledged = True
             self.listen.ready.set()
             return
         out = from_subscription(message, self.agreed)
@@ -90,13 +100,14 @@ class ListPush:
 
     def watch(self, session: ProxySession, headers: dict[str, str], ended: asyncio.Event) -> None:
         """Hold a listen for the session's GET stream until `ended` is set; one the session holds
-        already is replaced (a resumed stream, changed subscriptions)."""
+        already is replaced (a resumed stream, changed subscriptions: when the one replaced was
+        never acknowledged though a request waited its fill, requests do not wait for the new one)."""
         old = self._listens.pop(session.id, None)
         if old is not None and old.task is not None:
             old.task.cancel()
         if ended.is_set() or not self.offered():
             return
-        listen = _Listen(ended, headers)
+        listen = _Listen(ended, headers, unheard=old is not None and old.unheard and not old.acknowledged)
         self._listens[session.id] = listen
         listen.task = asyncio.ensure_future(self._hold(session, listen))
 
@@ -116,12 +127,19 @@ class ListPush:
             self.watch(session, listen.headers, listen.ended)
 
     async def ready(self, session: ProxySession) -> None:
-        """Wait (at most `READY_WAIT_S`) until a listen being opened for the session is acknowledged."""
+        """Wait until a listen being opened for the session is acknowledged: at most `READY_WAIT_S`
+        for each listen, counted from the first request that waits; when that runs out the listen
+        counts as ready (logged once) and later requests go on at once."""
         listen = self._listens.get(session.id)
         if listen is None or listen.ready.is_set():
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(listen.ready.wait(), READY_WAIT_S)
+        if not listen.ready.is_set():
+            listen.unheard = True
+            listen.ready.set()
+            log.warning("backend %s did not acknowledge subscriptions/listen for a v1 session within %g s (a gateway holding "
+                        "the stream back?); requests of the session no longer wait for it", self.backend.name, READY_WAIT_S)
 
     async def _hold(self, session: ProxySession, listen: _Listen) -> None:
         ender = asyncio.ensure_future(listen.ended.wait())

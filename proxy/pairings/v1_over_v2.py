@@ -57,6 +57,9 @@ LOG_LEVEL = "logLevel"
 """The key of `ProxySession.state` under which a v1 session's `logging/setLevel` level is kept."""
 MAX_SUBSCRIPTIONS = 100
 """Resource subscriptions one v1 session may hold (`resources/subscribe` beyond: -32602)."""
+MAX_URI_CHARS = 8192
+"""Longest URI a v1 session may `resources/subscribe` to (longer: -32602). The session's URIs are
+written to the store, and sent upstream, whole on every change (docs/decisions.md §65)."""
 
 
 def _now_iso() -> str:
@@ -115,6 +118,8 @@ class V1OverV2:
             raise McpError(INVALID_PARAMS, f"{method} needs params.uri (a string)")
         uris = [held for held in session.state.get(SUBSCRIBED) or () if held != uri]
         if method == "resources/subscribe":
+            if len(uri) > MAX_URI_CHARS:
+                raise McpError(INVALID_PARAMS, f"resources/subscribe: params.uri is longer than {MAX_URI_CHARS} characters")
             if len(uris) >= MAX_SUBSCRIPTIONS:
                 raise McpError(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
             uris.append(uri)
@@ -133,10 +138,17 @@ class V1OverV2:
                        request: web.Request) -> dict[str, Any]:
         """The result of one v1 request. Raises `McpError` (mapped for v1 clients by the face)."""
         profile = await self.backend.current()
-        await self.lists.ready(session)  # a change this request causes is heard on the GET stream (§5.9)
-        call = _Call(self, session, reply, self._headers(request), profile.dialect)
         if method == "ping":
             return {}
+        if method == "logging/setLevel":
+            session.state[LOG_LEVEL] = requested_log_level(params)
+            await self._keep(session)
+            return {}
+        if method in ("resources/subscribe", "resources/unsubscribe") and self.lists.offered(resources=True):
+            return await self._subscription(session, method, params)
+        # What goes upstream: a change it causes is heard on the GET stream (§5.9).
+        await self.lists.ready(session)
+        call = _Call(self, session, reply, self._headers(request), profile.dialect)
         if method == "tools/call":
             result = await call.tool(params)
             if "task" in result:
@@ -154,12 +166,6 @@ class V1OverV2:
             result = legacy_result(method, await call.upstream(method, params))
             profile = self.backend.profile
             return tools_list_to_v1(result, profile.tools if profile is not None else {}, self.settings.advertise_task_support)
-        if method == "logging/setLevel":
-            session.state[LOG_LEVEL] = requested_log_level(params)
-            await self._keep(session)
-            return {}
-        if method in ("resources/subscribe", "resources/unsubscribe") and self.lists.offered(resources=True):
-            return await self._subscription(session, method, params)
         if method in ("prompts/get", "resources/read"):
             return legacy_result(method, await call.with_input(method, params))
         return legacy_result(method, await call.upstream(method, params))

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import aiohttp
 import pytest
 from session_support import SessionCaller
 from support import running_proxy
+from tap import RecordingTap
 
 from proxy.app import STATE
+from proxy.faces.replay import REPLAY_BYTES
+from proxy.pairings import v1_lists
 from proxy.pairings.v1_lists import SUBSCRIBED
-from proxy.pairings.v1_over_v2 import MAX_SUBSCRIPTIONS, V1OverV2
-from proxy.sse import SseParser
+from proxy.pairings.v1_over_v2 import MAX_SUBSCRIPTIONS, MAX_URI_CHARS, V1OverV2
+from proxy.sse import SseParser, sse_frame
 
 pytestmark = pytest.mark.peers
 
@@ -158,7 +162,7 @@ async def test_one_listen_per_session_for_as_long_as_its_get_stream(listing_v2_s
         headers = caller.headers({"Accept": "text/event-stream"})
         stream = await http.get(proxy.url, headers=headers)
         assert stream.status == 200
-        assert (await caller.call("ping"))["result"] == {}  # answered once the backend acknowledged the listen
+        assert (await caller.call("ping"))["result"] == {}  # answered by the proxy, without waiting for the listen
         assert len(lists) == 1
         second = await http.get(proxy.url, headers=headers)
         assert second.status == 409
@@ -200,3 +204,94 @@ async def test_resource_subscriptions_are_kept_with_the_session_and_bounded(list
         assert (await caller.call("resources/unsubscribe", {"uri": "reference://r1"}))["result"] == {}
         session = proxy.runner.app[STATE].session_face.sessions.held(caller.session_id)
         assert session.state[SUBSCRIBED] == [f"reference://r{n}" for n in range(2, MAX_SUBSCRIPTIONS)] + ["reference://r0"]
+
+
+async def test_a_subscribed_uri_is_at_most_max_uri_chars_long(listing_v2_server, tmp_path):
+    longest = "reference://" + "n" * (MAX_URI_CHARS - len("reference://"))
+    async with running_proxy(listing_v2_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        caller = SessionCaller(http, proxy.url)
+        await caller.initialize()
+        assert (await caller.call("resources/subscribe", {"uri": longest}))["result"] == {}
+        beyond = await caller.call("resources/subscribe", {"uri": longest + "n"})
+        assert beyond["error"] == {
+            "code": -32602,
+            "message": f"resources/subscribe: params.uri is longer than {MAX_URI_CHARS} characters",
+        }
+        session = proxy.runner.app[STATE].session_face.sessions.held(caller.session_id)
+        assert session.state[SUBSCRIBED] == [longest]
+        stored = await proxy.runner.app[STATE].store.session(caller.session_id)
+    assert stored.params["state"][SUBSCRIBED] == [longest]
+
+
+async def test_a_listen_never_acknowledged_is_waited_for_once_and_never_by_what_the_proxy_answers(
+    listing_v2_server, tmp_path, caplog, monkeypatch
+):
+    caplog.set_level(logging.INFO, logger="proxy")
+    tap = await RecordingTap.start(listing_v2_server.url)
+    tap.held_back.add("subscriptions/listen")  # a gateway that opens the SSE answer and holds the acknowledgement back
+    try:
+        async with running_proxy(tap.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+            caller = SessionCaller(http, proxy.url)
+            await caller.initialize()
+            stream = await http.get(proxy.url, headers=caller.headers({"Accept": "text/event-stream"}))
+            assert stream.status == 200
+            monkeypatch.setattr(v1_lists, "READY_WAIT_S", 3600.0)  # answered by the proxy: never waits at all
+            assert (await asyncio.wait_for(caller.call("ping"), SETTLE_S))["result"] == {}
+            assert (await asyncio.wait_for(caller.call("logging/setLevel", {"level": "info"}), SETTLE_S))["result"] == {}
+            monkeypatch.setattr(v1_lists, "READY_WAIT_S", 0.2)
+            call = {"name": "report_progress", "arguments": {"count": 0}}
+            for _ in range(3):  # the first waits its fill; the others go on at once
+                assert (await caller.call("tools/call", call))["result"]["content"] == [{"type": "text", "text": "progress done"}]
+            monkeypatch.setattr(v1_lists, "READY_WAIT_S", 3600.0)  # the replacing listen is not waited for either
+            assert (await asyncio.wait_for(caller.call("resources/subscribe", {"uri": "reference://notes"}), SETTLE_S))[
+                "result"
+            ] == {}
+            answer = await asyncio.wait_for(caller.call("tools/call", call), SETTLE_S)
+            assert answer["result"]["content"] == [{"type": "text", "text": "progress done"}]
+            await _until(lambda: tap.methods.count("subscriptions/listen") == 2)
+            stream.close()
+    finally:
+        await tap.stop()
+    warnings = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [
+        (
+            "proxy.pairings.v1_lists",
+            "backend main did not acknowledge subscriptions/listen for a v1 session within 0.2 s (a gateway holding the "
+            "stream back?); requests of the session no longer wait for it",
+        )
+    ]
+
+
+async def _events(response: aiohttp.ClientResponse, parser: SseParser, until_id: int) -> list[tuple[int, dict]]:
+    """(id, message) of each event on a GET stream, up to and with the event `until_id`."""
+    events: list[tuple[int, dict]] = []
+    while not events or events[-1][0] != until_id:
+        events.extend((int(event.id), json.loads(event.data)) for event in parser.feed(await response.content.readany()))
+    return events
+
+
+async def test_the_replay_buffer_keeps_the_newest_events_within_replay_bytes(listing_v2_server, tmp_path):
+    uri = "reference://" + "u" * (MAX_URI_CHARS - len("reference://"))
+    touches = 140  # of about 8.2 KB each: more than REPLAY_BYTES together, fewer than replay_events
+    async with running_proxy(listing_v2_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        caller = SessionCaller(http, proxy.url)
+        await caller.initialize()
+        headers = caller.headers({"Accept": "text/event-stream"})
+        stream = await http.get(proxy.url, headers=headers)
+        assert (await caller.call("resources/subscribe", {"uri": uri}))["result"] == {}
+        for _ in range(touches):
+            touched = await caller.call("tools/call", {"name": "touch_resource", "arguments": {"uri": uri}})
+            assert touched["result"]["content"] == [{"type": "text", "text": f"touched {uri}"}]
+        heard = await asyncio.wait_for(_events(stream, SseParser(), touches), SETTLE_S)
+        resumed = await http.get(proxy.url, headers={**headers, "Last-Event-ID": "0"})
+        replayed = await asyncio.wait_for(_events(resumed, SseParser(), touches), SETTLE_S)
+        resumed.close()
+        stream.close()
+    updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+    assert heard == [(n, updated) for n in range(1, touches + 1)]
+    kept, size = 0, 0  # the newest events whose frames fit in REPLAY_BYTES together
+    while size + len(sse_frame(touches - kept, updated)) <= REPLAY_BYTES:
+        size += len(sse_frame(touches - kept, updated))
+        kept += 1
+    assert kept == 126
+    assert replayed == heard[-kept:]

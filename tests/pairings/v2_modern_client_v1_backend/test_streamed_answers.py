@@ -25,11 +25,13 @@ async def caller(reference_v1_server, tmp_path: Path):
 
 
 async def _post(
-    caller: Caller, name: str, arguments: dict[str, Any], extra_meta: dict[str, Any]
+    caller: Caller, name: str, arguments: dict[str, Any], extra_meta: dict[str, Any], accept: str | None = None
 ) -> tuple[aiohttp.ClientResponse, list[Any]]:
     body = caller.body("tools/call", {"name": name, "arguments": arguments})
     body["params"]["_meta"].update(extra_meta)
     headers = {**caller.headers("tools/call"), "Content-Type": "application/json"}
+    if accept is not None:
+        headers["Accept"] = accept
     async with caller.http.post(caller.url, data=json.dumps(body), headers=headers) as response:
         raw = await response.read()
     if response.headers["Content-Type"].startswith("text/event-stream"):
@@ -80,6 +82,19 @@ async def test_log_level_debug_gets_every_level(caller):
 
 async def test_an_answer_with_nothing_before_it_is_json(caller):
     response, messages = await _post(caller, "report_progress", {"count": 5}, {})
+    assert response.headers["Content-Type"] == "application/json"
+    assert messages == [{"jsonrpc": "2.0", "id": 1, "result": DONE}]
+
+
+async def test_a_client_that_takes_json_only_gets_its_answer_as_json_without_the_notifications(caller):
+    response, messages = await _post(
+        caller,
+        "report_progress",
+        {"count": 4},
+        {"progressToken": "tok", "io.modelcontextprotocol/logLevel": "debug"},
+        "application/json",
+    )
+    assert response.status == 200
     assert response.headers["Content-Type"] == "application/json"
     assert messages == [{"jsonrpc": "2.0", "id": 1, "result": DONE}]
 
