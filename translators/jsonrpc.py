@@ -51,6 +51,11 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _readable_id(obj: dict[str, Any]) -> RequestId | None:
+    request_id = obj.get("id")
+    return request_id if _valid_id(request_id) else None
+
+
 def classify(obj: Any) -> Message:
     """Classify a decoded JSON value as a JSON-RPC message.
 
@@ -64,11 +69,11 @@ def classify(obj: Any) -> Message:
     if obj.get("jsonrpc") != "2.0":
         raise McpError(INVALID_REQUEST, 'Not a JSON-RPC 2.0 message: "jsonrpc" must be "2.0"')
     if "method" in obj:
-        readable_id = obj.get("id") if _valid_id(obj.get("id")) else None  # the answer names it when it can
+        # An invalid request names its id in the answer when the id is readable.
         if not isinstance(obj["method"], str) or not obj["method"]:
-            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string', request_id=readable_id)
+            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string', request_id=_readable_id(obj))
         if "params" in obj and not isinstance(obj["params"], dict):
-            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object', request_id=readable_id)
+            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object', request_id=_readable_id(obj))
         if "id" not in obj:
             return Message("notification", obj)
         if not _valid_id(obj["id"]):
