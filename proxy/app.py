@@ -81,15 +81,12 @@ class ProxyState:
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
     entry = request.app[STATE].entry
     assert entry is not None, "the application has not started"
-    request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
-    token = REQUEST_ID.set(request_id)
-    try:
-        return await entry.get_or_delete(request)
-    finally:
-        REQUEST_ID.reset(token)
+    return await entry.get_or_delete(request)
 
 
 async def _post(request: web.Request) -> web.StreamResponse:
+    """Every POST, with its request id set inline (what `_with_request_id` does for the other
+    routes): the relay's path, one coroutine less per request."""
     entry = request.app[STATE].entry
     assert entry is not None, "the application has not started"
     request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
@@ -134,7 +131,7 @@ async def _status_page(request: web.Request) -> web.Response:
 
 def _with_request_id(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """`handler` with the request's id (see `proxy.logs.request_id_from`) for log lines and the
-    response (the MCP endpoint's handlers do the same inline: one coroutine less per request)."""
+    response (`_post` does the same inline: one coroutine less on the relay's path)."""
 
     async def identified(request: web.Request) -> web.StreamResponse:
         request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
@@ -297,8 +294,8 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:
         app.router.add_post(route, _post)
-        app.router.add_get(route, _get_or_delete, allow_head=False)
-        app.router.add_delete(route, _get_or_delete)
+        app.router.add_get(route, _with_request_id(_get_or_delete), allow_head=False)
+        app.router.add_delete(route, _with_request_id(_get_or_delete))
     app.router.add_get("/healthz", _with_request_id(_healthz))
     app.router.add_get("/readyz", _with_request_id(_readyz))
     app.router.add_get("/metrics", _with_request_id(_metrics))

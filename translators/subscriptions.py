@@ -85,16 +85,22 @@ def for_subscription(message: Mapping[str, Any], subscription_id: Any, agreed: M
     subscription id; None for anything else (task status goes by `tasks_notification`)."""
     method = message.get("method")
     params = message.get("params") if isinstance(message.get("params"), Mapping) else None
+    if not _agreed(method, params, agreed):
+        return None
+    return {"jsonrpc": "2.0", "method": method, "params": _stamped(subscription_id, params)}
+
+
+def _agreed(method: Any, params: Mapping[str, Any] | None, agreed: Mapping[str, Any]) -> bool:
+    """Whether a notification is one a subscription with filter `agreed` carries: a list change it
+    agreed to, or `notifications/resources/updated` for one of its `resourceSubscriptions`."""
     flag = _FLAG_OF.get(method) if isinstance(method, str) else None
     if flag is not None:
-        if agreed.get(flag) is not True:
-            return None
-        return {"jsonrpc": "2.0", "method": method, "params": _stamped(subscription_id, params)}
-    if method == "notifications/resources/updated" and params is not None:
-        if params.get("uri") not in (agreed.get("resourceSubscriptions") or ()):
-            return None
-        return {"jsonrpc": "2.0", "method": method, "params": _stamped(subscription_id, params)}
-    return None
+        return agreed.get(flag) is True
+    return (
+        method == "notifications/resources/updated"
+        and params is not None
+        and params.get("uri") in (agreed.get("resourceSubscriptions") or ())
+    )
 
 
 def tasks_notification(subscription_id: Any, detailed_task: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,13 +185,7 @@ def from_subscription(message: Mapping[str, Any], agreed: Mapping[str, Any]) -> 
     and anything else."""
     method = message.get("method")
     params = message.get("params") if isinstance(message.get("params"), Mapping) else None
-    flag = _FLAG_OF.get(method) if isinstance(method, str) else None
-    if flag is not None:
-        if agreed.get(flag) is not True:
-            return None
-    elif method != "notifications/resources/updated" or params is None:
-        return None
-    elif params.get("uri") not in (agreed.get("resourceSubscriptions") or ()):
+    if not _agreed(method, params, agreed):
         return None
     out: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     rest = _unstamped(params)

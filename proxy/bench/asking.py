@@ -53,19 +53,8 @@ def _answer(text: str) -> dict[str, Any]:
 
 async def v1_ask(client: SessionClient, text: str) -> None:
     """One lifecycle with a question as a v1 client (the session must be open)."""
-    created, _ = await client.request("tools/call", {"name": "ask", "arguments": {"text": text}, "task": {"ttl": TASK_TTL_MS}})
-    task = created.get("task")
-    if not isinstance(task, dict) or not isinstance(task.get("taskId"), str):
-        raise BenchError(f"tools/call answered no CreateTaskResult: {json.dumps(created)[:200]}")
-    task_id, status = task["taskId"], task.get("status")
-    interval = (task.get("pollInterval") or 100) / 1000
-    for _ in range(MAX_POLLS):
-        if status != "working":
-            break
-        await asyncio.sleep(interval)
-        got, _ = await client.request("tasks/get", {"taskId": task_id})
-        status = got.get("status")
-        interval = (got.get("pollInterval") or interval * 1000) / 1000
+    task_id, status, interval = await client.start_task("ask", {"text": text}, TASK_TTL_MS)
+    status = await client.poll(task_id, status, interval, lambda s: s == "working")
     if status != "input_required":
         raise BenchError(f"task is {status!r}, not input_required")
     result = await _v1_result(client, task_id, text)

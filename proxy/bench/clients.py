@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,19 +170,8 @@ class SessionClient:
 
     async def lifecycle(self) -> int:
         tools = self.tools
-        created, _ = await self.request("tools/call", {"name": tools.task, "arguments": tools.task_args, "task": {"ttl": 60_000}})
-        task = created.get("task")
-        if not isinstance(task, dict) or not isinstance(task.get("taskId"), str):
-            raise BenchError(f"tools/call answered no CreateTaskResult: {json.dumps(created)[:200]}")
-        task_id, status = task["taskId"], task.get("status")
-        interval = (task.get("pollInterval") or 100) / 1000
-        for _ in range(MAX_POLLS):
-            if status in TERMINAL:
-                break
-            await asyncio.sleep(interval)
-            got, _ = await self.request("tasks/get", {"taskId": task_id})
-            status = got.get("status")
-            interval = (got.get("pollInterval") or interval * 1000) / 1000
+        task_id, status, interval = await self.start_task(tools.task, tools.task_args)
+        status = await self.poll(task_id, status, interval, lambda s: s not in TERMINAL)
         if status != "completed":
             raise BenchError(f"task ended {status!r}")
         result, _ = await self.request("tasks/result", {"taskId": task_id})
@@ -189,9 +179,29 @@ class SessionClient:
             raise BenchError(f"tasks/result answered {json.dumps(result)[:200]}")
         return 0
 
+    async def start_task(self, name: str, arguments: dict[str, Any], ttl_ms: int = 60_000) -> tuple[str, Any, float]:
+        """`tools/call` as a task: (its taskId, its status, seconds until the first poll). Raises
+        `BenchError` without a CreateTaskResult."""
+        created, _ = await self.request("tools/call", {"name": name, "arguments": arguments, "task": {"ttl": ttl_ms}})
+        task = created.get("task")
+        if not isinstance(task, dict) or not isinstance(task.get("taskId"), str):
+            raise BenchError(f"tools/call answered no CreateTaskResult: {json.dumps(created)[:200]}")
+        return task["taskId"], task.get("status"), (task.get("pollInterval") or 100) / 1000
+
+    async def poll(self, task_id: str, status: Any, interval: float, going_on: Callable[[Any], bool]) -> Any:
+        """`tasks/get` at the task's interval while `going_on(status)` (at most `MAX_POLLS` times);
+        the last status."""
+        for _ in range(MAX_POLLS):
+            if not going_on(status):
+                break
+            await asyncio.sleep(interval)
+            got, _ = await self.request("tasks/get", {"taskId": task_id})
+            status = got.get("status")
+            interval = (got.get("pollInterval") or interval * 1000) / 1000
+        return status
+
     async def create_sleeping(self, seconds: float) -> str:
-        created, _ = await self.request("tools/call", {"name": "sleep", "arguments": {"seconds": seconds}, "task": {"ttl": 600_000}})
-        return str(created["task"]["taskId"])
+        return (await self.start_task("sleep", {"seconds": seconds}, 600_000))[0]
 
     async def progress(self) -> int:
         if self.tools.progress is None:
