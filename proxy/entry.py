@@ -152,6 +152,8 @@ class Entry:
             raise McpError(INVALID_REQUEST, "The 2026-07-28 wire has no server requests to answer")
         forward = self.settings.upstream_headers(request.headers)
         out = AnswerStream(request, self._keepalive_s)
+        if out.gone and message.method == "subscriptions/listen":  # decision 66: nothing it could receive
+            raise McpError(INVALID_REQUEST, "Not Acceptable: subscriptions/listen is answered as text/event-stream", http_status=406)
         call = ModernRequest(message.method, message.params, meta, principal, forward, out.notify, message.id)
         try:
             reply = await pairing.answer(call)  # type: ignore[union-attr]

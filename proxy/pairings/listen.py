@@ -49,7 +49,12 @@ async def listen(pairing: Any, call: ModernRequest) -> Reply:
     if "taskIds" in agreed:
         agreed["taskIds"] = list(tasks)
     subscription = call.request_id
-    session = await pairing._session(call)
+    started = asyncio.get_running_loop().time()
+
+    async def hear_from_the_start(opened: Any) -> None:
+        await pairing.follower.inputs.listening(opened, call.upstream_headers)
+
+    session = await pairing._session(call, before_initialized=hear_from_the_start)
     await pairing.follower.inputs.listening(session, call.upstream_headers)
     for uri in agreed.get("resourceSubscriptions", ()):
         await session.request("resources/subscribe", {"uri": uri}, headers=call.upstream_headers)
@@ -62,7 +67,7 @@ async def listen(pairing: Any, call: ModernRequest) -> Reply:
         queue.put_nowait(message)
 
     if listener is not None:
-        listener.subscribers.add(heard)
+        listener.subscribe(heard, started)
     try:
         await call.notify(acknowledged(subscription, agreed))
         last: dict[str, dict[str, Any]] = {}

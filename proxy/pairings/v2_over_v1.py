@@ -39,6 +39,7 @@ from translators.results import discover_result, tools_list_to_v2
 from translators.sealing import TaskRef
 
 from ..faces.modern import ModernRequest, Reply
+from ..upstream.pool import Starting
 from ..upstream.session_wire import SessionLost, UpstreamSession
 from .handover import requests_of
 from .listen import listen
@@ -95,8 +96,9 @@ class V2OverV1:
         """What the caller's upstream session declares in `initialize` (docs/behaviour.md §4.1)."""
         return upstream_client_capabilities(call.meta.client_capabilities)
 
-    async def _session(self, call: ModernRequest) -> UpstreamSession:
-        return await self.backend.pool.shared(call.principal, self.session_capabilities(call), call.upstream_headers)
+    async def _session(self, call: ModernRequest, *, before_initialized: Starting | None = None) -> UpstreamSession:
+        return await self.backend.pool.shared(call.principal, self.session_capabilities(call), call.upstream_headers,
+                                              before_initialized=before_initialized)
 
     async def _upstream(self, call: ModernRequest, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request on the caller's pooled session; a session the backend forgot (404 before it

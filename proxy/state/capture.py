@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,6 +34,9 @@ from ..upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSes
 from .store import CapturedInput, TaskStateStore
 
 log = logging.getLogger(__name__)
+
+RECENT_LIMIT = 64
+"""Notifications of a GET stream remembered for a listen that subscribes late (`SessionListener.subscribe`)."""
 
 GET_STREAM_RETRY_S = 0.5
 """Pause before the GET stream of a session with live tasks is opened again after it ended."""
@@ -179,7 +183,20 @@ class SessionListener:
         """Set once the stream is open, or once it is known there will be none."""
         self.subscribers: set[Callable[[dict[str, Any]], None]] = set()
         """Called with every notification the stream carries (`subscriptions/listen`, §4.9)."""
+        self.recent: deque[tuple[float, dict[str, Any]]] = deque(maxlen=RECENT_LIMIT)
+        """The last notifications heard, with the loop time they came (see `subscribe`)."""
         self.task = asyncio.ensure_future(self._run())
+
+    def subscribe(self, subscriber: Callable[[dict[str, Any]], None], since: float) -> None:
+        """Call `subscriber` with every notification from now on, first with those heard since
+        `since` (loop time; each distinct message once): a listen that opened this session hears
+        what the backend announced while the session started (§4.9, decision 66)."""
+        replayed: list[dict[str, Any]] = []
+        for heard_at, message in self.recent:
+            if heard_at >= since and message not in replayed:
+                replayed.append(message)
+                subscriber(message)
+        self.subscribers.add(subscriber)
 
     async def _run(self) -> None:
         try:
@@ -203,6 +220,7 @@ class SessionListener:
         return None
 
     async def _on_notification(self, message: dict[str, Any]) -> None:
+        self.recent.append((asyncio.get_running_loop().time(), message))
         for subscriber in list(self.subscribers):
             subscriber(message)
         if message.get("method") != "notifications/tasks/status":

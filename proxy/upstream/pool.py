@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from cachetools import LRUCache
 
 from .endpoint import Endpoint
 from .session_wire import UpstreamSession
+
+Starting = Callable[[UpstreamSession], Awaitable[None]]
+"""Run on a new session between `initialize` and `notifications/initialized`."""
 
 
 def _capability_key(capabilities: Mapping[str, Any]) -> str:
@@ -37,9 +40,11 @@ class SessionPool:
         self._by_id: LRUCache[str, UpstreamSession] = LRUCache(maxsize=max_sessions)
         self._locks: LRUCache[tuple[str, str], asyncio.Lock] = LRUCache(maxsize=max_sessions)
 
-    async def shared(self, principal: str, capabilities: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamSession:
+    async def shared(self, principal: str, capabilities: Mapping[str, Any], headers: Mapping[str, str], *,
+                     before_initialized: Starting | None = None) -> UpstreamSession:
         """The principal's pooled session for these capabilities, initialised on first use and
-        re-initialised when the backend lost it. Raises `McpError` when `initialize` fails."""
+        re-initialised when the backend lost it; `before_initialized` runs when this call opens
+        the session (`UpstreamSession.initialize`). Raises `McpError` when `initialize` fails."""
         key = (principal, _capability_key(capabilities))
         lock = self._locks.get(key)
         if lock is None:
@@ -47,14 +52,15 @@ class SessionPool:
         async with lock:
             session = self._shared.get(key)
             if session is None or session.lost or not session.session_id:
-                session = await self.fresh(capabilities, headers)
+                session = await self.fresh(capabilities, headers, before_initialized=before_initialized)
                 self._shared[key] = session
             return session
 
-    async def fresh(self, capabilities: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamSession:
+    async def fresh(self, capabilities: Mapping[str, Any], headers: Mapping[str, str], *,
+                    before_initialized: Starting | None = None) -> UpstreamSession:
         """A new initialised session, not shared (v1_session_scope = "task")."""
         session = UpstreamSession(self.backend, capabilities)
-        await session.initialize(headers)
+        await session.initialize(headers, before_initialized=before_initialized)
         if session.session_id:
             self._by_id[session.session_id] = session
         return session

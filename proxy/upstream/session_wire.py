@@ -67,8 +67,12 @@ class UpstreamSession:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def initialize(self, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    async def initialize(self, headers: Mapping[str, str] | None = None, *,
+                         before_initialized: Callable[[UpstreamSession], Awaitable[None]] | None = None) -> dict[str, Any]:
         """Run `initialize` and `notifications/initialized`; return the `InitializeResult`.
+        `before_initialized` runs between the two, once the session has its id: a GET stream
+        opened there hears what the backend announces when the session starts (docs/behaviour.md
+        §4.9, decision 66).
 
         Raises `McpError` for a backend error or an unreachable/non-MCP backend (HTTP 502).
         """
@@ -83,6 +87,8 @@ class UpstreamSession:
         self.server_info = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
         self.instructions = result.get("instructions") if isinstance(result.get("instructions"), str) else None
         self.lost = False
+        if before_initialized is not None:
+            await before_initialized(self)
         await self.notify("notifications/initialized", headers=headers)
         return result
 

@@ -2,7 +2,9 @@
 client) through the proxy to two 2025-11-25 servers: the TypeScript reference server
 `@modelcontextprotocol/server-everything` 2026.8.31 and the reference v1 server (mcp==1.30.0,
 with its opt-in `add_tool`). What streams (docs/behaviour.md §4.9, §4.10): progress to the
-client's `onprogress` callback, log messages at the per-request level, and `listen()`.
+client's `onprogress` callback, log messages at the per-request level (server-everything logs
+only session-wide, which no request gets: decision 66), and `listen()`, with the tools
+server-everything adds as its session starts.
 
 `tests/node/sdk_client.mjs` drives the client with its own Streamable HTTP transport; the
 packages are pinned in `proxy/demo/node_packages.py` and installed into the cache on first use,
@@ -75,6 +77,23 @@ async def via_v1(listing_v1_server: ServerProcess, tmp_path: Path) -> AsyncItera
         yield proxy
 
 
+EVERYTHING_TOOLS = [
+    "echo",
+    "get-annotated-message",
+    "get-env",
+    "get-resource-links",
+    "get-resource-reference",
+    "get-structured-content",
+    "get-sum",
+    "get-tiny-image",
+    "gzip-file-as-resource",
+    "toggle-simulated-logging",
+    "toggle-subscriber-updates",
+    "trigger-long-running-operation",
+]
+"""server-everything's tools before `notifications/initialized`."""
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
@@ -120,7 +139,29 @@ async def test_everything_listen_is_acknowledged_and_a_resource_list_change_deli
         },
     )
     assert answer["honored"] == [{"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True}]
-    assert answer["delivered"] == ["notifications/resources/list_changed"]
+    # the tool added at the session's start (see below), then the resource the call added
+    assert answer["delivered"] == ["notifications/tools/list_changed", "notifications/resources/list_changed"]
+    assert answer["closed"] == ["local"]
+
+
+async def test_everything_listen_hears_the_tools_the_backend_adds_when_its_session_starts(node, via_everything):
+    # server-everything registers its conditional tools at `notifications/initialized`; the listen
+    # opens the principal's upstream session, whose GET stream is open before that (decision 66).
+    answer = await _client(
+        node,
+        via_everything,
+        "listen",
+        {
+            "filter": {"toolsListChanged": True},
+            "tool": "echo",
+            "arguments": {"message": "after listen"},
+            "wait": "notifications/tools/list_changed",
+        },
+    )
+    assert answer["honored"] == [{"toolsListChanged": True}]
+    assert answer["delivered"] == ["notifications/tools/list_changed"]
+    assert answer["result"]["content"] == [{"type": "text", "text": "Echo: after listen"}]
+    assert answer["tools"] == [*EVERYTHING_TOOLS, "simulate-research-query"]  # the one it added for this client
     assert answer["closed"] == ["local"]
 
 
@@ -139,6 +180,21 @@ async def test_everything_a_subscribed_resource_update_reaches_the_listener(node
     )
     assert answer["honored"] == [{"resourceSubscriptions": [uri]}]
     assert answer["delivered"] == [f"notifications/resources/updated {uri}"]
+
+
+async def test_everything_session_wide_logs_reach_no_request(node, via_everything):
+    # server-everything logs only session-wide (no related request); with the upstream GET stream
+    # held by a listen, the proxy hears them and must not put them on the call's answer (§4.10,
+    # decision 66). The second call toggles the simulated logging off again.
+    argument = {"tool": "toggle-simulated-logging", "arguments": {}, "level": "debug", "listen": {"toolsListChanged": True}}
+    started = await _client(node, via_everything, "logs", {**argument, "settleMs": 300})
+    stopped = await _client(node, via_everything, "logs", argument)
+    assert started["logs"] == []
+    assert stopped["logs"] == []
+    [text] = [block["text"] for block in started["result"]["content"]]
+    session = text.removeprefix("Started simulated, random-leveled logging for session ").split(" ", 1)[0]
+    assert text.startswith(f"Started simulated, random-leveled logging for session {session} at a 5 second pace.")
+    assert stopped["result"]["content"] == [{"type": "text", "text": f"Stopped simulated logging for session {session}"}]
 
 
 # -- the reference v1 server (`listing_v1_server`: tools.listChanged and add_tool) ---------------

@@ -9,9 +9,10 @@
 //   progress {tool, arguments}
 //       calls the tool with an onprogress callback:
 //       {"ok": true, "progress": [{progress, total, message}...], "result": {...}}
-//   logs {tool, arguments, level}
-//       calls the tool with _meta io.modelcontextprotocol/logLevel = level, records every
-//       notifications/message, and tries setLoggingLevel(level) afterwards:
+//   logs {tool, arguments, level, listen}
+//       with `listen` (a filter) first opens listen(listen) and holds it, then calls the tool with
+//       _meta io.modelcontextprotocol/logLevel = level, records every notifications/message, waits
+//       `settleMs` (default 0), and tries setLoggingLevel(level) afterwards:
 //       {"ok": true, "logs": [{level, logger, data}...], "result": {...}, "setLoggingLevel": "<error>"}
 //   listen {filter, tool, arguments, wait, listeners}
 //       listen(filter) `listeners` times (default 1), then calls the tool, then waits for
@@ -59,9 +60,12 @@ async function logs() {
     const { level, logger, data } = n.params;
     seen.push({ level, logger, data });
   });
+  const subscription = arg.listen === undefined ? null : await client.listen(arg.listen);
   const result = await client.callTool({
     name: arg.tool, arguments: arg.arguments, _meta: { "io.modelcontextprotocol/logLevel": arg.level },
   });
+  await new Promise((resolve) => setTimeout(resolve, arg.settleMs ?? 0));
+  if (subscription !== null) await subscription.close();
   let setLoggingLevel = null;
   try {
     await client.setLoggingLevel(arg.level);

@@ -99,6 +99,19 @@ async def test_a_client_that_takes_json_only_gets_its_answer_as_json_without_the
     assert messages == [{"jsonrpc": "2.0", "id": 1, "result": DONE}]
 
 
+async def test_a_listen_from_a_client_that_takes_json_only_is_refused_406(caller):
+    body = caller.body("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    headers = {**caller.headers("subscriptions/listen"), "Content-Type": "application/json", "Accept": "application/json"}
+    async with caller.http.post(caller.url, data=json.dumps(body), headers=headers) as response:
+        answer = await response.json()
+    assert response.status == 406
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32600, "message": "Not Acceptable: subscriptions/listen is answered as text/event-stream"},
+    }
+
+
 PROGRESS_SCRIPT = Path(__file__).resolve().parents[2] / "peers" / "fastmcp4_progress_check.py"
 
 
