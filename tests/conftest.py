@@ -100,6 +100,16 @@ def listing_v1_server() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def resources_v1_server() -> Iterator[ServerProcess]:
+    """The reference v1 server opted in to list changes and resource subscriptions
+    (``REFERENCE_V1_LIST_CHANGED=1``, ``REFERENCE_V1_RESOURCES=1``: ``tools.listChanged``,
+    ``resources.subscribe``, ``add_tool``, ``touch_resource`` and ``reference://notes``), one per
+    run, stopped by its own handle."""
+    env = {"REFERENCE_V1_LIST_CHANGED": "1", "REFERENCE_V1_RESOURCES": "1"}
+    yield from _running(lambda: start_reference_v1_server(env=env))
+
+
+@pytest.fixture(scope="session")
 def listing_v2_server() -> Iterator[ServerProcess]:
     """The reference v2 server opted in to list changes (``REFERENCE_V2_LIST_CHANGED=1``: it serves
     ``subscriptions/listen`` and has ``add_tool``, ``touch_resource`` and ``reference://notes``), one

@@ -25,17 +25,38 @@ def discover_result(
     (core 2026-07-28; docs/behaviour.md §4.9): the 2026-07-28 version only, capabilities as v2 shows
     them, `logging` when the backend declares it, the tasks extension when the backend offers tool
     tasks, and the proxy's server info."""
-    # listChanged/subscribe: delivered through subscriptions/listen (§4.9).
-    shown = advertised(capabilities, server_capabilities_to_v2(capabilities))
+    # listChanged/subscribe: delivered through subscriptions/listen (§4.9); log messages reach the
+    # request that asked for them (§4.10).
+    shown = carried_capabilities(capabilities, server_capabilities_to_v2(capabilities))
     result: dict[str, Any] = {"supportedVersions": [MODERN_VERSION], "capabilities": shown}
-    if isinstance(capabilities.get("logging"), dict):
-        # Log messages reach the request that asked for them (§4.10).
-        result["capabilities"]["logging"] = {}
     if offers_tool_tasks:
         result["capabilities"] = with_tasks_extension(result["capabilities"])
     if instructions:
         result["instructions"] = instructions
     return with_server_info(complete_result("server/discover", result, cache_ttl_ms=cache_ttl_ms), SERVER_INFO)
+
+
+def carried_capabilities(capabilities: Mapping[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+    """`shown` (a backend's capabilities as a face shows them, without what the proxy must carry)
+    with what the proxy carries put back where the backend declares it: `listChanged` and
+    `resources.subscribe` (`subscriptions.advertised`), and `logging: {}` when the backend declares
+    `logging` (an object). Inverse: `uncarried_capabilities`."""
+    out = advertised(capabilities, shown)
+    if isinstance(capabilities.get("logging"), dict):
+        out["logging"] = {}
+    return out
+
+
+def uncarried_capabilities(shown: Mapping[str, Any]) -> dict[str, Any]:
+    """`shown` without what the proxy carries (`listChanged`, `resources.subscribe`, `logging`):
+    the capabilities a face shows where the proxy carries none of it. Inverse of
+    `carried_capabilities` (for capabilities shown without them)."""
+    out = {name: value for name, value in shown.items() if name != "logging"}
+    for name in ("tools", "prompts", "resources"):
+        value = out.get(name)
+        if isinstance(value, Mapping):
+            out[name] = {key: flag for key, flag in value.items() if key not in ("listChanged", "subscribe")}
+    return out
 
 
 def initialize_result_v1(capabilities: dict[str, Any], instructions: str | None, *, listens: bool = False) -> dict[str, Any]:
@@ -64,8 +85,12 @@ def initialize_result_v2_session(
     """The proxy's `InitializeResult` for a v2-session client, without `protocolVersion`: the
     backend's capabilities as v2 shows them (no `tasks` key), with the tasks extension (a v1
     backend's comes from its `tasks.requests.tools.call`; a v2-modern backend's when it offers
-    tool tasks)."""
+    tool tasks). In front of a v1 or v2-modern backend `listChanged`, `resources.subscribe` and
+    `logging` are shown where the backend declares them (`carried_capabilities`: the proxy carries
+    them to the session's GET stream and to each request's stream, docs/behaviour.md §3)."""
     shown = server_capabilities_to_v2(capabilities)
+    if backend_dialect in ("v1", "v2-modern"):
+        shown = carried_capabilities(capabilities, shown)
     if backend_dialect == "v2-modern" and offers_tool_tasks:
         shown = with_tasks_extension(shown)
     result: dict[str, Any] = {"capabilities": shown, "serverInfo": SERVER_INFO}

@@ -182,7 +182,8 @@ def from_subscription(message: Mapping[str, Any], agreed: Mapping[str, Any]) -> 
     change `agreed` asked for, or `notifications/resources/updated` for a URI in its
     `resourceSubscriptions`, without the subscription-id stamp (an `_meta` left empty goes, and
     `params` with it when nothing else is left); None for the acknowledgement, `notifications/tasks`
-    and anything else."""
+    and anything else. A v1 backend's GET-stream notification (never stamped) comes out the same way
+    for a v2-session client's GET stream (§3)."""
     method = message.get("method")
     params = message.get("params") if isinstance(message.get("params"), Mapping) else None
     if not _agreed(method, params, agreed):

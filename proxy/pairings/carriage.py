@@ -10,18 +10,23 @@
   The session's capabilities stand in for the per-request `_meta`, and where a modern client would
   get an MRTR `InputRequiredResult`, the session client gets server→client requests on the POST's
   stream (`mrtr.input_rounds`). Task ids are the modern pairing's (sealed over a v1 backend; the
-  backend's own over a v2 backend).
+  backend's own over a v2 backend). `logging/setLevel` is kept with the session and goes with each
+  request as its `io.modelcontextprotocol/logLevel`; the log messages and progress of a request go
+  to that request's POST stream (filtered at that level by the proxy too), and the session's GET
+  stream gets list changes and resource updates (`session_push.SessionPush`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from translators.differences import created_task_from_v2, created_task_result_v2, drop_task_param, inline_result_type
-from translators.envelope import complete_result, session_meta, session_v2_result, strip_envelope
+from translators.envelope import ModernMeta, complete_result, session_meta, session_v2_result, strip_envelope
 from translators.errors import INVALID_PARAMS, McpError
 from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.inputs import input_response_from_v1, strip_mrtr
@@ -29,14 +34,18 @@ from translators.model import InputRequest
 from translators.protocol import H_NAME, MRTR_METHODS
 from translators.results import initialize_result_v2_session
 from translators.sealing import TaskRef
+from translators.streaming import request_notification, requested_log_level
 
 from ..faces.modern import ModernRequest, Reply
 from ..faces.session import ProxySession, SessionReply
 from ..upstream.modern_wire import ModernClient
-from ..upstream.session_wire import SessionLost
+from ..upstream.session_wire import SessionLost, UpstreamSession
 from ..upstream.v2_session_wire import session_capabilities
 from .mrtr import Exchange, Finished, input_rounds
 from .parts import MemberParts
+from .session_push import SessionPush, subscriptions_after
+from .v1_lists import SUBSCRIBED
+from .v1_over_v2 import LOG_LEVEL
 from .v2_over_v1 import V2OverV1
 
 
@@ -95,32 +104,78 @@ class V2SessionCarriage:
     def __init__(self, parts: MemberParts):
         self.settings = parts.settings
         self.backend = parts.backend
+        self.store = parts.follower.store
         self.modern_pairing = V2OverV1(parts)
         self.modern = ModernClient(parts.backend.connector)
+        self.push = SessionPush(parts.backend, self.modern, self._meta, parts.follower.inputs, self._upstream_session)
+        """What the sessions' GET streams get while they are open (list changes, resource updates)."""
 
     async def initialize_result(self, _params: dict[str, Any]) -> dict[str, Any]:
         """`InitializeResult` without `protocolVersion`: the backend's capabilities with the tasks
-        extension (v2 style, no `tasks` key)."""
+        extension (v2 style, no `tasks` key), `logging`, `listChanged` and `subscribe` where the
+        backend declares them (the proxy carries them)."""
         profile = await self.backend.current()
         return initialize_result_v2_session(profile.capabilities, profile.instructions, backend_dialect=profile.dialect,
                                             offers_tool_tasks=profile.offers_tool_tasks)
 
+    def _meta(self, session: ProxySession) -> ModernMeta:
+        return session_meta(session.client_capabilities, session.client_info, session.state.get(LOG_LEVEL))
+
+    def _call(self, session: ProxySession, method: str, params: dict[str, Any], headers: dict[str, str],
+              notify: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> ModernRequest:
+        return ModernRequest(method, params, self._meta(session), session.principal, headers, notify)
+
+    async def _upstream_session(self, session: ProxySession, headers: dict[str, str]) -> UpstreamSession:
+        """The pooled upstream session the session's requests go on (a v1 backend, §4.1)."""
+        return await self.modern_pairing._session(self._call(session, "ping", {}, headers))
+
+    def get_stream_opened(self, session: ProxySession, request: web.Request, ended: asyncio.Event) -> None:
+        """The session opened its GET stream, which lasts until `ended`: list changes and resource
+        updates go there (`proxy/faces/session.py`)."""
+        self.push.watch(session, self.settings.upstream_headers(request.headers), ended)
+
+    async def _keep(self, session: ProxySession) -> None:
+        """Write the session with its changed state to the store (a restart, or another replica, reads it there)."""
+        await self.store.keep_session(session.record(), self.settings.session_idle_ms / 1000)
+
     async def dispatch(self, session: ProxySession, method: str, params: dict[str, Any], reply: SessionReply,
                        request: web.Request) -> dict[str, Any]:
-        """The result of one request; input rounds go to the client on this POST's stream."""
+        """The result of one request; input rounds, progress and log messages go to the client on
+        this POST's stream."""
         if method == "ping":
             return {}
-        meta = session_meta(session.client_capabilities, session.client_info)
+        if method == "logging/setLevel":
+            session.state[LOG_LEVEL] = requested_log_level(params)
+            await self._keep(session)
+            return {}
         headers = self.settings.upstream_headers(request.headers)
         profile = await self.backend.current()
+        subscription = method in ("resources/subscribe", "resources/unsubscribe") and self.push.offers_subscriptions()
+        if subscription:
+            session.state[SUBSCRIBED] = subscriptions_after(session.state.get(SUBSCRIBED), method, params)
+            await self._keep(session)
+            if profile.dialect == "v2-modern" or method == "resources/unsubscribe":
+                # v2-modern: the session's listen carries them; v1: the upstream session is shared
+                # by the principal's sessions, so a URI stays subscribed there (docs/decisions.md §67).
+                await self.push.changed(session)
+                return {}
+        await self.push.ready(session)  # a change this request causes is heard on the GET stream
+        level = session.state.get(LOG_LEVEL)
+
+        async def streamed(message: dict[str, Any]) -> None:
+            """A notification on this request's own upstream answer stream (docs/behaviour.md §4.10)."""
+            out = request_notification(message, level)
+            if out is not None and reply.can_stream:
+                with contextlib.suppress(ConnectionError):  # the client went away; its request is cancelled with it
+                    await reply.send(out)
+
         once: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
         if profile.dialect == "v1":
             async def once(p: dict[str, Any]) -> dict[str, Any]:
-                call = ModernRequest(method, p, meta, session.principal, headers, reply.send)  # progress on the POST's stream
-                return (await self.modern_pairing.answer(call)).result
+                return (await self.modern_pairing.answer(self._call(session, method, p, headers, streamed))).result
         else:
             async def once(p: dict[str, Any]) -> dict[str, Any]:
-                return await self.modern.request(method, p, meta, headers=headers)
+                return await self.modern.request(method, p, self._meta(session), headers=headers, on_notification=streamed)
 
         async def ask(input_request: InputRequest) -> dict[str, Any] | McpError:
             return input_response_from_v1(await reply.ask(input_request.method, input_request.params), input_request.method)

@@ -12,6 +12,7 @@ from translators.jsonrpc import response_carrying
 from translators.model import CanonicalTask, TaskError
 from translators.results import (
     SERVER_INFO,
+    carried_capabilities,
     discover_result,
     initialize_result_v1,
     initialize_result_v2_session,
@@ -19,6 +20,7 @@ from translators.results import (
     tasks_list_result_v1,
     tools_list_to_v1,
     tools_list_to_v2,
+    uncarried_capabilities,
 )
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -100,6 +102,47 @@ def test_initialize_for_v2_session_clients_adds_the_extension_of_a_v2_modern_bac
         "capabilities": {"tools": {}},
         "serverInfo": SERVER_INFO,
     }
+
+
+def test_initialize_for_v2_session_clients_shows_what_the_proxy_carries_in_front_of_v1_and_v2_modern_backends():
+    caps = {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": False},
+        "resources": {"subscribe": True, "listChanged": True},
+        "logging": {},
+    }
+    carried = {
+        "tools": {"listChanged": True},
+        "prompts": {},
+        "resources": {"subscribe": True, "listChanged": True},
+        "logging": {},
+    }
+    assert initialize_result_v2_session(caps, None, backend_dialect="v1", offers_tool_tasks=False) == {
+        "capabilities": carried,
+        "serverInfo": SERVER_INFO,
+    }
+    assert initialize_result_v2_session(caps, None, backend_dialect="v2-modern", offers_tool_tasks=True)["capabilities"] == {
+        **carried,
+        "extensions": {TASKS: {}},
+    }
+    # Relayed (v2-session backend): the proxy carries nothing.
+    assert initialize_result_v2_session(caps, None, backend_dialect="v2-session", offers_tool_tasks=False)["capabilities"] == {
+        "tools": {},
+        "prompts": {},
+        "resources": {},
+    }
+    not_declared = initialize_result_v2_session({"logging": "yes"}, None, backend_dialect="v1", offers_tool_tasks=False)
+    assert "logging" not in not_declared["capabilities"]
+
+
+def test_carried_capabilities_and_their_inverse():
+    caps = {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "logging": {}}
+    shown = {"tools": {}, "resources": {}, "completions": {}}
+    carried = carried_capabilities(caps, shown)
+    assert carried == {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "completions": {}, "logging": {}}
+    assert uncarried_capabilities(carried) == shown
+    assert carried_capabilities({}, shown) == shown  # nothing declared: nothing carried
+    assert uncarried_capabilities(shown) == shown
 
 
 def test_tools_list_is_mapped_both_ways():

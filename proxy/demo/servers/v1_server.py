@@ -40,6 +40,12 @@ Opt-in, with ``REFERENCE_V1_LIST_CHANGED=1`` in the environment: the server decl
 session's GET stream, as the SDK sends it) and answers ``added {name}``. Without the variable the
 tool list and capabilities are exactly those above.
 
+Opt-in, with ``REFERENCE_V1_RESOURCES=1``: the server declares ``resources.subscribe: true``, has
+one resource ``reference://notes`` (text ``notes``), answers ``resources/subscribe`` and
+``resources/unsubscribe`` per session, and has one more tool, ``touch_resource(uri)``, which sends
+``notifications/resources/updated`` for ``uri`` to each session subscribed to it (on its GET
+stream) and answers ``touched {uri}``.
+
 The SDK workarounds this server needs (the work of a cancelled task stops without ending its
 session, concurrent questions of a task get distinct ids, each session runs its own tasks' work,
 ``tasks/result`` answers a task that ended while it was not yet waiting) are in ``v1_sdk_fixes.py``, beside
@@ -71,6 +77,8 @@ from mcp.types import (
     CreateTaskResult,
     ElicitationCapability,
     ElicitResult,
+    Resource,
+    ResourcesCapability,
     TextContent,
     Tool,
     ToolExecution,
@@ -171,6 +179,51 @@ _added: dict[str, Tool] = {}
 if LIST_CHANGED:
     server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
         server.create_initialization_options, NotificationOptions(tools_changed=True))
+
+RESOURCES = os.environ.get("REFERENCE_V1_RESOURCES") == "1"
+"""The second opt-in above: ``reference://notes``, resource subscriptions and ``touch_resource``."""
+NOTES = "reference://notes"
+TOUCH_RESOURCE = Tool(
+    name="touch_resource",
+    description="Announces notifications/resources/updated for `uri` to the sessions subscribed to it.",
+    inputSchema=_object_schema({"uri": {"type": "string"}}, ["uri"]),
+)
+_subscribers: dict[str, dict[int, Any]] = {}
+"""URI → the sessions subscribed to it (by the session object's id)."""
+if RESOURCES:
+    _declared = server.get_capabilities
+
+    def _with_subscribe(*args: Any, **kwargs: Any) -> Any:
+        capabilities = _declared(*args, **kwargs)
+        capabilities.resources = ResourcesCapability(subscribe=True, listChanged=False)  # mcp 1.30 always says False
+        return capabilities
+
+    server.get_capabilities = _with_subscribe  # type: ignore[method-assign]
+
+    @server.list_resources()
+    async def list_resources() -> list[Resource]:
+        return [Resource(uri=NOTES, name="notes", mimeType="text/plain")]  # type: ignore[arg-type]
+
+    @server.read_resource()
+    async def read_resource(uri: Any) -> str:
+        return "notes"
+
+    @server.subscribe_resource()
+    async def subscribe_resource(uri: Any) -> None:
+        session = server.request_context.session
+        _subscribers.setdefault(str(uri), {})[id(session)] = session
+
+    @server.unsubscribe_resource()
+    async def unsubscribe_resource(uri: Any) -> None:
+        _subscribers.get(str(uri), {}).pop(id(server.request_context.session), None)
+
+
+async def _touch_resource(uri: str) -> CallToolResult:
+    for session in list(_subscribers.get(uri, {}).values()):
+        with contextlib.suppress(Exception):  # a session gone meanwhile
+            await session.send_resource_updated(uri)  # type: ignore[arg-type]
+    return _text(f"touched {uri}")
+
 
 CONFIRM_SCHEMA: dict[str, Any] = _object_schema({"confirm": {"type": "boolean"}}, ["confirm"])
 VALUE_SCHEMA: dict[str, Any] = _object_schema({"value": {"type": "string"}}, ["value"])
@@ -290,7 +343,7 @@ async def _report_progress(count: int) -> CallToolResult:
 async def list_tools() -> list[Tool]:
     """``tools/list``: the fixture tools, with ``execution.taskSupport`` where they have one (and,
     opted in, ``add_tool`` and the tools it added)."""
-    return [*TOOLS, ADD_TOOL, *_added.values()] if LIST_CHANGED else TOOLS
+    return [*TOOLS, *([ADD_TOOL, *_added.values()] if LIST_CHANGED else ()), *([TOUCH_RESOURCE] if RESOURCES else ())]
 
 
 async def _add_tool(name: str) -> CallToolResult:
@@ -310,6 +363,8 @@ async def call_tool(name: str, arguments: dict[str, Any]) -> CallToolResult | Cr
         return await _add_tool(str(arguments["name"]))
     if LIST_CHANGED and name in _added:
         return _text(f"{name} added")
+    if RESOURCES and name == "touch_resource":
+        return await _touch_resource(str(arguments["uri"]))
     tool = TOOLS_BY_NAME.get(name)
     if tool is None:
         raise ValueError(f"Unknown tool: {name}")

@@ -87,10 +87,10 @@ async def test_cancel_is_an_ack_and_removed_methods_are_32601(client):
         assert (await client.call(method, {"taskId": created["taskId"]}))["error"]["code"] == -32601
 
 
-async def test_initialize_advertises_no_logging_or_list_changes_the_session_face_does_not_carry(listing_v1_server, tmp_path):
-    # The backend declares logging and tools.listChanged; a v2-session client gets neither log
-    # messages nor list changes from the proxy (docs/behaviour.md §3, §4.10), so neither is shown.
+async def test_initialize_shows_logging_and_list_changes_the_proxy_carries_from_a_v1_backend(listing_v1_server, tmp_path):
+    # The backend declares logging and tools.listChanged; the proxy carries both to a v2-session
+    # client (log messages on each request's stream, list changes on the GET stream: §3, §4.10).
     async with running_proxy(listing_v1_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
         caller = SessionCaller(http, proxy.url, capabilities={"extensions": {EXT: {}}})
         capabilities = (await caller.initialize())["result"]["capabilities"]
-    assert capabilities == {"tools": {}, "extensions": {EXT: {}}}
+    assert capabilities == {"tools": {"listChanged": True}, "logging": {}, "extensions": {EXT: {}}}
