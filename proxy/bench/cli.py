@@ -47,7 +47,7 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--completed", type=int, default=100_000, metavar="N", help="completed tasks for --memory (default 100000)")
     bench.add_argument("--instructions", action="store_true",
                        help="instead of the table: instructions per call of the proxy process under valgrind's callgrind "
-                            "(rows relay, relay-modern, translate; scenarios a, b), the figure to compare a change by")
+                            "(rows relay, relay-modern, translate; scenarios a, b, c), the figure to compare a change by")
     bench.add_argument("--calls", type=int, default=300, metavar="N",
                        help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
     bench.add_argument("--soak", action="store_true",

@@ -32,7 +32,7 @@ from pathlib import Path
 import aiohttp
 
 from . import targets
-from .clients import ModernClient, SessionClient
+from .clients import PROGRESS_COUNT, BenchError, ModernClient, SessionClient
 from .packages import PackageUnavailable, ensure_package
 from .rows import POLL_INTERVAL_MS
 
@@ -42,11 +42,13 @@ ROWS = {
     "translate": ("v1", ModernClient, "translating, v2 client → v1 upstream"),
 }
 """Row → (the upstream's wire, the client, what it measures)."""
-SCENARIOS = {"a": "echo", "b": "lifecycle"}
+SCENARIOS = {"a": "echo", "b": "lifecycle", "c": "progress"}
 """Scenario letter → the client's method (`proxy.bench.clients`): (a) a sync echo `tools/call`,
-(b) a no-work task's whole lifecycle (how often it is polled depends on timing: compare (a) first)."""
+(b) a no-work task's whole lifecycle (how often it is polled depends on timing: compare (a) first),
+(c) a call answered with 100 `notifications/progress` before its result (each must arrive)."""
 LIFECYCLE_SHARE = 5
-"""Scenario (b) makes `calls / LIFECYCLE_SHARE` lifecycles (each is several requests)."""
+"""Scenarios (b) and (c) make `calls / LIFECYCLE_SHARE` calls (each is several requests or
+a hundred notifications)."""
 CONTROL_TIMEOUT_S = 60.0
 
 
@@ -75,7 +77,7 @@ def ensure_valgrind(log: Callable[[str], None] = lambda _m: None) -> tuple[str, 
 
 
 def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio", log: Callable[[str], None] = lambda _m: None) -> Count:
-    """Instructions the proxy spends on `calls` calls of `scenario` ("echo" or "lifecycle") on
+    """Instructions the proxy spends on `calls` calls of `scenario` ("echo", "lifecycle" or "progress") on
     `row` (a key of `ROWS`). Raises `PackageUnavailable` without valgrind, `BenchError` when a call
     is answered wrongly, `ServerStartError` when a process does not start."""
     from proxy.eventloop import ENV_EVENT_LOOP
@@ -116,7 +118,9 @@ async def _drive(client_class: type[SessionClient] | type[ModernClient], url: st
         await client.open()
         try:
             for _ in range(calls):
-                await getattr(client, scenario)()  # raises BenchError on a wrong answer
+                received = await getattr(client, scenario)()  # raises BenchError on a wrong answer
+                if scenario == "progress" and received != PROGRESS_COUNT:
+                    raise BenchError(f"a progress call delivered {received} of {PROGRESS_COUNT} notifications")
         finally:
             await client.close()
 

@@ -39,7 +39,7 @@ NOT_COUNTED = (
         (["--instructions", "--workers", "2"], NOT_COUNTED),
         (["--instructions", "--store", "redis"], NOT_COUNTED),
         (["--instructions", "--concurrency", "8"], NOT_COUNTED),
-        (["--instructions", "--scenarios", "c"], "mcp-tasks-proxy bench --instructions: scenarios are ab\n"),
+        (["--instructions", "--scenarios", "d"], "mcp-tasks-proxy bench --instructions: scenarios are abc\n"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
