@@ -63,10 +63,13 @@ def initialize_result_v1(capabilities: dict[str, Any], instructions: str | None,
     """The proxy's `InitializeResult` for a v1 client in front of a v2 backend with these
     capabilities (docs/behaviour.md §5.1), without `protocolVersion` (the session face sets it):
     tools, resources, prompts and completions, with `listChanged` and `resources.subscribe` only
-    where the backend declares them `true` and `listens` (the proxy carries them from its own
-    `subscriptions/listen`, §5.9); `logging: {}` when the backend declares `logging` (the session's
-    level goes upstream with each request, §5.1); the backend's other extensions, and v1
-    `tasks {list, cancel, requests.tools.call}`."""
+    where the backend declares them `true` and `listens` (the proxy carries them, §5.9: from its
+    own `subscriptions/listen` in front of a v2-modern backend, from the GET stream of the session's
+    own upstream session in front of a v2-session backend); `logging: {}` when the backend declares
+    `logging` (the session's level goes upstream, §5.1); the backend's other extensions, and v1
+    `tasks {list, cancel, requests.tools.call}`. Inverse, for the capabilities:
+    `capabilities.server_capabilities_to_v2` of the answer's `capabilities` gives back the
+    backend's lists, `listChanged` and `subscribe` dropped (what a v2 client is shown of them)."""
     kept = server_capabilities_to_v2({name: value for name, value in capabilities.items() if name != "tasks"})
     if listens:
         kept = advertised(capabilities, kept)

@@ -9,13 +9,17 @@ notification stamped with `_meta["io.modelcontextprotocol/subscriptionId"]` (the
 JSON-RPC id). The other way (a v1 session in front of a 2026-07-28 backend), the proxy listens
 itself: `listen_filter_v1` is what it asks for, `acknowledged_filter` reads the backend's
 acknowledgement (inverse of `acknowledged`) and `from_subscription` unstamps what the session's GET
-stream gets (inverse of `for_subscription`).
+stream gets (inverse of `for_subscription`). In front of a v2-session backend the v1 session's own
+upstream session announces them on its GET stream, as a 2025-11-25 server does:
+`own_stream_notification` is what of it the session's GET stream gets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from .streaming import log_level_passes
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
@@ -193,3 +197,22 @@ def from_subscription(message: Mapping[str, Any], agreed: Mapping[str, Any]) -> 
     if rest:
         out["params"] = rest
     return out
+
+
+def own_stream_notification(
+    message: Mapping[str, Any], agreed: Mapping[str, Any], log_level: str | None
+) -> dict[str, Any] | None:
+    """What a v1 session's GET stream gets of a notification on the GET stream of its own upstream
+    session of a v2-session backend (docs/behaviour.md §5.9): a list change `agreed` covers, or
+    `notifications/resources/updated` for a URI in its `resourceSubscriptions` (`agreed` is
+    `listen_filter_v1` of the backend's capabilities and the session's URIs), and a
+    `notifications/message` at or above `log_level` (`streaming.log_level_passes`: none before the
+    session set a level), each unchanged (the session wire has no stamp to take off); None for
+    anything else (task status, progress, a server's own notifications)."""
+    method = message.get("method")
+    params = message.get("params") if isinstance(message.get("params"), Mapping) else None
+    if method == "notifications/message":
+        passes = params is not None and log_level_passes(params.get("level"), log_level)
+    else:
+        passes = _agreed(method, params, agreed)
+    return dict(message) if passes else None

@@ -45,16 +45,16 @@ from ..faces.session import ProxySession, SessionReply
 from ..state.client_tasks import HELD, Entry, TaskRegistry
 from ..upstream.endpoint import read_again
 from ..upstream.modern_wire import ModernClient
-from ..upstream.v2_session_wire import V2SessionClient
 from .mrtr import input_rounds
 from .parts import MemberParts
 from .v1_lists import SUBSCRIBED, ListPush
+from .v1_own_session import LOG_LEVEL, OwnClient, OwnSessions
 from .v1_task_push import TaskPush, poll_delay
 
 log = logging.getLogger(__name__)
 
-LOG_LEVEL = "logLevel"
-"""The key of `ProxySession.state` under which a v1 session's `logging/setLevel` level is kept."""
+__all__ = ["LOG_LEVEL", "MAX_SUBSCRIPTIONS", "MAX_URI_CHARS", "V1OverV2"]
+
 MAX_SUBSCRIPTIONS = 100
 """Resource subscriptions one v1 session may hold (`resources/subscribe` beyond: -32602)."""
 MAX_URI_CHARS = 8192
@@ -68,14 +68,14 @@ def _now_iso() -> str:
 
 
 class V1OverV2:
-    """The rules of §5 for one v2-modern backend."""
+    """The rules of §5 for one v2 backend (v2-modern, or v2-session: each v1 session on an upstream
+    session of its own, `v1_own_session`)."""
 
     def __init__(self, parts: MemberParts):
         self.settings = settings = parts.settings
         self.keyring = parts.keyring
         self.backend = backend = parts.backend
         self.modern = ModernClient(backend.connector)
-        self.session_v2 = V2SessionClient(backend.pool)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                      store=parts.follower.store, backend=backend.name)
         backend.metrics.track_live(lambda: len(self.registry))
@@ -83,6 +83,8 @@ class V1OverV2:
         """Followers of the sessions' tasks while their GET streams are open (§5.7, §5.8)."""
         self.lists = ListPush(backend, self.modern, self._meta)
         """The sessions' upstream listens while their GET streams are open (§5.9)."""
+        self.own = OwnSessions(backend, self._meta, max_sessions=settings.max_sessions)
+        """In front of a v2-session backend: each session's own upstream session, and its GET stream (§5.9)."""
         self.store = parts.follower.store
 
     def get_stream_opened(self, session: ProxySession, request: web.Request, ended: asyncio.Event) -> None:
@@ -91,6 +93,7 @@ class V1OverV2:
         headers = self._headers(request)
         self.push.watch(session, headers)
         self.lists.watch(session, headers, ended)
+        self.own.watch(session, headers, ended)
 
     # -- session start -----------------------------------------------------------------------------
 
@@ -100,7 +103,7 @@ class V1OverV2:
         if profile.dialect not in ("v2-modern", "v2-session"):
             raise McpError(INVALID_REQUEST, f"Session-wire clients in front of a {profile.dialect} backend are served in a later "
                            "version of mcp-tasks-proxy; use the 2026-07-28 wire", http_status=400)
-        return initialize_result_v1(profile.capabilities, profile.instructions, listens=profile.dialect == "v2-modern")
+        return initialize_result_v1(profile.capabilities, profile.instructions, listens=True)
 
     def _meta(self, session: ProxySession) -> ModernMeta:
         return session_meta(session.client_capabilities, session.client_info, session.state.get(LOG_LEVEL))
@@ -109,10 +112,12 @@ class V1OverV2:
         """Write the session with its changed state to the store (a restart, or another replica, reads it there)."""
         await self.store.keep_session(session.record(), self.settings.session_idle_ms / 1000)
 
-    async def _subscription(self, session: ProxySession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _subscription(self, session: ProxySession, method: str, params: dict[str, Any],
+                            call: _Call | None = None) -> dict[str, Any]:
         """`resources/subscribe` or `resources/unsubscribe` in front of a backend that offers resource
-        subscriptions on `subscriptions/listen`: the session's URIs change, and its listen, if it
-        holds one, is opened again with them before the answer (§5.9)."""
+        subscriptions: the session's URIs change, and, on `subscriptions/listen`, its listen, if it
+        holds one, is opened again with them before the answer; in front of a v2-session backend
+        (`call` given) the request goes to the session's own upstream session first (§5.9)."""
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise McpError(INVALID_PARAMS, f"{method} needs params.uri (a string)")
@@ -123,10 +128,13 @@ class V1OverV2:
             if len(uris) >= MAX_SUBSCRIPTIONS:
                 raise McpError(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
             uris.append(uri)
+        if call is not None:
+            await call.upstream(method, {"uri": uri})
         session.state[SUBSCRIBED] = uris
         await self._keep(session)
-        self.lists.renew(session)
-        await self.lists.ready(session)
+        if call is None:
+            self.lists.renew(session)
+            await self.lists.ready(session)
         return {}
 
     def _headers(self, request: web.Request) -> dict[str, str]:
@@ -140,14 +148,22 @@ class V1OverV2:
         profile = await self.backend.current()
         if method == "ping":
             return {}
+        own = profile.dialect == "v2-session"
         if method == "logging/setLevel":
-            session.state[LOG_LEVEL] = requested_log_level(params)
+            level = requested_log_level(params)
+            if own and self.own.logs():  # session state upstream too (§5.1)
+                await _Call(self, session, reply, self._headers(request), "v2-session").upstream(method, params)
+            session.state[LOG_LEVEL] = level
             await self._keep(session)
             return {}
-        if method in ("resources/subscribe", "resources/unsubscribe") and self.lists.offered(resources=True):
-            return await self._subscription(session, method, params)
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            if self.lists.offered(resources=True):
+                return await self._subscription(session, method, params)
+            if own and self.own.subscribes():
+                return await self._subscription(session, method, params, _Call(self, session, reply, self._headers(request), "v2-session"))
         # What goes upstream: a change it causes is heard on the GET stream (§5.9).
         await self.lists.ready(session)
+        await self.own.ready(session)
         call = _Call(self, session, reply, self._headers(request), profile.dialect)
         if method == "tools/call":
             result = await call.tool(params)
@@ -181,20 +197,25 @@ class _Call:
         self.headers = headers
         self.meta = rules._meta(session)
         self.upstream_client: Any = rules.modern
-        self.extra: dict[str, Any] = {}
         if dialect == "v2-session":
-            # Session-wire backend: the caller's pooled session; its questions during a call are
-            # put to the v1 client on this POST's stream.
-            self.upstream_client = rules.session_v2
-            self.extra = {"principal": session.principal, "on_server_request": self._relay_question}
+            # Session-wire backend: the session's own upstream session; its questions during a call
+            # are put to the v1 client on this POST's stream.
+            self.upstream_client = rules.own.client(session, self._relay_question)
 
     async def _relay_question(self, message: dict[str, Any]) -> dict[str, Any]:
         answer = await self.reply.ask(str(message.get("method")), dict(message.get("params") or {}))
         return jsonrpc.response_carrying(message.get("id"), answer)
 
-    async def upstream(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def upstream(self, method: str, params: dict[str, Any], entry: Entry | None = None) -> dict[str, Any]:
+        """One request upstream; `entry`: about that task (on the upstream session that holds it)."""
         return await self.upstream_client.request(method, params, self.meta, headers=self.headers, on_notification=self._notified,
-                                                  **self.extra)
+                                                  **self._on_task(entry))
+
+    def _on_task(self, entry: Entry | None) -> dict[str, Any]:
+        """What routes a request about `entry`'s task: the upstream session sealed in its id (v2-session)."""
+        if entry is not None and entry.ref.session and isinstance(self.upstream_client, OwnClient):
+            return {"task_session": entry.ref.session}
+        return {}
 
     async def _notified(self, message: dict[str, Any]) -> None:
         """A notification on the answer stream of this call's upstream request: progress, and log
@@ -234,7 +255,8 @@ class _Call:
             created = created_task_from_v2(result)
             if created.dropped:
                 self.rules.backend.metrics.dropped(created.dropped, "a v2 CreateTaskResult")
-            ref = TaskRef(self.rules.backend.name, "", created.task_id)
+            owner = self.upstream_client.session_id if isinstance(self.upstream_client, OwnClient) else ""
+            ref = TaskRef(self.rules.backend.name, owner, created.task_id)
             if not wants_task:
                 return await self.wait(ref, created)
             task_id = self.rules.keyring.seal_task_id(ref, self.session.principal)
@@ -296,7 +318,7 @@ class _Call:
             try:
                 # A read: asked again while the backend's answers break off or a gateway in front
                 # of it answers 502/503/504, as on the modern face (docs/decisions.md §29).
-                wire = await read_again(lambda: self.upstream("tasks/get", {"taskId": entry.ref.task}))
+                wire = await read_again(lambda: self.upstream("tasks/get", {"taskId": entry.ref.task}, entry))
             except McpError as exc:
                 if exc.code == INVALID_PARAMS:
                     await self.rules.registry.remove(entry.task_id)
@@ -337,7 +359,7 @@ class _Call:
                     await self._fail(entry, answer)
                     break
                 await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                                                   self.meta, headers=self.headers, **self.extra)
+                                                   self.meta, headers=self.headers, **self._on_task(entry))
             finally:
                 entry.asking.discard(key)  # not answered: asked again on a later tasks/result
             entry.asked.add(key)
@@ -354,7 +376,7 @@ class _Call:
         if entry.task_id:
             await self.rules.registry.save(entry)
         try:
-            await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
+            await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self._on_task(entry))
         except McpError as exc:
             log.info("cancelling a failed task upstream: %s", exc.message)
 
@@ -406,7 +428,7 @@ class _Call:
         task = await self.current(entry)
         if task.terminal:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
-        await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self.extra)
+        await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self._on_task(entry))
         entry.cancelled = True
         await self.rules.registry.save(entry)
         return cancel_answer_v1(await self.current(entry))

@@ -5,7 +5,9 @@ Run it with the ``mcp-v1`` peer environment's python (see ``proxy/demo/peers.py`
     python mcp1_notification_checks.py --url http://127.0.0.1:<port>/mcp [--check NAME ...]
 
 The endpoint is meant to be the proxy's v1 face in front of the reference v2 server opted in to list
-changes (``v2_server.py`` with ``REFERENCE_V2_LIST_CHANGED=1``; ``docs/behaviour.md`` §5.1, §5.9).
+changes (``v2_server.py`` with ``REFERENCE_V2_LIST_CHANGED=1``; ``docs/behaviour.md`` §5.1, §5.9), or in
+front of the minimal v2-session peer with its opt-in (``v2_session_server.start(lists=True)``), which has
+the same tools, resource and message shapes.
 Every check opens its own ``ClientSession``\\s over ``streamablehttp_client``, which hold their GET
 streams open; the client's callbacks record what arrives (``mcp1_session.Recorder``). Output: one
 JSON line per check, as ``mcp1_client_checks.py``.

@@ -31,6 +31,9 @@ Tools (the texts of ``v1_server.py``); taskSupport in brackets:
 * ``test_tool_with_task()`` [required]: *before* the task exists, asks ``What is your name?`` as a server→client
   ``elicitation/create`` on the ``tools/call`` SSE stream (the answer comes in its own POST, 202); the task then
   ends ``Hello, {name}! test_tool_with_task finished.``
+
+Opt-in, in-process only (``start(lists=True)``): list changes, resource subscriptions and logging as session state,
+with notifications on the session's GET stream (``v2_session_lists.py``).
 """
 
 from __future__ import annotations
@@ -218,6 +221,13 @@ class Session:
     pending: dict[str, asyncio.Future[Json]] = field(default_factory=dict)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     get_stream_open: bool = False
+    get_request: web.Request | None = None
+    get_queue: asyncio.Queue[Json | None] | None = None
+
+    def push(self, message: Json) -> None:
+        """Send a notification on the session's GET stream; dropped while none is open."""
+        if self.get_queue is not None:
+            self.get_queue.put_nowait(message)
 
     def start_task(self, work: Work) -> Task:
         task = Task(secrets.token_urlsafe(24))  # 24 random bytes: 32 url-safe characters
@@ -236,6 +246,8 @@ class Session:
 
     def close(self) -> None:
         self.closed.set()
+        if self.get_queue is not None:
+            self.get_queue.put_nowait(None)
         for task in self.tasks.values():
             if task.worker is not None:
                 task.worker.cancel()
@@ -368,10 +380,13 @@ async def _call_tool(session: Session, params: Json, reply: PostReply) -> Json:
 
 
 async def _dispatch(session: Session, method: Any, params: Json, reply: PostReply) -> Json:
+    lists = reply.request.app[LISTS]
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": TOOLS}
+        return {"tools": TOOLS + (lists.tools() if lists is not None else [])}
+    if lists is not None and (answer := await lists.dispatch(session, method, params, reply)) is not None:
+        return answer
     if method == "tools/call":
         return await _call_tool(session, params, reply)
     if method not in ("tasks/get", "tasks/update", "tasks/cancel"):
@@ -391,6 +406,8 @@ async def _dispatch(session: Session, method: Any, params: Json, reply: PostRepl
 
 
 SESSIONS = web.AppKey("sessions", dict[str, Session])
+LISTS = web.AppKey("lists", Any)
+"""The opt-in's ``v2_session_lists.Lists``, or None."""
 
 
 def _http_error(status: int, code: int, message: str) -> web.Response:
@@ -404,10 +421,11 @@ def _initialize(request: web.Request, message: Json) -> web.Response:
     declares = isinstance(extensions, dict) and TASKS_EXTENSION in extensions
     session = Session(secrets.token_hex(16), declares, can_elicit=isinstance(capabilities.get("elicitation"), dict))
     request.app[SESSIONS][session.session_id] = session
+    lists = request.app[LISTS]
     result = {
         "protocolVersion": PROTOCOL_VERSION,
         "serverInfo": SERVER_INFO,
-        "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+        "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}} if lists is None else lists.capabilities(),
     }
     return web.json_response(
         {"jsonrpc": "2.0", "id": message.get("id"), "result": result}, headers={"Mcp-Session-Id": session.session_id}
@@ -415,22 +433,32 @@ def _initialize(request: web.Request, message: Json) -> web.Response:
 
 
 async def _get_stream(request: web.Request, session: Session) -> web.StreamResponse:
-    """The session's GET stream: open, with keep-alive comments, until the session ends."""
-    if session.get_stream_open:
+    """The session's GET stream: open, with keep-alive comments and what is pushed to the session, until the
+    session ends. A second one while the first's connection is up: 409 (one whose client went away is replaced)."""
+    held = session.get_request
+    if session.get_stream_open and held is not None and held.transport is not None and not held.transport.is_closing():
         return _http_error(409, -32000, "Conflict: Only one SSE stream is allowed per session")
-    session.get_stream_open = True
+    if session.get_queue is not None:
+        session.get_queue.put_nowait(None)  # the stream whose client went away ends
+    queue: asyncio.Queue[Json | None] = asyncio.Queue()
+    session.get_stream_open, session.get_request, session.get_queue = True, request, queue
     stream = web.StreamResponse(headers=SSE_HEADERS)
     try:
         await stream.prepare(request)
         while not session.closed.is_set():
             try:
-                await asyncio.wait_for(session.closed.wait(), 15)
+                message = await asyncio.wait_for(queue.get(), 15)
             except TimeoutError:
                 await stream.write(b": keep-alive\n\n")
+                continue
+            if message is None:
+                break
+            await stream.write(f"event: message\ndata: {json.dumps(message)}\n\n".encode())
     except ConnectionResetError:
         pass
     finally:
-        session.get_stream_open = False
+        if session.get_queue is queue:
+            session.get_stream_open, session.get_request, session.get_queue = False, None, None
     return stream
 
 
@@ -483,22 +511,27 @@ async def _close_sessions(app: web.Application) -> None:
         session.close()
 
 
-def build_app() -> web.Application:
-    """The aiohttp app serving ``/mcp``."""
+def build_app(*, lists: bool = False) -> web.Application:
+    """The aiohttp app serving ``/mcp`` (``lists``: the opt-in of ``v2_session_lists.py``)."""
     app = web.Application()
     app[SESSIONS] = {}
+    app[LISTS] = None
+    if lists:
+        from peers.v2_session_lists import Lists  # in-process only: it imports this module as peers.v2_session_server
+
+        app[LISTS] = Lists(app[SESSIONS])
     for method in ("POST", "GET", "DELETE"):
         app.router.add_route(method, "/mcp", handle_mcp)
     app.on_shutdown.append(_close_sessions)
     return app
 
 
-async def start(host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:
+async def start(host: str = "127.0.0.1", port: int = 0, *, lists: bool = False) -> tuple[web.AppRunner, str]:
     """Serve :func:`build_app` on ``host:port`` (a loopback IP; port 0 picks a free one). Returns the runner
     (``await runner.cleanup()`` stops it) and the ``/mcp`` URL."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"host must be a loopback address, not {host!r}")
-    runner = web.AppRunner(build_app(), access_log=None, shutdown_timeout=2)
+    runner = web.AppRunner(build_app(lists=lists), access_log=None, shutdown_timeout=2)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     url_host = f"[{host}]" if ":" in host else host

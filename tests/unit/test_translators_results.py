@@ -4,7 +4,7 @@ differences.with_client_outcome)."""
 
 from __future__ import annotations
 
-from translators.capabilities import with_tasks_extension
+from translators.capabilities import server_capabilities_to_v2, with_tasks_extension
 from translators.dialect import session_dialect
 from translators.differences import with_client_outcome
 from translators.inputs import mrtr_retry_params
@@ -90,6 +90,31 @@ def test_initialize_for_v1_clients_shows_list_changes_and_subscribe_only_where_t
         "tasks": tasks,
     }
     assert "logging" not in initialize_result_v1({"logging": "yes"}, None)["capabilities"]  # not an object: not declared
+
+
+def test_initialize_for_v1_clients_of_a_v2_session_backend_shows_what_its_own_upstream_session_carries():
+    caps = {  # what a v2-session backend declares in initialize (tests/peers/v2_session_server.py, lists on)
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "logging": {},
+        "extensions": {TASKS: {}},
+    }
+    shown = initialize_result_v1(caps, None, listens=True)["capabilities"]
+    assert shown == {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "logging": {},
+        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+    }
+    # The inverse: a v2 client is shown the same lists without what the proxy carries, and the extension.
+    assert server_capabilities_to_v2(shown) == {"tools": {}, "prompts": {}, "resources": {}, "extensions": {TASKS: {}}}
+    plain = {"tools": {}, "extensions": {TASKS: {}}}  # the same backend declaring no list changes, no logging
+    assert initialize_result_v1(plain, None, listens=True)["capabilities"] == {
+        "tools": {},
+        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+    }
 
 
 def test_initialize_for_v2_session_clients_adds_the_extension_of_a_v2_modern_backend_only():

@@ -15,6 +15,7 @@ from translators.subscriptions import (
     listen_params,
     narrow_filter,
     offered_filter,
+    own_stream_notification,
     requested_filter,
     tasks_notification,
 )
@@ -149,3 +150,30 @@ def test_from_subscription_drops_what_the_session_did_not_ask_for():
     assert from_subscription(acknowledged("L1", agreed), agreed) is None
     assert from_subscription(tasks_notification("L1", {"taskId": "T", "status": "working"}), agreed) is None
     assert from_subscription({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}, agreed) is None
+
+
+def test_own_stream_notification_passes_agreed_changes_and_logs_at_the_sessions_level_unchanged():
+    agreed = listen_filter_v1(CAPS, ["reference://notes"])
+    tools = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "reference://notes"}}
+    warning = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "warning", "logger": "s", "data": "w"}}
+    assert own_stream_notification(tools, agreed, None) == tools
+    assert own_stream_notification(updated, agreed, None) == updated
+    assert own_stream_notification(warning, agreed, "warning") == warning
+    assert own_stream_notification(warning, agreed, "debug") == warning
+
+
+def test_own_stream_notification_drops_what_the_session_did_not_ask_for():
+    agreed = listen_filter_v1(CAPS, ["reference://notes"])
+    elsewhere = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "reference://elsewhere"}}
+    prompts = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}  # declared listChanged: false
+    info = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "i"}}
+    status = {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "t", "status": "working"}}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+    assert own_stream_notification(elsewhere, agreed, "debug") is None
+    assert own_stream_notification(prompts, agreed, "debug") is None
+    assert own_stream_notification(info, agreed, "warning") is None
+    assert own_stream_notification(info, agreed, None) is None  # no level set: no log messages
+    assert own_stream_notification(status, agreed, "debug") is None
+    assert own_stream_notification(progress, agreed, "debug") is None
+    assert own_stream_notification(elsewhere, listen_filter_v1(CAPS, []), "debug") is None
