@@ -33,18 +33,23 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[Event]:
         """Parse `chunk` (any split of the stream) and return the events it completed."""
-        self._buffer += chunk
+        buffer = self._buffer + chunk if self._buffer else chunk
+        held = b""
+        if b"\r" in buffer:  # CRLF or CR line ends: made LF first (a CR at the end may be half a CRLF)
+            if buffer.endswith(b"\r"):
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = buffer.rfind(b"\n")
+        if cut == -1:
+            self._buffer = buffer + held
+            return []
+        self._buffer = buffer[cut + 1 :] + held
         events: list[Event] = []
-        while True:
-            cut = _line_end(self._buffer)
-            if cut is None:
-                return events
-            end, width = cut
-            line = self._buffer[:end].decode("utf-8", errors="replace")
-            self._buffer = self._buffer[end + width :]
+        for line in buffer[:cut].decode("utf-8", errors="replace").split("\n"):  # whole lines: no character is cut
             event = self._line(line)
             if event is not None:
                 events.append(event)
+        return events
 
     def _line(self, line: str) -> Event | None:
         if line == "":
@@ -65,18 +70,6 @@ class SseParser:
         elif name == "id" and "\0" not in value:
             self._last_id = value
         return None
-
-
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    lf = buffer.find(b"\n")
-    cr = buffer.find(b"\r")
-    if cr == -1 and lf == -1:
-        return None
-    if cr != -1 and (lf == -1 or cr < lf):
-        if cr + 1 == len(buffer):
-            return None  # a CR at the end may be the first half of CRLF
-        return (cr, 2) if buffer[cr + 1 : cr + 2] == b"\n" else (cr, 1)
-    return lf, 1
 
 
 async def iter_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Event]:
