@@ -241,7 +241,8 @@ async def test_greet_answers_synchronously(client):
 
 
 async def test_slow_compute_becomes_a_task_that_completes(client):
-    task_id = _check_created(await client.call_tool("slow_compute", {"seconds": 0.2, "label": "x"}))
+    # 2 s: long enough to be read while still working on a loaded machine (0.2 s was not)
+    task_id = _check_created(await client.call_tool("slow_compute", {"seconds": 2, "label": "x"}))
     working = await client.result("tasks/get", {"taskId": task_id})
     assert working["status"] == "working" and not {"result", "error", "inputRequests"} & set(working)
     done = await client.wait_for(task_id, "completed")
