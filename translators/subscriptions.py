@@ -30,6 +30,8 @@ LIST_CHANGED: dict[str, tuple[str, str]] = {
 }
 """Filter flag → (the capability whose `listChanged` carries it, the notification)."""
 _FLAG_OF = {method: flag for flag, (_, method) in LIST_CHANGED.items()}
+CARRIED: frozenset[str] = frozenset([*_FLAG_OF, "notifications/resources/updated"])
+"""The notifications a subscription filter can carry (list changes, resource updates)."""
 
 
 def offered_filter(capabilities: Mapping[str, Any], *, offers_tool_tasks: bool) -> dict[str, Any]:

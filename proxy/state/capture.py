@@ -29,6 +29,7 @@ from translators.errors import INVALID_PARAMS, McpError
 from translators.inputs import input_request_from_v1, input_response_to_v1, is_input_request, related_task_id
 from translators.model import InputRequest
 from translators.sealing import TaskRef
+from translators.subscriptions import CARRIED
 
 from ..upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
 from .store import CapturedInput, TaskStateStore
@@ -184,7 +185,7 @@ class SessionListener:
         self.subscribers: set[Callable[[dict[str, Any]], None]] = set()
         """Called with every notification the stream carries (`subscriptions/listen`, §4.9)."""
         self.recent: deque[tuple[float, dict[str, Any]]] = deque(maxlen=RECENT_LIMIT)
-        """The last notifications heard, with the loop time they came (see `subscribe`)."""
+        """The last list changes and resource updates heard, with the loop time they came (see `subscribe`)."""
         self.task = asyncio.ensure_future(self._run())
 
     def subscribe(self, subscriber: Callable[[dict[str, Any]], None], since: float) -> None:
@@ -220,7 +221,8 @@ class SessionListener:
         return None
 
     async def _on_notification(self, message: dict[str, Any]) -> None:
-        self.recent.append((asyncio.get_running_loop().time(), message))
+        if message.get("method") in CARRIED:  # what a listen could be given, nothing else (task status is frequent)
+            self.recent.append((asyncio.get_running_loop().time(), message))
         for subscriber in list(self.subscribers):
             subscriber(message)
         if message.get("method") != "notifications/tasks/status":

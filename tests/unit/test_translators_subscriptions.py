@@ -5,6 +5,7 @@ behalf of a v1 session and what that session's GET stream gets (§5.9)."""
 from __future__ import annotations
 
 from translators.subscriptions import (
+    CARRIED,
     acknowledged,
     acknowledged_filter,
     advertised,
@@ -177,3 +178,23 @@ def test_own_stream_notification_drops_what_the_session_did_not_ask_for():
     assert own_stream_notification(status, agreed, "debug") is None
     assert own_stream_notification(progress, agreed, "debug") is None
     assert own_stream_notification(elsewhere, listen_filter_v1(CAPS, []), "debug") is None
+
+
+def test_carried_is_exactly_what_a_full_filter_lets_through():
+    everything = {
+        "toolsListChanged": True,
+        "promptsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["u"],
+    }
+    methods = [
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/tasks/status",
+        "notifications/message",
+        "notifications/progress",
+    ]
+    through = [m for m in methods if for_subscription({"jsonrpc": "2.0", "method": m, "params": {"uri": "u"}}, 1, everything)]
+    assert sorted(CARRIED) == sorted(through) == sorted(methods[:4])
