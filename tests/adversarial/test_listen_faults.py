@@ -126,3 +126,23 @@ async def test_listens_that_ended_leave_no_get_stream_held_upstream(fake, tmp_pa
             await until(lambda: sum(fake.open_gets.values()) == 0)
         assert len(fake.gets) == 3
         assert book(running)._listeners == {}
+
+
+async def test_a_get_stream_of_odd_bytes_gives_the_listen_exactly_its_notifications(fake, tmp_path):
+    """A byte order mark, CR-only line ends, NUL, invalid UTF-8 and events that are not JSON-RPC
+    on the pooled session's GET stream: nothing raises, the stream stays open, and the listen gets
+    the two list changes it carries, in order."""
+    resources = {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}
+    fake.raw_get = (
+        b"\xef\xbb\xbfdata: " + json.dumps(TOOLS_CHANGED).encode() + b"\r\r"
+        b"data: \x00\xff\xfe not json\r\r"
+        b": comment \xc3\r"
+        b"event: message\rdata: " + json.dumps(resources).encode() + b"\r\r"
+    )
+    async with proxied(fake, tmp_path) as (_running, caller):
+        async with listening(caller, {"toolsListChanged": True, "resourcesListChanged": True}) as stream:
+            sub = (await asyncio.wait_for(stream.next(), 10))["params"]["_meta"][SUB]
+            assert await asyncio.wait_for(stream.next(), 10) == {**TOOLS_CHANGED, "params": {"_meta": {SUB: sub}}}
+            assert await asyncio.wait_for(stream.next(), 10) == {**resources, "params": {"_meta": {SUB: sub}}}
+            fake.push(f"s{fake._count}", b"data: " + json.dumps(TOOLS_CHANGED).encode() + b"\n\n")
+            assert await asyncio.wait_for(stream.next(), 10) == {**TOOLS_CHANGED, "params": {"_meta": {SUB: sub}}}
