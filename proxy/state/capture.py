@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 RECENT_LIMIT = 64
 """Notifications of a GET stream remembered for a listen that subscribes late (`SessionListener.subscribe`)."""
 
+UNATTRIBUTED_LIMIT = 1000
+"""Requests for input of a GET stream waiting to be attributed to a task; one beyond is answered at
+once with the default refusal (-32601) instead of being kept (decision 69)."""
+
 GET_STREAM_RETRY_S = 0.5
 """Pause before the GET stream of a session with live tasks is opened again after it ended."""
 
@@ -222,6 +226,8 @@ class SessionListener:
         if not is_input_request(message):
             return await refuse_server_request(message)
         if not await self._attribute(message):
+            if len(self.unattributed) >= UNATTRIBUTED_LIMIT:
+                return await refuse_server_request(message)
             self.unattributed.append(message)
         return None
 

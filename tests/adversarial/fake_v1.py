@@ -7,7 +7,7 @@ bytes of any shape on the stream).
 "500", "html", "hang" (never answers), "close" (200 SSE, then ends at once). `raw_get` (bytes),
 when set, is written as the body of the next SSE GET stream before anything pushed. `forget()`
 makes every known session unknown (404 from then on). Sessions get ids `s1`, `s2`, …; every
-request is counted by method in `received`, and every GET in `gets` (session id)."""
+request is counted by method in `received` (answers to its requests kept in `responses`), and every GET in `gets` (session id)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ class FakeV1:
         self.sessions: set[str] = set()
         self.received: collections.Counter[str] = collections.Counter()
         self.gets: list[str] = []
+        self.responses: list[dict[str, Any]] = []
         self.open_gets: dict[str, int] = collections.Counter()
         self.queues: dict[str, list[asyncio.Queue[bytes | None]]] = collections.defaultdict(list)
         self.on_initialized: list[dict[str, Any]] = []
@@ -73,6 +74,8 @@ class FakeV1:
         body = await request.json()
         method = body.get("method", "response")
         self.received[method] += 1
+        if method == "response":
+            self.responses.append(body)
         sid = request.headers.get("Mcp-Session-Id")
         if method == "initialize":
             self._count += 1

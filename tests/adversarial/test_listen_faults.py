@@ -146,3 +146,56 @@ async def test_a_get_stream_of_odd_bytes_gives_the_listen_exactly_its_notificati
             assert await asyncio.wait_for(stream.next(), 10) == {**resources, "params": {"_meta": {SUB: sub}}}
             fake.push(f"s{fake._count}", b"data: " + json.dumps(TOOLS_CHANGED).encode() + b"\n\n")
             assert await asyncio.wait_for(stream.next(), 10) == {**TOOLS_CHANGED, "params": {"_meta": {SUB: sub}}}
+
+
+async def test_one_principals_notifications_never_reach_another_principals_listen(fake, tmp_path):
+    """Two principals listen (each on a pooled upstream session of its own, s2 and s3: a listen's
+    answer starts once its session is open); what the backend sends on one's session reaches that
+    one's listen only. A request of Alice's racing her listen's acknowledgement goes on her
+    session (no third one)."""
+    resources = {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}
+    wanted = {"toolsListChanged": True, "resourcesListChanged": True}
+    async with proxied(fake, tmp_path) as (_running, caller):
+        alice = Caller(caller.http, caller.url, authorization="Bearer alice")
+        bob = Caller(caller.http, caller.url, authorization="Bearer bob")
+        async with listening(alice, wanted) as alice_stream, listening(bob, wanted) as bob_stream:
+            listed, alice_ack, bob_ack = await asyncio.gather(
+                alice.call("tools/list"), asyncio.wait_for(alice_stream.next(), 10), asyncio.wait_for(bob_stream.next(), 10)
+            )
+            assert listed.result["tools"][0]["name"] == "echo"
+            assert fake.received["initialize"] == 3  # the probe's, Alice's, Bob's
+            assert (fake.gets, dict(fake.open_gets)) == (["s2", "s3"], {"s2": 1, "s3": 1})
+            to_alice = {**TOOLS_CHANGED, "params": {"_meta": {SUB: alice_ack["params"]["_meta"][SUB]}}}
+            to_bob = {**resources, "params": {"_meta": {SUB: bob_ack["params"]["_meta"][SUB]}}}
+            fake.push("s2", TOOLS_CHANGED)
+            fake.push("s3", resources)
+            assert await asyncio.wait_for(alice_stream.next(), 10) == to_alice
+            assert await asyncio.wait_for(bob_stream.next(), 10) == to_bob
+            fake.push("s2", TOOLS_CHANGED)
+            assert await asyncio.wait_for(alice_stream.next(), 10) == to_alice
+            fake.push("s3", resources)
+            assert await asyncio.wait_for(bob_stream.next(), 10) == to_bob
+            assert alice_stream.pending == [] and bob_stream.pending == []
+
+
+async def test_a_flood_of_requests_for_input_no_task_can_take_is_bounded(fake, tmp_path):
+    """The backend sends requests for input on a listened session's GET stream that belong to no
+    task the proxy follows: at most `UNATTRIBUTED_LIMIT` wait to be attributed; the ones beyond are
+    answered at once with -32601 (the default for a request the proxy cannot serve) instead of
+    being kept for ever."""
+    from proxy.state.capture import UNATTRIBUTED_LIMIT
+
+    ask = {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {"type": "object"}}}
+    async with proxied(fake, tmp_path) as (running, caller):
+        async with listening(caller, {"toolsListChanged": True}) as stream:
+            await asyncio.wait_for(stream.next(), 10)
+            flood = b"".join(
+                b"data: " + json.dumps({"jsonrpc": "2.0", "id": n, **ask}).encode() + b"\n\n"
+                for n in range(UNATTRIBUTED_LIMIT + 5)
+            )
+            fake.push("s2", flood)
+            await until(lambda: fake.received["response"] == 5)
+            (listener,) = book(running)._listeners.values()
+            assert [m["id"] for m in listener.unattributed] == list(range(UNATTRIBUTED_LIMIT))
+            beyond = range(UNATTRIBUTED_LIMIT, UNATTRIBUTED_LIMIT + 5)
+            assert [(r["id"], r["error"]["code"]) for r in fake.responses] == [(n, -32601) for n in beyond]
