@@ -7,8 +7,10 @@ stream of the caller's pooled upstream session (held once per session by
 `proxy.state.capture.SessionListener`, so every listener of a principal shares one upstream
 stream), and `notifications/tasks` for each acknowledged task whose `tasks/get` answer changed:
 read at the task's `pollIntervalMs` (50 ms–1 s) and at once when the backend pushes a
-`notifications/tasks/status`, until the task ends. The stream ends when the client closes it (the
-handler is cancelled).
+`notifications/tasks/status`, until the task ends. When the backend forgets the upstream session,
+the listen goes on on the principal's new one (decision 69). The stream ends when the client
+closes it (the handler is cancelled); the upstream GET stream is closed with the last listener of
+a session that carries no followed task (`InputBook.unsubscribe`).
 """
 
 from __future__ import annotations
