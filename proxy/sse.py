@@ -1,6 +1,6 @@
 """Incremental Server-Sent Events parser (WHATWG HTML §9.2), for upstream SSE responses.
 
-Handles LF, CRLF and CR line ends, multi-line `data`, comments and `retry`; events with empty
+Handles LF, CRLF and CR line ends, a leading byte order mark, multi-line `data`, comments and `retry`; events with empty
 `data` (priming events) are skipped, as the session wire requires (docs/wire.md §5).
 """
 
@@ -22,30 +22,54 @@ class Event:
     id: str | None = None
 
 
+BOM = b"\xef\xbb\xbf"
+"""U+FEFF in UTF-8: ignored once at the start of a stream."""
+
+
 class SseParser:
     """Feed bytes with `feed()`; it returns the events completed so far."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._pending: list[bytes] = []
+        """The pieces of the line not ended yet (line ends already made LF, none in them)."""
+        self._cr = False
+        """The last byte fed was a CR: a line end at once (an event is not held back until the
+        next byte comes), and an LF first in the next chunk is the rest of its CRLF."""
+        self._start: bytes | None = b""
+        """The stream's first bytes while they may still be a byte order mark (None after)."""
         self._data: list[str] = []
         self._event = ""
         self._last_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[Event]:
-        """Parse `chunk` (any split of the stream) and return the events it completed."""
-        buffer = self._buffer + chunk if self._buffer else chunk
-        held = b""
-        if b"\r" in buffer:  # CRLF or CR line ends: made LF first (a CR at the end may be half a CRLF)
-            if buffer.endswith(b"\r"):
-                buffer, held = buffer[:-1], b"\r"
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        cut = buffer.rfind(b"\n")
+        """Parse `chunk` (any split of the stream) and return the events it completed. Each byte
+        is looked at a fixed number of times, however long the line it is part of."""
+        if self._start is not None:  # one leading U+FEFF is ignored (WHATWG HTML §9.2.5)
+            chunk, self._start = self._start + chunk, None
+            if len(chunk) < len(BOM) and BOM.startswith(chunk):
+                self._start = chunk
+                return []
+            if chunk.startswith(BOM):
+                chunk = chunk[len(BOM) :]
+        if self._cr and chunk:  # the last chunk ended with a CR, already taken as a line end
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]  # the second half of that CRLF
+            self._cr = False
+        if b"\r" in chunk:  # CRLF or CR line ends: made LF first
+            self._cr = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = chunk.rfind(b"\n")
         if cut == -1:
-            self._buffer = buffer + held
+            if chunk:
+                self._pending.append(chunk)
             return []
-        self._buffer = buffer[cut + 1 :] + held
+        lines = chunk[:cut]
+        if self._pending:
+            self._pending.append(lines)
+            lines = b"".join(self._pending)
+        self._pending = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
         events: list[Event] = []
-        for line in buffer[:cut].decode("utf-8", errors="replace").split("\n"):  # whole lines: no character is cut
+        for line in lines.decode("utf-8", errors="replace").split("\n"):  # whole lines: no character is cut
             event = self._line(line)
             if event is not None:
                 events.append(event)

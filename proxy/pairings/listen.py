@@ -7,14 +7,16 @@ stream of the caller's pooled upstream session (held once per session by
 `proxy.state.capture.SessionListener`, so every listener of a principal shares one upstream
 stream), and `notifications/tasks` for each acknowledged task whose `tasks/get` answer changed:
 read at the task's `pollIntervalMs` (50 ms–1 s) and at once when the backend pushes a
-`notifications/tasks/status`, until the task ends. The stream ends when the client closes it (the
-handler is cancelled).
+`notifications/tasks/status`, until the task ends. When the backend forgets the upstream session,
+the listen goes on on the principal's new one (decision 69). The stream ends when the client
+closes it (the handler is cancelled); the upstream GET stream is closed with the last listener of
+a session that carries no followed task (`InputBook.unsubscribe`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from translators.errors import McpError, missing_tasks_extension
@@ -23,6 +25,7 @@ from translators.sealing import TaskRef
 from translators.subscriptions import acknowledged, for_subscription, narrow_filter, offered_filter, tasks_notification
 
 from ..faces.modern import ModernRequest, Reply
+from ..state.capture import SessionListener
 from .v1_task_push import poll_delay
 
 QUEUE_LIMIT = 1000
@@ -49,16 +52,6 @@ async def listen(pairing: Any, call: ModernRequest) -> Reply:
     if "taskIds" in agreed:
         agreed["taskIds"] = list(tasks)
     subscription = call.request_id
-    started = asyncio.get_running_loop().time()
-
-    async def hear_from_the_start(opened: Any) -> None:
-        await pairing.follower.inputs.listening(opened, call.upstream_headers)
-
-    session = await pairing._session(call, before_initialized=hear_from_the_start)
-    await pairing.follower.inputs.listening(session, call.upstream_headers)
-    for uri in agreed.get("resourceSubscriptions", ()):
-        await session.request("resources/subscribe", {"uri": uri}, headers=call.upstream_headers)
-    listener = pairing.follower.inputs.listener(session, call.upstream_headers)
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     def heard(message: dict[str, Any]) -> None:
@@ -66,24 +59,57 @@ async def listen(pairing: Any, call: ModernRequest) -> Reply:
             queue.get_nowait()
         queue.put_nowait(message)
 
-    if listener is not None:
-        listener.subscribe(heard, started)
+    listener = await _attach(pairing, call, agreed, heard, asyncio.get_running_loop().time())
     try:
         await call.notify(acknowledged(subscription, agreed))
         last: dict[str, dict[str, Any]] = {}
         while True:
             delay = await _read_tasks(pairing, call, tasks, last)
-            message: dict[str, Any] | None = None
-            with contextlib.suppress(asyncio.TimeoutError):
-                message = await asyncio.wait_for(queue.get(), delay)
+            getter = asyncio.ensure_future(queue.get())
+            ending = {listener.task} if listener is not None and not listener.task.done() else set()
+            try:
+                await asyncio.wait({getter, *ending}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            message = getter.result() if getter.done() and not getter.cancelled() else None
             while message is not None:
                 out = for_subscription(message, subscription, agreed)
                 if out is not None:
                     await call.notify(out)
                 message = queue.get_nowait() if not queue.empty() else None
+            if listener is not None and listener.task.done() and listener.session.lost:
+                # The backend forgot the session (its GET stream met 404): go on on the new one.
+                pairing.follower.inputs.unsubscribe(listener, heard)
+                listener = await _attach(pairing, call, agreed, heard, asyncio.get_running_loop().time())
     finally:
         if listener is not None:
-            listener.subscribers.discard(heard)
+            pairing.follower.inputs.unsubscribe(listener, heard)
+
+
+async def _attach(pairing: Any, call: ModernRequest, agreed: dict[str, Any], heard: Callable[[dict[str, Any]], None],
+                  since: float) -> SessionListener | None:
+    """Subscribe `heard` to the GET stream of the caller's pooled upstream session (opened before
+    `notifications/initialized` when this creates the session), with what it heard since `since`,
+    and subscribe the session to the agreed resources. None for a backend without session ids."""
+
+    async def hear_from_the_start(opened: Any) -> None:
+        await pairing.follower.inputs.listening(opened, call.upstream_headers)
+
+    book = pairing.follower.inputs
+    session = await pairing._session(call, before_initialized=hear_from_the_start)
+    await book.listening(session, call.upstream_headers)
+    listener: SessionListener | None = book.listener(session, call.upstream_headers)
+    if listener is not None:
+        listener.subscribe(heard, since)
+    try:
+        for uri in agreed.get("resourceSubscriptions", ()):
+            await session.request("resources/subscribe", {"uri": uri}, headers=call.upstream_headers)
+    except BaseException:
+        if listener is not None:
+            book.unsubscribe(listener, heard)
+        raise
+    return listener
 
 
 async def _read_tasks(pairing: Any, call: ModernRequest, tasks: dict[str, TaskRef], last: dict[str, dict[str, Any]]) -> float | None:

@@ -166,6 +166,8 @@ def _frame(event: Event, data: bytes) -> bytes:
 
 
 _EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+_LONGEST_END = max(map(len, _EVENT_ENDS)) - 1
+"""Bytes of an event end that can be in the chunk before the one it ends in."""
 
 
 def _complete_events_end(buffer: bytes) -> int:
@@ -178,19 +180,23 @@ async def _relay_sse_renumbered(upstream: aiohttp.ClientResponse, response: web.
     """An SSE answer of a v2 backend, passed on as it arrives but whole events at a time, so that an
     event holding `-32003` can be parsed and renumbered (`_renumbered_body`); other bytes pass
     unchanged. Events are only parsed when their bytes hold the code."""
-    pending = b""
+    pending: list[bytes] = []  # what came after the last complete event, as it came (joined once)
+    tail = b""  # its last bytes: the start of an event end split between two chunks
     async for chunk in upstream.content.iter_any():
-        pending = pending + chunk if pending else chunk
-        cut = _complete_events_end(pending)
-        if cut == 0:
+        window = tail + chunk
+        cut = _complete_events_end(window) - len(tail)  # an event end lies in the new bytes, or none
+        if cut <= 0:
+            pending.append(chunk)
+            tail = window[-_LONGEST_END:]
             continue
-        ready, pending = pending[:cut], pending[cut:]
+        ready, rest = b"".join([*pending, chunk[:cut]]), chunk[cut:]
+        pending, tail = ([rest] if rest else []), rest[-_LONGEST_END:]
         if may_carry_legacy_code(ready):
             parser = SseParser()
             ready = b"".join(_frame(event, _renumbered_body(event.data.encode())) for event in parser.feed(ready))
         await response.write(ready)
     if pending:
-        await response.write(pending)
+        await response.write(b"".join(pending))
 
 
 async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any,

@@ -168,7 +168,7 @@ class SessionPush:
                             break
                         await self._deliver(session, getter.result())
                 finally:
-                    listener.subscribers.discard(hear)
+                    self.inputs.unsubscribe(listener, hear)
                 if heard.ended.is_set():
                     return
                 log.info("GET stream of the upstream session of a v2-session client on %s ended; listening again", self.backend.name)

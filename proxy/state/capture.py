@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 RECENT_LIMIT = 64
 """Notifications of a GET stream remembered for a listen that subscribes late (`SessionListener.subscribe`)."""
 
+UNATTRIBUTED_LIMIT = 1000
+"""Requests for input of a GET stream waiting to be attributed to a task; one beyond is answered at
+once with the default refusal (-32601) instead of being kept (decision 69)."""
+
 GET_STREAM_RETRY_S = 0.5
 """Pause before the GET stream of a session with live tasks is opened again after it ended."""
 
@@ -176,6 +180,7 @@ class SessionListener:
         self.session = session
         self.book = book
         self.headers = dict(headers)
+        self.sid = session.session_id or ""
         self.unattributed: list[dict[str, Any]] = []
         self.early: dict[str, tuple[str, int]] = {}
         """Status notifications about tasks not followed yet (they can overtake the answer that
@@ -186,6 +191,8 @@ class SessionListener:
         """Called with every notification the stream carries (`subscriptions/listen`, §4.9)."""
         self.recent: deque[tuple[float, dict[str, Any]]] = deque(maxlen=RECENT_LIMIT)
         """The last list changes and resource updates heard, with the loop time they came (see `subscribe`)."""
+        self.no_stream = False
+        """Set when the backend offers no GET stream for the session (405): it is not asked again."""
         self.task = asyncio.ensure_future(self._run())
 
     def subscribe(self, subscriber: Callable[[dict[str, Any]], None], since: float) -> None:
@@ -205,7 +212,10 @@ class SessionListener:
                 try:
                     await listen(self.session, self._on_request, self._on_notification, headers=self.headers,
                                  on_open=self.ready.set)
-                except (SessionLost, NoStandaloneStream):
+                except SessionLost:
+                    return
+                except NoStandaloneStream:
+                    self.no_stream = True
                     return
                 except McpError as exc:
                     log.info("GET stream of a session on %s failed: %s", self.session.backend.name, exc.message)
@@ -217,6 +227,8 @@ class SessionListener:
         if not is_input_request(message):
             return await refuse_server_request(message)
         if not await self._attribute(message):
+            if len(self.unattributed) >= UNATTRIBUTED_LIMIT:
+                return await refuse_server_request(message)
             self.unattributed.append(message)
         return None
 
@@ -318,12 +330,13 @@ class InputBook:
         return inputs
 
     def listener(self, session: UpstreamSession, headers: Mapping[str, str]) -> SessionListener | None:
-        """The session's GET-stream listener, started if it is not running (None without a session id)."""
+        """The session's GET-stream listener, started if it is not running (None without a session
+        id; one that found no GET stream on the session is not started again)."""
         sid = session.session_id or ""
         if not sid:
             return None
         listener = self._listeners.get(sid)
-        if listener is None or listener.task.done():
+        if listener is None or (listener.task.done() and not listener.no_stream):
             listener = self._listeners[sid] = SessionListener(session, self, headers)
         return listener
 
@@ -371,6 +384,15 @@ class InputBook:
             if sid in self._ephemeral and not self.tasks_of(inputs.session):
                 self._ephemeral.discard(sid)
                 self.forget_session(inputs.session)
+
+    def unsubscribe(self, listener: SessionListener, subscriber: Callable[[dict[str, Any]], None]) -> None:
+        """`subscriber` no longer hears `listener`'s GET stream; a stream nobody hears and that
+        carries no followed task is closed (each would hold a connection to the backend for
+        nothing, one per pooled session ever listened to; decision 69)."""
+        listener.subscribers.discard(subscriber)
+        if not listener.subscribers and not self.tasks_of(listener.session) and self._listeners.get(listener.sid) is listener:
+            del self._listeners[listener.sid]
+            listener.close()
 
     def forget_session(self, session: UpstreamSession) -> None:
         """Stop listening on a session that will carry no more tasks."""

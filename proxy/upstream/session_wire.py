@@ -276,8 +276,9 @@ async def listen(
     """Hold the session's standalone GET stream until it ends, dispatching what arrives on it.
     `on_open` is called once the backend has accepted the stream.
 
-    Returns when the backend closes the stream. Raises `SessionLost` (404), `NoStandaloneStream`
-    (405) and `McpError` (HTTP 502) when the backend is unreachable or answers something else.
+    Returns when the backend closes the stream. Raises `SessionLost` (404, and a `ping` on the
+    session answered 404 too), `NoStandaloneStream` (405, or 404 for a session the `ping` shows
+    alive) and `McpError` (HTTP 502) when the backend is unreachable or answers something else.
     """
     backend = session.backend
     request_headers = {**backend.extra_headers, **session._headers(headers), "Accept": "text/event-stream"}
@@ -286,30 +287,50 @@ async def listen(
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise backend_unavailable(backend.name, f"GET stream: {exc.__class__.__name__}") from None
     async with response:
-        if response.status == 404:
-            session.lost = True
-            raise SessionLost(session.session_id or "")
+        refused = response.status == 404
         if response.status == 405:
             raise NoStandaloneStream(backend.name)
-        if response.status != 200 or not response.headers.get("Content-Type", "").startswith("text/event-stream"):
-            raise backend_unavailable(backend.name, f"GET stream answered HTTP {response.status}")
-        if on_open is not None:
-            on_open()
-        try:
-            async for event in iter_events(response.content.iter_any()):
-                try:
-                    message = jsonrpc.parse(event.data)
-                except McpError:
-                    log.warning("backend %s sent a GET-stream event that is not JSON-RPC", backend.name)
-                    continue
-                if message.kind == "request":
-                    answer = await on_server_request(message.raw)
-                    if answer is not None:
-                        await session.respond(answer, headers=headers)
-                elif message.kind == "notification":
-                    await on_notification(message.raw)
-        except (TimeoutError, aiohttp.ClientError):
-            return
+        if not refused:
+            if response.status != 200 or not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+                raise backend_unavailable(backend.name, f"GET stream answered HTTP {response.status}")
+            if on_open is not None:
+                on_open()
+            await _dispatch(session, response, on_server_request, on_notification, headers)
+    if refused:
+        await _known_to_be_alive(session, headers)
+        raise NoStandaloneStream(backend.name)
+
+
+async def _dispatch(session: UpstreamSession, response: aiohttp.ClientResponse, on_server_request: ServerRequestHandler,
+                    on_notification: NotificationHandler, headers: Mapping[str, str] | None) -> None:
+    """What arrives on an accepted GET stream, until it ends or breaks."""
+    try:
+        async for event in iter_events(response.content.iter_any()):
+            try:
+                message = jsonrpc.parse(event.data)
+            except McpError:
+                log.warning("backend %s sent a GET-stream event that is not JSON-RPC", session.backend.name)
+                continue
+            if message.kind == "request":
+                answer = await on_server_request(message.raw)
+                if answer is not None:
+                    await session.respond(answer, headers=headers)
+            elif message.kind == "notification":
+                await on_notification(message.raw)
+    except (TimeoutError, aiohttp.ClientError):
+        return
+
+
+async def _known_to_be_alive(session: UpstreamSession, headers: Mapping[str, str] | None) -> None:
+    """After a GET answered 404: the session is forgotten, or the server has no GET route and
+    answers 404 for a live session. A `ping` on it tells (docs/decisions.md §69): its 404 raises
+    `SessionLost` (the session marked lost); any answer, even an error, shows the session alive.
+    Raises `McpError` (HTTP 502) when the backend cannot be reached."""
+    try:
+        await session.request("ping", headers=headers)
+    except McpError as exc:
+        if exc.http_status is not None:
+            raise
 
 
 async def refuse_server_request(message: dict[str, Any]) -> dict[str, Any]:
