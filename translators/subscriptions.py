@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import INVALID_PARAMS, McpError
 from .streaming import log_level_passes
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -218,3 +219,27 @@ def own_stream_notification(
     else:
         passes = _agreed(method, params, agreed)
     return dict(message) if passes else None
+
+
+MAX_SUBSCRIPTIONS = 100
+"""Resource subscriptions one session may hold (`resources/subscribe` beyond: -32602)."""
+MAX_URI_CHARS = 8192
+"""Longest `params.uri` a session may subscribe to, in characters (docs/decisions.md §65)."""
+
+
+def subscriptions_after(held: Any, method: str, params: Mapping[str, Any]) -> list[str]:
+    """A session's subscribed URIs (`held`, a list or None) after `resources/subscribe` (appended;
+    at most `MAX_SUBSCRIPTIONS`, each at most `MAX_URI_CHARS` characters) or
+    `resources/unsubscribe` (removed) of `params.uri` (docs/behaviour.md §5.9). Raises
+    `McpError(-32602)` for a missing or non-string URI, a longer one, or one too many."""
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise McpError(INVALID_PARAMS, f"{method} needs params.uri (a string)")
+    uris = [kept for kept in held or () if kept != uri]
+    if method == "resources/subscribe":
+        if len(uri) > MAX_URI_CHARS:
+            raise McpError(INVALID_PARAMS, f"resources/subscribe: params.uri is longer than {MAX_URI_CHARS} characters")
+        if len(uris) >= MAX_SUBSCRIPTIONS:
+            raise McpError(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
+        uris.append(uri)
+    return uris

@@ -35,6 +35,7 @@ from translators.protocol import H_NAME, MRTR_METHODS
 from translators.results import initialize_result_v2_session
 from translators.sealing import TaskRef
 from translators.streaming import request_notification, requested_log_level
+from translators.subscriptions import subscriptions_after
 
 from ..faces.modern import ModernRequest, Reply
 from ..faces.session import ProxySession, SessionReply
@@ -43,7 +44,7 @@ from ..upstream.session_wire import SessionLost, UpstreamSession
 from ..upstream.v2_session_wire import session_capabilities
 from .mrtr import Exchange, Finished, input_rounds
 from .parts import MemberParts
-from .session_push import SessionPush, subscriptions_after
+from .session_push import SessionPush
 from .v1_lists import SUBSCRIBED
 from .v1_over_v2 import LOG_LEVEL
 from .v2_over_v1 import V2OverV1

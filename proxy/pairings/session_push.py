@@ -16,8 +16,6 @@ While a v2-session session holds its GET stream open:
   upstream stream ends while the client's stays open, it is listened to again after `RETRY_S`
   (doubling up to `MAX_RETRY_S`).
 
-`subscriptions_after` is the change one `resources/subscribe` or `resources/unsubscribe` makes to
-a session's URIs (the limits of a v1 session, `proxy.pairings.v1_over_v2`).
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from translators.envelope import ModernMeta
-from translators.errors import INVALID_PARAMS, McpError
+from translators.errors import McpError
 from translators.subscriptions import from_subscription, listen_filter_v1
 
 from ..faces.session import ProxySession
@@ -37,7 +35,6 @@ from ..state.capture import InputBook
 from ..upstream.modern_wire import ModernClient
 from ..upstream.session_wire import UpstreamSession
 from .v1_lists import MAX_RETRY_S, READY_WAIT_S, RETRY_S, SUBSCRIBED, ListPush
-from .v1_over_v2 import MAX_SUBSCRIPTIONS, MAX_URI_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +43,6 @@ QUEUE_LIMIT = 1000
 
 UpstreamOf = Callable[[ProxySession, dict[str, str]], Awaitable[UpstreamSession]]
 """The pooled upstream session a session's requests go on (v1 backends)."""
-
-
-def subscriptions_after(held: Any, method: str, params: dict[str, Any]) -> list[str]:
-    """The session's URIs after `resources/subscribe` (appended; at most `MAX_SUBSCRIPTIONS`, each
-    at most `MAX_URI_CHARS` long) or `resources/unsubscribe` (removed) of `params.uri`. Raises
-    `McpError(-32602)` as a v1 session's would (docs/behaviour.md §5.9)."""
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise McpError(INVALID_PARAMS, f"{method} needs params.uri (a string)")
-    uris = [kept for kept in held or () if kept != uri]
-    if method == "resources/subscribe":
-        if len(uri) > MAX_URI_CHARS:
-            raise McpError(INVALID_PARAMS, f"resources/subscribe: params.uri is longer than {MAX_URI_CHARS} characters")
-        if len(uris) >= MAX_SUBSCRIPTIONS:
-            raise McpError(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
-        uris.append(uri)
-    return uris
 
 
 class _Heard:

@@ -40,6 +40,7 @@ from translators.protocol import TERMINAL_STATUSES
 from translators.results import initialize_result_v1, task_status_notification_v1, tasks_list_result_v1, tools_list_to_v1
 from translators.sealing import TaskRef
 from translators.streaming import request_notification, requested_log_level
+from translators.subscriptions import subscriptions_after
 
 from ..faces.session import ProxySession, SessionReply
 from ..state.client_tasks import HELD, Entry, TaskRegistry
@@ -53,13 +54,7 @@ from .v1_task_push import TaskPush, poll_delay
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOG_LEVEL", "MAX_SUBSCRIPTIONS", "MAX_URI_CHARS", "V1OverV2"]
-
-MAX_SUBSCRIPTIONS = 100
-"""Resource subscriptions one v1 session may hold (`resources/subscribe` beyond: -32602)."""
-MAX_URI_CHARS = 8192
-"""Longest URI a v1 session may `resources/subscribe` to (longer: -32602). The session's URIs are
-written to the store, and sent upstream, whole on every change (docs/decisions.md §65)."""
+__all__ = ["LOG_LEVEL", "V1OverV2"]
 
 
 def _now_iso() -> str:
@@ -118,18 +113,9 @@ class V1OverV2:
         subscriptions: the session's URIs change, and, on `subscriptions/listen`, its listen, if it
         holds one, is opened again with them before the answer; in front of a v2-session backend
         (`call` given) the request goes to the session's own upstream session first (§5.9)."""
-        uri = params.get("uri")
-        if not isinstance(uri, str):
-            raise McpError(INVALID_PARAMS, f"{method} needs params.uri (a string)")
-        uris = [held for held in session.state.get(SUBSCRIBED) or () if held != uri]
-        if method == "resources/subscribe":
-            if len(uri) > MAX_URI_CHARS:
-                raise McpError(INVALID_PARAMS, f"resources/subscribe: params.uri is longer than {MAX_URI_CHARS} characters")
-            if len(uris) >= MAX_SUBSCRIPTIONS:
-                raise McpError(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
-            uris.append(uri)
+        uris = subscriptions_after(session.state.get(SUBSCRIBED), method, params)
         if call is not None:
-            await call.upstream(method, {"uri": uri})
+            await call.upstream(method, {"uri": params["uri"]})
         session.state[SUBSCRIBED] = uris
         await self._keep(session)
         if call is None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import sys
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -137,3 +139,15 @@ def parse_args(
     args = parser.parse_args(argv)
     names = [name for name in checks if args.check is None or name in args.check]
     return args.url, names, args.timeout
+
+
+def mcp1_main(
+    doc: str | None, checks: Mapping[str, Check], default_timeout_s: float, exc_detail: ExcDetail, argv: list[str] | None
+) -> int:
+    """The entry point of a check script that drives the ``mcp`` 1.30 client: parse the command
+    line, run the selected checks in order, exit status 0 iff every one is ok. anyio task groups
+    wrap the session's errors, so the first leaf of a group is judged."""
+    url, names, timeout_s = parse_args(doc, checks, list(checks), default_timeout_s, argv)
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    run_all = run(checks, url, names, timeout_s, exc_detail, unwrap_groups=True, traceback_by_line=False)
+    return 0 if asyncio.run(run_all) else 1

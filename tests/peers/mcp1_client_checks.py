@@ -468,11 +468,7 @@ CHECKS: dict[str, Check] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    url, names, timeout_s = check_lines.parse_args(__doc__, CHECKS, list(CHECKS), CHECK_TIMEOUT_S, argv)
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    # anyio task groups wrap the session's errors: judge the first leaf of a group
-    run = check_lines.run(CHECKS, url, names, timeout_s, exc_detail, unwrap_groups=True, traceback_by_line=False)
-    return 0 if asyncio.run(run) else 1
+    return check_lines.mcp1_main(__doc__, CHECKS, CHECK_TIMEOUT_S, exc_detail, argv)
 
 
 if __name__ == "__main__":

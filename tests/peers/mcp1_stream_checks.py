@@ -31,7 +31,6 @@ two_questions_once          ``multi_input()`` the same way: two questions (``val
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 import time
 import warnings
@@ -128,10 +127,7 @@ CHECKS: dict[str, Check] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    url, names, timeout_s = check_lines.parse_args(__doc__, CHECKS, list(CHECKS), CHECK_TIMEOUT_S, argv)
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    run = check_lines.run(CHECKS, url, names, timeout_s, exc_detail, unwrap_groups=True, traceback_by_line=False)
-    return 0 if asyncio.run(run) else 1
+    return check_lines.mcp1_main(__doc__, CHECKS, CHECK_TIMEOUT_S, exc_detail, argv)
 
 
 if __name__ == "__main__":

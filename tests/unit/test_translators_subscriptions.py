@@ -4,8 +4,13 @@ behalf of a v1 session and what that session's GET stream gets (§5.9)."""
 
 from __future__ import annotations
 
+import pytest
+
+from translators.errors import McpError
 from translators.subscriptions import (
     CARRIED,
+    MAX_SUBSCRIPTIONS,
+    MAX_URI_CHARS,
     acknowledged,
     acknowledged_filter,
     advertised,
@@ -18,6 +23,7 @@ from translators.subscriptions import (
     offered_filter,
     own_stream_notification,
     requested_filter,
+    subscriptions_after,
     tasks_notification,
 )
 
@@ -198,3 +204,34 @@ def test_carried_is_exactly_what_a_full_filter_lets_through():
     ]
     through = [m for m in methods if for_subscription({"jsonrpc": "2.0", "method": m, "params": {"uri": "u"}}, 1, everything)]
     assert sorted(CARRIED) == sorted(through) == sorted(methods[:4])
+
+
+def test_subscriptions_after_appends_moves_and_removes_a_uri():
+    assert subscriptions_after(None, "resources/subscribe", {"uri": "a"}) == ["a"]
+    assert subscriptions_after(["a", "b"], "resources/subscribe", {"uri": "a"}) == ["b", "a"]
+    assert subscriptions_after(["a", "b"], "resources/unsubscribe", {"uri": "a"}) == ["b"]
+    assert subscriptions_after(["b"], "resources/unsubscribe", {"uri": "never"}) == ["b"]
+
+
+def test_subscriptions_after_refuses_a_bad_uri_and_one_too_many():
+    refusals = [
+        (None, "resources/subscribe", {}, "resources/subscribe needs params.uri (a string)"),
+        (None, "resources/unsubscribe", {"uri": 7}, "resources/unsubscribe needs params.uri (a string)"),
+        (
+            None,
+            "resources/subscribe",
+            {"uri": "u" * (MAX_URI_CHARS + 1)},
+            "resources/subscribe: params.uri is longer than 8192 characters",
+        ),
+        (
+            [f"r{n}" for n in range(MAX_SUBSCRIPTIONS)],
+            "resources/subscribe",
+            {"uri": "one more"},
+            "At most 100 resource subscriptions per session",
+        ),
+    ]
+    for held, method, params, message in refusals:
+        with pytest.raises(McpError) as refused:
+            subscriptions_after(held, method, params)
+        assert (refused.value.code, refused.value.message) == (-32602, message)
+    assert len(subscriptions_after(None, "resources/subscribe", {"uri": "u" * MAX_URI_CHARS})) == 1

@@ -22,8 +22,9 @@ from proxy.app import STATE
 from proxy.faces.replay import REPLAY_BYTES
 from proxy.pairings import v1_lists
 from proxy.pairings.v1_lists import SUBSCRIBED
-from proxy.pairings.v1_over_v2 import MAX_SUBSCRIPTIONS, MAX_URI_CHARS, V1OverV2
+from proxy.pairings.v1_over_v2 import V1OverV2
 from proxy.sse import SseParser, sse_frame
+from translators.subscriptions import MAX_SUBSCRIPTIONS, MAX_URI_CHARS
 
 pytestmark = pytest.mark.peers
 
