@@ -44,7 +44,19 @@ UNATTRIBUTED_LIMIT = 1000
 once with the default refusal (-32601) instead of being kept (decision 69)."""
 
 GET_STREAM_RETRY_S = 0.5
-"""Pause before the GET stream of a session with live tasks is opened again after it ended."""
+"""Pause before the GET stream of a session with live tasks is opened again after it ended..."""
+GET_STREAM_MAX_RETRY_S = 30.0
+"""...doubling while the backend keeps refusing it (an error status, a broken connection), up to this."""
+
+
+def next_get_retry_s(previous_s: float, opened: bool) -> float:
+    """Seconds to wait before a session's GET stream is asked for again (decision 69): after a
+    stream the backend accepted (it ended, or broke later), `GET_STREAM_RETRY_S`; after one it
+    refused, twice the previous wait (`GET_STREAM_RETRY_S` the first time), at most
+    `GET_STREAM_MAX_RETRY_S`. `previous_s` is 0 before the first wait."""
+    if opened or previous_s <= 0:
+        return GET_STREAM_RETRY_S
+    return min(previous_s * 2, GET_STREAM_MAX_RETRY_S)
 
 
 class TaskInputs:
@@ -207,11 +219,19 @@ class SessionListener:
         self.subscribers.add(subscriber)
 
     async def _run(self) -> None:
+        wait_s = 0.0
+        opened = False
+
+        def on_open() -> None:
+            nonlocal opened
+            opened = True
+            self.ready.set()
+
         try:
             while not self.session.lost:
+                opened = False
                 try:
-                    await listen(self.session, self._on_request, self._on_notification, headers=self.headers,
-                                 on_open=self.ready.set)
+                    await listen(self.session, self._on_request, self._on_notification, headers=self.headers, on_open=on_open)
                 except SessionLost:
                     return
                 except NoStandaloneStream:
@@ -219,7 +239,8 @@ class SessionListener:
                     return
                 except McpError as exc:
                     log.info("GET stream of a session on %s failed: %s", self.session.backend.name, exc.message)
-                await asyncio.sleep(GET_STREAM_RETRY_S)
+                wait_s = next_get_retry_s(wait_s, opened)
+                await asyncio.sleep(wait_s)
         finally:
             self.ready.set()
 
