@@ -16,6 +16,7 @@ the answer.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
@@ -198,14 +199,16 @@ class SessionListener:
         """Status notifications about tasks not followed yet (they can overtake the answer that
         created the task): upstream task id → (last status, input_required announcements)."""
         self.ready = asyncio.Event()
-        """Set once the stream is open, or once it is known there will be none."""
+        """Set once the stream is open, or once the backend refused it or it is known there will be none."""
         self.subscribers: set[Callable[[dict[str, Any]], None]] = set()
         """Called with every notification the stream carries (`subscriptions/listen`, §4.9)."""
         self.recent: deque[tuple[float, dict[str, Any]]] = deque(maxlen=RECENT_LIMIT)
         """The last list changes and resource updates heard, with the loop time they came (see `subscribe`)."""
         self.no_stream = False
         """Set when the backend offers no GET stream for the session (405): it is not asked again."""
-        self.task = asyncio.ensure_future(self._run())
+        # Its own context: it serves the session, not the request that happened to start it (whose
+        # request id its log lines would otherwise repeat, and whose trace it would join).
+        self.task = asyncio.get_running_loop().create_task(self._run(), context=contextvars.Context())
 
     def subscribe(self, subscriber: Callable[[dict[str, Any]], None], since: float) -> None:
         """Call `subscriber` with every notification from now on, first with those heard since
@@ -239,6 +242,7 @@ class SessionListener:
                     return
                 except McpError as exc:
                     log.info("GET stream of a session on %s failed: %s", self.session.backend.name, exc.message)
+                self.ready.set()  # open, or refused once: nobody waits for a retry (`InputBook.listening`)
                 wait_s = next_get_retry_s(wait_s, opened)
                 await asyncio.sleep(wait_s)
         finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from fake_v1 import FakeV1
 from support import Caller, running_proxy
 
 from proxy.app import STATE
+from proxy.logs import RequestIdFilter
 from proxy.sse import SseParser
 
 SUB = "io.modelcontextprotocol/subscriptionId"
@@ -199,3 +201,35 @@ async def test_a_flood_of_requests_for_input_no_task_can_take_is_bounded(fake, t
             assert [m["id"] for m in listener.unattributed] == list(range(UNATTRIBUTED_LIMIT))
             beyond = range(UNATTRIBUTED_LIMIT, UNATTRIBUTED_LIMIT + 5)
             assert [(r["id"], r["error"]["code"]) for r in fake.responses] == [(n, -32601) for n in beyond]
+
+
+async def test_the_session_listener_logs_under_no_request_id(fake, tmp_path):
+    """The GET stream of a pooled session serves the session, not the request that started it: its
+    log lines (here: the backend refusing the stream) carry no request id, where they repeated
+    that first request's for as long as the session lived."""
+    fake.get_mode = "500"
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.addFilter(RequestIdFilter())
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("proxy.state.capture")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        async with proxied(fake, tmp_path) as (_running, caller):
+            body = caller.body("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+            headers = {**caller.headers("subscriptions/listen"), "Content-Type": "application/json", "X-Request-Id": "the-listen"}
+            async with caller.http.post(caller.url, data=json.dumps(body), headers=headers) as response:
+                ack = await asyncio.wait_for(Listen(response).next(), 10)
+                assert ack["method"] == "notifications/subscriptions/acknowledged"
+                await until(lambda: len(fake.gets) >= 2)
+        refused = [r for r in records if r.getMessage().startswith("GET stream of a session on main failed")]
+        assert refused
+        assert {r.getMessage() for r in refused} == {
+            "GET stream of a session on main failed: Backend 'main' unavailable: GET stream answered HTTP 500"
+        }
+        assert [getattr(r, "request_id", "unset") for r in refused] == [None] * len(refused)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
