@@ -35,24 +35,20 @@ tools_list_changed_once   with the GET stream open: ``resources/subscribe(refere
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import sys
-import time
 import warnings
 from typing import Any
 
 import check_lines  # beside this file, which runs as a script
-from check_lines import Check, CheckFailed, Detail, expect, texts
+from check_lines import Check, Detail, expect, texts
 
 warnings.simplefilter("ignore", DeprecationWarning)  # the experimental tasks API warns on every use
 
-from mcp1_session import Recorder, exc_detail, open_session  # noqa: E402
+from mcp1_session import Recorder, exc_detail, get_stream_answered, open_session, until_pushed  # noqa: E402
 from pydantic import AnyUrl  # noqa: E402
 
 CHECK_TIMEOUT_S = 30.0
-#: Bound for waiting on a notification the GET stream should bring, seconds.
-PUSH_WAIT_S = 15.0
 NOTES = "reference://notes"
 LOGGER = "report_progress"
 
@@ -63,18 +59,9 @@ def _log(level: str) -> Detail:
 
 
 async def _until(recorder: Recorder, method: str) -> None:
-    deadline = time.monotonic() + PUSH_WAIT_S
-    while method not in recorder.notifications:
-        if time.monotonic() >= deadline:
-            raise CheckFailed(f"no {method} within {PUSH_WAIT_S:g} s", {"notifications": recorder.notifications})
-        await asyncio.sleep(0.05)
-
-
-async def _get_stream(recorder: Recorder) -> None:
-    try:
-        await asyncio.wait_for(recorder.get_stream_open.wait(), PUSH_WAIT_S)
-    except TimeoutError:
-        raise CheckFailed(f"the GET stream was not answered within {PUSH_WAIT_S:g} s", {}) from None
+    await until_pushed(
+        lambda: method in recorder.notifications, f"no {method}", lambda: {"notifications": recorder.notifications}
+    )
 
 
 async def check_capabilities(url: str) -> tuple[bool, Detail]:
@@ -101,7 +88,7 @@ async def _report(session: Any, count: int) -> tuple[Any, list[Detail]]:
 async def check_logs_at_level(url: str) -> tuple[bool, Detail]:
     async with open_session(url) as (other, other_recorder):
         await other.set_logging_level("debug")
-        await _get_stream(other_recorder)
+        await get_stream_answered(other_recorder)
         async with open_session(url) as (session, recorder):
             await session.set_logging_level("warning")
             result, progress = await _report(session, 3)
@@ -132,7 +119,7 @@ async def check_tools_list_changed_once(url: str) -> tuple[bool, Detail]:
     name = f"added_{secrets.token_hex(4)}"
     updates: list[Detail] = []
     async with open_session(url) as (session, recorder):
-        await _get_stream(recorder)
+        await get_stream_answered(recorder)
         await session.subscribe_resource(AnyUrl(NOTES))
         added = await session.call_tool("add_tool", {"name": name})
         await session.call_tool("touch_resource", {"uri": "reference://elsewhere"})

@@ -28,23 +28,19 @@ changes_to_their_session   A subscribes ``reference://notes``, B ``reference://o
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import sys
-import time
 import warnings
 
 import check_lines  # beside this file, which runs as a script
-from check_lines import Check, CheckFailed, Detail, expect
+from check_lines import Check, Detail, expect
 
 warnings.simplefilter("ignore", DeprecationWarning)  # the experimental tasks API warns on every use
 
-from mcp1_session import Recorder, exc_detail, open_session  # noqa: E402
+from mcp1_session import Recorder, exc_detail, get_stream_answered, open_session, until_pushed  # noqa: E402
 from pydantic import AnyUrl  # noqa: E402
 
 CHECK_TIMEOUT_S = 30.0
-#: Bound for waiting on what the GET stream should bring, seconds.
-PUSH_WAIT_S = 15.0
 NOTES, OTHER, ELSEWHERE = "reference://notes", "reference://other", "reference://elsewhere"
 
 
@@ -54,24 +50,17 @@ def _session_log(level: str) -> Detail:
 
 async def _until(recorder: Recorder, what: str, count: int) -> None:
     """Until the recorder holds ``count`` of ``what`` (``logs``, ``updates``), or fail."""
-    deadline = time.monotonic() + PUSH_WAIT_S
-    while len(getattr(recorder, what)) < count:
-        if time.monotonic() >= deadline:
-            raise CheckFailed(f"fewer than {count} {what} within {PUSH_WAIT_S:g} s", {"notifications": recorder.notifications})
-        await asyncio.sleep(0.05)
-
-
-async def _get_stream(recorder: Recorder) -> None:
-    try:
-        await asyncio.wait_for(recorder.get_stream_open.wait(), PUSH_WAIT_S)
-    except TimeoutError:
-        raise CheckFailed(f"the GET stream was not answered within {PUSH_WAIT_S:g} s", {}) from None
+    await until_pushed(
+        lambda: len(getattr(recorder, what)) >= count,
+        f"fewer than {count} {what}",
+        lambda: {"notifications": recorder.notifications},
+    )
 
 
 async def check_session_logs_at_level(url: str) -> tuple[bool, Detail]:
     async with open_session(url) as (first, a), open_session(url) as (second, b):
-        await _get_stream(a)
-        await _get_stream(b)
+        await get_stream_answered(a)
+        await get_stream_answered(b)
         await first.set_logging_level("warning")
         await second.set_logging_level("debug")
         await first.call_tool("log_to_session", {})
@@ -90,8 +79,8 @@ async def check_session_logs_at_level(url: str) -> tuple[bool, Detail]:
 async def check_changes_to_their_session(url: str) -> tuple[bool, Detail]:
     name = f"added_{secrets.token_hex(4)}"
     async with open_session(url) as (first, a), open_session(url) as (second, b):
-        await _get_stream(a)
-        await _get_stream(b)
+        await get_stream_answered(a)
+        await get_stream_answered(b)
         await first.subscribe_resource(AnyUrl(NOTES))
         await second.subscribe_resource(AnyUrl(OTHER))
         await first.call_tool("add_tool", {"name": name})

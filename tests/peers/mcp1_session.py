@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from check_lines import CheckFailed, Detail, expect, form_answer, texts  # beside this file
@@ -279,3 +279,24 @@ async def expect_error(awaitable: Awaitable[Any], code: int, what: str, detail: 
         raise CheckFailed(f"{what}: raised {type(exc).__name__}, not an error {code}", detail) from exc
     detail[what] = {"answered": dump(answer) if hasattr(answer, "model_dump") else repr(answer)}
     raise CheckFailed(f"{what}: answered instead of error {code}", detail)
+
+
+#: Bound for waiting on what the proxy pushes (a GET stream answered, a notification on it), seconds.
+PUSH_WAIT_S = 15.0
+
+
+async def get_stream_answered(recorder: Recorder) -> None:
+    """Until the session's GET stream is answered; else `CheckFailed`."""
+    try:
+        await asyncio.wait_for(recorder.get_stream_open.wait(), PUSH_WAIT_S)
+    except TimeoutError:
+        raise CheckFailed(f"the GET stream was not answered within {PUSH_WAIT_S:g} s", {}) from None
+
+
+async def until_pushed(arrived: Callable[[], bool], missing: str, detail: Callable[[], Detail]) -> None:
+    """Until `arrived()` (checked every 50 ms); else `CheckFailed("<missing> within 15 s", detail())`."""
+    deadline = time.monotonic() + PUSH_WAIT_S
+    while not arrived():
+        if time.monotonic() >= deadline:
+            raise CheckFailed(f"{missing} within {PUSH_WAIT_S:g} s", detail())
+        await asyncio.sleep(0.05)

@@ -30,22 +30,28 @@ two_questions_once          ``multi_input()`` the same way: two questions (``val
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 import warnings
 from typing import Any
 
 import check_lines  # beside this file, which runs as a script
-from check_lines import Check, CheckFailed, Detail, expect
+from check_lines import Check, Detail, expect
 
 warnings.simplefilter("ignore", DeprecationWarning)  # the experimental tasks API warns on every use
 
-from mcp1_session import Recorder, create_task, exc_detail, open_session, result_detail, task_result, wait_status  # noqa: E402
+from mcp1_session import (  # noqa: E402
+    PUSH_WAIT_S,
+    Recorder,
+    create_task,
+    exc_detail,
+    open_session,
+    result_detail,
+    task_result,
+    until_pushed,
+    wait_status,
+)
 
 CHECK_TIMEOUT_S = 30.0
-#: Bound for waiting on a pushed status, seconds.
-PUSH_WAIT_S = 15.0
 
 
 def _statuses(recorder: Recorder, task_id: str) -> list[str]:
@@ -53,11 +59,9 @@ def _statuses(recorder: Recorder, task_id: str) -> list[str]:
 
 
 async def _until_pushed(recorder: Recorder, task_id: str, status: str) -> list[str]:
-    deadline = time.monotonic() + PUSH_WAIT_S
-    while status not in _statuses(recorder, task_id):
-        if time.monotonic() >= deadline:
-            raise CheckFailed(f"no pushed {status!r} within {PUSH_WAIT_S:g} s", {"pushed": _statuses(recorder, task_id)})
-        await asyncio.sleep(0.05)
+    await until_pushed(
+        lambda: status in _statuses(recorder, task_id), f"no pushed {status!r}", lambda: {"pushed": _statuses(recorder, task_id)}
+    )
     return _statuses(recorder, task_id)
 
 
