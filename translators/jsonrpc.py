@@ -117,6 +117,24 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+def parse_error_message(exc: BaseException) -> str:
+    """The message of a -32700 for a body that failed to decode: where it failed, when known.
+
+    `json.JSONDecodeError` gives `Parse error: <what> at line L, column C` (both 1-based, the
+    column in characters of the decoded text); `UnicodeDecodeError` gives `Parse error: not
+    <encoding> text at byte N` (0-based offset into the body); a body nested too deep gives
+    `Parse error: nested too deeply`; any other `ValueError` (a number out of range, `NaN`) its
+    own message.
+    """
+    if isinstance(exc, json.JSONDecodeError):
+        return f"Parse error: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"Parse error: not {exc.encoding.upper()} text at byte {exc.start}"
+    if isinstance(exc, RecursionError):
+        return "Parse error: nested too deeply"
+    return f"Parse error: {exc}" if str(exc) else f"Parse error: {exc.__class__.__name__}"
+
+
 def parse(body: bytes | str) -> Message:
     """Decode and classify one JSON-RPC message.
 
@@ -137,7 +155,7 @@ def parse(body: bytes | str) -> Message:
             text = body
         obj = _DECODER.decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise McpError(PARSE_ERROR, f"Parse error: {exc.__class__.__name__}") from None
+        raise McpError(PARSE_ERROR, parse_error_message(exc)) from None
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
         # Valid JSON escapes, but no UTF-8 text can carry them onward (a paired surrogate
         # decodes to one code point and passes).

@@ -62,6 +62,16 @@ async def test_malformed_bodies_are_refused_with_400(env, data, code, answered_i
     assert tap.since(mark) == []
 
 
+async def test_a_malformed_body_is_told_where_it_failed(env):
+    caller, tap, mark = env
+    answer = await caller.raw(b'{"jsonrpc": "2.0",\n "id": 1\n "method": "tools/list"}', JSON_HEADERS)
+    assert (answer.status, answer.body["error"]) == (
+        400,
+        {"code": -32700, "message": "Parse error: Expecting ',' delimiter at line 3, column 2"},
+    )
+    assert tap.since(mark) == []
+
+
 async def test_body_over_the_limit_is_413(env):
     caller, tap, mark = env
     big = modern_body("tools/call", {"name": "greet", "arguments": {"name": "x" * 4096}})

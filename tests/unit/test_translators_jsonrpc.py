@@ -243,20 +243,47 @@ def test_an_invalid_request_names_its_id_when_the_id_is_readable():
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "message"),
     [
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\xed\xa0\x80"}}',
-        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\ud800"}}'.encode("utf-16-le", "surrogatepass"),
-        '\ufeff{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\ud800"}}'.encode(
-            "utf-16-be", "surrogatepass"
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\xed\xa0\x80"}}',
+            "Parse error: not UTF-8 text at byte 69",
+        ),
+        (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\ud800"}}'.encode("utf-16-le", "surrogatepass"),
+            "Parse error: not UTF-16-LE text at byte 138",
+        ),
+        (
+            '\ufeff{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet\ud800"}}'.encode(
+                "utf-16-be", "surrogatepass"
+            ),
+            "Parse error: not UTF-16-BE text at byte 140",
         ),
     ],
     ids=["utf-8 raw surrogate", "utf-16 lone code unit", "utf-16 bom lone code unit"],
 )
-def test_raw_unpaired_surrogates_are_not_text(body):
+def test_raw_unpaired_surrogates_are_not_text(body, message):
     with pytest.raises(McpError) as raised:
         parse(body)
-    assert (raised.value.code, raised.value.message) == (-32700, "Parse error: UnicodeDecodeError")
+    assert (raised.value.code, raised.value.message) == (-32700, message)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "Parse error: Expecting property name enclosed in double quotes at line 1, column 2"),
+        (b'{"jsonrpc":"2.0",\n "id": 1\n "method":"ping"}', "Parse error: Expecting ',' delimiter at line 3, column 2"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":[1,2,}}', "Parse error: Expecting value at line 1, column 60"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}', "Parse error: NaN is not JSON"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":1e999}}', "Parse error: number out of range"),
+        (b"[" * 100_000 + b"]" * 100_000, "Parse error: nested too deeply"),
+    ],
+    ids=["not json", "missing comma on line 3", "trailing comma", "NaN", "out of range", "too deep"],
+)
+def test_a_parse_error_says_where_the_body_failed(body, message):
+    with pytest.raises(McpError) as raised:
+        parse(body)
+    assert (raised.value.code, raised.value.message) == (-32700, message)
 
 
 def test_an_escaped_lone_surrogate_in_a_utf16_body_is_refused_like_in_utf8():
