@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .config import Settings
 
 from .config import ConfigError, load
+from .logs import announce
 
 
 def _settings(args: argparse.Namespace) -> Settings | None:
@@ -54,7 +55,7 @@ def _stdio(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(serve_stdio(settings))
     except (UnsupportedBackend, ConfigError) as exc:
-        print(f"mcp-tasks-proxy: refusing to start: {exc}", file=sys.stderr)
+        announce(settings.log_format, f"mcp-tasks-proxy: refusing to start: {exc}", sys.stderr, level=logging.ERROR)
         return 2
 
 
@@ -68,7 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.workers > 1:
         refusal = _workers_refusal(settings)
         if refusal:
-            print(f"mcp-tasks-proxy: configuration error: {refusal}", file=sys.stderr)
+            announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
             return 2
         return _run_workers(settings.workers, lambda: _serve_one(settings))
     return _serve_one(settings)
@@ -127,13 +128,16 @@ def _serve_one(settings: Settings) -> int:
         try:
             running = await start(settings)
         except (UnsupportedBackend, ConfigError) as exc:
-            print(f"mcp-tasks-proxy: refusing to start: {exc}", file=sys.stderr)
+            announce(settings.log_format, f"mcp-tasks-proxy: refusing to start: {exc}", sys.stderr, level=logging.ERROR)
             return 2
         except OSError as exc:
-            print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
+            reason = os.strerror(exc.errno) if exc.errno else exc.strerror  # "Address already in use", not asyncio's sentence
+            announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
-        print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
+        # The banner is stdout's one line (the readiness signal scripts and the benchmark wait for).
+        announce(settings.log_format, f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", sys.stdout,
+                 url=running.url)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)

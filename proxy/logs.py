@@ -86,3 +86,18 @@ def handler(log_format: Literal["text", "json"], stream: TextIO | None = None) -
 def configure(level: str, log_format: Literal["text", "json"]) -> None:
     """Set up the root logger for `mcp-tasks-proxy serve` (replacing any handlers it had)."""
     logging.basicConfig(level=level.upper(), handlers=[handler(log_format)], force=True)
+
+
+def announce(log_format: Literal["text", "json"], message: str, stream: TextIO, *, level: int = logging.INFO, **fields: object) -> None:
+    """Write one line that is not a log record but is read like one (the `listening on` banner on
+    stdout, a refusal to start on stderr): `message` itself in the text format; in the JSON
+    format the object a `JsonFormatter` makes of it, under the logger `proxy.cli`, with `fields`
+    added (e.g. `url`), so that every line a log shipper reads parses as JSON."""
+    if log_format == "json":
+        record = logging.LogRecord("proxy.cli", level, __file__, 0, message, None, None)
+        entry = {**json.loads(JsonFormatter().format(record)), **fields}
+        line = json.dumps(entry, ensure_ascii=False)
+    else:
+        line = message
+    print(line, file=stream, flush=True)
+

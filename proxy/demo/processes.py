@@ -229,11 +229,31 @@ class ServerProcess:
         return f"<ServerProcess pid={self.pid} url={self.url!r} {state}>"
 
 
+def _refuse_busy_port(port: int) -> None:
+    """Raise `ServerStartError` at once when 127.0.0.1:`port` (not 0) already has a listener: a
+    FastMCP 4 server imports for many seconds before it binds, and only then says so. The same
+    bind the server makes (`SO_REUSEADDR`, as uvicorn sets it) is tried and released; a port that
+    is merely in TIME_WAIT passes, as it would for the server."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            reason = f"cannot listen on 127.0.0.1:{port}: {os.strerror(exc.errno or errno.EADDRINUSE)}"
+            raise ServerStartError(reason, reason) from None
+
+
 def _start_peer(env_name: str, script: Path, port: int, *, fastmcp: bool, **kw: Any) -> ServerProcess:
     """`script` on 127.0.0.1:`port` in the peer environment `env_name` (built first if needed);
     for FastMCP servers their banner and update check are off unless `env` says otherwise."""
     from proxy.demo.peers import ensure_peer_env
 
+    _refuse_busy_port(port)
     argv = [str(ensure_peer_env(env_name)), str(script), "--host", "127.0.0.1", "--port", str(port)]
     if fastmcp:
         kw["env"] = {"FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off", **(kw.pop("env", None) or {})}

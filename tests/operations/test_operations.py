@@ -353,9 +353,14 @@ async def test_sigterm_lets_a_call_in_flight_finish_then_exits_0(reference_v1_se
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-        assert line.startswith("mcp-tasks-proxy listening on http://127.0.0.1:"), line
-        url = line.split()[3]
+        banner = json.loads(await asyncio.wait_for(process.stdout.readline(), 30))  # a JSON line too
+        url = banner["url"]
+        assert (banner["level"], banner["logger"], banner["msg"]) == (
+            "info",
+            "proxy.cli",
+            f"mcp-tasks-proxy listening on {url} (backends: main {reference_v1_server.url})",
+        )
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         async with aiohttp.ClientSession() as http:
             client = Caller(http, url, declare=False)  # no tasks extension: slow_compute runs as a plain call
             call = asyncio.ensure_future(
@@ -396,3 +401,33 @@ async def test_stopping_ends_open_get_streams_instead_of_waiting_for_them(refere
         assert loop.time() - started < 5
         assert await asyncio.wait_for(stream.content.read(), 5) == b""
         stream.release()
+
+
+def test_with_json_logs_a_refusal_to_start_is_a_json_line_too(tmp_path):
+    """`log_format = "json"`: the line saying why the proxy cannot start (here: its port is taken) is
+    one JSON object on stderr, like every log line, and nothing else is written (issue 26)."""
+    import subprocess
+
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'log_format = "json"\nstate_dir = "{tmp_path}"\n')
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{_closed_port()}/mcp"]
+            + ["--listen", f"127.0.0.1:{port}", "--config", str(config)],
+            cwd=ROOT,
+            env={**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    lines = [json.loads(line) for line in done.stderr.splitlines()]  # every line is JSON
+    refusal = lines[-1]
+    assert (done.returncode, done.stdout) == (2, "")
+    assert (refusal["level"], refusal["logger"], refusal["msg"]) == (
+        "error",
+        "proxy.cli",
+        f"mcp-tasks-proxy: cannot listen on 127.0.0.1:{port}: Address already in use",
+    )
