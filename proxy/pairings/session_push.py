@@ -13,7 +13,7 @@ While a v2-session session holds its GET stream open:
   session's GET stream (`translators.subscriptions.from_subscription` with the session's filter
   `listen_filter_v1`, read again for every message). A request of the session waits, at most
   `READY_WAIT_S`, until that upstream GET stream is open, so a change it causes is heard. When the
-  upstream stream ends while the client's stays open, it is listened to again after `RETRY_S`
+  upstream stream ends while the client's stays open, it is listened to again after `stream_hold.RETRY_S`
   (doubling up to `MAX_RETRY_S`).
 
 """
@@ -34,7 +34,8 @@ from ..faces.session import ProxySession
 from ..state.capture import InputBook
 from ..upstream.modern_wire import ModernClient
 from ..upstream.session_wire import UpstreamSession
-from .v1_lists import MAX_RETRY_S, READY_WAIT_S, RETRY_S, SUBSCRIBED, ListPush
+from .stream_hold import Backoff, hold
+from .v1_lists import READY_WAIT_S, SUBSCRIBED, ListPush
 
 log = logging.getLogger(__name__)
 
@@ -120,46 +121,39 @@ class SessionPush:
                 queue.get_nowait()
             queue.put_nowait(message)
 
-        ender = asyncio.ensure_future(heard.ended.wait())
-        delay = RETRY_S
-        try:
-            while not heard.ended.is_set():
-                try:
-                    upstream = await self.upstream_of(session, headers)
-                except McpError as exc:  # the backend is unreachable, or refused `initialize`
-                    heard.ready.set()
-                    log.info("no upstream session for a v2-session client's GET stream on %s: %s", self.backend.name, exc.message)
-                    await asyncio.wait([ender], timeout=delay)
-                    delay = min(delay * 2, MAX_RETRY_S)
-                    continue
-                await self.inputs.listening(upstream, headers, timeout_s=READY_WAIT_S)
-                listener = self.inputs.listener(upstream, headers)
+        async def attempt(backoff: Backoff) -> bool:
+            try:
+                upstream = await self.upstream_of(session, headers)
+            except McpError as exc:  # the backend is unreachable, or refused `initialize`
                 heard.ready.set()
-                if listener is None:  # a backend without session ids: no GET stream to hear
-                    await ender
-                    return
-                listener.subscribers.add(hear)
-                try:
-                    while True:
-                        getter = asyncio.ensure_future(queue.get())
-                        await asyncio.wait([getter, ender, listener.task], return_when=asyncio.FIRST_COMPLETED)
+                log.info("no upstream session for a v2-session client's GET stream on %s: %s", self.backend.name, exc.message)
+                return True
+            await self.inputs.listening(upstream, headers, timeout_s=READY_WAIT_S)
+            listener = self.inputs.listener(upstream, headers)
+            heard.ready.set()
+            if listener is None:  # a backend without session ids: no GET stream to hear
+                await heard.ended.wait()
+                return False
+            listener.subscribers.add(hear)
+            try:
+                while True:
+                    getter = asyncio.ensure_future(queue.get())
+                    try:
+                        await asyncio.wait([getter, listener.task], return_when=asyncio.FIRST_COMPLETED)
+                    finally:
                         if not getter.done():
                             getter.cancel()
-                            break
-                        await self._deliver(session, getter.result())
-                finally:
-                    self.inputs.unsubscribe(listener, hear)
-                if heard.ended.is_set():
-                    return
-                log.info("GET stream of the upstream session of a v2-session client on %s ended; listening again", self.backend.name)
-                await asyncio.wait([ender], timeout=delay)
-                delay = min(delay * 2, MAX_RETRY_S)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # never let the hearing die silently: the client would miss every change
-            log.exception("hearing the upstream GET stream for a v2-session client's GET stream")
+                    if getter.cancelled():
+                        break
+                    await self._deliver(session, getter.result())
+            finally:
+                self.inputs.unsubscribe(listener, hear)
+            log.info("GET stream of the upstream session of a v2-session client on %s ended; listening again", self.backend.name)
+            return True
+
+        try:
+            await hold(heard.ended, attempt, what="hearing the upstream GET stream for a v2-session client's GET stream", logger=log)
         finally:
-            ender.cancel()
             heard.ready.set()
             if self._heard.get(session.id) is heard:
                 del self._heard[session.id]

@@ -7,7 +7,7 @@ backend declares `listChanged` for and the URIs the session `resources/subscribe
 (`translators.subscriptions.listen_filter_v1`); each notification it hears goes to the session's
 GET stream without the subscription id (`from_subscription`). The listen ends with the GET stream
 (the `ended` event of `ProxySession.open_get_stream`); when the backend ends it first, or the
-connection breaks, it is opened again after `RETRY_S` (doubling up to `MAX_RETRY_S`) while the
+connection breaks, it is opened again after `stream_hold.RETRY_S` (doubling up to `MAX_RETRY_S`) while the
 stream stays open. A backend that refuses the listen (a JSON-RPC error) is not asked again for
 that stream. A request of the session that goes upstream while its listen is being opened waits
 for the backend's acknowledgement (at most `READY_WAIT_S`), so a change that request causes is
@@ -31,15 +31,12 @@ from translators.subscriptions import acknowledged_filter, from_subscription, li
 
 from ..faces.session import ProxySession
 from ..upstream.modern_wire import ModernClient
+from .stream_hold import Backoff, hold
 
 log = logging.getLogger(__name__)
 
 SUBSCRIBED = "resourceSubscriptions"
 """The key of `ProxySession.state` under which a v1 session's `resources/subscribe`d URIs are kept (a list)."""
-RETRY_S = 1.0
-"""A listen the backend ended, or whose connection broke, is opened again this long after..."""
-MAX_RETRY_S = 30.0
-"""...doubling while it keeps failing, up to this."""
 READY_WAIT_S = 5.0
 """Longest a request of the session waits for its listen being opened to be acknowledged (once per
 listen: then the listen counts as ready)."""
@@ -142,45 +139,34 @@ class ListPush:
                         "the stream back?); requests of the session no longer wait for it", self.backend.name, READY_WAIT_S)
 
     async def _hold(self, session: ProxySession, listen: _Listen) -> None:
-        ender = asyncio.ensure_future(listen.ended.wait())
-        attempt: asyncio.Future[dict[str, Any]] | None = None
-        delay = RETRY_S
-        try:
-            while not listen.ended.is_set():
-                profile = await self.backend.current()
-                wanted = listen_filter_v1(profile.capabilities, session.state.get(SUBSCRIBED)) if profile.dialect == "v2-modern" else {}
-                if not wanted:  # only resource subscriptions are offered, and there are none yet (`renew`)
-                    listen.ready.set()
-                    await ender
-                    return
-                heard = _Hearer(session, listen, wanted)
-                attempt = asyncio.ensure_future(self.modern.request(
-                    "subscriptions/listen", listen_params(wanted), self.meta_of(session), headers=listen.headers, on_notification=heard))
-                await asyncio.wait([attempt, ender], return_when=asyncio.FIRST_COMPLETED)
-                if not attempt.done():
-                    return  # the GET stream ended: the listen goes with it (finally)
+        async def attempt(backoff: Backoff) -> bool:
+            profile = await self.backend.current()
+            wanted = listen_filter_v1(profile.capabilities, session.state.get(SUBSCRIBED)) if profile.dialect == "v2-modern" else {}
+            if not wanted:  # only resource subscriptions are offered, and there are none yet (`renew`)
+                listen.ready.set()
+                await listen.ended.wait()
+                return False
+            heard = _Hearer(session, listen, wanted)
+            try:
+                await self.modern.request("subscriptions/listen", listen_params(wanted), self.meta_of(session),
+                                          headers=listen.headers, on_notification=heard)
+                log.info("backend %s ended the listen of a v1 session; listening again", self.backend.name)
+            except McpError as exc:
+                if exc.http_status != 502:
+                    log.info("backend %s refused subscriptions/listen for a v1 session: %d %s", self.backend.name, exc.code,
+                             exc.message)
+                    return False
+                log.info("listen of a v1 session on backend %s broke: %s", self.backend.name, exc.message)
+            finally:
                 listen.ready.set()
                 if heard.acknowledged:
-                    delay = RETRY_S  # it was listening: a break now is not a backend that keeps failing
-                try:
-                    attempt.result()
-                    log.info("backend %s ended the listen of a v1 session; listening again", self.backend.name)
-                except McpError as exc:
-                    if exc.http_status != 502:
-                        log.info("backend %s refused subscriptions/listen for a v1 session: %d %s", self.backend.name, exc.code,
-                                 exc.message)
-                        return
-                    log.info("listen of a v1 session on backend %s broke: %s", self.backend.name, exc.message)
-                await asyncio.wait([ender], timeout=delay)
-                delay = min(delay * 2, MAX_RETRY_S)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # never let a listen die silently: the client would miss every change
-            log.exception("listening upstream for a v1 session's GET stream")
+                    backoff.reset()  # it was listening: a break now is not a backend that keeps failing
+            return True
+
+        try:
+            # Cancelling the attempt closes the upstream stream; the backend ends the subscription.
+            await hold(listen.ended, attempt, what="listening upstream for a v1 session's GET stream", logger=log)
         finally:
-            ender.cancel()
-            if attempt is not None and not attempt.done():
-                attempt.cancel()  # closes the upstream stream; the backend ends the subscription
             listen.ready.set()
             if self._listens.get(session.id) is listen:
                 del self._listens[session.id]

@@ -24,7 +24,7 @@ passes is `translators.subscriptions.own_stream_notification`: list changes the 
 above its level. The GET stream is held (one per v1 session, at most) only while the v1 session
 holds its own GET stream open, and only in front of a backend that declares list changes,
 resource subscriptions or `logging`. When the backend ends it, or the connection breaks, it is
-opened again after `RETRY_S` (doubling up to `MAX_RETRY_S`) while the v1 stream stays open; a
+opened again after `stream_hold.RETRY_S` (doubling up to `MAX_RETRY_S`) while the v1 stream stays open; a
 backend without a GET stream (405) is not asked again for that stream. A request of the session
 that goes upstream while the stream is being opened waits for the backend to answer it (at most
 `v1_lists.READY_WAIT_S` per stream), so a change the request causes is heard.
@@ -57,7 +57,8 @@ from ..upstream.session_wire import (
 from ..upstream.session_wire import listen as listen_upstream
 from ..upstream.v2_session_wire import session_capabilities
 from . import v1_lists
-from .v1_lists import MAX_RETRY_S, RETRY_S, SUBSCRIBED
+from .stream_hold import Backoff, hold
+from .v1_lists import SUBSCRIBED
 
 log = logging.getLogger(__name__)
 
@@ -163,50 +164,35 @@ class OwnSessions:
                         "the session no longer wait for it", self.backend.name, v1_lists.READY_WAIT_S)
 
     async def _hold(self, session: ProxySession, stream: _Stream) -> None:
-        ender = asyncio.ensure_future(stream.ended.wait())
-        attempt: asyncio.Future[None] | None = None
-        delay = RETRY_S
-
         async def heard(message: dict[str, Any]) -> None:
             agreed = listen_filter_v1(self.declared(), session.state.get(SUBSCRIBED))
             out = own_stream_notification(message, agreed, session.state.get(LOG_LEVEL))
             if out is not None:
                 await session.notify(out)
 
-        def opened() -> None:
-            nonlocal delay
+        async def attempt(backoff: Backoff) -> bool:
+            def opened() -> None:
+                stream.ready.set()
+                backoff.reset()  # it was open: a break now is not a backend that keeps failing
+
+            try:
+                upstream = await self.own(session, stream.headers)
+                await listen_upstream(upstream, refuse_server_request, heard, headers=stream.headers, on_open=opened)
+                log.info("backend %s ended the GET stream of a v1 session's upstream session; opening it again", self.backend.name)
+            except SessionLost:
+                log.info("backend %s forgot a v1 session's upstream session; its GET stream goes on a new one", self.backend.name)
+            except NoStandaloneStream:
+                log.info("backend %s offers no GET stream for a v1 session's upstream session", self.backend.name)
+                return False
+            except McpError as exc:
+                log.info("GET stream of a v1 session's upstream session on %s broke: %s", self.backend.name, exc.message)
             stream.ready.set()
-            delay = RETRY_S  # it was open: a break now is not a backend that keeps failing
+            return True
 
         try:
-            while not stream.ended.is_set():
-                try:
-                    upstream = await self.own(session, stream.headers)
-                    attempt = asyncio.ensure_future(listen_upstream(upstream, refuse_server_request, heard, headers=stream.headers,
-                                                                    on_open=opened))
-                    await asyncio.wait([attempt, ender], return_when=asyncio.FIRST_COMPLETED)
-                    if not attempt.done():
-                        return  # the v1 stream ended: the upstream one goes with it (finally)
-                    attempt.result()
-                    log.info("backend %s ended the GET stream of a v1 session's upstream session; opening it again", self.backend.name)
-                except SessionLost:
-                    log.info("backend %s forgot a v1 session's upstream session; its GET stream goes on a new one", self.backend.name)
-                except NoStandaloneStream:
-                    log.info("backend %s offers no GET stream for a v1 session's upstream session", self.backend.name)
-                    return
-                except McpError as exc:
-                    log.info("GET stream of a v1 session's upstream session on %s broke: %s", self.backend.name, exc.message)
-                stream.ready.set()
-                await asyncio.wait([ender], timeout=delay)
-                delay = min(delay * 2, MAX_RETRY_S)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # never let it die silently: the client would miss every change
-            log.exception("holding the GET stream of a v1 session's upstream session")
+            # Cancelling the attempt closes the upstream GET stream.
+            await hold(stream.ended, attempt, what="holding the GET stream of a v1 session's upstream session", logger=log)
         finally:
-            ender.cancel()
-            if attempt is not None and not attempt.done():
-                attempt.cancel()  # closes the upstream GET stream
             stream.ready.set()
             if self._streams.get(session.id) is stream:
                 del self._streams[session.id]
