@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | stdio | demo | probe | status | reference-server | bench`."""
+"""Command line: `mcp-tasks-proxy serve | stdio | check | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -229,6 +229,18 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main(verbose=not args.quiet)
 
 
+def _check(args: argparse.Namespace) -> int:
+    from .check import check
+
+    overrides: dict[str, object] = {"store": args.store}
+    if args.upstream:
+        overrides["upstream"] = [{"name": "main", "url": args.upstream}]
+    lines, held = check(args.config, overrides)
+    for line in lines:
+        print(line, file=sys.stdout if held else sys.stderr)
+    return 0 if held else 1
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -278,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
                            help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
     reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
+    checking = commands.add_parser("check", help="check a configuration file without starting the proxy (exits 1 naming the problem)")
+    checking.add_argument("--config", metavar="FILE", help="the TOML configuration file to check")
+    checking.add_argument("--upstream", metavar="URL", help="as for serve")
+    checking.add_argument("--store", metavar="STORE", help="as for serve")
+    checking.set_defaults(run=_check)
     from .observe.terminal import add_parser as add_status_parser
 
     add_status_parser(commands)

@@ -1,0 +1,150 @@
+"""`mcp-tasks-proxy check`: a configuration checked without starting the proxy (proxy/check.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from proxy.check import check
+from proxy.keys import new_key_text
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_KEY_ENV: dict[str, str] = {}
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "proxy.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_usable_file_passes_every_check_and_nothing_is_created(tmp_path):
+    state = tmp_path / "state" / "deeper"
+    config = _write(
+        tmp_path,
+        f'state_dir = "{state}"\n'
+        '[[upstream]]\nname = "old"\nurl = "http://127.0.0.1:3000/mcp"\n'
+        f'[[upstream]]\nname = "local"\ncommand = ["{sys.executable}", "-m", "server"]\ncwd = "{tmp_path}"\n',
+    )
+    lines, held = check(config, {}, NO_KEY_ENV)
+    assert (lines, held) == (
+        [
+            f"ok: {config}: keys and values (2 backend(s))",
+            "ok: upstream 'old': http://127.0.0.1:3000/mcp",
+            f"ok: upstream 'local': stdio: {sys.executable} -m server",
+            f"ok: key: {state}/key (created at the first start: {tmp_path} is writable)",
+            f"ok: store: sqlite {state}/tasks.sqlite3 (created at the first start: {tmp_path} is writable)",
+        ],
+        True,
+    )
+    assert not (tmp_path / "state").exists()
+
+
+def test_an_unknown_key_is_named_with_the_closest_known_one(tmp_path):
+    config = _write(tmp_path, 'reconect_wait_ms = 3\n[[upstream]]\nurl = "http://127.0.0.1:1/mcp"\n')
+    assert check(config, {}, NO_KEY_ENV) == (
+        [f"error: {config}: unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"],
+        False,
+    )
+
+
+def test_a_bad_value_is_named_with_its_key(tmp_path):
+    config = _write(tmp_path, '[[upstream]]\nurl = "ftp://127.0.0.1/mcp"\nweight = 0\n')
+    lines, held = check(config, {}, NO_KEY_ENV)
+    assert held is False
+    assert lines == [
+        f"error: {config}: upstream.0.url: Value error, must be an http:// or https:// URL (got 'ftp://127.0.0.1/mcp'); "
+        "upstream.0.weight: Input should be greater than or equal to 1 (got 0)"
+    ]
+
+
+def test_a_command_that_is_not_there_and_a_missing_cwd_are_errors(tmp_path):
+    config = _write(
+        tmp_path,
+        f'state_dir = "{tmp_path}"\nstore = "memory"\n'
+        '[[upstream]]\nname = "a"\ncommand = ["no-such-mcp-server-here", "--stdio"]\n'
+        f'[[upstream]]\nname = "b"\ncommand = ["python3"]\ncwd = "{tmp_path}/gone"\n'
+        '[[upstream]]\nname = "c"\ncommand = ["./server.sh"]\n'
+        f'cwd = "{tmp_path}"\n',
+    )
+    (tmp_path / "server.sh").write_text("#!/bin/sh\n")  # there, but not executable
+    lines, held = check(config, {}, {"MCP_TASKS_PROXY_KEY": new_key_text()})
+    assert (lines, held) == (
+        [
+            f"ok: {config}: keys and values (3 backend(s))",
+            "error: upstream 'a': command 'no-such-mcp-server-here' is not found on PATH",
+            f"error: upstream 'b': cwd '{tmp_path}/gone' is not a directory",
+            "error: upstream 'c': command './server.sh' is not an executable file",
+            "ok: key: from MCP_TASKS_PROXY_KEY",
+            "ok: store: memory (task state lives in the process)",
+        ],
+        False,
+    )
+    (tmp_path / "server.sh").chmod(stat.S_IRWXU)
+    assert check(config, {}, {"MCP_TASKS_PROXY_KEY": new_key_text()})[0][3] == f"ok: upstream 'c': stdio: {tmp_path}/server.sh"
+
+
+def test_keys_that_cannot_be_used_are_errors(tmp_path):
+    config = _write(
+        tmp_path, f'key_file = "{tmp_path}/missing.key"\nstore = "memory"\n[[upstream]]\nurl = "http://127.0.0.1:1/mcp"\n'
+    )
+    assert (
+        check(config, {}, NO_KEY_ENV)[0][2]
+        == f"error: key: key_file: cannot read {tmp_path}/missing.key: No such file or directory"
+    )
+    assert check(config, {}, {"MCP_TASKS_PROXY_KEY": "c2hvcnQ"})[0][2] == (
+        "error: key: MCP_TASKS_PROXY_KEY: must hold 64 bytes (base64url), got 5"
+    )
+    (tmp_path / "missing.key").write_text(new_key_text())
+    assert check(config, {}, NO_KEY_ENV) == (
+        [
+            f"ok: {config}: keys and values (1 backend(s))",
+            "ok: upstream 'main': http://127.0.0.1:1/mcp",
+            f"ok: key: key_file {tmp_path}/missing.key",
+            "ok: store: memory (task state lives in the process)",
+        ],
+        True,
+    )
+
+
+def test_a_redis_store_must_answer_and_its_password_is_never_shown(tmp_path, redis_url):
+    port = _closed_port()
+    down = check(
+        None,
+        {"upstream": [{"url": "http://127.0.0.1:1/mcp"}], "store": f"redis://:hunter2@127.0.0.1:{port}/0"},
+        {"MCP_TASKS_PROXY_KEY": new_key_text()},
+    )
+    assert down[1] is False
+    assert down[0][-1].startswith(f"error: store: redis://:***@127.0.0.1:{port}/0 does not answer PING within 3 s: ")
+    assert "hunter2" not in "\n".join(down[0])
+    up = check(
+        None, {"upstream": [{"url": "http://127.0.0.1:1/mcp"}], "store": redis_url}, {"MCP_TASKS_PROXY_KEY": new_key_text()}
+    )
+    assert (up[0][-1], up[1]) == (f"ok: store: {redis_url} answers PING", True)
+
+
+def test_the_command_exits_1_naming_the_problem_and_0_for_a_good_file(tmp_path):
+    bad = _write(tmp_path, 'listen = "nowhere"\n')
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+    run = [sys.executable, "-m", "proxy", "check", "--config"]
+    failed = subprocess.run([*run, bad], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (failed.returncode, failed.stdout, failed.stderr) == (
+        1,
+        "",
+        f"error: {bad}: listen: Value error, must be HOST:PORT, e.g. 127.0.0.1:8080 (got 'nowhere')\n",
+    )
+    good = tmp_path / "good.toml"
+    good.write_text(f'state_dir = "{tmp_path}"\nstore = "memory"\n[[upstream]]\nurl = "http://127.0.0.1:1/mcp"\n')
+    passed = subprocess.run([*run, str(good)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (passed.returncode, passed.stderr) == (0, "")
+    assert passed.stdout.splitlines()[0] == f"ok: {good}: keys and values (1 backend(s))"
