@@ -30,6 +30,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+#: The markers that keep a test out of the fast tier (`pytest -m fast`, docs/development.md).
+_NOT_FAST = ("peers", "conformance", "slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `fast` every test that is none of `_NOT_FAST`: unit, translator and in-process tests
+    (real sockets and small child processes of the proxy's own interpreter, no peer environment,
+    no valgrind), the contributors' inner loop."""
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in _NOT_FAST):
+            item.add_marker(pytest.mark.fast)
+
+
 # ============================================================================================
 # Shared fixtures
 # ============================================================================================

@@ -14,9 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_instructions_of_relayed_echo_calls_are_counted(tmp_path: Path) -> None:
     figures = tmp_path / "instructions.json"
     done = subprocess.run(
