@@ -32,7 +32,7 @@ from .faces.session import KEEPALIVE_S, SessionFace
 from .fleet import Fleet, FleetMember
 from .metrics import method_label, outcome_of
 from .observe.hooks import TRACE
-from .observe.recorder import CANCELLED, UNKNOWN_CLIENT, ClientKey, client_key
+from .observe.recorder import CANCELLED, UNCLASSIFIED, UNKNOWN_CLIENT, ClientKey, client_key
 from .pairings import Relay
 from .routing import Router
 from .upstream.backend import UnsupportedBackend
@@ -78,7 +78,7 @@ class Entry:
         principal: str | None = None  # worked out where needed: a relayed session's POST does not
         request_id: Any = None
         method: str | None = None
-        face = "v2-modern"
+        face = UNCLASSIFIED  # until the request is read as modern or as a session's
         client = UNKNOWN_CLIENT
         member = self.fleet.first
         try:
@@ -98,6 +98,7 @@ class Entry:
                     with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
                         return await self._session_wire(request, message, body, session_id)
                 raise not_modern_error(message, request)
+            face = "v2-modern"
             principal = self.keyring.principal(request.headers.get(self._identity_header))
             if not accepts_json(request.headers.get("Accept")):
                 raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)

@@ -8,7 +8,9 @@ import datetime
 from html import escape
 from typing import Any
 
-COLOURS = {"v1": "#c0392b", "v2-session": "#d68910", "v2-modern": "#1e8449"}
+COLOURS = {"v1": "#c0392b", "v2-session": "#b9770e", "v2-modern": "#1e8449"}
+DASHES = {"v1": "", "v2-session": "7 4", "v2-modern": "2 3"}
+"""Each dialect's line has its own dash pattern too, so the lines are told apart without colour."""
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em}
@@ -16,9 +18,13 @@ table{border-collapse:collapse;margin:.2em 0}th,td{border:1px solid #ccc;padding
 th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .up{color:#1e8449;font-weight:bold}.down{color:#c0392b;font-weight:bold}.unknown{color:#777}
 .verdict{padding:.5em .8em;border-radius:4px;display:inline-block;margin:.3em 0}
-.clear{background:#e8f6ec;border:1px solid #1e8449}.busy{background:#fdecea;border:1px solid #c0392b}
+.clear{background:#e8f6ec;border:1px solid #1e8449}.info{background:#eaf2fb;border:1px solid #2e6da4}
+.alarm{background:#fdecea;border:1px solid #c0392b;font-weight:bold}
 .muted{color:#666}svg text{font:11px system-ui,sans-serif}
 """
+VERDICTS = ("clear", "info", "alarm")
+"""The verdicts' classes by meaning: done (green), a migration step still under way (blue,
+information), something to act on now (red: a backend down)."""
 
 
 def when(ms: int | None, now_ms: int) -> str:
@@ -74,9 +80,11 @@ def _backends(data: dict[str, Any]) -> str:
 
 
 def _matrix(rows: list[dict[str, Any]], table_id: str) -> str:
-    return _table(["client dialect", "backend dialect", "how", "requests", "errors"],
-                  [[escape(r["client_dialect"]), escape(r["backend_dialect"]), escape(r["mode"]), str(r["requests"]), str(r["errors"])]
-                   for r in rows], {3, 4}, table_id)
+    by_backend = bool(rows) and "backend" in rows[0]
+    headers = (["backend"] if by_backend else []) + ["client dialect", "backend dialect", "how", "requests", "errors"]
+    body = [([escape(r["backend"])] if by_backend else []) + [escape(r["client_dialect"]), escape(r["backend_dialect"]), escape(r["mode"]),
+            str(r["requests"]), str(r["errors"])] for r in rows]
+    return _table(headers, body, {4, 5} if by_backend else {3, 4}, table_id)
 
 
 def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: bool) -> str:
@@ -87,50 +95,93 @@ def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: 
 
 
 def _verdict(data: dict[str, Any]) -> str:
+    """One box per verdict, coloured by meaning (`VERDICTS`): a backend down is an alarm; v1
+    clients, v1 backends or translated requests still there are information (the migration is
+    under way); none of them is clear."""
     last = data["last_v1_ms"]
     now = data["now_ms"]
     v1_day = sum(r["requests"] for r in data["matrix"]["last_day"] if r["client_dialect"] == "v1")
     v1_backends = [b["name"] for b in data["backends"] if b["dialect"] == "v1"]
     translated = sum(r["requests"] for r in data["matrix"]["last_day"] if r["mode"] == "translated")
-    lines = []
+    lines = [f'<div class="verdict alarm">Backend {escape(b["name"])} is down: {escape(b["down_reason"] or "not answering")}.</div>'
+             for b in data["backends"] if b["health"] == "down"]
     if last is None or now - last >= 86_400_000:
         lines.append(f'<div class="verdict clear">No v1 client has spoken for 24 hours (last: {escape(when(last, now))}).</div>')
     else:
-        lines.append(f'<div class="verdict busy">v1 clients are still here: {v1_day} requests in the last day, '
+        lines.append(f'<div class="verdict info">v1 clients are still here: {v1_day} requests in the last day, '
                      f'last {escape(when(last, now))}.</div>')
-    lines.append(f'<div class="verdict {"clear" if not v1_backends else "busy"}">v1 backends: '
+    lines.append(f'<div class="verdict {"clear" if not v1_backends else "info"}">v1 backends: '
                  f'{escape(", ".join(v1_backends)) if v1_backends else "none"}.</div>')
-    lines.append(f'<div class="verdict {"clear" if not translated else "busy"}">Translated requests in the last day: {translated}.</div>')
+    lines.append(f'<div class="verdict {"clear" if not translated else "info"}">Translated requests in the last day: {translated}.</div>')
     return "<br>".join(lines)
 
 
-def plot(timeline: dict[str, Any], width: int = 720, height: int = 160) -> str:
-    """Requests per minute by client dialect, one polyline each, as inline SVG."""
+def _nice_step(top: int, ticks: int = 4) -> int:
+    """A step of 1, 2 or 5 × 10^k such that about `ticks` steps reach `top` (≥ 1)."""
+    raw = max(1.0, top / ticks)
+    magnitude = 10 ** (len(str(int(raw))) - 1)
+    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+
+
+def plot_window(timeline: dict[str, Any], started_ms: int) -> int:
+    """How many of the timeline's last minutes the plot shows: those since the proxy started, at
+    least 10 (so fresh traffic is not a spike against "now"), at most the whole timeline."""
     minutes = timeline["minutes"]
-    series = {d: timeline[d] for d in COLOURS}
-    top = max([1, *(max(values) for values in series.values())])
-    left, bottom, right = 40, 20, 110
-    inner_w, inner_h = width - left - right, height - bottom - 10
+    end_ms = timeline["start_ms"] + minutes * 60_000
+    since_start = (end_ms - started_ms + 59_999) // 60_000
+    return max(1, min(minutes, max(10, since_start)))
+
+
+def plot(timeline: dict[str, Any], started_ms: int | None = None, width: int = 760, height: int = 190) -> str:
+    """Requests per minute by client dialect, one line each (its own colour and dash pattern, a
+    dot on every minute with requests), as inline SVG: a y axis with gridlines at round steps, a
+    time axis labelled in UTC every 10 minutes (every 2 for a short window), a legend with totals."""
+    minutes = timeline["minutes"]
+    shown = plot_window(timeline, started_ms) if started_ms is not None else minutes
+    first = minutes - shown
+    series = {d: timeline[d][first:] for d in COLOURS}
+    top_value = max([1, *(max(values) for values in series.values())])
+    step = _nice_step(top_value)
+    top = -(-top_value // step) * step
+    left, bottom, right, above = 46, 34, 150, 10
+    inner_w, inner_h = width - left - right, height - bottom - above
+    start_ms = timeline["start_ms"] + first * 60_000
 
     def x(i: int) -> float:
-        return left + inner_w * i / max(1, minutes - 1)
+        return left + inner_w * i / max(1, shown - 1)
 
-    def y(v: int) -> float:
-        return 10 + inner_h * (1 - v / top)
+    def y(v: float) -> float:
+        return above + inner_h * (1 - v / top)
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="requests per minute by client dialect, last {minutes} minutes">',
-             f'<rect x="{left}" y="10" width="{inner_w}" height="{inner_h}" fill="#fafafa" stroke="#ccc"/>',
-             f'<text x="{left - 4}" y="14" text-anchor="end">{top}</text>',
-             f'<text x="{left - 4}" y="{10 + inner_h}" text-anchor="end">0</text>',
-             f'<text x="{left}" y="{height - 4}">-{minutes} min</text>',
-             f'<text x="{left + inner_w}" y="{height - 4}" text-anchor="end">now</text>']
+             f'aria-label="requests per minute by client dialect, last {shown} minutes">',
+             f'<rect x="{left}" y="{above}" width="{inner_w}" height="{inner_h}" fill="#fafafa" stroke="#ccc"/>']
+    for value in range(0, top + 1, step):
+        parts.append(f'<line x1="{left}" x2="{left + inner_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#e3e3e3"/>')
+        parts.append(f'<text class="y-tick" x="{left - 5}" y="{y(value) + 4:.1f}" text-anchor="end">{value}</text>')
+    every = 10 if shown > 20 else 2
+    for i in range(shown):
+        minute_ms = start_ms + i * 60_000
+        if (minute_ms // 60_000) % every:
+            continue
+        label = datetime.datetime.fromtimestamp(minute_ms / 1000, datetime.UTC).strftime("%H:%M")
+        parts.append(f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{above + inner_h}" y2="{above + inner_h + 4}" stroke="#999"/>')
+        parts.append(f'<text class="x-tick" x="{x(i):.1f}" y="{above + inner_h + 16}" text-anchor="middle">{label}</text>')
+    parts.append(f'<text x="{left + inner_w / 2:.1f}" y="{height - 3}" text-anchor="middle">UTC, one point a minute; '
+                 f'last {shown} min</text>')
+    parts.append(f'<text x="12" y="{above + inner_h / 2:.1f}" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {above + inner_h / 2:.1f})">requests / min</text>')
     for n, (dialect, values) in enumerate(series.items()):
+        colour, dash = COLOURS[dialect], DASHES[dialect]
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
         points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-        colour = COLOURS[dialect]
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}"/>')
-        parts.append(f'<rect x="{left + inner_w + 10}" y="{14 + n * 18}" width="10" height="10" fill="{colour}"/>')
-        parts.append(f'<text x="{left + inner_w + 24}" y="{23 + n * 18}">{dialect} ({sum(values)})</text>')
+        parts.append(f'<polyline class="series" data-dialect="{dialect}" fill="none" stroke="{colour}" stroke-width="2"{dashed} '
+                     f'points="{points}"/>')
+        parts.extend(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="2.5" fill="{colour}"/>' for i, v in enumerate(values) if v)
+        ly = above + 8 + n * 20
+        parts.append(f'<line x1="{left + inner_w + 10}" x2="{left + inner_w + 34}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+                     f'stroke-width="2"{dashed}/>')
+        parts.append(f'<text class="legend" x="{left + inner_w + 40}" y="{ly + 4}">{dialect} ({sum(values)})</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -152,11 +203,13 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_verdict(data)}
 <h2>Backends</h2>
 {_backends(data)}
-<h2>Requests per minute by client dialect (last hour)</h2>
-{plot(data["timeline"])}
+<h2>Requests per minute by client dialect</h2>
+{plot(data["timeline"], data["started_ms"])}
 <h2>Migration matrix</h2>
 <p>Last hour</p>{_matrix(data["matrix"]["last_hour"], "matrix-hour")}
 <p>Last day</p>{_matrix(data["matrix"]["last_day"], "matrix-day")}
+<p>By backend, last hour (a rolling upgrade goes backend by backend)</p>{_matrix(data["matrix_by_backend"]["last_hour"], "matrix-backend-hour")}
+<p>By backend, last day</p>{_matrix(data["matrix_by_backend"]["last_day"], "matrix-backend-day")}
 <h2>Clients still on v1</h2>
 {_clients(data["v1_clients"], now, "v1-clients", False)}
 <h2>All clients</h2>

@@ -29,6 +29,9 @@ LATENCY_SAMPLES = 512
 RECENT_ERRORS = 50
 REASON_CHARS = 200
 DIALECTS = ("v1", "v2-session", "v2-modern")
+UNCLASSIFIED = "unclassified"
+"""The client dialect of a POST that is neither a modern request nor a session's (no JSON-RPC, no
+2026-07-28 envelope, no session): counted in a row of its own, never under a dialect."""
 CANCELLED = "cancelled"
 """The outcome of a request whose client left before its answer's end (not an error)."""
 
@@ -138,20 +141,27 @@ class StatusRecorder:
         first = int(self.clock() // 60) - minutes + 1
         return [bucket for minute, bucket in self._minutes if minute >= first]
 
-    def matrix(self, minutes: int) -> list[dict[str, Any]]:
+    def matrix(self, minutes: int, *, by_backend: bool = False) -> list[dict[str, Any]]:
         """Requests of the last `minutes` per (client dialect, backend dialect): rows
-        `{client_dialect, backend_dialect, mode ("relayed"|"translated"), requests, errors}`,
-        in dialect order, only pairs that were used."""
-        totals: dict[tuple[str, str], list[int]] = {}
+        `{client_dialect, backend_dialect, mode, requests, errors}`, in dialect order, only pairs
+        that were used; `mode` is "relayed", "translated", or "refused" (an unclassified request).
+        `by_backend`: per (backend, client dialect, backend dialect) instead, each row with
+        `backend` first, backends in the order they were first counted."""
+        totals: dict[tuple[str, str, str], list[int]] = {}
         for bucket in self._since(minutes):
-            for (_backend, client, dialect, failed), count in bucket.items():
-                cell = totals.setdefault((client, dialect), [0, 0])
+            for (backend, client, dialect, failed), count in bucket.items():
+                cell = totals.setdefault((backend if by_backend else "", client, dialect), [0, 0])
                 cell[0] += count
                 cell[1] += count if failed else 0
-        order = {d: i for i, d in enumerate((*DIALECTS, "unknown"))}
-        return [{"client_dialect": c, "backend_dialect": b, "mode": "relayed" if c == b else "translated",
-                 "requests": n, "errors": e}
-                for (c, b), (n, e) in sorted(totals.items(), key=lambda kv: (order.get(kv[0][0], 9), order.get(kv[0][1], 9)))]
+        order = {d: i for i, d in enumerate((*DIALECTS, UNCLASSIFIED, "unknown"))}
+        first_seen = {name: i for i, name in enumerate(dict.fromkeys(k[0] for k in totals))}
+        rows = []
+        for (backend, c, b), (n, e) in sorted(totals.items(),
+                                              key=lambda kv: (first_seen[kv[0][0]], order.get(kv[0][1], 9), order.get(kv[0][2], 9))):
+            mode = "refused" if c == UNCLASSIFIED else ("relayed" if c == b else "translated")
+            row = {"client_dialect": c, "backend_dialect": b, "mode": mode, "requests": n, "errors": e}
+            rows.append({"backend": backend, **row} if by_backend else row)
+        return rows
 
     def backend_counts(self, backend: str, minutes: int) -> tuple[int, int]:
         """(requests, errors) answered by `backend` in the last `minutes`."""

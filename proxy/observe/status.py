@@ -62,6 +62,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         "started_ms": recorder.started_ms,
         "backends": backends,
         "matrix": {"last_hour": recorder.matrix(HOUR), "last_day": recorder.matrix(DAY)},
+        "matrix_by_backend": {"last_hour": recorder.matrix(HOUR, by_backend=True), "last_day": recorder.matrix(DAY, by_backend=True)},
         "clients": clients,
         "v1_clients": [row for row in clients if row["dialect"] == "v1"],
         "last_v1_ms": recorder.last_v1_ms(),

@@ -41,10 +41,16 @@ def render(data: dict[str, Any]) -> str:
     for label, key in (("last hour", "last_hour"), ("last day", "last_day")):
         out += ["", f"Migration matrix, {label}", table(["client", "backend", "how", "requests", "errors"],
                 [[r["client_dialect"], r["backend_dialect"], r["mode"], str(r["requests"]), str(r["errors"])] for r in data["matrix"][key]])]
+    out += ["", "Migration matrix by backend, last hour", table(["backend", "client", "backend dialect", "how", "requests", "errors"],
+            [[r["backend"], r["client_dialect"], r["backend_dialect"], r["mode"], str(r["requests"]), str(r["errors"])]
+             for r in data["matrix_by_backend"]["last_hour"]])]
     out += ["", f"Clients still on v1 (last v1 request: {when(data['last_v1_ms'], now)})",
             table(["client", "version", "requests", "last seen", "backends"],
                   [[r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
                    for r in data["v1_clients"]])]
+    out += ["", "All clients", table(["dialect", "client", "version", "requests", "last seen", "backends"],
+            [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
+             for r in data["clients"]])]
     out += ["", "Recent refusals and upstream errors", table(["when", "backend", "client", "method", "code", "reason"],
             [[when(e["at_ms"], now), e["backend"], e["client_dialect"], e["method"] or "-", e["code"], e["reason"] or "the backend's answer"]
              for e in data["recent_errors"][:20]])]

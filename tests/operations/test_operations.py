@@ -98,10 +98,10 @@ async def test_metrics_count_refusals_by_code_and_transport_refusals_by_status(r
         lines = _metric_lines(await _scrape(http, proxy.base_url))
     requests = {line for line in lines if line.startswith("mcp_tasks_proxy_requests_total")}
     assert requests == {
-        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="v2-modern",method="none",outcome="http_413"} 1.0',
-        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="v2-modern",method="none",outcome="http_415"} 1.0',
-        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="v2-modern",method="none",outcome="-32700"} 1.0',
-        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="v2-modern",method="other",outcome="-32600"} 1.0',
+        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="unclassified",method="none",outcome="http_413"} 1.0',
+        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="unclassified",method="none",outcome="http_415"} 1.0',
+        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="unclassified",method="none",outcome="-32700"} 1.0',
+        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="unclassified",method="other",outcome="-32600"} 1.0',
     }
 
 

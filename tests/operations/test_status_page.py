@@ -4,7 +4,9 @@ clients with their own clientInfo through the proxy to a v1 and a v2-modern back
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,29 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
     assert [row[:3] + row[4:] for row in v1_clients[1:]] == [["legacy-cli", "1.2.0", "7", "new, old"]]
     assert v1_clients[1][3].endswith("s ago)")
     assert "v1 clients are still here: 7 requests in the last day" in dom
+    # Colour by meaning: a migration under way is information (blue), nothing here is an alarm.
+    assert re.findall(r'<div class="verdict (\w+)">', dom) == ["info", "info", "info"]
+    assert rendered["matrix-backend-hour"] == [
+        ["backend", "client dialect", "backend dialect", "how", "requests", "errors"],
+        ["old", "v1", "v1", "relayed", "4", "0"],
+        ["old", "v2-session", "v1", "translated", "3", "0"],
+        ["old", "v2-modern", "v1", "translated", "2", "1"],
+        ["new", "v1", "v2-modern", "translated", "3", "0"],
+        ["new", "v2-modern", "v2-modern", "relayed", "2", "0"],
+    ]
+    # The chart: a y scale at round steps, a time axis, lines with their own dash patterns
+    # (exact scales for known data: tests/unit/test_status_page_render.py).
+    ticks = [int(t) for t in re.findall(r'<text class="y-tick"[^>]*>(\d+)</text>', dom)]
+    steps = {b - a for a, b in zip(ticks, ticks[1:], strict=False)}
+    assert ticks[0] == 0 and len(steps) == 1 and steps.pop() in (1, 2, 5, 10) and 2 <= len(ticks) <= 6, ticks
+    assert len(re.findall(r'<text class="x-tick"[^>]*>\d\d:\d\d</text>', dom)) == 5  # every 2 min of the 10 shown
+    lines = re.findall(r'<polyline class="series" data-dialect="([\w-]+)"([^>]*)>', dom)
+    assert [(dialect, re.findall(r'stroke-dasharray="([\d ]+)"', attrs)) for dialect, attrs in lines] == [
+        ("v1", []),
+        ("v2-session", ["7 4"]),
+        ("v2-modern", ["2 3"]),
+    ]
+    assert re.findall(r'<text class="legend"[^>]*>([^<]+)</text>', dom) == ["v1 (7)", "v2-session (3)", "v2-modern (4)"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("MCP_TASKS_PROXY_UPDATE_DOCS") == "1":
         shutil.copyfile(png, DOCS / "status-page.png")
@@ -226,6 +251,42 @@ async def test_status_command_prints_the_tables(reference_v1_server, reference_v
         ["v2-modern", "v1", "translated", "2", "1"],
         ["v2-modern", "v2-modern", "relayed", "2", "0"],
     ]
+    start = lines.index("Migration matrix by backend, last hour")
+    assert [line.split() for line in lines[start + 3 : start + 8]] == [
+        ["old", "v1", "v1", "relayed", "4", "0"],
+        ["old", "v2-session", "v1", "translated", "3", "0"],
+        ["old", "v2-modern", "v1", "translated", "2", "1"],
+        ["new", "v1", "v2-modern", "translated", "3", "0"],
+        ["new", "v2-modern", "v2-modern", "relayed", "2", "0"],
+    ]
     start = next(i for i, line in enumerate(lines) if line.startswith("Clients still on v1"))
     row = lines[start + 3].split()
     assert (row[:3], row[-1]) == (["legacy-cli", "1.2.0", "7"], "new,old")
+    start = lines.index("All clients")  # the client inventory of docs/migration.md
+    assert [(r.split()[:4], r.split()[-1]) for r in lines[start + 3 : start + 6]] == [
+        (["v2-modern", "modern-app", "3.0.0", "4"], "new,old"),
+        (["v1", "legacy-cli", "1.2.0", "7"], "new,old"),
+        (["v2-session", "bridge-agent", "0.9.0", "3"], "old"),
+    ]
+
+
+async def test_a_post_that_is_neither_modern_nor_a_sessions_is_counted_in_a_row_of_its_own(reference_v1_server, tmp_path):
+    """A plain POST without the 2026-07-28 envelope and without a session is refused before it has
+    a dialect: it is counted as "unclassified" (mode "refused"), never under v2-modern (issue 26)."""
+    async with running_proxy(reference_v1_server.url, tmp_path, store="memory") as proxy, aiohttp.ClientSession() as http:
+        plain = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        async with http.post(proxy.url, json=plain, headers={"Accept": "application/json, text/event-stream"}) as refused:
+            assert (refused.status, (await refused.json())["error"]["code"]) == (400, -32600)
+        async with http.get(proxy.base_url + "/status.json") as response:
+            status = await response.json()
+        async with http.get(proxy.base_url + "/metrics") as response:
+            metrics = await response.text()
+    row = {"client_dialect": "unclassified", "backend_dialect": "v1", "mode": "refused", "requests": 1, "errors": 1}
+    assert status["matrix"]["last_hour"] == [row]
+    assert status["matrix_by_backend"]["last_hour"] == [{"backend": "main", **row}]
+    assert [(c["dialect"], c["name"]) for c in status["clients"]] == [("unclassified", "unknown")]
+    assert (
+        'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="unclassified",method="tools/list",outcome="-32600"} 1.0'
+        in metrics
+    )
+    assert "v2-modern" not in json.dumps(status["matrix"])
