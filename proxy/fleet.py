@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import aiohttp
 
-from translators.errors import INVALID_PARAMS, McpError
+from translators.errors import McpError, unknown_task
 from translators.sealing import Keyring
 
 from .config import Settings, Upstream
@@ -119,7 +119,7 @@ class Fleet:
         for a name no longer configured (the id outlived its backend)."""
         member = self._by_name.get(name)
         if member is None:
-            raise McpError(INVALID_PARAMS, "Unknown task")
+            raise unknown_task("the backend that held it is no longer configured")
         return member
 
     def get(self, name: str) -> FleetMember | None:

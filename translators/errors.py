@@ -68,9 +68,24 @@ def unsupported_version(requested: str) -> McpError:
     )
 
 
-def unknown_task(task_id: str | None = None) -> McpError:
-    """-32602 for a task id that is unknown, forged, expired or another principal's."""
-    return McpError(INVALID_PARAMS, "Unknown task" if not task_id else f"Unknown task: {task_id[:80]}")
+UNKNOWN_TASK = "Unknown task"
+NOT_ISSUED = "the id does not unseal: it was not issued by this proxy to this caller, or it was altered"
+"""Why a task id is unknown when it is not one the proxy sealed for this principal: forged,
+mangled (a byte changed, cut short), sealed with another key, or another principal's (the same
+words for each, on purpose: docs/behaviour.md §6)."""
+FORGOTTEN = "the backend no longer knows it: it ended and was forgotten, its ttl passed, or the backend restarted"
+"""Why a task id the proxy did seal for this caller is unknown: the backend answered that it does
+not know the task, or forgot the session that held it."""
+ELSEWHERE = "the id names a task this backend does not hold: one of another backend, or of this backend before its upgrade"
+"""Why a sealed id is unknown to the pairing it reached (a task relayed before a rolling upgrade)."""
+NOT_OF_SESSION = "the id names no task of this session"
+"""Why a task id is unknown on a relayed stdio session (the process's tasks are per session)."""
+
+
+def unknown_task(why: str | None = None) -> McpError:
+    """-32602 "Unknown task: <why>" (`NOT_ISSUED`, `FORGOTTEN`, `ELSEWHERE`, `NOT_OF_SESSION`), or
+    plain "Unknown task" without a reason; a reason is cut to 200 characters."""
+    return McpError(INVALID_PARAMS, UNKNOWN_TASK if not why else f"{UNKNOWN_TASK}: {why[:200]}")
 
 
 def backend_unavailable(backend: str, reason: str) -> McpError:

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .errors import INVALID_PARAMS, McpError
+from .errors import INVALID_PARAMS, NOT_ISSUED, McpError, unknown_task
 
 KEY_BYTES: Final = 64
 """Master key length: 64 random bytes (docs/behaviour.md §6)."""
@@ -157,9 +157,9 @@ class Keyring:
         try:
             fields = self.unseal("task", task_id, principal)
         except ValueError:
-            raise McpError(INVALID_PARAMS, "Unknown task") from None
+            raise unknown_task(NOT_ISSUED) from None
         if len(fields) != 3:
-            raise McpError(INVALID_PARAMS, "Unknown task")
+            raise unknown_task(NOT_ISSUED)
         return TaskRef(*fields)
 
     # -- request states (MRTR) ---------------------------------------------------------------

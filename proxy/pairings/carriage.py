@@ -27,7 +27,7 @@ from aiohttp import web
 
 from translators.differences import created_task_from_v2, created_task_result_v2, drop_task_param, inline_result_type
 from translators.envelope import ModernMeta, complete_result, session_meta, session_v2_result, strip_envelope
-from translators.errors import INVALID_PARAMS, McpError
+from translators.errors import FORGOTTEN, INVALID_PARAMS, McpError, unknown_task
 from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.inputs import input_response_from_v1, strip_mrtr
 from translators.model import InputRequest
@@ -84,10 +84,10 @@ class V2OverV2Session(V2OverV1):
         try:
             result = await session.request(call.method, request["params"], headers=call.upstream_headers)
         except SessionLost:
-            raise McpError(INVALID_PARAMS, "Unknown task") from None
+            raise unknown_task(FORGOTTEN) from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
-                raise McpError(INVALID_PARAMS, "Unknown task") from None
+                raise unknown_task(FORGOTTEN) from None
             raise
         result = ids_to_client({"result": result}, lambda task: sealed if task == ref.task else task, _same)["result"]
         if call.method == "tasks/get":

@@ -22,7 +22,9 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.envelope import encode_header_value, name_param
 from translators.errors import (
+    ELSEWHERE,
     INVALID_PARAMS,
+    NOT_OF_SESSION,
     McpError,
     backend_http_error,
     backend_unavailable,
@@ -30,6 +32,7 @@ from translators.errors import (
     legacy_code_renumbered,
     may_carry_legacy_code,
     modern_http_status,
+    unknown_task,
 )
 from translators.fleet_ids import ids_to_backend, ids_to_client
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
@@ -368,7 +371,7 @@ class Relay:
         upgraded), is unknown here: -32602."""
         ref = self.keyring.unseal_task_id(task_id, principal)
         if ref.backend != self.backend.name or ref.session:
-            raise McpError(INVALID_PARAMS, "Unknown task")
+            raise unknown_task(ELSEWHERE)
         return ref.task
 
     def _relayed_state(self, token: str, *, principal: str) -> str:
@@ -435,7 +438,7 @@ class Relay:
         def unseal(task_id: str) -> str:
             ref = self.keyring.unseal_task_id(task_id, "")
             if (ref.backend, ref.session) != (name, upstream_id):
-                raise McpError(INVALID_PARAMS, "Unknown task")
+                raise unknown_task(NOT_OF_SESSION)
             return ref.task
 
         def unchanged(value: str) -> str:

@@ -33,7 +33,16 @@ from translators.differences import (
     with_client_outcome,
 )
 from translators.envelope import ModernMeta, legacy_result, session_meta
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, McpError, unknown_task
+from translators.errors import (
+    ELSEWHERE,
+    FORGOTTEN,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    McpError,
+    unknown_task,
+)
 from translators.inputs import input_request_to_v1, input_response_from_v1
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.protocol import TERMINAL_STATUSES
@@ -286,7 +295,7 @@ class _Call:
         entry = await self.rules.registry.get(task_id)  # type: ignore[arg-type]
         if entry is None:
             if ref.session == HELD or ref.backend != self.rules.backend.name:
-                raise unknown_task()
+                raise unknown_task(ELSEWHERE if ref.backend != self.rules.backend.name else FORGOTTEN)
             # Known to the key but not to this process (a restart or another replica): adopt it.
             now = _now_iso()
             placeholder = CanonicalTask(task_id=task_id, status="working", created_at=now, last_updated_at=now)  # type: ignore[arg-type]
@@ -308,7 +317,7 @@ class _Call:
             except McpError as exc:
                 if exc.code == INVALID_PARAMS:
                     await self.rules.registry.remove(entry.task_id)
-                    raise unknown_task() from None
+                    raise unknown_task(FORGOTTEN) from None
                 raise
             task = task_from_get_result_v2(wire).evolve(task_id=entry.task_id or entry.ref.task)
             if task.dropped:

@@ -41,7 +41,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from translators.envelope import ModernMeta, strip_envelope
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from translators.errors import FORGOTTEN, INTERNAL_ERROR, McpError, unknown_task
 from translators.streaming import set_level_params
 from translators.subscriptions import listen_filter_v1, own_stream_notification
 
@@ -221,7 +221,7 @@ class OwnClient:
                 return await self.sessions.backend.pool.by_id(task_session).request(
                     method, params, headers=headers, on_server_request=self.on_server_request, on_notification=on_notification)
             except SessionLost:
-                raise McpError(INVALID_PARAMS, "Unknown task") from None
+                raise unknown_task(FORGOTTEN) from None
         for last in (False, True):
             try:
                 upstream = await self.sessions.own(self.session, headers)

@@ -24,7 +24,15 @@ from translators.differences import (
     update_ack_v2,
 )
 from translators.envelope import complete_result, strip_envelope, upstream_client_capabilities
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, McpError, missing_tasks_extension
+from translators.errors import (
+    ELSEWHERE,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    McpError,
+    missing_tasks_extension,
+    unknown_task,
+)
 from translators.inputs import input_required_result, read_input_responses, strip_mrtr
 from translators.policy import creation_decision
 from translators.protocol import (
@@ -89,7 +97,7 @@ class V2OverV1:
         `McpError(-32602)` "Unknown task"."""
         ref = self.keyring.unseal_task_id(call.params.get("taskId"), call.principal)
         if ref.backend != self.backend.name or not ref.session:
-            raise McpError(INVALID_PARAMS, "Unknown task")
+            raise unknown_task(ELSEWHERE)
         return ref
 
     def session_capabilities(self, call: ModernRequest) -> dict[str, Any]:

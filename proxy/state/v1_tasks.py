@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from translators.differences import V1Payload, outcome_to_v2
-from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, unknown_task
+from translators.errors import FORGOTTEN, INVALID_PARAMS, METHOD_NOT_FOUND, McpError, unknown_task
 from translators.fields import task_from_wire
 from translators.model import CanonicalTask
 from translators.sealing import TaskRef
@@ -63,17 +63,17 @@ class V1Follower:
             wire = await self._read("tasks/get", ref, session, headers)
         except SessionLost:
             await self.inputs.finish(ref)
-            raise unknown_task() from None
+            raise unknown_task(FORGOTTEN) from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
                 await self.inputs.finish(ref)
-                raise unknown_task() from None
+                raise unknown_task(FORGOTTEN) from None
             if exc.code == METHOD_NOT_FOUND:
                 # A "v1" backend that does not know tasks/get was upgraded (or replaced): the task
                 # is gone with it, and the backend is probed again.
                 session.backend.on_trouble()
                 await self.inputs.finish(ref)
-                raise unknown_task() from None
+                raise unknown_task(FORGOTTEN) from None
             raise
         task = task_from_wire(wire, "v1")
         if task.dropped:
@@ -113,7 +113,7 @@ class V1Follower:
             # The backend forgot the session (restarted, replaced) between the status and the
             # payload: the task is unknown, as on `tasks/get` — not "failed", which would be wrong.
             await self.inputs.finish(ref)
-            raise unknown_task() from None
+            raise unknown_task(FORGOTTEN) from None
         except TimeoutError:
             return V1Payload("unobtainable")
         except McpError as exc:
@@ -141,7 +141,7 @@ class V1Follower:
             await inputs.answer(responses, headers)
         except SessionLost:
             await self.inputs.finish(ref)
-            raise unknown_task() from None
+            raise unknown_task(FORGOTTEN) from None
 
     async def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""

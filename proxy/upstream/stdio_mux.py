@@ -26,7 +26,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from translators import jsonrpc, multiplex
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, unknown_task
 from translators.protocol import LEGACY_VERSION
 
 from .stdio_process import StdioProcess
@@ -259,7 +259,7 @@ class ProcessSlot:
         task = multiplex.task_param(message)
         pending = Pending(session, message.get("id"), method, task)
         if task is not None and task not in session.tasks:
-            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, McpError(INVALID_PARAMS, "Unknown task")), True))
+            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, unknown_task(NOT_OF_SESSION)), True))
             return pending
         request_id = next(self._ids)
         token = multiplex.progress_token(message)

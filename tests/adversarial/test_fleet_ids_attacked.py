@@ -39,7 +39,11 @@ pytestmark = pytest.mark.peers
 
 KEYRING = Keyring(TEST_KEY)
 LATER_MS = 4_102_444_800_000  # 2100-01-01: a requestState that has not expired
-UNKNOWN_TASK = "Unknown task"
+UNKNOWN_TASK = "Unknown task: the id does not unseal: it was not issued by this proxy to this caller, or it was altered"
+GONE_BACKEND = "Unknown task: the backend that held it is no longer configured"
+ELSEWHERE = (
+    "Unknown task: the id names a task this backend does not hold: one of another backend, or of this backend before its upgrade"
+)
 NOT_ISSUED = "Unknown task: params.taskId must be a task id issued by this proxy"
 INVALID_STATE = "Invalid requestState"
 NO_EXCHANGE = "Unknown or expired requestState: send the original request again without it"
@@ -228,7 +232,8 @@ async def test_task_ids_the_proxy_did_not_issue_for_this_call_never_reach_a_back
     """Every tasks/* method, with ids sealed with the right key but naming an unconfigured backend,
     the wrong kind of upstream task (a relayed backend's id with a session, a translated backend's
     id without one), the wrong number of fields, another principal, another purpose, and garbage:
-    400 / -32602 "Unknown task", nothing upstream."""
+    400 / -32602 "Unknown task" with the reason (no such backend, the other kind of task, or an
+    id that does not unseal for this caller), nothing upstream."""
     caller = mixed.caller
     sealed = {
         "unconfigured backend": KEYRING.seal_task_id(TaskRef("zz", "", "t1"), ANONYMOUS),
@@ -250,6 +255,15 @@ async def test_task_ids_the_proxy_did_not_issue_for_this_call_never_reach_a_back
         "base64 noise": base64.urlsafe_b64encode(bytes(range(64))).decode().rstrip("="),
     }
     refused: dict[str, Any] = {label: (400, -32602, UNKNOWN_TASK) for label in sealed}
+    for label in (
+        "unconfigured backend",
+        "unconfigured backend with a session",
+        "empty backend name",
+        "backend name differing in case",
+    ):
+        refused[label] = (400, -32602, GONE_BACKEND)
+    for label in ("relayed v2 id with a session", "translated v1 id without a session"):
+        refused[label] = (400, -32602, ELSEWHERE)
     garbage: dict[str, Any] = {
         "empty": "",
         "20 KB": "A" * 20_000,

@@ -14,6 +14,9 @@ from support import Caller, free_port, running_proxy
 
 from proxy.app import STATE
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
+from translators.errors import FORGOTTEN, UNKNOWN_TASK
+
+FORGOTTEN_TASK = f"{UNKNOWN_TASK}: {FORGOTTEN}"
 
 pytestmark = pytest.mark.peers
 
@@ -32,7 +35,11 @@ async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
             old.stop()
             new = start_reference_v2_server(port)
             lost = await modern.call("tasks/get", {"taskId": before["taskId"]})
-            assert (lost.status, lost.error["code"], lost.error["message"]) == (400, -32602, "Unknown task")
+            assert (lost.status, lost.error["code"], lost.error["message"]) == (
+                400,
+                -32602,
+                FORGOTTEN_TASK,
+            )
             await asyncio.sleep(1.1)  # on-demand probes are at least a second apart
             after = await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "new"}})
             assert after.status == 200, after.body

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -67,9 +68,19 @@ async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(refe
 
         created = (await sh(create))["result"]
         assert (created["resultType"], created["status"]) == ("task", "working")
+        # The README's way to carry the id: the create command piped into its python3 one-liner.
+        (extract,) = re.findall(r"`(\| python3 -c '[^`]+')`", (ROOT / "README.md").read_text())
+        carried = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            f'TASK=$({create.strip().replace("http://127.0.0.1:8080/mcp", proxy.url)} {extract}) && printf %s "$TASK"',
+            stdout=asyncio.subprocess.PIPE,
+        )
+        task_id = (await carried.communicate())[0].decode()
+        assert carried.returncode == 0 and task_id.isascii() and len(task_id) > 100, task_id
         command = poll.split("\n", 1)[1]
         for _ in range(100):
-            answer = await sh(command, TASK=created["taskId"])
+            answer = await sh(command, TASK=task_id)
             if answer["result"]["status"] == "completed":
                 break
             await asyncio.sleep(0.2)

@@ -87,7 +87,10 @@ async def test_a_backend_no_longer_configured_is_an_unknown_task():
     try:
         with pytest.raises(McpError) as refused:
             fleet.named("retired")
-        assert (refused.value.code, refused.value.message) == (-32602, "Unknown task")
+        assert (refused.value.code, refused.value.message) == (
+            -32602,
+            "Unknown task: the backend that held it is no longer configured",
+        )
     finally:
         await http.close()
 

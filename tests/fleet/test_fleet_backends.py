@@ -13,7 +13,12 @@ import pytest
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 
+from translators.errors import NOT_ISSUED, NOT_OF_SESSION, UNKNOWN_TASK
 from translators.sealing import ANONYMOUS, RELAY_SESSION, RELAY_STATE, Keyring
+
+NOT_OF_THIS_SESSION = f"{UNKNOWN_TASK}: {NOT_OF_SESSION}"
+
+DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
 pytestmark = pytest.mark.peers
 
@@ -122,7 +127,11 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
             listed = (await client.call("tasks/list"))["result"]["tasks"]
             assert [t["taskId"] for t in listed] == [task_id]
         stranger = await clients[2].call("tasks/get", {"taskId": task_ids[0]})  # same backend, another session
-        assert (stranger["_status"], stranger["error"]["code"], stranger["error"]["message"]) == (200, -32602, "Unknown task")
+        assert (stranger["_status"], stranger["error"]["code"], stranger["error"]["message"]) == (
+            200,
+            -32602,
+            NOT_OF_THIS_SESSION,
+        )
         async with http.get(proxy.url, headers=clients[1].headers()) as stream:
             assert (stream.status, stream.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")
             assert stream.headers["Mcp-Session-Id"] == clients[1].session_id  # sealed again, never the backend's own
@@ -196,7 +205,7 @@ async def test_modern_clients_relayed_to_two_v2_backends_get_sealed_ids(referenc
 
         # Ids the proxy did not hand out never reach a backend.
         raw = await caller.call("tasks/get", {"taskId": "not-a-sealed-id"})
-        assert (raw.status, raw.error["code"], raw.error["message"]) == (400, -32602, "Unknown task")
+        assert (raw.status, raw.error["code"], raw.error["message"]) == (400, -32602, DOES_NOT_UNSEAL)
         mallory = Caller(http, proxy.url, authorization="Bearer mallory")
         stolen = await mallory.call("tasks/get", {"taskId": created[0].result["taskId"]})
-        assert (stolen.status, stolen.error["code"], stolen.error["message"]) == (400, -32602, "Unknown task")
+        assert (stolen.status, stolen.error["code"], stolen.error["message"]) == (400, -32602, DOES_NOT_UNSEAL)

@@ -17,6 +17,10 @@ from browser import dump_dom, screenshot, tables
 from session_support import SessionCaller
 from support import TASKS_EXT, Caller, running_proxy
 
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK
+
+DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
+
 pytestmark = pytest.mark.peers
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -74,7 +78,11 @@ async def drive(http: aiohttp.ClientSession, url: str) -> None:
     legacy_b = await _session(http, url, LEGACY)  # pick 6: new (v1 client over v2-modern: translated)
     await _greet(legacy_b, "l")
     forged = await modern.call("tasks/get", {"taskId": "not-a-task-id"})  # refused; counted on the first backend
-    assert (forged.status, forged.error["code"], forged.error["message"]) == (400, -32602, "Unknown task")
+    assert (forged.status, forged.error["code"], forged.error["message"]) == (
+        400,
+        -32602,
+        DOES_NOT_UNSEAL,
+    )
 
 
 def _upstream(reference_v1_server, reference_v2_server) -> list[dict[str, str]]:
@@ -145,7 +153,13 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
     assert (timeline["minutes"], sum(timeline["v1"]), sum(timeline["v2-session"]), sum(timeline["v2-modern"])) == (60, 7, 3, 4)
     errors = status["recent_errors"]
     assert [{k: v for k, v in e.items() if k != "at_ms"} for e in errors] == [
-        {"backend": "old", "client_dialect": "v2-modern", "method": "tasks/get", "code": "-32602", "reason": "Unknown task"},
+        {
+            "backend": "old",
+            "client_dialect": "v2-modern",
+            "method": "tasks/get",
+            "code": "-32602",
+            "reason": DOES_NOT_UNSEAL,
+        },
     ]
 
 

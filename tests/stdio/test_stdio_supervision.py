@@ -16,7 +16,10 @@ from support import Caller
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
+from translators.errors import FORGOTTEN, UNKNOWN_TASK
 from translators.sealing import Keyring
+
+FORGOTTEN_TASK = f"{UNKNOWN_TASK}: {FORGOTTEN}"
 
 NOISY = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "noisy_stdio_server.py")]
 
@@ -102,7 +105,10 @@ async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_
             await asyncio.sleep(0.05)
         assert _gone(pid) is True
         lost = await client.call("tasks/get", {"taskId": created["taskId"]})
-        assert lost.error == {"code": -32602, "message": "Unknown task"}
+        assert lost.error == {
+            "code": -32602,
+            "message": FORGOTTEN_TASK,
+        }
         answer = await client.call("tools/call", {"name": "greet", "arguments": {"name": "again"}})
         assert answer.result["content"] == [{"type": "text", "text": "Hello, again!"}]
         async with http.get(proxy.base_url + "/readyz") as response:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import pytest
 
 from translators.errors import (
+    ELSEWHERE,
+    FORGOTTEN,
+    NOT_ISSUED,
+    NOT_OF_SESSION,
     McpError,
     backend_http_error,
     backend_unavailable,
@@ -176,10 +180,18 @@ def test_unsupported_version_carries_supported_and_requested():
     }
 
 
-def test_unknown_task_is_32602():
+def test_unknown_task_is_32602_and_says_why():
     assert unknown_task().to_dict() == {"code": -32602, "message": "Unknown task"}
-    assert unknown_task("abc").to_dict() == {"code": -32602, "message": "Unknown task: abc"}
-    assert unknown_task("x" * 200).message == "Unknown task: " + "x" * 80
+    assert unknown_task(FORGOTTEN).to_dict() == {
+        "code": -32602,
+        "message": "Unknown task: the backend no longer knows it: it ended and was forgotten, its ttl passed, or the backend restarted",
+    }
+    assert [unknown_task(why).message for why in (NOT_ISSUED, ELSEWHERE, NOT_OF_SESSION)] == [
+        "Unknown task: the id does not unseal: it was not issued by this proxy to this caller, or it was altered",
+        "Unknown task: the id names a task this backend does not hold: one of another backend, or of this backend before its upgrade",
+        "Unknown task: the id names no task of this session",
+    ]
+    assert unknown_task("x" * 300).message == "Unknown task: " + "x" * 200
 
 
 def test_error_object_omits_absent_data_but_keeps_falsy_data():

@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from translators.envelope import encode_header_value
-from translators.errors import McpError
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
 from translators.sealing import ANONYMOUS, Keyring, TaskRef
+
+DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
 KEY = bytes(range(64))
 OTHER_KEY = bytes(range(1, 65))
@@ -110,7 +112,7 @@ def test_task_ids_are_header_safe_base64url(ref, principal):
 
 def test_task_id_of_another_principal_is_unknown_task():
     token = KEYRING.seal_task_id(REF, ALICE)
-    assert _unknown_task(token, BOB).message == "Unknown task"
+    assert _unknown_task(token, BOB).message == DOES_NOT_UNSEAL
     _unknown_task(token, ANONYMOUS)
     _unknown_task(KEYRING.seal_task_id(REF, ANONYMOUS), ALICE)
 

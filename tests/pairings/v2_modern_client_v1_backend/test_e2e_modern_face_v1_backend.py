@@ -11,7 +11,10 @@ import aiohttp
 import pytest
 from support import TEST_KEY, Caller, running_proxy
 
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK
 from translators.sealing import Keyring, TaskRef
+
+DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
 pytestmark = pytest.mark.peers
 
@@ -165,7 +168,11 @@ async def test_task_ids_of_another_principal_are_unknown(proxy):
         created = (await alice.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "a"}})).result
         for method in ("tasks/get", "tasks/cancel", "tasks/update"):
             answer = await bob.call(method, {"taskId": created["taskId"]})
-            assert (answer.status, answer.error["code"], answer.error["message"]) == (400, -32602, "Unknown task")
+            assert (answer.status, answer.error["code"], answer.error["message"]) == (
+                400,
+                -32602,
+                DOES_NOT_UNSEAL,
+            )
         assert (await alice.poll(created["taskId"]))["status"] == "completed"
 
 
