@@ -5,9 +5,12 @@ key carrying a TTL set by Redis."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import pytest
 import redis.asyncio as aioredis
 
+from proxy.state.health import RETRY_S, StoreUnreachable, display_url
 from proxy.state.redis_store import PREFIX, RedisTaskStore
 from proxy.state.store import CapturedInput, Entry, SessionRecord
 from translators.model import CanonicalTask, InputRequest, TaskError
@@ -129,8 +132,77 @@ async def test_every_key_has_a_ttl_set_by_redis(redis_url):
         ttls = {key.split(":", 2)[1]: await raw.ttl(key) > 0 for key in keys}
         await raw.aclose()
         assert (len(keys), ttls) == (
-            8,
-            {"hb": True, "o": True, "i": True, "n": True, "s": True, "e": True, "eo": True, "ord": True},
+            9,
+            {"hb": True, "run": True, "o": True, "i": True, "n": True, "s": True, "e": True, "eo": True, "ord": True},
         )
     finally:
         await store.close()
+
+
+def _store_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "proxy.state.health" and r.levelno >= logging.WARNING]
+
+
+async def test_a_paused_redis_fails_an_operation_within_its_bound_and_once_more_at_once(own_redis, caplog):
+    """Issue 20 item 11: a stalled Redis (SIGSTOP) used to hold every operation for the whole stall."""
+    caplog.set_level(logging.INFO)
+    store = RedisTaskStore(own_redis.url, process="a", timeout_ms=300)
+    try:
+        await store.keep_outcome(REF, _task(), 60)
+        own_redis.pause()
+        with pytest.raises(StoreUnreachable) as first:
+            await asyncio.wait_for(store.outcome(REF), 10)
+        assert (first.value.code, first.value.http_status, first.value.message) == (
+            -32603,
+            503,
+            f"task state store {own_redis.url} unreachable: no answer within 300 ms",
+        )
+        assert (store.health.reachable, store.health.reason) == (False, "no answer within 300 ms")
+        with pytest.raises(StoreUnreachable) as second:  # at once: a request touching the store twice waits one bound
+            await asyncio.wait_for(store.outcome(REF), 0.2)
+        assert second.value.message == first.value.message
+        own_redis.resume()
+        await asyncio.sleep(RETRY_S)
+        assert (await store.outcome(REF), store.health.reachable) == (_task(), True)
+        assert _store_warnings(caplog) == [
+            f"task state store {own_redis.url} is unreachable: no answer within 300 ms",
+            f"task state store {own_redis.url} is reachable again",
+        ]
+    finally:
+        own_redis.resume()
+        await store.close()
+
+
+async def test_a_stopped_redis_is_unreachable_naming_it_and_the_heartbeat_sees_it_back(own_redis, caplog):
+    """Issue 20 item 12: a stopped Redis used to raise the client's ConnectionError (HTTP 500, a traceback)."""
+    caplog.set_level(logging.INFO)
+    store = RedisTaskStore(own_redis.url, process="a", timeout_ms=300)
+    try:
+        await store.heartbeat()
+        own_redis.halt()
+        closed = "Connection closed by server."  # the pooled connection, closed when the server stopped
+        with pytest.raises(StoreUnreachable) as caught:
+            await asyncio.wait_for(store.capture_input(REF, 7, ASK, 60), 10)
+        assert (caught.value.http_status, caught.value.message) == (
+            503,
+            f"task state store {own_redis.url} unreachable: {closed}",
+        )
+        await asyncio.sleep(RETRY_S)
+        with pytest.raises(StoreUnreachable) as again:  # a new connection, refused
+            await asyncio.wait_for(store.heartbeat(), 10)
+        assert again.value.message == f"task state store {own_redis.url} unreachable: connection refused"
+        own_redis.start_again()
+        await store.heartbeat()
+        assert (store.health.reachable, await store.capture_input(REF, 7, ASK, 60)) == (True, "input-1")
+        assert _store_warnings(caplog) == [
+            f"task state store {own_redis.url} is unreachable: {closed}",
+            f"task state store {own_redis.url} is reachable again",
+        ]
+    finally:
+        await store.close()
+
+
+def test_a_password_is_never_shown():
+    assert display_url("redis://user:s3cret@10.0.0.1:6379/2") == "redis://user:***@10.0.0.1:6379/2"
+    assert display_url("redis://:s3cret@10.0.0.1:6379/2") == "redis://:***@10.0.0.1:6379/2"
+    assert display_url("redis://10.0.0.1:6379/2") == "redis://10.0.0.1:6379/2"
