@@ -36,6 +36,7 @@ from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
+from .state.health import StoreUnreachable
 from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
@@ -253,7 +254,9 @@ async def _heartbeat(store: TaskStateStore) -> None:
         return
     try:
         await beat()
-    except Exception as exc:  # the client's connection errors
+    except StoreUnreachable as exc:
+        raise ConfigError(f"store: cannot reach {exc.store}: {exc.reason}") from None
+    except Exception as exc:  # the client's other errors
         raise ConfigError(f"store: cannot reach {getattr(store, 'url', 'the store')}: {exc}") from None
 
 
