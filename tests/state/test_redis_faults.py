@@ -9,6 +9,8 @@ persistence, by its own PID:
   store until Redis answers again;
 * stopped: the same answer (it used to be HTTP 500 "Internal error in mcp-tasks-proxy" with a
   traceback in the log); one WARNING when Redis goes, one when it is back, no traceback;
+* paused while a v1 client's GET stream follows its task (in front of the reference v2 server):
+  the stream still brings the task's `completed` (the follower used to die with a traceback);
 * restarted empty while a v1 task waits for an answer: the question is put back under its key by
   the process that captured it, and its answer reaches the backend (the task used to show
   `working` for ever while the backend waited).
@@ -18,14 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 
 import aiohttp
 import pytest
+from session_support import SessionCaller
 from support import TEST_KEY, Caller
 
 from proxy.app import start
 from proxy.config import load
+from proxy.sse import SseParser
 from translators.sealing import Keyring
 
 pytestmark = pytest.mark.peers
@@ -199,3 +204,36 @@ async def test_a_question_lost_in_a_redis_restart_is_put_back_and_answered(refer
     assert [line for line in _store_lines(caplog) if "put back" in line] == [
         f"task state store {own_redis.url}: Redis restarted; 1 captured question(s) held by this process put back"
     ]
+
+
+async def test_a_v1_sessions_get_stream_follows_its_task_through_a_paused_redis(reference_v2_server, own_redis, tmp_path, caplog):
+    """The follower of a v1 session's GET stream (decision 53) used to die with a traceback on the
+    first store error, and the client then heard nothing more of its tasks."""
+    caplog.set_level(logging.INFO)
+    async with _proxy(reference_v2_server.url, own_redis.url, tmp_path) as (running, http, _client):
+        caller = SessionCaller(http, running.url)
+        await caller.initialize()
+        headers = {**caller.headers(), "Accept": "text/event-stream"}
+        async with http.get(running.url, headers=headers) as stream:
+            assert stream.status == 200
+            created = await caller.call(
+                "tools/call", {"name": "slow_compute", "arguments": {"seconds": 4, "label": "p"}, "task": {"ttl": 60_000}}
+            )
+            task_id = created["result"]["task"]["taskId"]
+            own_redis.pause()
+            try:
+                await _readyz_until(http, running.base_url, 503)
+                await asyncio.sleep(1.5)  # the follower polls every second: it meets the paused store
+            finally:
+                own_redis.resume()
+            parser, statuses = SseParser(), []
+            async with asyncio.timeout(20):
+                async for chunk in stream.content.iter_any():
+                    for event in parser.feed(chunk):
+                        message = json.loads(event.data) if event.data else {}
+                        if message.get("method") == "notifications/tasks/status" and message["params"]["taskId"] == task_id:
+                            statuses.append(message["params"]["status"])
+                    if "completed" in statuses:
+                        break
+        assert statuses[-1] == "completed"
+    assert _tracebacks(caplog) == []

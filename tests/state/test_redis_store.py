@@ -5,6 +5,7 @@ key carrying a TTL set by Redis."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
@@ -206,3 +207,66 @@ def test_a_password_is_never_shown():
     assert display_url("redis://user:s3cret@10.0.0.1:6379/2") == "redis://user:***@10.0.0.1:6379/2"
     assert display_url("redis://:s3cret@10.0.0.1:6379/2") == "redis://:***@10.0.0.1:6379/2"
     assert display_url("redis://10.0.0.1:6379/2") == "redis://10.0.0.1:6379/2"
+
+
+async def test_a_restart_that_emptied_redis_is_seen_and_questions_go_back_under_their_keys(own_redis, caplog):
+    """Issue 20 item 13 at the store: the heartbeat sees Redis' data gone, and `restore_input` puts a
+    question back under its own key (skipping one the store still knows), keys never reused."""
+    caplog.set_level(logging.INFO)
+    store = RedisTaskStore(own_redis.url, process="a")
+    held = []
+
+    async def restore() -> int:
+        return sum([await store.restore_input(REF, captured, 60) for captured in held])
+
+    store.when_lost(restore)
+    try:
+        await store.heartbeat()
+        for uid in (7, 8):
+            await store.capture_input(REF, uid, ASK, 60)
+        first, second = (await store.inputs(REF)).values()
+        held.append(second)
+        assert await store.restore_input(REF, second, 60) is False  # the store still knows it: nothing done
+        own_redis.restart()  # nothing persisted
+        with contextlib.suppress(StoreUnreachable):  # the pooled connection broken by the restart
+            await store.heartbeat()
+        await asyncio.sleep(RETRY_S)
+        await store.heartbeat()
+        assert await store.inputs(REF) == {"input-2": CapturedInput("input-2", 8, ASK)}
+        assert await store.capture_input(REF, 9, ASK, 60) == "input-3"  # after the key put back, never input-1 again
+        await store.heartbeat()  # nothing lost since: nothing more put back
+        assert [r.getMessage() for r in caplog.records if "put back" in r.getMessage()] == [
+            f"task state store {own_redis.url}: Redis restarted; 1 captured question(s) held by this process put back"
+        ]
+        await store.redis.flushdb()  # emptied without a restart: the run token is gone
+        await store.heartbeat()
+        assert list(await store.inputs(REF)) == ["input-2"]
+        assert first.key == "input-1"
+    finally:
+        await store.close()
+
+
+async def test_with_an_append_only_file_a_restart_loses_nothing_and_puts_nothing_back(tmp_path, caplog):
+    """docs/configuration.md "A Redis store": `appendonly yes` keeps every question across a restart."""
+    from proxy.bench.redis_server import start_redis
+
+    caplog.set_level(logging.INFO)
+    server = start_redis(appendonly=True)
+    store = RedisTaskStore(server.url, process="a")
+    try:
+        await store.heartbeat()
+        await store.capture_input(REF, 7, ASK, 60)
+        captured = await store.inputs(REF)
+        store.when_lost(lambda: store.restore_input(REF, captured["input-1"], 60))
+        server.restart()
+        with contextlib.suppress(StoreUnreachable):
+            await store.heartbeat()
+        await asyncio.sleep(RETRY_S)
+        await store.heartbeat()
+        assert await store.inputs(REF) == {"input-1": CapturedInput("input-1", 7, ASK)}
+        assert [r.getMessage() for r in caplog.records if "put back" in r.getMessage()] == [
+            f"task state store {server.url}: Redis restarted; 0 captured question(s) held by this process put back"
+        ]
+    finally:
+        await store.close()
+        server.stop()
