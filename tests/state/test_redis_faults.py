@@ -13,7 +13,7 @@ persistence, by its own PID:
   the stream still brings the task's `completed` (the follower used to die with a traceback);
 * restarted empty while a v1 task waits for an answer: the question is put back under its key by
   the process that captured it, and its answer reaches the backend (the task used to show
-  `working` for ever while the backend waited).
+  `working` for ever while the backend waited); with two replicas, the other one shows it again.
 """
 
 from __future__ import annotations
@@ -237,3 +237,26 @@ async def test_a_v1_sessions_get_stream_follows_its_task_through_a_paused_redis(
                         break
         assert statuses[-1] == "completed"
     assert _tracebacks(caplog) == []
+
+
+async def test_a_question_lost_in_a_redis_restart_is_shown_again_by_the_other_replica(reference_v1_server, own_redis, tmp_path):
+    """Two replicas on one Redis: replica a captured the question; after Redis restarted empty,
+    replica b shows it again (a put it back) and b's answer reaches the backend."""
+    async with (
+        _proxy(reference_v1_server.url, own_redis.url, tmp_path / "a") as (_a, _http_a, on_a),
+        _proxy(reference_v1_server.url, own_redis.url, tmp_path / "b") as (_b, _http_b, on_b),
+    ):
+        task_id = (await on_a.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "two.txt"}})).result[
+            "taskId"
+        ]
+        before = await on_a.poll(task_id, until=("input_required",))
+        assert list(before["inputRequests"]) == ["input-1"]
+        own_redis.restart()
+        after, _ = await _poll_through_outage(on_b, task_id, own_redis.url, "input_required")
+        assert after["inputRequests"] == before["inputRequests"]
+        ack = await on_b.call(
+            "tasks/update", {"taskId": task_id, "inputResponses": {"input-1": {"action": "accept", "content": {"confirm": True}}}}
+        )
+        assert (ack.status, ack.result) == (200, {"resultType": "complete"})
+        final = await on_b.poll(task_id)
+        assert (final["status"], final["result"]["content"]) == ("completed", [{"type": "text", "text": "deleted two.txt"}])
