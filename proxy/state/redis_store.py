@@ -179,11 +179,14 @@ class RedisTaskStore:
                 pipe.get(PREFIX + "run")
                 pipe.expire(PREFIX + "run", RUN_TTL_S)
                 pipe.info("server")
-                _, _, token, _, info = await pipe.execute()
+                beat, _, token, _, info = await pipe.execute(raise_on_error=False)
         except UNREACHABLE as exc:
             raise self.health.failed(exc) from None
+        if isinstance(beat, Exception):
+            raise beat
         self.health.answered()
-        run = (str(token), str(info.get("run_id", "")))
+        # A Redis that refuses INFO (a managed service may) is followed by the run token alone.
+        run = (str(token), str(info.get("run_id", "")) if isinstance(info, dict) else "")
         previous, self._run = self._run, run
         if previous is not None and previous != run:
             self._loss = "Redis restarted" if previous[1] != run[1] else "its data is gone"
