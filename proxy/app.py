@@ -36,6 +36,7 @@ from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
+from .state.health import StoreUnreachable
 from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
@@ -107,10 +108,22 @@ async def _readyz(request: web.Request) -> web.Response:
     fleet = request.app[STATE].fleet
     if fleet is None:
         return web.json_response({"status": "not ready", "backend": None, "reason": "starting"}, status=503)
+    store_down = _store_not_ready(request.app[STATE].store)
+    if store_down is not None:
+        return web.json_response(store_down, status=503)
     not_ready = await fleet.readiness(READY_PROBE_TIMEOUT_S)
     if not_ready is not None:
         return web.json_response({"status": "not ready", "backend": not_ready[0], "reason": not_ready[1]}, status=503)
     return web.json_response({"status": "ready"})
+
+
+def _store_not_ready(store: TaskStateStore | None) -> dict[str, str | None] | None:
+    """The 503 body of `/readyz` while a shared store cannot be reached (its `health`,
+    `proxy/state/health.py`; docs/decisions.md §76), else None."""
+    health = getattr(store, "health", None)
+    if health is None or health.reachable:
+        return None
+    return {"status": "not ready", "store": health.name, "reason": health.reason}
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -223,7 +236,7 @@ def _open_store(settings: Settings) -> TaskStateStore | None:
             from .state.redis_store import RedisTaskStore
         except ImportError:
             raise ConfigError("store: a Redis URL needs the redis client: pip install 'mcp-tasks-proxy[redis]'") from None
-        return RedisTaskStore(settings.store)
+        return RedisTaskStore(settings.store, timeout_ms=settings.store_timeout_ms)
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
@@ -241,7 +254,9 @@ async def _heartbeat(store: TaskStateStore) -> None:
         return
     try:
         await beat()
-    except Exception as exc:  # the client's connection errors
+    except StoreUnreachable as exc:
+        raise ConfigError(f"store: cannot reach {exc.store}: {exc.reason}") from None
+    except Exception as exc:  # the client's other errors
         raise ConfigError(f"store: cannot reach {getattr(store, 'url', 'the store')}: {exc}") from None
 
 

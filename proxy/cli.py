@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -86,33 +85,11 @@ def _workers_refusal(settings: Settings) -> str | None:
 
 
 def _run_workers(count: int, serve: Callable[[], int]) -> int:
-    """Fork `count` processes that each `serve()` on the one port (`SO_REUSEPORT`); SIGINT and
-    SIGTERM are passed on to them. Returns the worst exit status."""
-    children = []
-    for _ in range(count):
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = serve()
-            finally:
-                os._exit(code)
-        children.append(pid)
+    """`count` worker processes that each `serve()` on the one port, supervised (`proxy/workers.py`:
+    one that dies is replaced, within a bound). Returns the worst exit status."""
+    from .workers import run_workers
 
-    def forward(sig: int, _frame: object) -> None:
-        for child in children:
-            try:
-                os.kill(child, sig)
-            except ProcessLookupError:
-                pass
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, forward)
-    worst = 0
-    for child in children:
-        _, status = os.waitpid(child, 0)
-        worst = max(worst, os.waitstatus_to_exitcode(status) & 0xFF)
-    return worst
+    return run_workers(count, serve)
 
 
 def _serve_one(settings: Settings) -> int:

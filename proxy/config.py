@@ -79,6 +79,7 @@ class Settings(BaseModel):
     state_dir: str = "~/.local/state/mcp-tasks-proxy"
     key_file: str | None = None
     store: str = "sqlite"
+    store_timeout_ms: int = Field(default=2_000, gt=0)
     workers: int = Field(default=1, ge=1)
     replicas: int = Field(default=1, ge=1)
     identity_header: str | None = None

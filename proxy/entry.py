@@ -35,6 +35,7 @@ from .observe.hooks import TRACE
 from .observe.recorder import CANCELLED, UNCLASSIFIED, UNKNOWN_CLIENT, ClientKey, client_key
 from .pairings import Relay
 from .routing import Router
+from .state.health import StoreUnreachable
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
 
@@ -252,6 +253,9 @@ class Entry:
 
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> str:
         """Log a refusal; returns its reason as logs and the status page may show it."""
+        if isinstance(exc, StoreUnreachable):  # the store logged it going away, once (decision 76)
+            log.debug("task state store unreachable for principal=%s: %s", principal, exc.message)
+            return exc.message
         if isinstance(exc, BackendUnreachable):  # the backend logged it going down, once
             log.info("backend unreachable for principal=%s: %s", principal, exc.message)
             return exc.message

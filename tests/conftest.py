@@ -81,6 +81,19 @@ def redis_url(redis_server: Any) -> str:
     return str(redis_server.url)
 
 
+@pytest.fixture
+def own_redis() -> Iterator[Any]:
+    """A redis-server of this test's own, nothing persisted, which the test may pause (SIGSTOP),
+    resume, restart and stop (`proxy/bench/redis_server.py`); stopped by its PID at the end."""
+    from proxy.bench.redis_server import start_redis
+
+    server = start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def reference_v1_server() -> Iterator[ServerProcess]:
     """The reference v1 server (``proxy/demo/servers/v1_server.py`` on ``mcp==1.30.0``), one per run.

@@ -31,6 +31,7 @@ from ..metrics import method_label
 from ..observe.hooks import TRACE
 from ..observe.recorder import client_key
 from ..sse import sse_frame
+from ..state.health import StoreUnreachable
 from ..state.store import SessionRecord, TaskStateStore
 from .checks import session_outcome, version_refusal
 from .replay import ReplayBuffer
@@ -397,7 +398,8 @@ class SessionFace:
             result = await session.rules.dispatch(session, message.method, message.params, reply, request)
         except McpError as exc:
             error = exc if v2 else for_v1_client(exc)
-            log.info("refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
+            log.log(logging.DEBUG if isinstance(exc, StoreUnreachable) else logging.INFO,  # decision 76: logged once by the store
+                    "refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 

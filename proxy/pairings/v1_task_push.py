@@ -25,6 +25,7 @@ from translators.errors import INTERNAL_ERROR, McpError
 
 from ..faces.session import ASK_TIMEOUT_S, ProxySession
 from ..state.client_tasks import HELD, Entry, TaskRegistry
+from ..state.health import StoreUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,11 @@ class TaskPush:
         parked: dict[str, float] = {}  # task id → when it was first seen input_required with nobody waiting
         try:
             while session.get_stream is not None and not session.get_stream_gone():
-                entries = await self._open_tasks(session)
+                try:
+                    entries = await self._open_tasks(session)
+                except StoreUnreachable:  # logged once by the store (decision 76): follow on when it is back
+                    await asyncio.sleep(MAX_POLL_S)
+                    continue
                 if not entries:
                     return
                 dialect = (await self.backend.current()).dialect

@@ -84,20 +84,45 @@ class TaskInputs:
         self._arrived = asyncio.Event()
         self._holder: asyncio.Task[None] | None = None
         self._held_error: McpError | None = None
+        self._captured: dict[str, CapturedInput] = {}
+        """With a shared store: the requests this process captured that it has not seen answered,
+        put back if the store loses them (`restore`, docs/decisions.md §77)."""
 
     # -- capture and answer ----------------------------------------------------------------------
 
     async def outstanding(self) -> dict[str, CapturedInput]:
         """Requests held and not answered yet, by key, in the order they arrived."""
-        return await self.store.inputs(self.ref)
+        held = await self.store.inputs(self.ref)
+        if any(key not in held for key in self._captured):
+            # Answered through another process (the store still knows its upstream id), or lost
+            # with the store's data (it does not: kept, to be put back).
+            seen = await self.store.seen_ids(self.ref)  # type: ignore[attr-defined]
+            for key, captured in list(self._captured.items()):
+                if key not in held and captured.upstream_id in seen:
+                    del self._captured[key]
+        return held
 
     async def capture(self, message: Mapping[str, Any]) -> str | None:
         """Hold a server request for input (it came on this task's session) under a fresh key;
         None when already held (same id)."""
-        key = await self.store.capture_input(self.ref, message.get("id"), input_request_from_v1(message), self.keep_s)  # type: ignore[arg-type]
+        request = input_request_from_v1(message)
+        key = await self.store.capture_input(self.ref, message.get("id"), request, self.keep_s)  # type: ignore[arg-type]
         if key is not None:
+            if self.store.shared:
+                self._captured[key] = CapturedInput(key, message.get("id"), request)  # type: ignore[arg-type]
             self._arrived.set()
         return key
+
+    async def restore(self) -> int:
+        """The shared store lost its data: put back the requests this process captured and has not
+        seen answered, under their keys (`RedisTaskStore.restore_input`); how many were put back."""
+        restored = 0
+        for captured in list(self._captured.values()):
+            if await self.store.restore_input(self.ref, captured, self.keep_s):  # type: ignore[attr-defined]
+                restored += 1
+        if restored:
+            self._arrived.set()
+        return restored
 
     async def answer(self, responses: Mapping[str, Any], headers: Mapping[str, str]) -> list[str]:
         """Send each outstanding key's answer upstream (same session, same request id); unknown or
@@ -113,6 +138,7 @@ class TaskInputs:
                 await self.store.release_input(self.ref, key)  # the backend did not take it: the key stays outstanding
                 raise
             await self.store.answered(self.ref, key)
+            self._captured.pop(key, None)
             delivered.append(key)
         return delivered
 
@@ -334,6 +360,15 @@ class InputBook:
         self._tasks: TLRUCache[TaskRef, TaskInputs] = _ClosingTLRU(maxsize=max_tasks, ttu=self._deadline, timer=time.monotonic)
         self._listeners: dict[str, SessionListener] = {}
         self._ephemeral: set[str] = set()
+        when_lost = getattr(store, "when_lost", None)
+        if when_lost is not None:  # a shared store that may lose its data (decision 77)
+            when_lost(self.restore)
+
+    async def restore(self) -> int:
+        """The shared store lost its data: every followed task puts back the requests this
+        process captured (`TaskInputs.restore`); how many were put back."""
+        self._tasks.expire()
+        return sum([await inputs.restore() for inputs in list(self._tasks.values())])
 
     @staticmethod
     def _deadline(_ref: TaskRef, inputs: TaskInputs, now: float) -> float:

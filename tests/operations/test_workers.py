@@ -79,3 +79,84 @@ async def test_two_workers_on_redis_share_one_port_and_each_others_tasks(referen
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 20) == 0
+
+
+def _workers_of(supervisor: int) -> list[int]:
+    """The PIDs of the supervisor's worker processes (its children, from /proc)."""
+    return sorted(int(pid) for pid in Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split())
+
+
+async def _stderr_line_with(process: asyncio.subprocess.Process, text: str, seen: list[str]) -> str:
+    while True:
+        line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+        assert line, seen
+        seen.append(line.rstrip("\n"))
+        if text in line:
+            return seen[-1]
+
+
+async def test_a_worker_killed_with_sigkill_is_replaced_and_logged(redis_url, tmp_path):
+    """Issue 20 item 14: a worker that died was not replaced (one worker fewer until the restart of all)."""
+    port = _free_port()
+    process = await _spawn(
+        "serve",
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--store",
+        redis_url,
+        tmp_path=tmp_path,
+    )
+    try:
+        listening = f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"
+        lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
+        assert lines == [listening] * 2
+        first = _workers_of(process.pid)
+        assert len(first) == 2
+        victim = first[0]
+        os.kill(victim, signal.SIGKILL)  # a worker of the supervisor this test started
+        third = (await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0]
+        assert third == listening
+        logged = await _stderr_line_with(process, "started again as pid", [])
+        replaced = [pid for pid in _workers_of(process.pid) if pid not in first]
+        assert len(replaced) == 1
+        assert logged.endswith(f"worker 1 (pid {victim}) was killed by SIGKILL; started again as pid {replaced[0]}")
+        assert _workers_of(process.pid) == sorted([first[1], replaced[0]])
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+            for _ in range(4):  # a new connection each: both workers answer
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    assert (response.status, await response.json()) == (200, {"status": "ok"})
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 20) == 0
+
+
+async def test_workers_that_keep_dying_at_start_stop_the_proxy_after_five_replacements(tmp_path):
+    """A worker that cannot start (its Redis is not there) is replaced at most 5 times a minute;
+    then the proxy exits 1 instead of forking for ever (before: it exited 2 once both had died, and
+    would now loop without the bound)."""
+    port, nowhere = _free_port(), f"redis://127.0.0.1:{_free_port()}/0"
+    process = await _spawn(
+        "serve",
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--store",
+        nowhere,
+        tmp_path=tmp_path,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    lines = err.decode().splitlines()
+    replaced = [line for line in lines if "; started again as pid " in line]
+    stopping = [line for line in lines if "stopping the proxy" in line]
+    assert (process.returncode, len(replaced), len(stopping)) == (1, 5, 1), lines
+    refusals = {line for line in lines if "refusing to start" in line}
+    assert refusals == {f"mcp-tasks-proxy: refusing to start: store: cannot reach {nowhere}: connection refused"}
+    assert stopping[0].endswith("exited with status 2; workers were replaced 5 times within 60 s: stopping the proxy")
