@@ -128,9 +128,9 @@ class StdioFace:
         self.session_id = self.protocol_version = None
         await self._post(message, self._headers(session=False))
         if old and old != self.session_id:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with self.http.delete(self.url, headers=old_headers):
-                    pass
+            task = asyncio.ensure_future(self._delete(old_headers))
+            self._posts.add(task)
+            task.add_done_callback(self._posts.discard)
         if self.session_id:
             self._listen_again()
 
@@ -176,7 +176,7 @@ class StdioFace:
                             self._initialized(out)
                     self.emit(out)
                 reason = f"its answer (HTTP {status}) ended without a response"
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             reason = f"proxy unreachable: {exc.__class__.__name__}" if status is None else f"the answer broke off: {exc.__class__.__name__}"
         if message.kind == "request" and message.id is not None and not answered:
             self.emit(face_lines.no_answer(message.id, reason))
@@ -256,7 +256,7 @@ class StdioFace:
                 if "id" in message and (answer is None or "result" not in answer):
                     return session_id, answer, "no result"
                 return session_id, answer, None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             return None, None, f"proxy unreachable: {exc.__class__.__name__}"
 
     def _listen_again(self) -> None:
@@ -303,9 +303,13 @@ class StdioFace:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listening
         if self.session_id:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with self.http.delete(self.url, headers=self._headers()):
-                    pass
+            await self._delete(self._headers())
+
+    async def _delete(self, headers: dict[str, str]) -> None:
+        """End the session `headers` name (DELETE); a failure is no matter (it was lost)."""
+        with contextlib.suppress(aiohttp.ClientError):
+            async with self.http.delete(self.url, headers=headers):
+                pass
 
 
 async def serve_stdio(settings: Settings) -> int:

@@ -51,7 +51,11 @@ def greet(request_id: int, name: str) -> dict[str, Any]:
 
 
 def greeted(request_id: int, name: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": f"Hello, {name}!"}], "isError": False}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"content": [{"type": "text", "text": f"Hello, {name}!"}], "isError": False},
+    }
 
 
 class Face:
@@ -143,7 +147,11 @@ async def test_errors_answer_the_id_of_their_request(reference_v1_server: Server
             "error": {"code": -32600, "message": 'Invalid request: "method" must be a non-empty string'},
         }
         await face.send(b'{"jsonrpc": "2.0", "id": "ten", "method": "tools/call", "params": {"name": \n')
-        assert await face.read() == {"jsonrpc": "2.0", "id": "ten", "error": {"code": -32700, "message": "Parse error: JSONDecodeError"}}
+        assert await face.read() == {
+            "jsonrpc": "2.0",
+            "id": "ten",
+            "error": {"code": -32700, "message": "Parse error: JSONDecodeError"},
+        }
         await face.send(greet(11, "after"))
         assert await face.read() == greeted(11, "after")
     finally:
@@ -187,7 +195,9 @@ async def test_a_restarted_http_backend_gets_a_new_session_and_the_host_is_told(
         await face.send(greet(2, "before"))
         assert await face.read() == greeted(2, "before")
         # a call that asks the host a question before its task exists: in flight at the backend
-        await face.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_tool_with_task", "task": {}}})
+        await face.send(
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_tool_with_task", "task": {}}}
+        )
         assert (await face.read())["method"] == "elicitation/create"
         os.kill(backend.pid, signal.SIGKILL)
         backend.stop()  # reaps it
