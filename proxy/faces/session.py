@@ -23,6 +23,7 @@ from cachetools import LRUCache
 from translators import jsonrpc
 from translators.dialect import session_dialect
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
+from translators.oauth import AuthChallenge
 from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
@@ -32,6 +33,7 @@ from ..observe.hooks import TRACE
 from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.store import SessionRecord, TaskStateStore
+from .challenge import challenge_answer
 from .checks import session_outcome, version_refusal
 from .replay import ReplayBuffer
 
@@ -398,6 +400,8 @@ class SessionFace:
         except McpError as exc:
             error = exc if v2 else for_v1_client(exc)
             log.info("refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
+            if isinstance(exc, AuthChallenge) and reply.stream is None:  # the backend's challenge (decision 80)
+                return challenge_answer(exc, message.id, self.settings, request)
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
@@ -406,6 +410,8 @@ class SessionFace:
         face = session_dialect(params)
         try:
             result = await handler.initialize_result(params)
+        except AuthChallenge as exc:  # the backend's challenge (decision 80)
+            return challenge_answer(exc, message.id, self.settings, request)
         except McpError as exc:
             return _error(message.id, for_v1_client(exc) if face == "v1" else exc, exc.http_status or 200)
         requested = params.get("protocolVersion")
