@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
 
 from .errors import INVALID_REQUEST, McpError
 
@@ -113,22 +112,33 @@ def challenge_error(status: int, www_authenticate: str, backend: str) -> McpErro
     return McpError(INVALID_REQUEST, f"{what}: {detail}", http_status=status)
 
 
+def origin_and_path(url: str) -> tuple[str, str]:
+    """An http(s) URL as its origin and its path (query and fragment dropped):
+    `https://h:8443/a/b?q` → `("https://h:8443", "/a/b")`. Raises `ValueError` for a URL
+    without `scheme://`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        raise ValueError(f"not an absolute URL: {url[:120]!r}")
+    rest = rest.split("#", 1)[0].split("?", 1)[0]
+    host, slash, path = rest.partition("/")
+    return f"{scheme}://{host}", slash + path
+
+
 def metadata_url(resource: str) -> str:
     """RFC 9728 §3.1: the metadata URL of the resource `resource` (an http(s) URL):
     `https://h/mcp` → `https://h/.well-known/oauth-protected-resource/mcp`; a resource without a
     path (or `/`) → `https://h/.well-known/oauth-protected-resource`. Query and fragment dropped."""
-    parts = urlsplit(resource)
-    path = parts.path.rstrip("/")
-    return urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN + path, "", ""))
+    origin, path = origin_and_path(resource)
+    return origin + WELL_KNOWN + path.rstrip("/")
 
 
 def resource_of_metadata_url(url: str) -> str:
     """The inverse of `metadata_url`: the resource whose metadata lives at `url`. Raises
     `ValueError` for a URL not under the well-known path."""
-    parts = urlsplit(url)
-    if not parts.path.startswith(WELL_KNOWN):
+    origin, path = origin_and_path(url)
+    if not path.startswith(WELL_KNOWN):
         raise ValueError(f"not a protected-resource metadata URL: {url[:120]!r}")
-    return urlunsplit((parts.scheme, parts.netloc, parts.path[len(WELL_KNOWN) :] or "", "", ""))
+    return origin + path[len(WELL_KNOWN) :]
 
 
 def metadata_for_resource(document: Any, resource: str) -> dict[str, Any]:

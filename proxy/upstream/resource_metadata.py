@@ -20,11 +20,17 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
-from translators.oauth import WELL_KNOWN, authorization_servers, cache_lifetime_ms, metadata_for_resource, metadata_url
+from translators.oauth import (
+    WELL_KNOWN,
+    authorization_servers,
+    cache_lifetime_ms,
+    metadata_for_resource,
+    metadata_url,
+    origin_and_path,
+)
 
 from ..config import ConfigError, Settings, Upstream
 
@@ -52,8 +58,7 @@ def backend_metadata_urls(url: str) -> list[str]:
     """Where a backend at `url` serves its metadata (RFC 9728 §3.1): the path-suffixed well-known
     URL of its endpoint first, then the root one (one URL when the endpoint has no path)."""
     suffixed = metadata_url(url)
-    parts = urlsplit(url)
-    root = urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN, "", ""))
+    root = origin_and_path(url)[0] + WELL_KNOWN
     return [suffixed] if suffixed == root else [suffixed, root]
 
 

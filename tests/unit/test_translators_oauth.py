@@ -16,6 +16,7 @@ from translators.oauth import (
     is_bearer_challenge,
     metadata_for_resource,
     metadata_url,
+    origin_and_path,
     resource_metadata_of,
     resource_of_metadata_url,
     with_resource_metadata,
@@ -159,3 +160,10 @@ def test_backends_agree_on_authorization_servers_a_trailing_slash_aside():
 )
 def test_how_long_a_document_is_kept(cache_control, ms):
     assert cache_lifetime_ms(cache_control) == ms
+
+
+def test_a_url_as_origin_and_path():
+    assert origin_and_path("https://h:8443/a/b?q=1#f") == ("https://h:8443", "/a/b")
+    assert origin_and_path("http://h") == ("http://h", "")
+    with pytest.raises(ValueError):
+        origin_and_path("h/mcp")
