@@ -209,6 +209,8 @@ class Entry:
                     raise
         if client == dialect:
             return await self._relay_session(member, request, body, message, None)
+        if member.backend.challenge is not None and not request.headers.get("Authorization"):
+            raise member.backend.challenge  # a protected backend: challenged before a session (decision 80)
         return await self.sessions.handle_post(request, message, member.pairing(client, dialect))
 
     async def _relay_session(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message,

@@ -64,12 +64,14 @@ class Backend:
         """Why the backend is down (a refused connection or a failed probe: the error's message);
         None while it answers, and before its first probe."""
         self.connector.on_unreachable = self._unreachable
+        self.connector.on_challenge = self._saw_challenge
+        self._protected_logged = False
         self._probe_connector = self.connector.with_headers(config.probe_headers) if config.probe_headers else self.connector
         """Where probes go: the connector with the operator's `probe_headers`, used for nothing else."""
         self._probe_session = ProbeSession(self._probe_connector)
         self.challenge: AuthChallenge | None = None
-        """The Bearer challenge the last probe was answered with (the backend is protected and the
-        probe's credentials were not enough); None once a probe passed, and before the first."""
+        """The last Bearer challenge the backend answered a probe or a client's request with: it is
+        protected. None before any, and again once a probe without credentials passes."""
         self._probe_interval_s = settings.probe_interval_ms / 1000
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
@@ -125,11 +127,16 @@ class Backend:
                 raise
             return self._probed(profile)
 
-    def _probed(self, profile: BackendProfile) -> BackendProfile:
-        """A probe answered with `profile`: the backend is up, and this is what it is."""
+    def _saw_challenge(self, challenge: AuthChallenge) -> None:
+        self.challenge = challenge
+
+    def _probed(self, profile: BackendProfile, *, anonymous: bool = False) -> BackendProfile:
+        """A probe answered with `profile`: the backend is up, and this is what it is. `anonymous`:
+        the probe carried no credentials, so the backend is not (or no longer) protected."""
         self.unreachable_at = None
         self._suspect = False
-        self.challenge = None
+        if anonymous:
+            self.challenge = None
         if self.down is not None:
             log.warning("backend %s is back: %s", self.name, profile.summary())
         elif self.profile is None or self.profile.dialect != profile.dialect:
@@ -147,7 +154,8 @@ class Backend:
         all, raises `challenge` (docs/decisions.md §82)."""
         self.unreachable_at = None
         self._suspect = False
-        if self.challenge is None or self.down is not None:
+        if not self._protected_logged or self.down is not None:
+            self._protected_logged = True
             log.info("backend %s is protected: its probe was answered HTTP %d with a Bearer challenge%s", self.name,
                      challenge.status, "" if self.config.probe_headers else " (no probe_headers)")
         self.challenge = challenge

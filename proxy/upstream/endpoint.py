@@ -134,6 +134,9 @@ class Endpoint:
         self.on_unreachable: Callable[[BackendUnreachable], None] = lambda error: None
         """Called with the error a request would raise each time no connection to the backend could
         be made (the router then leaves it out; the backend's handle logs the change, once)."""
+        self.on_challenge: Callable[[AuthChallenge], None] = lambda challenge: None
+        """Called with each Bearer challenge a POST without `Authorization` is answered with (the
+        backend's handle then knows it is protected and what an anonymous caller gets, docs/decisions.md §82)."""
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
@@ -185,7 +188,12 @@ class Endpoint:
                 self.url = str(response.url.join(URL(location)))
                 redirects += 1
                 continue
-            await raise_for_challenge(response, self.name)
+            try:
+                await raise_for_challenge(response, self.name)
+            except AuthChallenge as challenge:
+                if not any(name.lower() == "authorization" for name in all_headers):
+                    self.on_challenge(challenge)  # what any caller without credentials gets
+                raise
             return response
         raise backend_unavailable(self.name, "too many redirects")
 
