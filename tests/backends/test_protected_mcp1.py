@@ -185,6 +185,8 @@ async def test_a_valid_token_is_served_in_every_pairing_in_front_of_the_v1_serve
     2026-07-28 call and a task lifecycle (v2-modern over v1), a relayed v1 session with a task,
     and a v2-session session (carried over v1) all answer the token's identity and results."""
     async with running_proxy(protected_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        assert await readyz(http, proxy.base_url) == (200, {"status": "ready"})
+        assert (await backend_status(http, proxy.base_url))["dialect"] == "unknown"  # nothing learnt yet
         caller = Caller(http, proxy.url, authorization="Bearer alice-token")
         assert text_of((await caller.call("tools/call", {"name": "whoami", "arguments": {}})).result) == "alice"
         assert (await backend_status(http, proxy.base_url))["dialect"] == "v1"
@@ -218,6 +220,11 @@ async def test_a_valid_token_is_served_in_every_pairing_in_front_of_the_v1_serve
             http, proxy.url, "tasks/result", {"taskId": task_id}, authorization="Bearer alice-token", session_id=v1, request_id=4
         )
         assert (status, answer["result"]["content"]) == (200, [{"type": "text", "text": "echo two"}])
+        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": v1, "MCP-Protocol-Version": "2025-11-25"}
+        async with http.get(proxy.url, headers=headers) as response:  # the relayed session's GET stream, without the token
+            expected = challenge(proxy.url, "invalid_token", "Authentication required")
+            assert (response.status, response.headers["WWW-Authenticate"]) == (401, expected)
+            assert (await response.json())["error"] == {"code": -32600, "message": "Unauthorized: Authentication required"}
 
         v2 = await open_session(http, proxy.url, "Bearer bob-token", V2_SESSION_INIT)
         status, _, answer = await session_post(
