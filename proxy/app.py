@@ -5,7 +5,9 @@ routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `G
 (405 without an `Mcp-Session-Id`: the modern wire has
 neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
 backend now), `GET /metrics` (Prometheus text format), `GET /status` and
-`GET /status.json` (the operator's status page, `proxy/observe/status.py`).
+`GET /status.json` (the operator's status page, `proxy/observe/status.py`),
+`GET /.well-known/oauth-protected-resource[<path>]` (a protected backend's metadata under the
+proxy's public URL, `proxy/upstream/resource_metadata.py`).
 Every response carries `X-Request-Id` (the client's when safe, else a new one; also in log lines).
 """
 
@@ -40,6 +42,7 @@ from .state.health import StoreUnreachable
 from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
+from .upstream.resource_metadata import MetadataUnavailable, ResourceMetadata
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,8 @@ class ProxyState:
     """A shared store's listener for clients' answers that reached this process for another."""
     handover: asyncio.Future[None] | None = None
     """A shared store's listener for MRTR retries handed between processes."""
+    resource_metadata: ResourceMetadata | None = None
+    """The backends' protected-resource metadata, served under the public URL (docs/decisions.md §81)."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -124,6 +129,24 @@ def _store_not_ready(store: TaskStateStore | None) -> dict[str, str | None] | No
     if health is None or health.reachable:
         return None
     return {"status": "not ready", "store": health.name, "reason": health.reason}
+async def _protected_resource(request: web.Request) -> web.Response:
+    """RFC 9728 metadata of the resource the proxy serves: the backend's document with `resource`
+    set to the public URL and the backend's `Cache-Control`; 404 when no backend is protected,
+    502 when none could be asked (docs/decisions.md §81)."""
+    from .faces.challenge import public_url
+
+    state = request.app[STATE]
+    if state.resource_metadata is None:
+        return web.json_response({"error": "starting"}, status=503)
+    try:
+        document = await state.resource_metadata.for_resource()
+    except MetadataUnavailable as exc:
+        log.warning("protected-resource metadata unavailable: %s", exc)
+        return web.json_response({"error": "temporarily_unavailable", "error_description": str(exc)}, status=502)
+    if document is None:
+        return web.json_response({"error": "not_found", "error_description": "no backend is protected"}, status=404)
+    headers = {"Cache-Control": document.cache_control} if document.cache_control else None
+    return web.json_response(state.resource_metadata.served(document, public_url(state.settings, request)), headers=headers)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -185,9 +208,11 @@ async def _startup(app: web.Application) -> None:
 
         state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
         state.handover = _handover(state.store, state.fleet)
+    state.resource_metadata = ResourceMetadata(settings, state.http)
     try:
         await state.fleet.refresh_all()
-    except UnsupportedBackend:
+        await state.resource_metadata.check_agreement()
+    except (UnsupportedBackend, ConfigError):
         await state.http.close()
         state.http = None
         raise
@@ -316,11 +341,24 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/metrics", _with_request_id(_metrics))
     app.router.add_get("/status", _with_request_id(_status_page))
     app.router.add_get("/status.json", _with_request_id(_status_json))
+    for route in _metadata_routes(settings):
+        app.router.add_get(route, _with_request_id(_protected_resource))
     app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
     app.on_shutdown.append(_shutdown)
     app.on_cleanup.append(_cleanup)
     return app
+
+
+def _metadata_routes(settings: Settings) -> list[str]:
+    """The protected-resource metadata's paths (RFC 9728 §3.1): the root form, and the forms
+    suffixed with `path` and with the path of `public_url` (when it has one of its own)."""
+    from urllib.parse import urlsplit
+
+    from translators.oauth import WELL_KNOWN
+
+    paths = [settings.path, urlsplit(settings.public_url).path if settings.public_url else ""]
+    return list(dict.fromkeys([WELL_KNOWN, *(WELL_KNOWN + p.rstrip("/") for p in paths if p.rstrip("/"))]))
 
 
 @dataclass

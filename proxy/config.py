@@ -12,9 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
+
+
+SECRET_KEYS = frozenset({"headers", "probe_headers", "env"})
+"""Keys whose values may hold credentials: an error about them does not quote what was given."""
 
 
 class ConfigError(Exception):
@@ -24,7 +28,9 @@ class ConfigError(Exception):
 class Upstream(BaseModel):
     """One backend: `name` (used in logs, errors and sealed ids; unique), `url` of its MCP endpoint,
     `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends),
-    extra `headers` sent on every upstream request. Instead of `url`, a stdio server the proxy
+    extra `headers` sent on every upstream request (never an `Authorization`), `probe_headers`
+    sent on the proxy's probes only (the operator's credentials for a protected backend,
+    docs/configuration.md "Servers behind OAuth"). Instead of `url`, a stdio server the proxy
     runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
     `process_scope`, `max_processes`, `max_line_bytes` and `stop_grace_ms` (docs/configuration.md
     "stdio backends")."""
@@ -43,6 +49,23 @@ class Upstream(BaseModel):
     dialect: DialectSetting = "auto"
     weight: int = Field(default=1, ge=1, le=1000)
     headers: dict[str, str] = Field(default_factory=dict)
+    probe_headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("headers")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
+        if any(name.lower() == "authorization" for name in value):
+            raise ValueError("must not hold Authorization: it would be sent for clients that have no credentials of their own "
+                             "(a client's request carries its own); give the probe's credentials as probe_headers "
+                             "(docs/configuration.md \"Servers behind OAuth\")")
+        return value
+
+    @field_validator("probe_headers")
+    @classmethod
+    def _probe_headers_over_http(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if value and info.data.get("command") is not None:
+            raise ValueError("are for a backend with a url; a stdio server takes its credentials from env")
+        return value
 
     @field_validator("url")
     @classmethod
@@ -108,6 +131,23 @@ class Settings(BaseModel):
     status_token: str | None = Field(default=None, min_length=16)
     traces: Literal["off", "otlp"] = "off"
     traces_endpoint: str | None = None
+    public_url: str | None = None
+    resource_backend: str | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith(("http://", "https://")) or "?" in value or "#" in value):
+            raise ValueError("must be the http:// or https:// URL clients reach the MCP endpoint at, without query or fragment")
+        return value
+
+    @field_validator("resource_backend")
+    @classmethod
+    def _resource_backend_named(cls, value: str | None, info: ValidationInfo) -> str | None:
+        names = [u.name for u in info.data.get("upstream") or ()]
+        if value is not None and value not in names:
+            raise ValueError(f"names no configured backend (backends: {', '.join(names) or 'none'})")
+        return value
 
     @field_validator("upstream")
     @classmethod
@@ -170,6 +210,8 @@ def _describe(exc: ValidationError) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         given = err.get("input")
+        if err["loc"] and err["loc"][-1] in SECRET_KEYS:
+            given = "(values not shown)"  # credentials are never echoed into logs
         if err["type"] == "extra_forbidden" and err["loc"]:
             lines.append(_unknown_key(err["loc"]))
         elif err["type"] == "missing":

@@ -22,10 +22,12 @@ from translators import jsonrpc
 from translators.dialect import is_modern, session_dialect
 from translators.envelope import ModernMeta, check_headers, read_meta
 from translators.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, modern_http_status
+from translators.oauth import AuthChallenge
 from translators.protocol import H_SESSION_ID
 from translators.sealing import Keyring
 
 from .config import Settings
+from .faces.challenge import challenge_answer
 from .faces.checks import accepts_json, json_response, not_modern_error, read_body, refuse_conflicting_duplicates, relay_outcome
 from .faces.modern import AnswerStream, ModernRequest, write_reply
 from .faces.session import KEEPALIVE_S, SessionFace
@@ -122,6 +124,8 @@ class Entry:
             reason = self._log_refusal(exc, principal or self._principal(request), request)
             _count(member, method, outcome_of(exc), face, client, reason=reason)
             answer_id = request_id if request_id is not None else exc.request_id
+            if isinstance(exc, AuthChallenge):  # the backend's status and challenge, on every face (decision 80)
+                return challenge_answer(exc, answer_id, self.settings, request)
             return json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
         except UnsupportedBackend as exc:
             _count(member, method, str(INTERNAL_ERROR), face, client, reason="backend of an unsupported dialect")
@@ -138,7 +142,8 @@ class Entry:
         """A checked modern request, answered by `member`'s pairing for its backend's dialect."""
         # The dialect decides relay or translation: probe first when it is not known yet (a
         # backend that was down at start), so a v2 backend is never translated as v1.
-        pairing = member.pairing("v2-modern", (member.backend.fresh() or await member.backend.current()).dialect)
+        profile = member.backend.fresh() or await member.backend.current(_credentials(request))
+        pairing = member.pairing("v2-modern", profile.dialect)
         if isinstance(pairing, Relay):
             try:
                 response = await pairing.modern(request, body, message, principal)
@@ -189,7 +194,7 @@ class Entry:
             routed = self.router.relayed_session(session_id)
             if routed is not None:
                 member, upstream_id = routed
-                dialect = (member.backend.fresh() or await member.backend.current()).dialect
+                dialect = (member.backend.fresh() or await member.backend.current(_credentials(request))).dialect
                 if upstream_id is not None or dialect in ("v1", "v2-session"):
                     return await self._relay_session(member, request, body, message, upstream_id)
             return await self.sessions.handle_post(request, message)  # 404: no such session
@@ -198,7 +203,7 @@ class Entry:
         while True:
             member = await self.fleet.pick(frozenset(tried))
             try:
-                dialect = (await member.backend.current()).dialect  # decides relay or translation
+                dialect = (await member.backend.current(_credentials(request))).dialect  # decides relay or translation
                 break
             except BackendUnreachable:
                 tried.add(member.name)
@@ -206,6 +211,8 @@ class Entry:
                     raise
         if client == dialect:
             return await self._relay_session(member, request, body, message, None)
+        if member.backend.challenge is not None and not request.headers.get("Authorization"):
+            raise member.backend.challenge  # a protected backend: challenged before a session (decision 80)
         return await self.sessions.handle_post(request, message, member.pairing(client, dialect))
 
     async def _relay_session(self, member: FleetMember, request: web.Request, body: bytes, message: jsonrpc.Message,
@@ -243,7 +250,10 @@ class Entry:
                 member, upstream_id = routed
                 profile = member.backend.profile
                 if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
-                    return await member.relay.session(request, None, None, upstream_id)
+                    try:
+                        return await member.relay.session(request, None, None, upstream_id)
+                    except AuthChallenge as exc:  # decision 80
+                        return challenge_answer(exc, None, self.settings, request)
         if request.method == "GET":
             return await self.sessions.handle_get(request)
         return await self.sessions.handle_delete(request)
@@ -266,6 +276,13 @@ class Entry:
         reason = "a header does not match the request body" if exc.code == HEADER_MISMATCH else exc.message
         log.info("refused request from principal=%s peer=%s: %d %s", principal, request.remote, exc.code, reason)
         return reason
+
+
+def _credentials(request: web.Request) -> dict[str, str] | None:
+    """The client's `Authorization` as a one-entry dict (None without one): what a protected
+    backend's dialect may be learnt with (docs/decisions.md §82)."""
+    authorization = request.headers.get("Authorization")
+    return {"Authorization": authorization} if authorization else None
 
 
 def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v2-modern", client: ClientKey = UNKNOWN_CLIENT,

@@ -161,9 +161,9 @@ class Fleet:
             except (TimeoutError, McpError, UnsupportedBackend) as exc:
                 reason = exc.message if isinstance(exc, McpError) else str(exc) or "probe timed out"
             else:
-                if backend.ready:
-                    return None
                 reason = backend.down or "not probed yet"  # probed less than a second ago
+            if backend.ready:  # a Bearer challenge too: up and protected (docs/decisions.md §82)
+                return None
             first = first or (backend.name, reason)
         return first
 

@@ -23,6 +23,7 @@ from cachetools import LRUCache
 from translators import jsonrpc
 from translators.dialect import session_dialect
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
+from translators.oauth import AuthChallenge
 from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
@@ -33,6 +34,7 @@ from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.health import StoreUnreachable
 from ..state.store import SessionRecord, TaskStateStore
+from .challenge import challenge_answer
 from .checks import session_outcome, version_refusal
 from .replay import ReplayBuffer
 
@@ -400,6 +402,8 @@ class SessionFace:
             error = exc if v2 else for_v1_client(exc)
             log.log(logging.DEBUG if isinstance(exc, StoreUnreachable) else logging.INFO,  # decision 76: logged once by the store
                     "refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
+            if isinstance(exc, AuthChallenge) and reply.stream is None:  # the backend's challenge (decision 80)
+                return challenge_answer(exc, message.id, self.settings, request)
             return await reply.finish(jsonrpc.error_response(message.id, error))
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
@@ -408,6 +412,8 @@ class SessionFace:
         face = session_dialect(params)
         try:
             result = await handler.initialize_result(params)
+        except AuthChallenge as exc:  # the backend's challenge (decision 80)
+            return challenge_answer(exc, message.id, self.settings, request)
         except McpError as exc:
             return _error(message.id, for_v1_client(exc) if face == "v1" else exc, exc.http_status or 200)
         requested = params.get("protocolVersion")

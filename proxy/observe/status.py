@@ -36,7 +36,8 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         profile = backend.profile
         hour = recorder.backend_counts(member.name, HOUR)
         minute = recorder.backend_counts(member.name, 1)
-        health = "unknown" if profile is None and backend.down is None else ("down" if backend.down is not None else "up")
+        known = profile is not None or backend.challenge is not None  # a challenged probe: up and protected
+        health = "unknown" if not known and backend.down is None else ("down" if backend.down is not None else "up")
         backends.append({
             "name": member.name,
             "transport": urlsplit(backend.config.url).scheme.lower(),

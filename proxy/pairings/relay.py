@@ -41,7 +41,7 @@ from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from ..faces.checks import takes_sse
 from ..metrics import clock
 from ..sse import Event, SseParser
-from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
+from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
 from .parts import MemberParts
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,11 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     (`translators.errors.backend_http_error`), logged once. The usual answer (200 with JSON, or an
     SSE stream the client accepts) is passed on without parsing.
 
-    A POST that cannot be sent raises the connector's `McpError` (`BackendUnreachable` when no
-    connection could be made, so that new work may go to another backend); a GET or DELETE that
-    cannot be sent gets the client a 502 with a JSON-RPC error naming the backend.
+    A backend's Bearer challenge (401/403 with `WWW-Authenticate: Bearer`) raises
+    `translators.oauth.AuthChallenge` for the entry to answer (docs/decisions.md §80). A POST that
+    cannot be sent raises the connector's `McpError` (`BackendUnreachable` when no connection
+    could be made, so that new work may go to another backend); a GET or DELETE that cannot be
+    sent gets the client a 502 with a JSON-RPC error naming the backend.
     """
     wanted = (*REQUEST_HEADERS, *forward_headers)
     headers = {h: request.headers[h] for h in wanted if h in request.headers}
@@ -99,6 +101,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         else:
             upstream = await backend.http.request(request.method, backend.url, headers={**backend.extra_headers, **headers},
                                                   timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+            await raise_for_challenge(upstream, backend.name)  # a Bearer challenge reaches the client (decision 80)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         error = backend_unavailable(backend.name, f"cannot reach it ({exc.__class__.__name__})")
         return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")

@@ -4,7 +4,10 @@ The profile is probed at start, refreshed every `probe_interval_ms`, and re-prob
 when a request finds it missing or stale, e.g. a tool name the cached `tools/list` lacks
 (docs/behaviour.md §2 "Upstream"). The probes of one backend share one session-wire session, never
 ended (docs/decisions.md §2). A backend is down from a refused connection or a failed probe until
-a probe answers again; each change is logged once (docs/decisions.md, "Readiness").
+a probe answers again; each change is logged once (docs/decisions.md, "Readiness"). A probe
+answered with a Bearer challenge means "protected", not down: the probe's credentials are the
+backend's `probe_headers` only, and without them the dialect is pinned or learnt from the first
+client request that carries credentials (docs/decisions.md §82).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import time
 import aiohttp
 
 from translators.errors import McpError
+from translators.oauth import AuthChallenge
 from translators.protocol import TaskSupport
 
 from ..config import Settings, Upstream
 from ..metrics import Metrics
 from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, reconnect_wait
 from .pool import SessionPool
-from .probe import BackendProfile, ProbeSession, probe
+from .probe import BackendProfile, ProbeSession, pinned_profile, probe
 from .transports import connect
 
 log = logging.getLogger(__name__)
@@ -53,7 +57,6 @@ class Backend:
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._suspect = False
-        self._probe_session = ProbeSession(self.connector)
         self.connector.on_trouble = self.suspect
         self.unreachable_at: float | None = None
         """When a connection to the backend was last refused (monotonic s); None once a probe answered."""
@@ -61,6 +64,14 @@ class Backend:
         """Why the backend is down (a refused connection or a failed probe: the error's message);
         None while it answers, and before its first probe."""
         self.connector.on_unreachable = self._unreachable
+        self.connector.on_challenge = self._saw_challenge
+        self._protected_logged = False
+        self._probe_connector = self.connector.with_headers(config.probe_headers) if config.probe_headers else self.connector
+        """Where probes go: the connector with the operator's `probe_headers`, used for nothing else."""
+        self._probe_session = ProbeSession(self._probe_connector)
+        self.challenge: AuthChallenge | None = None
+        """The last Bearer challenge the backend answered a probe or a client's request with: it is
+        protected. None before any, and again once a probe without credentials passes."""
         self._probe_interval_s = settings.probe_interval_ms / 1000
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
@@ -76,9 +87,9 @@ class Backend:
 
     @property
     def ready(self) -> bool:
-        """Whether new work can reach the backend now: a probe has answered, and neither a
-        connection nor a probe has failed since."""
-        return self.profile is not None and self.down is None
+        """Whether new work can reach the backend now: a probe has answered (a Bearer challenge
+        counts: the backend is up and protected), and neither a connection nor a probe has failed since."""
+        return (self.profile is not None or self.challenge is not None) and self.down is None
 
     def _unreachable(self, error: McpError) -> None:
         self.unreachable_at = time.monotonic()
@@ -101,40 +112,106 @@ class Backend:
                 return self.profile
             self._last_probe = now
             self.connector.url = self.connector.configured_url  # a replaced backend may not redirect
+            self._probe_connector.url = self.connector.configured_url
             try:
                 with reconnect_wait(0.0):  # a probe never waits for the backend (it holds the probe lock)
-                    profile = await probe(self.connector, self.config.dialect, self._probe_session, self.profile)
+                    profile = await probe(self._probe_connector, self.config.dialect, self._probe_session, self.profile)
                 self.check_supported(profile)
+            except AuthChallenge as exc:
+                return self._challenged(exc)
             except McpError as exc:
                 self._mark_down(exc.message)
                 raise
             except UnsupportedBackend as exc:
                 self._mark_down(str(exc))
                 raise
-            self.unreachable_at = None
-            self._suspect = False
-            if self.down is not None:
-                log.warning("backend %s is back: %s", self.name, profile.summary())
-            elif self.profile is None or self.profile.dialect != profile.dialect:
-                log.info("backend probed: %s", profile.summary())
-            if self.profile is None or self.profile.dialect != profile.dialect:
-                self.dialect_since_ms = profile.probed_at_ms or int(time.time() * 1000)
-            self.down = None
-            self.profile = profile
-            self.dialect = profile.dialect
-            return profile
+            return self._probed(profile)
+
+    def _saw_challenge(self, challenge: AuthChallenge) -> None:
+        self.challenge = challenge
+
+    def _probed(self, profile: BackendProfile, *, anonymous: bool = False) -> BackendProfile:
+        """A probe answered with `profile`: the backend is up, and this is what it is. `anonymous`:
+        the probe carried no credentials, so the backend is not (or no longer) protected."""
+        self.unreachable_at = None
+        self._suspect = False
+        if anonymous:
+            self.challenge = None
+        if self.down is not None:
+            log.warning("backend %s is back: %s", self.name, profile.summary())
+        elif self.profile is None or self.profile.dialect != profile.dialect:
+            log.info("backend probed: %s", profile.summary())
+        if self.profile is None or self.profile.dialect != profile.dialect:
+            self.dialect_since_ms = profile.probed_at_ms or int(time.time() * 1000)
+        self.down = None
+        self.profile = profile
+        self.dialect = profile.dialect
+        return profile
+
+    def _challenged(self, challenge: AuthChallenge) -> BackendProfile:
+        """The probe was answered with a Bearer challenge: the backend is up and protected. The last
+        profile stands (a pinned dialect's provisional one when there is none); with no profile at
+        all, raises `challenge` (docs/decisions.md §82)."""
+        self.unreachable_at = None
+        self._suspect = False
+        if not self._protected_logged or self.down is not None:
+            self._protected_logged = True
+            log.info("backend %s is protected: its probe was answered HTTP %d with a Bearer challenge%s", self.name,
+                     challenge.status, "" if self.config.probe_headers else " (no probe_headers)")
+        self.challenge = challenge
+        self.down = None
+        if self.profile is None and self.config.dialect != "auto":
+            self.profile = pinned_profile(self.connector, self.config.dialect)
+            self.dialect = self.profile.dialect
+            self.dialect_since_ms = int(time.time() * 1000)
+        if self.profile is None:
+            raise challenge
+        return self.profile
+
+    async def learn(self, credentials: dict[str, str]) -> BackendProfile:
+        """Probe a protected backend whose dialect is not known yet with one client's `credentials`
+        (its `Authorization`), on a probe session of its own that later probes do not hold
+        (docs/decisions.md §82). Raises the client's `AuthChallenge` when they are not enough and
+        nothing is known; with a pinned dialect its provisional profile is returned instead."""
+        async with self._probe_lock:
+            if self.profile is not None and not self.profile.provisional:
+                return self.profile
+            connector = self.connector.with_headers(credentials)
+            try:
+                with reconnect_wait(0.0):
+                    profile = await probe(connector, self.config.dialect, ProbeSession(connector))
+                self.check_supported(profile)
+            except AuthChallenge:
+                if self.profile is not None:
+                    return self.profile
+                raise
+            self._last_probe = time.monotonic()
+            return self._probed(profile)
 
     def fresh(self) -> BackendProfile | None:
         """The profile when `current()` would return it without probing (known, not older than the
         probe interval, not suspect); None when a probe is due. No await: the hot path asks this first."""
-        if self.profile is not None and not self._suspect and time.monotonic() - self._last_probe < self._probe_interval_s:
-            return self.profile
+        profile = self.profile
+        if profile is not None and not profile.provisional and not self._suspect \
+                and time.monotonic() - self._last_probe < self._probe_interval_s:
+            return profile
         return None
 
-    async def current(self) -> BackendProfile:
+    async def current(self, credentials: dict[str, str] | None = None) -> BackendProfile:
         """The profile, probing first when there is none yet, it is older than the interval, or the
         backend answered in a way the profile cannot explain (`suspect`). A backend that refuses
-        connections keeps its last profile; raises `McpError` (502) only when there is none."""
+        connections keeps its last profile; raises `McpError` (502) only when there is none.
+
+        `credentials`: the client's `Authorization` header (as a one-entry dict), for a protected
+        backend whose probe was challenged and whose profile is unknown or provisional: the
+        dialect is then learnt with them (`learn`); without them such a backend's challenge is
+        raised (`AuthChallenge`, the client is to authorize)."""
+        if self.challenge is not None and (self.profile is None or self.profile.provisional):
+            if credentials:
+                return await self.learn(credentials)
+            if self.profile is None:
+                raise self.challenge
+            return self.profile
         try:
             if self._suspect:
                 profile = await self.refresh(force=True)

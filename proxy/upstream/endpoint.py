@@ -11,6 +11,7 @@ wire (`modern_wire.py`) and relays all send through it. Source: MCP core 2025-11
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ import aiohttp
 from yarl import URL
 
 from translators.errors import McpError, backend_unavailable
+from translators.oauth import AuthChallenge, is_bearer_challenge
 
 from ..metrics import NO_METRICS, Metrics
 from ..observe.hooks import TRACE
@@ -89,6 +91,22 @@ async def read_again(read: Callable[[], Awaitable[_T]]) -> _T:
         await asyncio.sleep(READ_AGAIN_PAUSE_S)
 
 
+async def raise_for_challenge(response: aiohttp.ClientResponse, backend: str) -> None:
+    """Raise `AuthChallenge` (the response read and released) when `response` is a backend's Bearer
+    challenge: HTTP 401 or 403 with `WWW-Authenticate: Bearer …` (MCP "Authorization"; RFC 6750 §3).
+    Any other response is left as it is."""
+    www_authenticate = response.headers.get("WWW-Authenticate")
+    if not is_bearer_challenge(response.status, www_authenticate):
+        return
+    try:
+        await response.read()
+    except (TimeoutError, aiohttp.ClientError, ConnectionError):
+        pass
+    finally:
+        response.release()
+    raise AuthChallenge(response.status, www_authenticate or "", backend)
+
+
 class BackendUnreachable(McpError):
     """-32603 (HTTP 502): no connection to the backend could be made, so nothing was sent to it
     and the request may go to another backend."""
@@ -107,13 +125,18 @@ class Endpoint:
         self.url = url
         self.configured_url = url
         self.http = http
-        self.extra_headers = dict(extra_headers or {})
+        self.extra_headers = {name: value for name, value in (extra_headers or {}).items() if name.lower() != "authorization"}
+        """Headers added to every upstream request; never an `Authorization`: a client's request
+        carries its own credentials or none (docs/decisions.md §82; the probe's are `with_headers`)."""
         self.on_trouble: Callable[[], None] = lambda: None
         """Called when the backend contradicts what is known of it (refused connection, forgotten
         session); the backend's handle then probes it again."""
         self.on_unreachable: Callable[[BackendUnreachable], None] = lambda error: None
         """Called with the error a request would raise each time no connection to the backend could
         be made (the router then leaves it out; the backend's handle logs the change, once)."""
+        self.on_challenge: Callable[[AuthChallenge], None] = lambda challenge: None
+        """Called with each Bearer challenge a POST without `Authorization` is answered with (the
+        backend's handle then knows it is protected and what an anonymous caller gets, docs/decisions.md §82)."""
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
 
@@ -165,8 +188,24 @@ class Endpoint:
                 self.url = str(response.url.join(URL(location)))
                 redirects += 1
                 continue
+            try:
+                await raise_for_challenge(response, self.name)
+            except AuthChallenge as challenge:
+                if not any(name.lower() == "authorization" for name in all_headers):
+                    self.on_challenge(challenge)  # what any caller without credentials gets
+                raise
             return response
         raise backend_unavailable(self.name, "too many redirects")
+
+    def with_headers(self, headers: Mapping[str, str]) -> Endpoint:
+        """A view of this endpoint that adds `headers` (an `Authorization` included) to every POST:
+        the probe's connector with `probe_headers`, or one client's credentials for the probe that
+        learns a protected backend's dialect (docs/decisions.md §82). It shares the HTTP client, the
+        metrics and the trouble callbacks; its URL starts as the configured one."""
+        view = copy.copy(self)
+        view.extra_headers = {**self.extra_headers, **headers}
+        view.url = self.configured_url
+        return view
 
     async def close(self) -> None:
         """Release what the connector holds beyond the shared HTTP client (nothing over HTTP; a

@@ -25,6 +25,7 @@ from translators import jsonrpc
 from translators.capabilities import task_support, v1_offers_tool_tasks
 from translators.envelope import ModernMeta, add_envelope
 from translators.errors import HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION, McpError
+from translators.oauth import AuthChallenge
 from translators.protocol import H_METHOD, H_PROTOCOL_VERSION, MODERN_VERSION, TASKS_EXTENSION, TaskSupport
 
 from ..sse import SseParser
@@ -45,7 +46,7 @@ class BackendProfile:
     `dialect`: how it speaks tasks ("v1" also covers a session-wire server without tasks, whose
     `offers_tool_tasks` is False); `protocol_versions`: the versions it answered with;
     `tools`: tool name → task support (from its session-wire `tools/list`); `probed_at_ms`:
-    Unix milliseconds of the probe.
+    Unix milliseconds of the probe; `provisional`: see below.
     """
 
     name: str
@@ -58,6 +59,10 @@ class BackendProfile:
     tools: dict[str, TaskSupport] = field(default_factory=dict)
     offers_tool_tasks: bool = False
     probed_at_ms: int = 0
+    provisional: bool = False
+    """Not probed: the pinned `dialect` of a protected backend whose probe was challenged and that
+    has no `probe_headers` (no capabilities, no tools), until a client's authorized request lets
+    the proxy learn the rest (docs/decisions.md §82)."""
 
     def summary(self) -> str:
         """One line for logs and refusal messages."""
@@ -173,7 +178,9 @@ async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | No
     `tools/list` on that session alone: a backend that still knows the session is the same server
     process. Any answer but a refused connection drops that session and probes from step 1.
 
-    Raises `McpError` (HTTP 502) when it is unreachable or answers the probe(s) unlike MCP.
+    Raises `McpError` (HTTP 502) when it is unreachable or answers the probe(s) unlike MCP, and
+    `translators.oauth.AuthChallenge` when it is protected and the probe's credentials (the
+    connector's `probe_headers`, or none) are not enough (docs/decisions.md §82).
     """
     now = int(time.time() * 1000)
     held = held if held is not None else ProbeSession(backend)
@@ -182,7 +189,7 @@ async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | No
         try:
             tools = await list_tools(session) if "tools" in session.server_capabilities else []
             return _session_wire_profile(backend, pinned, session, tools, now)
-        except BackendUnreachable:
+        except (BackendUnreachable, AuthChallenge):
             raise
         except (McpError, SessionLost):
             held.session = None  # forgotten or answered by another server: never ended, only dropped
@@ -204,6 +211,13 @@ async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | No
     except SessionLost:
         raise McpError(-32603, f"Backend {backend.name!r} lost the probe session at once", http_status=502) from None
     return _session_wire_profile(backend, pinned, session, tools, now)
+
+
+def pinned_profile(backend: Endpoint, pinned: Dialect) -> BackendProfile:
+    """The provisional profile of a protected backend with a pinned dialect whose probe was
+    challenged: that dialect and nothing else known (docs/decisions.md §82)."""
+    return BackendProfile(name=backend.name, url=backend.url, dialect=pinned, protocol_versions=[], capabilities={},
+                          server_info={}, instructions=None, provisional=True)
 
 
 def _session_wire_profile(backend: Endpoint, pinned: str, session: UpstreamSession, tools: list[dict[str, Any]],

@@ -48,6 +48,26 @@ def test_cli_overrides_win_over_the_file(tmp_path):
         ('[[upstream]]\nurl = "ftp://x"\n', "upstream.0.url: Value error, must be an http:// or https:// URL (got 'ftp://x')"),
         ("task_ttl_ms = -1\n", "task_ttl_ms: Input should be greater than or equal to 0 (got -1)"),
         ("max_body_bytes = \n", "not valid TOML"),
+        (
+            '[[upstream]]\nurl = "http://x"\nheaders = { Authorization = "Bearer s3cret" }\n',
+            "upstream.0.headers: Value error, must not hold Authorization: it would be sent for clients that have no credentials "
+            "of their own (a client's request carries its own); give the probe's credentials as probe_headers "
+            "(docs/configuration.md \"Servers behind OAuth\") (got '(values not shown)')",
+        ),
+        (
+            '[[upstream]]\ncommand = ["srv"]\nprobe_headers = { Authorization = "Bearer s3cret" }\n',
+            "upstream.0.probe_headers: Value error, are for a backend with a url; a stdio server takes its credentials from env "
+            "(got '(values not shown)')",
+        ),
+        (
+            'resource_backend = "b"\n[[upstream]]\nname = "a"\nurl = "http://x"\n',
+            "resource_backend: Value error, names no configured backend (backends: a) (got 'b')",
+        ),
+        (
+            'public_url = "mcp.example.com/mcp"\n',
+            "public_url: Value error, must be the http:// or https:// URL clients reach the MCP endpoint at, without query or "
+            "fragment (got 'mcp.example.com/mcp')",
+        ),
     ],
 )
 def test_configuration_errors_name_the_key(tmp_path, text, message):
@@ -77,3 +97,12 @@ def test_replicas_refuse_an_auto_created_key(tmp_path):
     assert not (tmp_path / "key").exists()
     key, source = load_master_key(settings, {"MCP_TASKS_PROXY_KEY": new_key_text()})
     assert (len(key), source) == (64, "environment")
+
+
+def test_a_credential_in_a_refused_setting_is_never_echoed(tmp_path):
+    """An error about `headers` or `probe_headers` does not quote their values (they hold tokens)."""
+    path = tmp_path / "secret.toml"
+    path.write_text('[[upstream]]\nurl = "http://x"\nheaders = { Authorization = "Bearer s3cret" }\n')
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert "s3cret" not in str(caught.value)

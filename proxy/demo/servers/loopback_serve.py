@@ -24,6 +24,9 @@ from typing import Any
 
 #: Builds the ASGI app to serve (called once the socket is bound).
 AppFactory = Callable[[], Any]
+#: The URL the server is reached at (``http://<host>:<port>/mcp``), set once the socket is bound,
+#: before ``build_app()`` is called (a protected server names it as its resource).
+bound_url = ""
 
 
 def loopback_socket(host: str, port: int, backlog: int = 128) -> socket.socket:
@@ -59,6 +62,8 @@ async def serve(build_app: AppFactory, host: str, port: int) -> None:
     url_host = f"[{host}]" if ":" in host else host
     import uvicorn  # here, so that `loopback_socket` needs nothing beyond the stdlib
 
+    global bound_url
+    bound_url = f"http://{url_host}:{bound_port}/mcp"
     config = uvicorn.Config(build_app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     uv_server = uvicorn.Server(config)
     serving = asyncio.create_task(uv_server.serve(sockets=[sock]))
