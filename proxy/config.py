@@ -32,8 +32,9 @@ class Upstream(BaseModel):
     sent on the proxy's probes only (the operator's credentials for a protected backend,
     docs/configuration.md "Servers behind OAuth"). Instead of `url`, a stdio server the proxy
     runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
-    `process_scope`, `max_processes`, `max_line_bytes` and `stop_grace_ms` (docs/configuration.md
-    "stdio backends")."""
+    `process_scope`, `max_processes` (in all), `max_processes_per_principal` (started for one
+    `Authorization`; docs/decisions.md §71), `max_line_bytes` and `stop_grace_ms`
+    (docs/configuration.md "stdio backends")."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -44,6 +45,7 @@ class Upstream(BaseModel):
     cwd: str | None = None
     process_scope: Literal["shared", "capabilities", "principal"] = "capabilities"
     max_processes: int = Field(default=4, ge=1, le=64)
+    max_processes_per_principal: int = Field(default=2, ge=1, le=64)
     max_line_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     stop_grace_ms: int = Field(default=2_000, gt=0)
     dialect: DialectSetting = "auto"
@@ -78,7 +80,16 @@ class Upstream(BaseModel):
     def _url_or_command(self) -> Upstream:
         if bool(self.url) == (self.command is not None):
             raise ValueError("give either url (an HTTP backend) or command (a stdio server the proxy runs), not both")
+        if "max_processes_per_principal" in self.model_fields_set and self.max_processes_per_principal > self.max_processes:
+            raise ValueError(f"max_processes_per_principal ({self.max_processes_per_principal}) cannot be more than "
+                             f"max_processes ({self.max_processes})")
         return self
+
+    @property
+    def principal_processes(self) -> int:
+        """The most processes started for one principal: `max_processes_per_principal`, at most
+        `max_processes` (the default 2 with `max_processes = 1` is 1)."""
+        return min(self.max_processes_per_principal, self.max_processes)
 
     @property
     def address(self) -> str:

@@ -23,8 +23,10 @@ class SessionCaller:
         *,
         authorization: str | None = None,
         capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
     ):
         self.http = http
+        self.client_info = client_info if client_info is not None else {"name": "tests", "version": "1"}
         self.url = url
         self.authorization = authorization
         self.capabilities = capabilities if capabilities is not None else {"elicitation": {}}
@@ -46,7 +48,7 @@ class SessionCaller:
     async def initialize(self) -> dict[str, Any]:
         answer = await self.call(
             "initialize",
-            {"protocolVersion": "2025-11-25", "capabilities": self.capabilities, "clientInfo": {"name": "tests", "version": "1"}},
+            {"protocolVersion": "2025-11-25", "capabilities": self.capabilities, "clientInfo": self.client_info},
         )
         await self.http.post(self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers())
         return answer

@@ -57,6 +57,8 @@ class Backend:
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._suspect = False
+        self._starting = False
+        """Logged as starting (never probed yet, its connector starting it) and not answered since."""
         self.connector.on_trouble = self.suspect
         self.unreachable_at: float | None = None
         """When a connection to the backend was last refused (monotonic s); None once a probe answered."""
@@ -96,9 +98,15 @@ class Backend:
         self._mark_down(error.message)
 
     def _mark_down(self, reason: str) -> None:
-        """Record that the backend is down; only the change from up is logged (one line)."""
+        """Record that the backend is down; only the change from up is logged (one line). A backend
+        never probed whose connector is still starting it (a stdio server `npx` is fetching) is
+        logged as starting, by its address, not as down (docs/decisions.md §70)."""
         if self.down is None:
-            log.warning("backend %s is down: %s", self.name, reason)
+            if self.profile is None and self.connector.starting:
+                self._starting = True
+                log.info("backend %s is starting: %s (not answering yet)", self.name, self.connector.address)
+            else:
+                log.warning("backend %s is down: %s", self.name, reason)
         self.down = reason
 
     async def refresh(self, *, force: bool = False, throttle: bool = True) -> BackendProfile:
@@ -137,10 +145,11 @@ class Backend:
         self._suspect = False
         if anonymous:
             self.challenge = None
-        if self.down is not None:
+        if self.down is not None and not self._starting:
             log.warning("backend %s is back: %s", self.name, profile.summary())
-        elif self.profile is None or self.profile.dialect != profile.dialect:
+        elif self._starting or self.profile is None or self.profile.dialect != profile.dialect:
             log.info("backend probed: %s", profile.summary())
+        self._starting = False
         if self.profile is None or self.profile.dialect != profile.dialect:
             self.dialect_since_ms = profile.probed_at_ms or int(time.time() * 1000)
         self.down = None

@@ -138,7 +138,21 @@ class Endpoint:
         """Called with each Bearer challenge a POST without `Authorization` is answered with (the
         backend's handle then knows it is protected and what an anonymous caller gets, docs/decisions.md §82)."""
         self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
+        self.probe_headers: dict[str, str] = {}
+        """Headers the proxy's own probe adds to its `initialize` (none over HTTP; a stdio connector's
+        secret, which tells its probe from every client: docs/decisions.md §70)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
+
+    @property
+    def address(self) -> str:
+        """Where the backend is, for log lines and profiles: its URL (a stdio connector: its command)."""
+        return self.url
+
+    @property
+    def starting(self) -> bool:
+        """Whether the backend is being started for the first time (never over HTTP; a stdio
+        connector's first process before it answered `initialize`, e.g. while `npx` fetches it)."""
+        return False
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
@@ -170,7 +184,7 @@ class Endpoint:
                     # Each refusal is a debug line; the handle logs the backend going down once.
                     now = asyncio.get_running_loop().time()
                     deadline = now + RECONNECT_WAIT_S.get() if deadline is None else deadline
-                    log.debug("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                    log.debug("backend %s (%s): %s: %s", self.name, self.address, exc.__class__.__name__, exc)
                     error = self.unreachable(exc)
                     self.on_unreachable(error)
                     if now < deadline:
@@ -179,7 +193,7 @@ class Endpoint:
                     self.on_trouble()
                     raise error from None
                 # The client hears the backend's name and the kind of failure, not its address.
-                log.warning("backend %s (%s): %s: %s", self.name, self.url, exc.__class__.__name__, exc)
+                log.warning("backend %s (%s): %s: %s", self.name, self.address, exc.__class__.__name__, exc)
                 self.on_trouble()
                 raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
             if response.status in (307, 308) and "Location" in response.headers:

@@ -43,7 +43,8 @@ either answer shows."""
 class BackendProfile:
     """What a probe learned about a backend.
 
-    `dialect`: how it speaks tasks ("v1" also covers a session-wire server without tasks, whose
+    `url`: where it is, for logs (its URL after redirects; a stdio backend's command, never the
+    connector's internal address); `dialect`: how it speaks tasks ("v1" also covers a session-wire server without tasks, whose
     `offers_tool_tasks` is False); `protocol_versions`: the versions it answered with;
     `tools`: tool name → task support (from its session-wire `tools/list`); `probed_at_ms`:
     Unix milliseconds of the probe; `provisional`: see below.
@@ -151,7 +152,7 @@ class ProbeSession:
                 pass  # forgotten (a restarted or replaced backend): a new session below
         self.session = None  # a replaced session is dropped, never ended: its backend forgot it
         session = UpstreamSession(self.backend, capabilities, client_info=PROBE_CLIENT)
-        await session.initialize()
+        await session.initialize(self.backend.probe_headers)
         if session.session_id:
             self.session = session
         return session, await list_tools(session) if "tools" in session.server_capabilities else []
@@ -199,7 +200,7 @@ async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | No
     if discovered is not None:
         extensions = (discovered.get("capabilities") or {}).get("extensions") or {}
         return BackendProfile(
-            name=backend.name, url=backend.url, dialect="v2-modern",
+            name=backend.name, url=backend.address, dialect="v2-modern",
             protocol_versions=list(discovered.get("supportedVersions") or [MODERN_VERSION]),
             capabilities=discovered.get("capabilities") or {},
             server_info=((discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}),
@@ -231,7 +232,7 @@ def _session_wire_profile(backend: Endpoint, pinned: str, session: UpstreamSessi
     if pinned in ("v1", "v2-session"):
         dialect = pinned  # type: ignore[assignment]
     return BackendProfile(
-        name=backend.name, url=backend.url, dialect=dialect, protocol_versions=[session.protocol_version],
+        name=backend.name, url=backend.address, dialect=dialect, protocol_versions=[session.protocol_version],
         capabilities=capabilities, server_info=session.server_info, instructions=session.instructions,
         tools={t["name"]: task_support(t) for t in tools},
         offers_tool_tasks=v1_offers_tool_tasks(capabilities) or dialect == "v2-session", probed_at_ms=now,

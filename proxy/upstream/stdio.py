@@ -2,21 +2,29 @@
 
 A stdio server is a session-wire backend with one session per process. So that every pairing,
 the relays and the probe reach it exactly as they reach an HTTP session-wire backend, the
-connector serves it as one (docs/decisions.md §55, §58): `StdioEndpoint` is an `Endpoint`
-whose URL is a loopback Streamable HTTP endpoint run in the proxy's own event loop, where each
+connector serves it as one (docs/decisions.md §55, §58, §70): `StdioEndpoint` is an `Endpoint`
+whose transport is a Streamable HTTP endpoint run in the proxy's own event loop on a private Unix
+socket (in a directory only the proxy's user may open, mode 0700; no TCP port), where each
 `initialize` opens a virtual session (`stdio_mux.VirtualSession`) over one of a small pool of
 processes (`ProcessPool`), keyed by `process_scope`: "shared" (one process), "capabilities"
 (one per set of input capabilities declared: elicitation, sampling, roots) or "principal" (one
-per caller's `Authorization`), at most `max_processes`. A POST is answered as JSON when the
-response comes first, else as an SSE stream carrying what the process sends for it first.
+per caller's `Authorization`), at most `max_processes` (docs/decisions.md §71). The proxy's own
+probe is told apart by a secret header only this process knows (`probe_headers`), never by
+anything a client sends. A POST is answered as JSON when the response comes first, else as an
+SSE stream carrying what the process sends for it first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import hmac
 import json
 import logging
+import os
+import secrets
+import tempfile
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -37,20 +45,41 @@ log = logging.getLogger(__name__)
 
 START_WAIT_S = 10.0
 """How long an `initialize` waits for its process to be (re)started before failing (HTTP 502)."""
-PROBE_CLIENT_NAME = "mcp-tasks-proxy-probe"
+PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
+"""The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
+passes a client's header of that name on, and without the secret it means nothing."""
+BRIDGE_URL = "http://stdio.invalid/mcp"
+"""The URL requests to the bridge are made to; the connection goes to its Unix socket whatever the host."""
 KEYED_CAPABILITIES = ("elicitation", "sampling", "roots")
 """The client capabilities a process's `initialize` must match under `process_scope = "capabilities"`."""
 
 
 class ProcessPool:
-    """The processes of one stdio backend and every virtual session over them."""
+    """The processes of one stdio backend and every virtual session over them.
+
+    Bounds (docs/decisions.md §71): at most `max_processes` in all and `principal_processes` started
+    for one principal (the hash of its `Authorization`; a process the probe started is nobody's).
+    A new process beyond the first bound replaces the least recently used one that holds no
+    session (the probe's aside), no request in flight and no task; else, and beyond the second
+    bound, the `initialize` is refused (-32603, HTTP 503, naming the bound): another principal's
+    live state is never stopped to make room.
+    """
 
     def __init__(self, config: Upstream, endpoint: StdioEndpoint):
         self.config = config
         self.endpoint = endpoint
         self.slots: OrderedDict[str, ProcessSlot] = OrderedDict()
+        self.owners: dict[str, str | None] = {}
+        """Process key → the principal it was started for (None: started for the probe)."""
         self.sessions: dict[str, VirtualSession] = {}
+        self.probe_sessions: set[str] = set()
+        """Ids of the virtual sessions the proxy's probe opened (they hold no process)."""
         self._stopping: set[asyncio.Future[None]] = set()
+
+    @staticmethod
+    def principal(authorization: str | None) -> str:
+        """Who a caller is, to the pool: a hash of its `Authorization` ("" for none)."""
+        return hashlib.sha256((authorization or "").encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
     def key(self, capabilities: Mapping[str, Any], authorization: str | None) -> str:
         """Which process a session with these `initialize` capabilities and this caller goes to."""
@@ -58,43 +87,68 @@ class ProcessPool:
         if scope == "shared":
             return "shared"
         if scope == "principal":
-            return "principal:" + hashlib.sha256((authorization or "").encode("utf-8", "surrogatepass")).hexdigest()[:24]
+            return "principal:" + self.principal(authorization)
         kept = {name: capabilities[name] for name in KEYED_CAPABILITIES if name in capabilities}
         return "capabilities:" + json.dumps(kept, sort_keys=True, separators=(",", ":"))
 
-    def _slot(self, key: str, capabilities: Mapping[str, Any], client_info: Mapping[str, Any]) -> ProcessSlot:
+    def _holds_sessions(self, slot: ProcessSlot) -> bool:
+        """Whether a process carries a session other than the probe's, a request or a task."""
+        return slot.busy or any(session_id not in self.probe_sessions for session_id in slot.sessions)
+
+    def _make_room(self, owner: str | None) -> None:
+        """Check the bounds for one more process started for `owner`, replacing a process that
+        holds nothing when the pool is full. Raises `McpError` (-32603, HTTP 503) naming the bound."""
+        name = self.config.name
+        if owner is not None:
+            started = sum(1 for started_for in self.owners.values() if started_for == owner)
+            if started >= self.config.principal_processes:
+                raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {started} of its processes already run for this caller "
+                               f"(max_processes_per_principal = {self.config.principal_processes}); no other is started",
+                               http_status=503)
+        if len(self.slots) < self.config.max_processes:
+            return
+        spare = next((key for key, slot in self.slots.items() if not self._holds_sessions(slot)), None)
+        if spare is None:
+            raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.config.max_processes} of its processes hold other "
+                           f"callers' sessions (max_processes = {self.config.max_processes}); no other is started",
+                           http_status=503)
+        evicted = self.slots.pop(spare)
+        self.owners.pop(spare, None)
+        log.info("backend %s: stopping a process that holds no session to start another", name)
+        stopping = asyncio.ensure_future(evicted.close())
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
+
+    def _slot(self, key: str, capabilities: Mapping[str, Any], client_info: Mapping[str, Any], owner: str | None) -> ProcessSlot:
         slot = self.slots.get(key)
         if slot is not None:
             self.slots.move_to_end(key)
             return slot
-        if len(self.slots) >= self.config.max_processes:
-            idle = [k for k, s in self.slots.items() if not s.busy]
-            if not idle:
-                raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: all {self.config.max_processes} processes are in use",
-                               http_status=502)
-            evicted = self.slots.pop(idle[0])
-            log.info("backend %s: stopping an idle process to start one for other capabilities", self.config.name)
-            stopping = asyncio.ensure_future(evicted.close())
-            self._stopping.add(stopping)
-            stopping.add_done_callback(self._stopping.discard)
+        self._make_room(owner)
         assert self.config.command is not None
         slot = ProcessSlot(self.config.name, self.config.command, env=self.config.env, cwd=self.config.cwd,
                            capabilities=capabilities, client_info=client_info, max_line_bytes=self.config.max_line_bytes,
                            grace_s=self.config.stop_grace_ms / 1000, on_down=self.endpoint.process_down, on_up=lambda: None)
         self.slots[key] = slot
+        self.owners[key] = owner
         slot.start()
         return slot
 
-    async def open_session(self, params: Mapping[str, Any], authorization: str | None) -> VirtualSession:
-        """A virtual session for an `initialize` with these params, on a running process. A probe
-        joins any running process. Raises `McpError` (HTTP 502) when none is running in time."""
+    async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False) -> VirtualSession:
+        """A virtual session for an `initialize` with these params, on a running process. The
+        proxy's own probe (`probe`: it showed the connector's secret, never a client's say) joins
+        any running process, else one being started, and starts one only when there is none.
+        Raises `McpError`: HTTP 503 when a bound refuses a new process, HTTP 502 when none is
+        running in time."""
         capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         slot = None
-        if client_info.get("name") == PROBE_CLIENT_NAME:
-            slot = next((s for s in reversed(self.slots.values()) if s.ready.is_set()), None)
+        if probe:
+            slot = next((s for s in reversed(self.slots.values()) if s.ready.is_set()), None) \
+                or next((s for s in reversed(self.slots.values()) if s.starting), None)
         if slot is None:
-            slot = self._slot(self.key(capabilities, authorization), capabilities, client_info)
+            owner = None if probe else self.principal(authorization)
+            slot = self._slot(self.key(capabilities, authorization), capabilities, client_info, owner)
         if not slot.ready.is_set() and slot.starting:  # being started: wait; waiting out a backoff: not
             try:
                 await asyncio.wait_for(slot.attempt_done.wait(), START_WAIT_S)
@@ -105,6 +159,9 @@ class ProcessPool:
             raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running ({reason})", http_status=502)
         session = slot.open_session()
         self.sessions[session.id] = session
+        if probe:
+            self.probe_sessions.intersection_update(self.sessions)
+            self.probe_sessions.add(session.id)
         return session
 
     def get(self, session_id: str) -> VirtualSession | None:
@@ -119,7 +176,9 @@ class ProcessPool:
         """Stop every process (and wait for those being stopped)."""
         await asyncio.gather(*(slot.close() for slot in self.slots.values()), *self._stopping)
         self.slots.clear()
+        self.owners.clear()
         self.sessions.clear()
+        self.probe_sessions.clear()
 
 
 def _json(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -131,10 +190,12 @@ def _event(message: dict[str, Any]) -> bytes:
 
 
 class Bridge:
-    """The loopback Streamable HTTP endpoint of one stdio backend (POST, GET, DELETE `/mcp`)."""
+    """The Streamable HTTP endpoint of one stdio backend on its private socket (POST, GET, DELETE
+    `/mcp`). `probe_secret`: the value of `PROBE_HEADER` that marks the proxy's own probe."""
 
-    def __init__(self, pool: ProcessPool):
+    def __init__(self, pool: ProcessPool, probe_secret: str):
         self.pool = pool
+        self.probe_secret = probe_secret.encode()
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -146,8 +207,9 @@ class Bridge:
             if message.kind != "request" or message.method != "initialize":
                 error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
                 return _json(jsonrpc.error_response(message.id, error), 400)
+            probe = hmac.compare_digest(request.headers.get(PROBE_HEADER, "").encode(), self.probe_secret)
             try:
-                session = await self.pool.open_session(message.params, request.headers.get("Authorization"))
+                session = await self.pool.open_session(message.params, request.headers.get("Authorization"), probe=probe)
             except McpError as exc:
                 return _json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
             result = session.slot.initialize_result
@@ -224,35 +286,52 @@ class Bridge:
 
 class StdioEndpoint(Endpoint):
     """An `Endpoint` whose backend is a stdio server the proxy runs (see the module docstring).
-    Its loopback server starts with the first POST; `close()` stops every process."""
+    Its bridge starts with the first POST, on a Unix socket in a new 0700 directory, reached by a
+    client session of its own (`http`); `close()` stops every process and removes the socket."""
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
                  metrics: Metrics | None = None):
-        super().__init__(config.name, f"stdio:{config.name}", http, extra_headers=config.headers,
+        super().__init__(config.name, BRIDGE_URL, http, extra_headers=config.headers,
                          request_timeout_ms=request_timeout_ms, metrics=metrics)
         self.config = config
         self.pool = ProcessPool(config, self)
+        self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
         self._runner: web.AppRunner | None = None
+        self.socket_path: str | None = None
+        """The bridge's Unix socket, in a directory of mode 0700 of its own (None until started)."""
         self._starting = asyncio.Lock()
 
+    @property
+    def address(self) -> str:
+        """The backend's command (`stdio: ARGV`), for logs and profiles."""
+        return self.config.address
+
+    @property
+    def starting(self) -> bool:
+        """Whether a process is being started for the first time and none has answered `initialize`."""
+        slots = self.pool.slots.values()
+        return any(slot.starting and slot.restarts == 0 for slot in slots) and not any(slot.ready.is_set() for slot in slots)
+
     async def ensure_started(self) -> None:
-        """Start the loopback endpoint (once); `url` is its address from then on."""
+        """Start the bridge (once): its socket and the client session that reaches it."""
         if self._runner is not None:
             return
         async with self._starting:
             if self._runner is not None:
                 return
-            bridge = Bridge(self.pool)
+            bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER])
             app = web.Application(client_max_size=self.config.max_line_bytes)
             app.router.add_post("/mcp", bridge.post)
             app.router.add_get("/mcp", bridge.get, allow_head=False)
             app.router.add_delete("/mcp", bridge.delete)
             runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
             await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            host, port = runner.addresses[0][:2]
-            self.url = self.configured_url = f"http://{host}:{port}/mcp"
+            path = os.path.join(tempfile.mkdtemp(prefix="mcp-tasks-proxy-stdio-"), "bridge.sock")  # mode 0700
+            await web.UnixSite(runner, path).start()
+            os.chmod(path, 0o600)
+            self.socket_path = path
+            self.http = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=path, limit=0), auto_decompress=True,
+                                              cookie_jar=aiohttp.DummyCookieJar())
             self._runner = runner
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
@@ -266,8 +345,15 @@ class StdioEndpoint(Endpoint):
         self.on_trouble()
 
     async def close(self) -> None:
-        """Stop every process (EOF, SIGTERM, SIGKILL; reaped) and the loopback endpoint."""
+        """Stop every process (EOF, SIGTERM, SIGKILL; reaped), the bridge and its socket."""
         await self.pool.close()
         if self._runner is not None:
+            await self.http.close()
             await self._runner.cleanup()
             self._runner = None
+        if self.socket_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(self.socket_path))
+            self.socket_path = None

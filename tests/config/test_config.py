@@ -47,6 +47,10 @@ def test_cli_overrides_win_over_the_file(tmp_path):
         ('v1_session_scope = "all"\n', "v1_session_scope: Input should be 'principal' or 'task' (got 'all')"),
         ('[[upstream]]\nurl = "ftp://x"\n', "upstream.0.url: Value error, must be an http:// or https:// URL (got 'ftp://x')"),
         ("task_ttl_ms = -1\n", "task_ttl_ms: Input should be greater than or equal to 0 (got -1)"),
+        (
+            '[[upstream]]\ncommand = ["x"]\nmax_processes = 2\nmax_processes_per_principal = 3\n',
+            "upstream.0: Value error, max_processes_per_principal (3) cannot be more than max_processes (2)",
+        ),
         ("max_body_bytes = \n", "not valid TOML"),
         (
             '[[upstream]]\nurl = "http://x"\nheaders = { Authorization = "Bearer s3cret" }\n',
@@ -106,3 +110,6 @@ def test_a_credential_in_a_refused_setting_is_never_echoed(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load(path)
     assert "s3cret" not in str(caught.value)
+def test_the_default_processes_per_principal_is_cut_to_max_processes():
+    settings = load(None, {"upstream": [{"command": ["x"], "max_processes": 1}]})
+    assert (settings.upstream[0].max_processes_per_principal, settings.upstream[0].principal_processes) == (2, 1)
