@@ -110,6 +110,8 @@ def test_a_credential_in_a_refused_setting_is_never_echoed(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load(path)
     assert "s3cret" not in str(caught.value)
+
+
 def test_the_default_processes_per_principal_is_cut_to_max_processes():
     settings = load(None, {"upstream": [{"command": ["x"], "max_processes": 1}]})
     assert (settings.upstream[0].max_processes_per_principal, settings.upstream[0].principal_processes) == (2, 1)
