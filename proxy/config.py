@@ -164,6 +164,21 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     return f"{where + ': ' if where else ''}unknown key {name!r}{hint}"
 
 
+SECRET_KEYS = frozenset({"status_token", "headers", "env"})
+"""Keys whose values may be secrets (a bearer token, an upstream `Authorization` header, a stdio
+server's credentials in its environment): an error about one never repeats the value given."""
+
+
+def _given(loc: tuple[int | str, ...], given: Any) -> str:
+    """What an error says was given: the value itself, or for a key of `SECRET_KEYS` (at any depth
+    of `loc`) only its length (text) or its type: `a string of 9 characters, not shown`."""
+    if not SECRET_KEYS.intersection(str(p) for p in loc):
+        return repr(given)
+    if isinstance(given, str):
+        return f"a string of {len(given)} characters, not shown"
+    return f"a value of type {type(given).__name__}, not shown"
+
+
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
@@ -174,7 +189,7 @@ def _describe(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             lines.append(f"{key}: required")
         else:
-            lines.append(f"{key}: {err['msg']} (got {given!r})")
+            lines.append(f"{key}: {err['msg']} (got {_given(err['loc'], given)})")
     return "; ".join(lines)
 
 

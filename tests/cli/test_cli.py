@@ -97,6 +97,17 @@ async def test_serve_reports_configuration_errors_by_key(tmp_path):
     assert "listen: Value error, must be HOST:PORT" in stderr.decode()
 
 
+async def test_serve_never_prints_a_status_token_it_refuses(tmp_path):
+    """Issue 20 item 17: the start-up error repeated a too short `status_token`."""
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\nstatus_token = "tok-9f3c2a"\n')
+    process = await _spawn("serve", "--upstream", "http://127.0.0.1:1/mcp", "--config", str(config), tmp_path=tmp_path)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert (process.returncode, stdout.decode()) == (2, "")
+    refusal = "String should have at least 16 characters (got a string of 10 characters, not shown)"
+    assert stderr.decode() == f"mcp-tasks-proxy: configuration error: {config}: status_token: {refusal}\n"
+
+
 @pytest.mark.peers
 async def test_reference_server_on_a_busy_port_says_so_in_one_line(reference_v1_server, tmp_path):
     # reference_v1_server: the mcp-v1 environment exists, so nothing is installed here.

@@ -67,6 +67,34 @@ def test_a_misspelt_key_is_named_with_the_key_it_probably_means(tmp_path):
     assert str(caught.value) == f"{path}: unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'status_token = "s3cret-tok"\n',
+            "status_token: String should have at least 16 characters (got a string of 10 characters, not shown)",
+        ),
+        ("status_token = 12345\n", "status_token: Input should be a valid string (got a value of type int, not shown)"),
+        (
+            '[[upstream]]\nurl = "http://x"\nheaders = { Authorization = 7 }\n',
+            "upstream.0.headers.Authorization: Input should be a valid string (got a value of type int, not shown)",
+        ),
+        (
+            '[[upstream]]\ncommand = ["srv"]\nenv = "API_KEY=s3cret-tok"\n',
+            "upstream.0.env: Input should be a valid dictionary (got a string of 18 characters, not shown)",
+        ),
+    ],
+)
+def test_errors_about_a_secret_never_repeat_its_value(tmp_path, text, message):
+    """Issue 20 item 17: a status_token that is too short was echoed in the start-up error."""
+    path = tmp_path / "secret.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}: {message}"
+    assert "s3cret-tok" not in str(caught.value) and "12345" not in str(caught.value)
+
+
 def test_replicas_refuse_an_auto_created_key(tmp_path):
     from proxy.keys import load_master_key, new_key_text
 
