@@ -95,6 +95,7 @@ class Settings(BaseModel):
     probe_interval_ms: int = Field(default=60_000, gt=0)
     upstream_timeout_ms: int = Field(default=300_000, gt=0)
     reconnect_wait_ms: int = Field(default=5_000, ge=0)
+    health_interval_ms: int = Field(default=1_000, ge=0)
     wait_poll_ms: int = Field(default=500, gt=0)
     advertise_task_support: Literal["required", "optional", "forbidden"] = "optional"
     list_page_size: int = Field(default=50, gt=0, le=1000)

@@ -224,7 +224,10 @@ class Bridge:
 
 class StdioEndpoint(Endpoint):
     """An `Endpoint` whose backend is a stdio server the proxy runs (see the module docstring).
-    Its loopback server starts with the first POST; `close()` stops every process."""
+    Its loopback server starts with the first POST; `close()` stops every process. No health
+    check: the loopback server always accepts, and a lost process marks the backend down itself."""
+
+    HEALTH_CHECKS = False
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
                  metrics: Metrics | None = None):
