@@ -7,6 +7,7 @@ key and what was expected (`ConfigError`).
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,7 +77,7 @@ class Settings(BaseModel):
     header_timeout_ms: int = Field(default=10_000, gt=0)
     idle_timeout_ms: int = Field(default=60_000, gt=0)
     max_connections: int = Field(default=10_000, gt=0)
-    state_dir: str = "~/.local/state/mcp-tasks-proxy"
+    state_dir: str = Field(default_factory=lambda: default_state_dir())
     key_file: str | None = None
     store: str = "sqlite"
     workers: int = Field(default=1, ge=1)
@@ -152,6 +153,16 @@ class Settings(BaseModel):
     @property
     def port(self) -> int:
         return int(self.listen.rpartition(":")[2])
+
+
+STATE_DIR_ENV = "MCP_TASKS_PROXY_STATE_DIR"
+DEFAULT_STATE_DIR = "~/.local/state/mcp-tasks-proxy"
+
+
+def default_state_dir(environ: Mapping[str, str] = os.environ) -> str:
+    """`state_dir` when the configuration gives none: `$MCP_TASKS_PROXY_STATE_DIR` when set and not
+    empty, else `~/.local/state/mcp-tasks-proxy` (docs/decisions.md §79)."""
+    return environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
 
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:

@@ -95,6 +95,22 @@ def test_errors_about_a_secret_never_repeat_its_value(tmp_path, text, message):
     assert "s3cret-tok" not in str(caught.value) and "12345" not in str(caught.value)
 
 
+def test_the_default_state_dir_is_the_environment_s_else_local_state():
+    from proxy.config import default_state_dir
+
+    assert default_state_dir({}) == "~/.local/state/mcp-tasks-proxy"
+    assert default_state_dir({"MCP_TASKS_PROXY_STATE_DIR": ""}) == "~/.local/state/mcp-tasks-proxy"
+    assert default_state_dir({"MCP_TASKS_PROXY_STATE_DIR": "/srv/proxy-state"}) == "/srv/proxy-state"
+
+
+def test_every_test_has_a_default_state_dir_of_its_own(own_default_state_dir):
+    """Issue 20 item 19: a test leaving `state_dir` unset used `~/.local/state/mcp-tasks-proxy`,
+    shared with any proxy running on the machine (tests/conftest.py `own_default_state_dir`)."""
+    settings = load(None, {"upstream": [{"url": "http://127.0.0.1:1/mcp"}]})
+    assert settings.state_dir == str(own_default_state_dir)
+    assert Path(settings.state_dir).expanduser() != Path("~/.local/state/mcp-tasks-proxy").expanduser()
+
+
 def test_replicas_refuse_an_auto_created_key(tmp_path):
     from proxy.keys import load_master_key, new_key_text
 
