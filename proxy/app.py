@@ -65,6 +65,8 @@ class ProxyState:
     metrics: Metrics = field(default_factory=Metrics)
     prober: asyncio.Future[None] | None = None
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
+    checker: asyncio.Future[None] | None = None
+    """The health checks of every backend (`Fleet.keep_checking`; none with `health_interval_ms = 0`)."""
     store: TaskStateStore | None = None
     """The task state only this proxy knows (`proxy/state/store.py`): the SQLite store in `state_dir`
     (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
@@ -217,6 +219,8 @@ async def _startup(app: web.Application) -> None:
         state.http = None
         raise
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
+    if settings.health_interval_ms > 0:
+        state.checker = asyncio.ensure_future(state.fleet.keep_checking(settings.health_interval_ms / 1000))
 
 
 def _handover(store: TaskStateStore, fleet: Fleet) -> asyncio.Future[None]:
@@ -295,7 +299,7 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    for loop_task in (state.prober, state.maintainer, state.listener, state.handover):
+    for loop_task in (state.prober, state.checker, state.maintainer, state.listener, state.handover):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

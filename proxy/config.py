@@ -7,6 +7,7 @@ key and what was expected (`ConfigError`).
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -110,7 +111,7 @@ class Settings(BaseModel):
     header_timeout_ms: int = Field(default=10_000, gt=0)
     idle_timeout_ms: int = Field(default=60_000, gt=0)
     max_connections: int = Field(default=10_000, gt=0)
-    state_dir: str = "~/.local/state/mcp-tasks-proxy"
+    state_dir: str = Field(default_factory=lambda: default_state_dir())
     key_file: str | None = None
     store: str = "sqlite"
     store_timeout_ms: int = Field(default=2_000, gt=0)
@@ -130,6 +131,7 @@ class Settings(BaseModel):
     probe_interval_ms: int = Field(default=60_000, gt=0)
     upstream_timeout_ms: int = Field(default=300_000, gt=0)
     reconnect_wait_ms: int = Field(default=5_000, ge=0)
+    health_interval_ms: int = Field(default=1_000, ge=0)
     wait_poll_ms: int = Field(default=500, gt=0)
     advertise_task_support: Literal["required", "optional", "forbidden"] = "optional"
     list_page_size: int = Field(default=50, gt=0, le=1000)
@@ -205,6 +207,16 @@ class Settings(BaseModel):
         return int(self.listen.rpartition(":")[2])
 
 
+STATE_DIR_ENV = "MCP_TASKS_PROXY_STATE_DIR"
+DEFAULT_STATE_DIR = "~/.local/state/mcp-tasks-proxy"
+
+
+def default_state_dir(environ: Mapping[str, str] = os.environ) -> str:
+    """`state_dir` when the configuration gives none: `$MCP_TASKS_PROXY_STATE_DIR` when set and not
+    empty, else `~/.local/state/mcp-tasks-proxy` (docs/decisions.md §79)."""
+    return environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
+
+
 def _unknown_key(loc: tuple[int | str, ...]) -> str:
     """`unknown key 'x'`, with the closest known key of that table when one is near enough:
     `unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)`; a key inside an
@@ -214,6 +226,21 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     close = difflib.get_close_matches(name, list(model.model_fields), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"{where + ': ' if where else ''}unknown key {name!r}{hint}"
+
+
+SECRET_KEYS = frozenset({"status_token", "headers", "env"})
+"""Keys whose values may be secrets (a bearer token, an upstream `Authorization` header, a stdio
+server's credentials in its environment): an error about one never repeats the value given."""
+
+
+def _given(loc: tuple[int | str, ...], given: Any) -> str:
+    """What an error says was given: the value itself, or for a key of `SECRET_KEYS` (at any depth
+    of `loc`) only its length (text) or its type: `a string of 9 characters, not shown`."""
+    if not SECRET_KEYS.intersection(str(p) for p in loc):
+        return repr(given)
+    if isinstance(given, str):
+        return f"a string of {len(given)} characters, not shown"
+    return f"a value of type {type(given).__name__}, not shown"
 
 
 def _describe(exc: ValidationError) -> str:
@@ -228,7 +255,7 @@ def _describe(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             lines.append(f"{key}: required")
         else:
-            lines.append(f"{key}: {err['msg']} (got {given!r})")
+            lines.append(f"{key}: {err['msg']} (got {_given(err['loc'], given)})")
     return "; ".join(lines)
 
 

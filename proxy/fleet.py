@@ -188,6 +188,22 @@ class Fleet:
                 except (McpError, UnsupportedBackend) as exc:  # logged by the handle when it goes down
                     log.debug("backend %s: timed probe failed: %s", member.name, exc)
 
+    async def keep_checking(self, interval_s: float) -> None:
+        """Check every backend's health every `interval_s` seconds (config `health_interval_ms`), for
+        ever (run as a task; cancel to stop): one TCP connection each, all at once, each given
+        `health_timeout_s(interval_s)`, so that a backend that died is down (`/readyz`, new work,
+        requests bound to it: docs/decisions.md §78) within about one interval, and back once it
+        accepts connections and answers a probe."""
+        timeout_s = health_timeout_s(interval_s)
+        while True:
+            await asyncio.sleep(interval_s)
+            await asyncio.gather(*(member.backend.check_health(timeout_s) for member in self.members))
+
     async def close(self) -> None:
         for member in self.members:
             await member.backend.close()
+
+
+def health_timeout_s(interval_s: float) -> float:
+    """How long a health check's TCP connection may take (s): the interval, within 1..5 s."""
+    return min(max(interval_s, 1.0), 5.0)

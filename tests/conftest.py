@@ -44,6 +44,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # ============================================================================================
+# Isolation from the machine
+# ============================================================================================
+
+
+@pytest.fixture(autouse=True)
+def own_default_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every test gets a default `state_dir` of its own (`MCP_TASKS_PROXY_STATE_DIR`, which the
+    proxies it starts in-process and as child processes inherit), so that a test that leaves
+    `state_dir` unset never shares `~/.local/state/mcp-tasks-proxy` with a proxy running on the
+    machine, or with another test (docs/decisions.md §79). The directory is yielded."""
+    from proxy.config import STATE_DIR_ENV
+
+    directory = tmp_path_factory.mktemp("default-state")
+    monkeypatch.setenv(STATE_DIR_ENV, str(directory))
+    yield directory
+
+
+# ============================================================================================
 # Shared fixtures
 # ============================================================================================
 

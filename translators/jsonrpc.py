@@ -60,7 +60,8 @@ def classify(obj: Any) -> Message:
     """Classify a decoded JSON value as a JSON-RPC message.
 
     Raises `McpError(-32600)` when it is not a single JSON-RPC 2.0 request, notification or
-    response (arrays, wrong `jsonrpc`, non-string method, non-object params, bad id).
+    response (arrays, wrong `jsonrpc`, non-string method, non-object params, bad id, a `method`
+    beside a `result` or an `error`).
     """
     if isinstance(obj, list):
         raise McpError(INVALID_REQUEST, "Batches are not supported: send one JSON-RPC message per request")
@@ -74,6 +75,14 @@ def classify(obj: Any) -> Message:
             raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string', request_id=_readable_id(obj))
         if "params" in obj and not isinstance(obj["params"], dict):
             raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object', request_id=_readable_id(obj))
+        if "result" in obj or "error" in obj:
+            # A request (or notification) carries no "result" or "error" (JSON-RPC 2.0 §4, §5): such
+            # a message is neither, so it is an invalid request, not a request with bad params.
+            raise McpError(
+                INVALID_REQUEST,
+                'Invalid request: a message with "method" has no "result" or "error"',
+                request_id=_readable_id(obj),
+            )
         if "id" not in obj:
             return Message("notification", obj)
         if not _valid_id(obj["id"]):

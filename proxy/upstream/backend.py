@@ -24,7 +24,7 @@ from translators.protocol import TaskSupport
 
 from ..config import Settings, Upstream
 from ..metrics import Metrics
-from .endpoint import RECONNECT_PAUSE_S, RECONNECT_WAIT_S, BackendUnreachable, reconnect_wait
+from .endpoint import RECONNECT_PAUSE_S, BackendUnreachable, reconnect_wait
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, pinned_profile, probe
 from .transports import connect
@@ -75,6 +75,7 @@ class Backend:
         """The last Bearer challenge the backend answered a probe or a client's request with: it is
         protected. None before any, and again once a probe without credentials passes."""
         self._probe_interval_s = settings.probe_interval_ms / 1000
+        self.connector.watched = settings.health_interval_ms > 0 and self.connector.HEALTH_CHECKS
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
 
@@ -241,7 +242,7 @@ class Backend:
         context may wait no longer (`reconnect_wait_ms` for requests bound to the backend, else at
         once), then raise the refusal."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + RECONNECT_WAIT_S.get()
+        deadline = self.connector.wait_deadline(loop.time())
         while loop.time() < deadline:
             await asyncio.sleep(min(RECONNECT_PAUSE_S, max(deadline - loop.time(), 0.0)))
             try:
@@ -249,6 +250,24 @@ class Backend:
             except BackendUnreachable as exc:
                 refused = exc
         raise refused
+
+    async def check_health(self, timeout_s: float) -> None:
+        """The cheap health check (docs/decisions.md §78), run every `health_interval_ms`: one TCP
+        connection (`Endpoint.check_connect`, up to `timeout_s` seconds). Refused: the backend is
+        down (logged once) and left out of new work, as after a request's refused connection.
+        Accepted while it was down from a refused connection: a full probe at once (it may be a
+        replaced backend of another dialect), which marks it back. Raises nothing."""
+        if not self.connector.watched:
+            return
+        refused = await self.connector.check_connect(timeout_s)
+        if refused is not None:
+            self._unreachable(refused)
+            return
+        if self.unreachable_at is not None:
+            try:
+                await self.refresh(force=True)
+            except (McpError, UnsupportedBackend) as exc:
+                log.debug("backend %s accepts connections but its probe failed: %s", self.name, exc)
 
     def suspect(self) -> None:
         """The backend contradicted its profile (it forgot a session, refused a connection, or a

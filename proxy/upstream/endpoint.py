@@ -119,6 +119,10 @@ class Endpoint:
     method and body kept, and remembered. `metrics` records each request's latency (default: none).
     """
 
+    HEALTH_CHECKS = True
+    """Whether `check_connect` says anything of the backend (a stdio connector's loopback endpoint
+    is always there; its processes are watched by their supervisor)."""
+
     def __init__(self, name: str, url: str, http: aiohttp.ClientSession, *, extra_headers: Mapping[str, str] | None = None,
                  request_timeout_ms: int = 300_000, metrics: Metrics | None = None):
         self.name = name
@@ -142,6 +146,12 @@ class Endpoint:
         """Headers the proxy's own probe adds to its `initialize` (none over HTTP; a stdio connector's
         secret, which tells its probe from every client: docs/decisions.md §70)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
+        self.refused_since: float | None = None
+        """When the backend began to refuse connections (event-loop time, s): set by the first
+        refusal a request or a health check meets, cleared by any connection made since."""
+        self.watched = False
+        """Whether health checks (`check_connect`, every `health_interval_ms`) keep `refused_since`
+        true between requests; only then does it shorten a request's wait (`wait_deadline`)."""
 
     @property
     def address(self) -> str:
@@ -180,10 +190,13 @@ class Endpoint:
                     resends -= 1  # a connection the backend had closed: a read goes again on a new one
                     continue
                 if isinstance(exc, aiohttp.ClientConnectorError):
-                    # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S).
-                    # Each refusal is a debug line; the handle logs the backend going down once.
+                    # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S),
+                    # within the restart window (`wait_deadline`). Each refusal is a debug line; the
+                    # handle logs the backend going down once.
                     now = asyncio.get_running_loop().time()
-                    deadline = now + RECONNECT_WAIT_S.get() if deadline is None else deadline
+                    if self.refused_since is None:
+                        self.refused_since = now
+                    deadline = self.wait_deadline(now) if deadline is None else deadline
                     log.debug("backend %s (%s): %s: %s", self.name, self.address, exc.__class__.__name__, exc)
                     error = self.unreachable(exc)
                     self.on_unreachable(error)
@@ -196,6 +209,7 @@ class Endpoint:
                 log.warning("backend %s (%s): %s: %s", self.name, self.address, exc.__class__.__name__, exc)
                 self.on_trouble()
                 raise backend_unavailable(self.name, f"cannot reach it ({exc.__class__.__name__})") from None
+            self.refused_since = None
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
                 response.release()
@@ -220,6 +234,42 @@ class Endpoint:
         view.extra_headers = {**self.extra_headers, **headers}
         view.url = self.configured_url
         return view
+
+    def wait_deadline(self, now: float) -> float:
+        """Until when (event-loop time, s) a request in this context that meets a refused connection
+        at `now` tries again: `RECONNECT_WAIT_S` (config `reconnect_wait_ms`) from the first refusal of
+        the outage while health checks watch the backend, so that a restart within that window is a
+        delay and a backend found down for longer answers at once (docs/decisions.md §78); from
+        `now` when nothing watches it (a refusal seen long ago may be stale)."""
+        wait = RECONNECT_WAIT_S.get()
+        if self.watched and self.refused_since is not None:
+            return min(now, self.refused_since) + wait
+        return now + wait
+
+    async def check_connect(self, timeout_s: float) -> BackendUnreachable | None:
+        """The health check (docs/decisions.md §78): one TCP connection to the host and port of
+        `url`, closed at once without a byte sent. None when it was accepted (`refused_since` is
+        cleared); else the error a request would meet (`refused_since` set if not yet), also when no
+        connection was made within `timeout_s` seconds."""
+        target = URL(self.url)
+        port = target.port or (443 if target.scheme == "https" else 80)
+        loop = asyncio.get_running_loop()
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, port), timeout_s)
+        except (OSError, TimeoutError) as exc:
+            if self.refused_since is None:
+                self.refused_since = loop.time()
+            # Named as a request meeting the same failure names it (aiohttp's error for it).
+            kind = "ConnectionTimeoutError" if isinstance(exc, TimeoutError) else "ClientConnectorError"
+            error = backend_unavailable(self.name, f"cannot reach it ({kind})")
+            return BackendUnreachable(error.code, error.message, http_status=502)
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass  # reset by the backend as it closed: the connection was made all the same
+        self.refused_since = None
+        return None
 
     async def close(self) -> None:
         """Release what the connector holds beyond the shared HTTP client (nothing over HTTP; a

@@ -287,7 +287,10 @@ class Bridge:
 class StdioEndpoint(Endpoint):
     """An `Endpoint` whose backend is a stdio server the proxy runs (see the module docstring).
     Its bridge starts with the first POST, on a Unix socket in a new 0700 directory, reached by a
-    client session of its own (`http`); `close()` stops every process and removes the socket."""
+    client session of its own (`http`); `close()` stops every process and removes the socket. No
+    health check: the bridge always accepts, and a lost process marks the backend down itself."""
+
+    HEALTH_CHECKS = False
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
                  metrics: Metrics | None = None):

@@ -51,6 +51,9 @@ def modern_body(method: str = "tools/list", params: dict | None = None, **meta_k
         # The id is readable, so the answer names it (JSON-RPC 2.0 leaves it null only when it is not).
         (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}', -32600, 1),
         (b'{"jsonrpc": "2.0", "id": 1}', -32600, None),
+        # A method beside a result or an error is no request (issue 20 item 16: it was -32602).
+        (json.dumps({**json.loads(modern_body("tools/call", {"name": "greet"})), "result": {}}).encode(), -32600, 7),
+        (json.dumps({**json.loads(modern_body()), "error": {"code": -32603, "message": "m"}}).encode(), -32600, 7),
     ],
 )
 async def test_malformed_bodies_are_refused_with_400(env, data, code, answered_id):

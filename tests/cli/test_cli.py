@@ -20,7 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
-    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+    """`python -m proxy ARGS` with a key of its own and its default `state_dir` in `tmp_path`
+    (issue 20 item 19: it used `~/.local/state/mcp-tasks-proxy`, whose SQLite store a proxy running
+    on the machine holds)."""
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text(), "MCP_TASKS_PROXY_STATE_DIR": str(tmp_path / "state")}
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -45,6 +48,20 @@ async def test_serve_runs_in_front_of_a_v1_server_and_stops_on_sigterm(reference
         assert answer.result["content"] == [{"type": "text", "text": "Hello, CLI!"}]
     finally:
         if process.returncode is None:  # it may have exited already (the assertion above says why)
+            process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 15) == 0
+
+
+async def test_serve_with_default_settings_keeps_its_state_in_the_state_dir_the_environment_names(tmp_path):
+    """Issue 20 item 19: with `state_dir` unset, `serve` opened `~/.local/state/mcp-tasks-proxy`,
+    refused ("in use by another process") while a proxy with default settings ran on the machine."""
+    process = await _spawn("serve", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "127.0.0.1:0", tmp_path=tmp_path)
+    try:
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        assert line.startswith("mcp-tasks-proxy listening on http://127.0.0.1:"), line
+        assert (tmp_path / "state" / "tasks.sqlite3").is_file()
+    finally:
+        if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 15) == 0
 
@@ -113,6 +130,17 @@ async def test_every_reference_server_on_a_busy_port_says_so_before_it_starts(ki
         "",
         f"error: reference {kind} server did not start: cannot listen on 127.0.0.1:{port}: Address already in use\n",
     )
+
+
+async def test_serve_never_prints_a_status_token_it_refuses(tmp_path):
+    """Issue 20 item 17: the start-up error repeated a too short `status_token`."""
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\nstatus_token = "tok-9f3c2a"\n')
+    process = await _spawn("serve", "--upstream", "http://127.0.0.1:1/mcp", "--config", str(config), tmp_path=tmp_path)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert (process.returncode, stdout.decode()) == (2, "")
+    refusal = "String should have at least 16 characters (got a string of 10 characters, not shown)"
+    assert stderr.decode() == f"mcp-tasks-proxy: configuration error: {config}: status_token: {refusal}\n"
 
 
 @pytest.mark.peers

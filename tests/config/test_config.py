@@ -91,6 +91,50 @@ def test_a_misspelt_key_is_named_with_the_key_it_probably_means(tmp_path):
     assert str(caught.value) == f"{path}: unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)"
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'status_token = "s3cret-tok"\n',
+            "status_token: String should have at least 16 characters (got a string of 10 characters, not shown)",
+        ),
+        ("status_token = 12345\n", "status_token: Input should be a valid string (got a value of type int, not shown)"),
+        (
+            '[[upstream]]\nurl = "http://x"\nheaders = { Authorization = 7 }\n',
+            "upstream.0.headers.Authorization: Input should be a valid string (got a value of type int, not shown)",
+        ),
+        (
+            '[[upstream]]\ncommand = ["srv"]\nenv = "API_KEY=s3cret-tok"\n',
+            "upstream.0.env: Input should be a valid dictionary (got a string of 18 characters, not shown)",
+        ),
+    ],
+)
+def test_errors_about_a_secret_never_repeat_its_value(tmp_path, text, message):
+    """Issue 20 item 17: a status_token that is too short was echoed in the start-up error."""
+    path = tmp_path / "secret.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}: {message}"
+    assert "s3cret-tok" not in str(caught.value) and "12345" not in str(caught.value)
+
+
+def test_the_default_state_dir_is_the_environment_s_else_local_state():
+    from proxy.config import default_state_dir
+
+    assert default_state_dir({}) == "~/.local/state/mcp-tasks-proxy"
+    assert default_state_dir({"MCP_TASKS_PROXY_STATE_DIR": ""}) == "~/.local/state/mcp-tasks-proxy"
+    assert default_state_dir({"MCP_TASKS_PROXY_STATE_DIR": "/srv/proxy-state"}) == "/srv/proxy-state"
+
+
+def test_every_test_has_a_default_state_dir_of_its_own(own_default_state_dir):
+    """Issue 20 item 19: a test leaving `state_dir` unset used `~/.local/state/mcp-tasks-proxy`,
+    shared with any proxy running on the machine (tests/conftest.py `own_default_state_dir`)."""
+    settings = load(None, {"upstream": [{"url": "http://127.0.0.1:1/mcp"}]})
+    assert settings.state_dir == str(own_default_state_dir)
+    assert Path(settings.state_dir).expanduser() != Path("~/.local/state/mcp-tasks-proxy").expanduser()
+
+
 def test_replicas_refuse_an_auto_created_key(tmp_path):
     from proxy.keys import load_master_key, new_key_text
 

@@ -39,6 +39,24 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_every_document_names_the_stores_the_proxy_ships():
+    """Issue 20 item 18: docs/load-balancing.md said the proxy shipped only an in-memory store,
+    while the configuration ships SQLite (the default), memory and Redis."""
+    from proxy.config import Settings
+
+    assert Settings.model_fields["store"].default == "sqlite"
+    shipped = ('"sqlite"', '"memory"', '"redis://host:port/db"')
+    configuration = (ROOT / "docs" / "configuration.md").read_text()
+    row = next(line for line in configuration.splitlines() if line.startswith("| `store` |"))
+    assert [word in row for word in shipped] == [True, True, True]
+    for name in ("README.md", "docs/load-balancing.md"):
+        text = " ".join((ROOT / name).read_text().split())
+        assert [word in text for word in shipped] == [True, True, True], name
+        assert "ships the in-memory store" not in text and "ships only" not in text, name
+    load_balancing = " ".join((ROOT / "docs" / "load-balancing.md").read_text().split())
+    assert "The proxy ships three stores, chosen by the `store` setting" in load_balancing
+
+
 def _readme_curl_blocks() -> list[str]:
     """The README's ``sh`` blocks that call the proxy with curl, in order."""
     readme = (ROOT / "README.md").read_text()

@@ -50,7 +50,7 @@ class Failed(Exception):
 
 
 async def _spawn(upstream: str, port: int, redis_url: str, key: str, state: Path) -> asyncio.subprocess.Process:
-    env = {**os.environ, "MCP_TASKS_PROXY_KEY": key, "XDG_STATE_HOME": str(state)}
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": key, "MCP_TASKS_PROXY_STATE_DIR": str(state)}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

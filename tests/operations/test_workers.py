@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
-    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text(), "XDG_STATE_HOME": str(tmp_path)}
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text(), "MCP_TASKS_PROXY_STATE_DIR": str(tmp_path / "state")}
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 async def test_workers_without_a_shared_store_are_refused(tmp_path):
     process = await _spawn(
-        "serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:8999", "--workers", "2", tmp_path=tmp_path
+        "serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0", "--workers", "2", tmp_path=tmp_path
     )
     out, err = await asyncio.wait_for(process.communicate(), 30)
     assert (process.returncode, err.decode().strip()) == (

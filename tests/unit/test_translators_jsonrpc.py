@@ -103,6 +103,27 @@ def test_bad_method_is_32600(method):
 @pytest.mark.parametrize(
     "obj",
     [
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "greet"}, "result": {}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "error": {"code": -32603, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 4, "method": "ping", "result": {}, "error": {"code": -32603, "message": "m"}},
+    ],
+    ids=["method-and-result", "method-and-error", "method-result-and-error"],
+)
+def test_a_method_beside_a_result_or_an_error_is_an_invalid_request_naming_its_id(obj):
+    """Issue 20 item 16: it was classified as a request (and then answered -32602)."""
+    error = _error(json.dumps(obj))
+    assert (error.code, error.message, error.request_id) == (
+        -32600,
+        'Invalid request: a message with "method" has no "result" or "error"',
+        4,
+    )
+    notification = _error(json.dumps({k: v for k, v in obj.items() if k != "id"}))
+    assert (notification.code, notification.request_id) == (-32600, None)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
         {"jsonrpc": "2.0"},
         {"jsonrpc": "2.0", "id": 1},
         {"jsonrpc": "2.0", "result": {}},
