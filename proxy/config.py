@@ -18,10 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
 
 
-SECRET_KEYS = frozenset({"headers", "probe_headers", "env"})
-"""Keys whose values may hold credentials: an error about them does not quote what was given."""
-
-
 class ConfigError(Exception):
     """A configuration file or flag that cannot be used; the message names the key."""
 
@@ -228,9 +224,10 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     return f"{where + ': ' if where else ''}unknown key {name!r}{hint}"
 
 
-SECRET_KEYS = frozenset({"status_token", "headers", "env"})
-"""Keys whose values may be secrets (a bearer token, an upstream `Authorization` header, a stdio
-server's credentials in its environment): an error about one never repeats the value given."""
+SECRET_KEYS = frozenset({"status_token", "headers", "probe_headers", "env"})
+"""Keys whose values may be secrets (a bearer token, an upstream `Authorization` header, the
+probe's credentials, a stdio server's credentials in its environment): an error about one never
+repeats the value given."""
 
 
 def _given(loc: tuple[int | str, ...], given: Any) -> str:
@@ -248,8 +245,6 @@ def _describe(exc: ValidationError) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         given = err.get("input")
-        if err["loc"] and err["loc"][-1] in SECRET_KEYS:
-            given = "(values not shown)"  # credentials are never echoed into logs
         if err["type"] == "extra_forbidden" and err["loc"]:
             lines.append(_unknown_key(err["loc"]))
         elif err["type"] == "missing":

@@ -56,12 +56,12 @@ def test_cli_overrides_win_over_the_file(tmp_path):
             '[[upstream]]\nurl = "http://x"\nheaders = { Authorization = "Bearer s3cret" }\n',
             "upstream.0.headers: Value error, must not hold Authorization: it would be sent for clients that have no credentials "
             "of their own (a client's request carries its own); give the probe's credentials as probe_headers "
-            "(docs/configuration.md \"Servers behind OAuth\") (got '(values not shown)')",
+            '(docs/configuration.md "Servers behind OAuth") (got a value of type dict, not shown)',
         ),
         (
             '[[upstream]]\ncommand = ["srv"]\nprobe_headers = { Authorization = "Bearer s3cret" }\n',
             "upstream.0.probe_headers: Value error, are for a backend with a url; a stdio server takes its credentials from env "
-            "(got '(values not shown)')",
+            "(got a value of type dict, not shown)",
         ),
         (
             'resource_backend = "b"\n[[upstream]]\nname = "a"\nurl = "http://x"\n',
