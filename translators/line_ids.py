@@ -17,7 +17,7 @@ import json
 from .jsonrpc import RequestId
 
 _SPACE = b" \t\r\n"
-_ENDS_SCALAR = b",:[]{}\"" + _SPACE
+_ENDS_SCALAR = b',:[]{}"' + _SPACE
 
 
 def response_id(head: bytes, tail: bytes) -> RequestId | None:

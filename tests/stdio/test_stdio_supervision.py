@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import signal
 import sys
 from pathlib import Path
 
 import aiohttp
-from stdio_support import TEST_KEY, running_stdio_proxy
+import pytest
 from session_support import SessionCaller
+from stdio_support import TEST_KEY, running_stdio_proxy
 from support import Caller
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
+from proxy.demo.node_packages import STDIO_SERVERS, ensure_npm_packages
 from translators.sealing import Keyring
 
 NOISY = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "noisy_stdio_server.py")]
@@ -253,7 +256,9 @@ async def test_a_killed_launcher_ends_its_process_group_and_the_server_is_starte
             client = SessionCaller(http, proxy.url)
             await client.initialize()
             echo = {"name": "echo", "arguments": {"text": "through the launcher"}}
-            assert (await client.call("tools/call", echo))["result"]["content"] == [{"type": "text", "text": "through the launcher"}]
+            assert (await client.call("tools/call", echo))["result"]["content"] == [
+                {"type": "text", "text": "through the launcher"}
+            ]
             [slot] = _pool(proxy).slots.values()
             launcher = slot.process.pid
             [server] = _children(launcher)
@@ -274,8 +279,10 @@ async def test_a_killed_launcher_ends_its_process_group_and_the_server_is_starte
 
 
 async def test_shutdown_ends_the_whole_process_group(tmp_path):
-    """On shutdown the group gets SIGTERM: the launcher and the server it runs both end."""
-    proxy = await _proxy([*LAUNCHER, *NOISY], tmp_path, process_scope="shared", stop_grace_ms=500)
+    """On shutdown the group gets SIGTERM, then SIGKILL: the launcher and the server it runs, which
+    ignores EOF and SIGTERM, both end. Before: only the launcher was signalled, and the stop waited
+    for ever on the pipes the server held."""
+    proxy = await _proxy([*LAUNCHER, *NOISY, "--stubborn"], tmp_path, process_scope="shared", stop_grace_ms=300)
     [slot] = _pool(proxy).slots.values()
     await _until(slot.ready.is_set, "the server to answer initialize")
     launcher = slot.process.pid
@@ -334,5 +341,48 @@ async def test_a_question_sent_while_no_stream_is_open_goes_out_on_the_next_task
                 ("q1", "elicitation/create", "Which word?")
             ]
             assert list(session.backlog) == []
+    finally:
+        await proxy.stop()
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+@pytest.mark.peers
+async def test_the_readme_npx_example_survives_killing_the_process_the_proxy_launched(tmp_path, caplog):
+    """The README's `--upstream-command 'npx -y @modelcontextprotocol/server-memory'` (run where the
+    package is installed, so npx takes it from there): kill -9 of the `npx` the proxy launched, and
+    the proxy notices, ends its group (the node server too), starts it again, and calls work."""
+    caplog.set_level(logging.INFO)
+    prefix = await asyncio.to_thread(ensure_npm_packages, "stdio-servers", STDIO_SERVERS)
+    command = shlex.split("npx -y @modelcontextprotocol/server-memory")
+    memory = {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
+    proxy = await _proxy(command, tmp_path, cwd=str(prefix), env=memory, process_scope="shared", stop_grace_ms=1000)
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, proxy.url)
+            await client.initialize()
+            entity = {"name": "proxy", "entityType": "program", "observations": ["survives npx"]}
+            created = await client.call("tools/call", {"name": "create_entities", "arguments": {"entities": [entity]}})
+            assert created["result"].get("isError", False) is False
+            [slot] = _pool(proxy).slots.values()
+            launched = slot.process.pid
+            started = _descendants(launched)
+            assert len(started) >= 1  # npm exec's shell and the node server, or the server alone
+            os.kill(launched, signal.SIGKILL)
+            await _until(lambda: slot.restarts == 1 and slot.ready.is_set(), "npx to be started again")
+            assert [pid for pid in started if not _dead(pid)] == []
+            messages = [r.getMessage() for r in caplog.records if r.name.startswith("proxy.upstream")]
+            assert f"backend noisy: process {launched} exited with status -9" in messages
+            again = SessionCaller(http, proxy.url)
+            await again.initialize()
+            read = await again.call("tools/call", {"name": "open_nodes", "arguments": {"names": ["proxy"]}})
+            [node] = read["result"]["structuredContent"]["entities"]
+            assert (node["name"], node["observations"]) == ("proxy", ["survives npx"])
+            assert await _readyz(http, proxy) == (200, {"status": "ready"})
     finally:
         await proxy.stop()
