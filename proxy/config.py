@@ -16,6 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
+MIN_LIVENESS_TIMEOUT_MS = 100
+MAX_LIVENESS_TIMEOUT_MS = 3_600_000
 
 
 class ConfigError(Exception):
@@ -30,7 +32,8 @@ class Upstream(BaseModel):
     docs/configuration.md "Servers behind OAuth"). Instead of `url`, a stdio server the proxy
     runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
     `process_scope`, `max_processes` (in all), `max_processes_per_principal` (started for one
-    `Authorization`; docs/decisions.md §71), `max_line_bytes` and `stop_grace_ms`
+    `Authorization`; docs/decisions.md §71), `max_line_bytes`, `stop_grace_ms` and
+    `liveness_timeout_ms`
     (docs/configuration.md "stdio backends")."""
 
     model_config = ConfigDict(extra="forbid")
@@ -45,6 +48,7 @@ class Upstream(BaseModel):
     max_processes_per_principal: int = Field(default=2, ge=1, le=64)
     max_line_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     stop_grace_ms: int = Field(default=2_000, gt=0)
+    liveness_timeout_ms: int = 30_000
     dialect: DialectSetting = "auto"
     weight: int = Field(default=1, ge=1, le=1000)
     headers: dict[str, str] = Field(default_factory=dict)
@@ -71,6 +75,13 @@ class Upstream(BaseModel):
     def _http_url(cls, value: str) -> str:
         if value and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("liveness_timeout_ms")
+    @classmethod
+    def _liveness(cls, value: int) -> int:
+        if value != 0 and not MIN_LIVENESS_TIMEOUT_MS <= value <= MAX_LIVENESS_TIMEOUT_MS:
+            raise ValueError(f"must be 0 (off) or {MIN_LIVENESS_TIMEOUT_MS}..{MAX_LIVENESS_TIMEOUT_MS} ms")
         return value
 
     @model_validator(mode="after")

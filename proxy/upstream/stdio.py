@@ -128,7 +128,8 @@ class ProcessPool:
         assert self.config.command is not None
         slot = ProcessSlot(self.config.name, self.config.command, env=self.config.env, cwd=self.config.cwd,
                            capabilities=capabilities, client_info=client_info, max_line_bytes=self.config.max_line_bytes,
-                           grace_s=self.config.stop_grace_ms / 1000, on_down=self.endpoint.process_down, on_up=lambda: None)
+                           grace_s=self.config.stop_grace_ms / 1000, on_down=self.endpoint.process_down, on_up=lambda: None,
+                           liveness_timeout_s=self.config.liveness_timeout_ms / 1000)
         self.slots[key] = slot
         self.owners[key] = owner
         slot.start()

@@ -25,11 +25,12 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from translators import jsonrpc, multiplex
+from translators import jsonrpc, line_ids, multiplex
 from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, unknown_task
 from translators.protocol import LEGACY_VERSION
 
-from .stdio_process import StdioProcess
+from .stdio_liveness import Liveness
+from .stdio_process import LongLine, StdioProcess
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +99,37 @@ class VirtualSession:
             else:
                 self.backlog.append(message)
 
+    def flush_backlog(self, pending: Pending) -> None:
+        """The backlog goes out on the stream of `pending`, a request that may ask just sent
+        (`tasks/result` included; docs/decisions.md §56, §72): every message of no task, and those
+        of the task `pending` names; another task's wait for a stream of theirs (the GET stream, or
+        a request naming that task), in their order."""
+        kept: deque[dict[str, Any]] = deque(maxlen=BACKLOG)
+        for message in self.backlog:
+            route = multiplex.route_of(message)
+            if route.kind != "task" or route.key == pending.task:
+                pending.put(message)
+            else:
+                kept.append(message)
+        self.backlog = kept
+
 
 class ProcessSlot:
     """One supervised process and the virtual sessions over it. `capabilities` and `client_info`
     are what the process's `initialize` declares; `on_down(reason)` is called each time the
-    process is lost, `on_up()` each time it has answered `initialize`."""
+    process is lost, `on_up()` each time it has answered `initialize`. `liveness_timeout_s`: how
+    long the process may write nothing while a request waits before it is taken as hung (0: never;
+    `stdio_liveness`)."""
 
     def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
                  capabilities: Mapping[str, Any], client_info: Mapping[str, Any], max_line_bytes: int, grace_s: float,
-                 on_down: Callable[[str], None], on_up: Callable[[], None]):
+                 on_down: Callable[[str], None], on_up: Callable[[], None], liveness_timeout_s: float = 0.0):
         self.name = name
         self.argv, self.env, self.cwd = list(argv), env, cwd
         self.capabilities, self.client_info = dict(capabilities), dict(client_info)
         self.max_line_bytes, self.grace_s = max_line_bytes, grace_s
+        self.liveness_timeout_s = liveness_timeout_s
+        self.liveness: Liveness | None = None
         self.on_down, self.on_up = on_down, on_up
         self.ready = asyncio.Event()
         self.attempt_done = asyncio.Event()
@@ -154,6 +173,8 @@ class ProcessSlot:
             self.ready.clear()
             self._lose_everything(reason)
             self.on_down(reason)
+            if self.process is not None:
+                await self.process.kill()  # found hung (one that exited is already reaped: nothing to do)
             backoff = BACKOFF_FIRST_S if time.monotonic() - started >= STEADY_S else backoff
             log.warning("backend %s: %s; starting it again in %.2f s", self.name, reason, backoff)
             await asyncio.sleep(backoff)
@@ -163,7 +184,9 @@ class ProcessSlot:
     async def _run_once(self) -> str:
         """Start the process, `initialize` it, and wait until it exits; returns why it stopped."""
         process = StdioProcess(self.name, self.argv, env=self.env, cwd=self.cwd, max_line_bytes=self.max_line_bytes,
-                               grace_s=self.grace_s, on_message=self._from_process, on_exit=lambda code: self._exited.set())
+                               grace_s=self.grace_s, on_message=self._from_process, on_exit=lambda code: self._exited.set(),
+                               on_long_line=self._long_line)
+        self.liveness = None
         try:
             await process.start()
         except OSError as exc:
@@ -194,6 +217,18 @@ class ProcessSlot:
         self.starting = False
         self.attempt_done.set()
         self.on_up()
+        if self.liveness_timeout_s > 0:
+            self.liveness = Liveness(self.liveness_timeout_s, waiting=lambda: bool(self._pending), ids=self._ids,
+                                     send_ping=lambda ping_id: process.send(jsonrpc.request(ping_id, "ping")))
+            exited = asyncio.ensure_future(self._exited.wait())
+            hung = asyncio.ensure_future(self.liveness.hung())
+            try:
+                await asyncio.wait({exited, hung}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                exited.cancel()
+                hung.cancel()
+            if not self._exited.is_set():
+                return hung.result()  # the supervisor fails its requests, then kills it
         await self._exited.wait()
         code = process.process.returncode if process.process is not None else None
         return f"the process exited with status {code}"
@@ -278,6 +313,11 @@ class ProcessSlot:
             session.inflight.pop(request_id, None)
             error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: the process is not running")
             pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
+            return pending
+        if self.liveness is not None:
+            self.liveness.sent()
+        if session.backlog and method not in multiplex.QUIET_METHODS:
+            session.flush_backlog(pending)
         return pending
 
     def done(self, session: VirtualSession, pending: Pending) -> None:
@@ -326,6 +366,8 @@ class ProcessSlot:
     # -- routing what the process sends --------------------------------------------------------
 
     def _from_process(self, message: dict[str, Any]) -> None:
+        if self.liveness is not None:
+            self.liveness.heard()
         if "method" not in message:
             self._response(message)
             return
@@ -383,8 +425,25 @@ class ProcessSlot:
             return session, next((p for p in reversed(asking) if p.session is session), None)
         return None, None
 
+    def _long_line(self, line: LongLine) -> None:
+        """A stdout line over `max_line_bytes`, not kept: when its ends show the response to a
+        request in flight, that request is answered with an error naming the limit
+        (docs/decisions.md §72) rather than left waiting."""
+        if self.liveness is not None:
+            self.liveness.heard()
+        request_id = line_ids.response_id(line.head, line.tail)
+        if not isinstance(request_id, int) or request_id not in self._pending:
+            return
+        error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: its response was {line.size} bytes long, "
+                                         f"over max_line_bytes ({self.max_line_bytes}); it was not kept")
+        log.warning("backend %s: the response to request %d was over %d bytes; answered with an error", self.name, request_id,
+                    self.max_line_bytes)
+        self._response(jsonrpc.error_response(request_id, error))
+
     def _response(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")
+        if self.liveness is not None and self.liveness.answered(request_id):
+            return
         pending = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if pending is None:
             log.warning("backend %s: a response to no request in flight (id %r) skipped", self.name, request_id)

@@ -4,7 +4,9 @@
 (id "q1", with no related-task `_meta`, as FastMCP 3's task workers do) and only then the
 `CreateTaskResult`, followed by a `notifications/tasks/status` saying `input_required`. The task is
 `input_required` until the answer arrives, then `completed` with
-the text `answer: <content.word>`.
+the text `answer: <content.word>`. With `--after` the question comes only after the
+`CreateTaskResult` and the status notification, with the related-task `_meta` (as the `mcp` SDK's
+task workers send it), while nothing of its client is in flight.
 """
 
 import json
@@ -39,6 +41,7 @@ def result(request_id, answer):
 
 
 def main():
+    after = "--after" in sys.argv
     answer = None
     waiting = []  # tasks/result requests held until the task is done
     for line in sys.stdin:
@@ -75,16 +78,16 @@ def main():
             )
         elif method == "tools/call":
             schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": "q1",
-                    "method": "elicitation/create",
-                    "params": {"mode": "form", "message": "Which word?", "requestedSchema": schema},
-                }
-            )
+            params = {"mode": "form", "message": "Which word?", "requestedSchema": schema}
+            if after:
+                params["_meta"] = {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}
+            question = {"jsonrpc": "2.0", "id": "q1", "method": "elicitation/create", "params": params}
+            if not after:
+                send(question)
             send({"jsonrpc": "2.0", "id": request_id, "result": {"task": {**TASK, "status": "working"}}})
             send({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {**TASK, "status": "input_required"}})
+            if after:
+                send(question)
         elif method == "tasks/get":
             status = "completed" if answer is not None else "input_required"
             send({"jsonrpc": "2.0", "id": request_id, "result": {**TASK, "status": status}})

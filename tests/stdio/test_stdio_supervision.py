@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import signal
 import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
+from session_support import SessionCaller
 from stdio_support import TEST_KEY, running_stdio_proxy
 from support import Caller
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
+from proxy.demo.node_packages import STDIO_SERVERS, ensure_npm_packages
 from translators.errors import FORGOTTEN, UNKNOWN_TASK
 from translators.sealing import Keyring
 
@@ -141,5 +145,265 @@ async def test_a_question_asked_before_the_task_creating_call_is_answered_reache
             )
             final = await client.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "answer: tide"}]
+    finally:
+        await proxy.stop()
+
+
+PEERS = Path(__file__).resolve().parents[1] / "peers"
+LAUNCHER = [sys.executable, str(PEERS / "stdio_launcher.py")]
+DEADLINE_S = 20.0
+"""How long a test waits for an event before it fails (an event that never comes: the fault)."""
+
+
+async def _until(check, what: str):
+    """Poll `check()` every 20 ms until it is true; fail naming `what` after `DEADLINE_S`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while not check():
+        assert loop.time() < deadline, f"still waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def _dead(pid: int) -> bool:
+    """Whether the process `pid` has ended: gone, or a zombie nobody reaped (an orphan's parent
+    here may not reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # noqa: ASYNC230 - one small read of procfs
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as children:  # noqa: ASYNC230 - one small read of procfs
+        return [int(child) for child in children.read().split()]
+
+
+async def _readyz(http: aiohttp.ClientSession, proxy: RunningProxy) -> tuple[int, dict]:
+    async with http.get(proxy.base_url + "/readyz") as response:
+        return response.status, await response.json()
+
+
+async def _ready_again(http: aiohttp.ClientSession, proxy: RunningProxy) -> tuple[int, dict]:
+    """`/readyz` once it is 200 again: a probe reaches the restarted process (probes of a backend
+    are at least a second apart, so the first answers may still be 503); the last answer after
+    `DEADLINE_S`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while (answer := await _readyz(http, proxy))[0] != 200 and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    return answer
+
+
+async def test_a_stopped_process_is_found_hung_its_calls_fail_at_once_and_it_is_restarted(tmp_path):
+    """SIGSTOP: every waiting call of every session fails once the process has said nothing for
+    `liveness_timeout_ms`, `/readyz` is 503 until the restarted process answers, then work goes
+    on (docs/decisions.md §72). Before: the calls waited for their timeout, `/readyz` said 200."""
+    (tmp_path / "gate").mkdir()
+    proxy = await _proxy([*NOISY, "--gate", str(tmp_path / "gate")], tmp_path, liveness_timeout_ms=1000, process_scope="shared")
+    try:
+        async with aiohttp.ClientSession() as http:
+            first, second = SessionCaller(http, proxy.url), SessionCaller(http, proxy.url)
+            await first.initialize()
+            await second.initialize()
+            echo = {"name": "echo", "arguments": {"text": "before"}}
+            assert (await first.call("tools/call", echo))["result"]["content"] == [{"type": "text", "text": "before"}]
+            [slot] = _pool(proxy).slots.values()
+            stopped = slot.process
+            pid = stopped.pid
+            os.kill(pid, signal.SIGSTOP)
+            calls = [asyncio.ensure_future(caller.call("tools/call", echo)) for caller in (first, second)]
+            answers = await asyncio.wait_for(asyncio.gather(*calls), DEADLINE_S)
+            reason = (
+                "the process stopped answering (no message on its stdout, not even to a ping, for 1000 ms while a request waited)"
+            )
+            assert [answer["error"] for answer in answers] == [{"code": -32603, "message": f"Backend 'noisy': {reason}"}] * 2
+            await _until(lambda: stopped.process.returncode is not None, "the stopped process to be killed")
+            assert (stopped.process.returncode, _gone(pid)) == (-signal.SIGKILL, True)
+            status, body = await _readyz(http, proxy)
+            assert (status, body["status"], body["backend"]) == (503, "not ready", "noisy")
+            assert body["reason"] in (
+                f"Backend 'noisy' unavailable: {reason}",  # as marked down (probed less than a second ago)
+                f"Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running ({reason})",
+            )
+            (tmp_path / "gate" / "open").touch()
+            await _until(lambda: slot.ready.is_set() and slot.restarts == 1, "the process to be started again")
+            assert await _ready_again(http, proxy) == (200, {"status": "ready"})
+            again = SessionCaller(http, proxy.url)
+            await again.initialize()
+            answer = await again.call("tools/call", {"name": "echo", "arguments": {"text": "after"}})
+            assert answer["result"]["content"] == [{"type": "text", "text": "after"}]
+            assert slot.process.pid != pid
+    finally:
+        await proxy.stop()
+
+
+async def test_a_silent_process_answering_pings_is_not_restarted(tmp_path):
+    """A request that takes longer than `liveness_timeout_ms` on a process that answers its pings
+    completes; the process is not restarted."""
+    racing = [sys.executable, str(PEERS / "racing_stdio_server.py"), "--after"]
+    proxy = await _proxy(racing, tmp_path, liveness_timeout_ms=600, process_scope="shared")
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, proxy.url)
+            await client.initialize()
+            created = await client.call("tools/call", {"name": "ask", "arguments": {}, "task": {"ttl": 60000}})
+            assert created["result"]["task"]["status"] == "working"
+            [slot] = _pool(proxy).slots.values()
+            pid = slot.process.pid
+
+            async def answer_later(question):
+                await asyncio.sleep(2.0)  # over three liveness timeouts with the process silent but for its answers to pings
+                return {"action": "accept", "content": {"word": "late"}}
+
+            client.on_request = answer_later
+            result = await asyncio.wait_for(client.call("tasks/result", {"taskId": "t1"}), DEADLINE_S)
+            assert result["result"]["content"] == [{"type": "text", "text": "answer: late"}]
+            assert (slot.restarts, slot.process.pid) == (0, pid)
+    finally:
+        await proxy.stop()
+
+
+async def test_a_killed_launcher_ends_its_process_group_and_the_server_is_started_again(tmp_path, caplog):
+    """A launcher (like `npx`) runs the server as its child, which holds the pipes. kill -9 of the
+    launcher: the proxy notices its exit, ends the group (the child too), starts it again and
+    serves calls (docs/decisions.md §72). Before: calls answered "the process is not running" for
+    as long as the child lived, nothing was logged and `/readyz` said ready."""
+    caplog.set_level(logging.INFO)
+    proxy = await _proxy([*LAUNCHER, *NOISY], tmp_path, process_scope="shared", stop_grace_ms=500)
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, proxy.url)
+            await client.initialize()
+            echo = {"name": "echo", "arguments": {"text": "through the launcher"}}
+            assert (await client.call("tools/call", echo))["result"]["content"] == [
+                {"type": "text", "text": "through the launcher"}
+            ]
+            [slot] = _pool(proxy).slots.values()
+            launcher = slot.process.pid
+            [server] = _children(launcher)
+            os.kill(launcher, signal.SIGKILL)
+            await _until(lambda: slot.restarts == 1 and slot.ready.is_set(), "the server to be started again")
+            await _until(lambda: _dead(server), "the server the launcher ran to end")
+            assert _gone(launcher) is True
+            messages = [r.getMessage() for r in caplog.records if r.name.startswith("proxy.upstream")]
+            assert f"backend noisy: process {launcher} exited with status -9" in messages
+            assert "backend noisy is down: Backend 'noisy' unavailable: the process exited with status -9" in messages
+            again = SessionCaller(http, proxy.url)
+            await again.initialize()
+            answer = await again.call("tools/call", {"name": "echo", "arguments": {"text": "again"}})
+            assert answer["result"]["content"] == [{"type": "text", "text": "again"}]
+            assert await _ready_again(http, proxy) == (200, {"status": "ready"})
+    finally:
+        await proxy.stop()
+
+
+async def test_shutdown_ends_the_whole_process_group(tmp_path):
+    """On shutdown the group gets SIGTERM, then SIGKILL: the launcher and the server it runs, which
+    ignores EOF and SIGTERM, both end. Before: only the launcher was signalled, and the stop waited
+    for ever on the pipes the server held."""
+    proxy = await _proxy([*LAUNCHER, *NOISY, "--stubborn"], tmp_path, process_scope="shared", stop_grace_ms=300)
+    [slot] = _pool(proxy).slots.values()
+    await _until(slot.ready.is_set, "the server to answer initialize")
+    launcher = slot.process.pid
+    [server] = _children(launcher)
+    await proxy.stop()
+    assert _gone(launcher) is True
+    await _until(lambda: _dead(server), "the server, which ignores SIGTERM, to end")
+
+
+async def test_a_response_over_max_line_bytes_answers_its_request_with_an_error_naming_the_limit(tmp_path):
+    """The response (its `id` last, as the TypeScript SDK writes it) is not kept, and its request is
+    answered at once with -32603 naming the limit; the process serves on (docs/decisions.md §72).
+    Before: the line was dropped and the request waited for ever."""
+    proxy = await _proxy(NOISY, tmp_path, max_line_bytes=4096, process_scope="shared")
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, proxy.url)
+            await client.initialize()
+            # {"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "yy…"}]}, "id": 3}: 100,082 bytes
+            big = client.call("tools/call", {"name": "big", "arguments": {"size": 100_000}})
+            answer = await asyncio.wait_for(big, DEADLINE_S)
+            assert answer["error"] == {
+                "code": -32603,
+                "message": "Backend 'noisy': its response was 100082 bytes long, over max_line_bytes (4096); it was not kept",
+            }
+            small = await client.call("tools/call", {"name": "big", "arguments": {"size": 10}})
+            assert small["result"]["content"] == [{"type": "text", "text": "y" * 10}]
+            [slot] = _pool(proxy).slots.values()
+            assert slot.restarts == 0
+    finally:
+        await proxy.stop()
+
+
+async def test_a_question_sent_while_no_stream_is_open_goes_out_on_the_next_tasks_result(tmp_path):
+    """The task asks after the call creating it has been answered, while its client (a v1 session,
+    relayed) has no stream open: the question waits in the session's backlog and goes out on the
+    client's `tasks/result` (docs/decisions.md §56, §72). Before: it waited for a GET stream the
+    client never opened, and `tasks/result` never returned."""
+    racing = [sys.executable, str(PEERS / "racing_stdio_server.py"), "--after"]
+    proxy = await _proxy(racing, tmp_path, process_scope="shared")
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, proxy.url)
+            await client.initialize()
+            created = await client.call("tools/call", {"name": "ask", "arguments": {}, "task": {"ttl": 60000}})
+            assert created["result"]["task"]["status"] == "working"
+            [session] = [s for s in _pool(proxy).sessions.values() if s.tasks]
+            await _until(lambda: len(session.backlog) == 2, "the status notification and the question to wait in the backlog")
+
+            async def answer(question):
+                return {"action": "accept", "content": {"word": "tide"}}
+
+            client.on_request = answer
+            result = await asyncio.wait_for(client.call("tasks/result", {"taskId": "t1"}), DEADLINE_S)
+            assert result["result"]["content"] == [{"type": "text", "text": "answer: tide"}]
+            assert [(q["id"], q["method"], q["params"]["message"]) for q in client.seen_requests] == [
+                ("q1", "elicitation/create", "Which word?")
+            ]
+            assert list(session.backlog) == []
+    finally:
+        await proxy.stop()
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+@pytest.mark.peers
+async def test_the_readme_npx_example_survives_killing_the_process_the_proxy_launched(tmp_path, caplog):
+    """The README's `--upstream-command 'npx -y @modelcontextprotocol/server-memory'` (run where the
+    package is installed, so npx takes it from there): kill -9 of the `npx` the proxy launched, and
+    the proxy notices, ends its group (the node server too), starts it again, and calls work."""
+    caplog.set_level(logging.INFO)
+    prefix = await asyncio.to_thread(ensure_npm_packages, "stdio-servers", STDIO_SERVERS)
+    command = shlex.split("npx -y @modelcontextprotocol/server-memory")
+    memory = {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
+    proxy = await _proxy(command, tmp_path, cwd=str(prefix), env=memory, process_scope="shared", stop_grace_ms=1000)
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, proxy.url)
+            await client.initialize()
+            entity = {"name": "proxy", "entityType": "program", "observations": ["survives npx"]}
+            created = await client.call("tools/call", {"name": "create_entities", "arguments": {"entities": [entity]}})
+            assert created["result"].get("isError", False) is False
+            [slot] = _pool(proxy).slots.values()
+            launched = slot.process.pid
+            started = _descendants(launched)
+            assert len(started) >= 1  # npm exec's shell and the node server, or the server alone
+            os.kill(launched, signal.SIGKILL)
+            await _until(lambda: slot.restarts == 1 and slot.ready.is_set(), "npx to be started again")
+            await _until(lambda: all(_dead(pid) for pid in started), "what npx started to end")
+            messages = [r.getMessage() for r in caplog.records if r.name.startswith("proxy.upstream")]
+            assert f"backend noisy: process {launched} exited with status -9" in messages
+            again = SessionCaller(http, proxy.url)
+            await again.initialize()
+            read = await again.call("tools/call", {"name": "open_nodes", "arguments": {"names": ["proxy"]}})
+            [node] = read["result"]["structuredContent"]["entities"]
+            assert (node["name"], node["observations"]) == ("proxy", ["survives npx"])
+            assert await _ready_again(http, proxy) == (200, {"status": "ready"})
     finally:
         await proxy.stop()
