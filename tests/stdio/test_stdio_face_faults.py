@@ -150,7 +150,7 @@ async def test_errors_answer_the_id_of_their_request(reference_v1_server: Server
         assert await face.read() == {
             "jsonrpc": "2.0",
             "id": "ten",
-            "error": {"code": -32700, "message": "Parse error: JSONDecodeError"},
+            "error": {"code": -32700, "message": "Parse error: Expecting value at line 1, column 76"},
         }
         await face.send(greet(11, "after"))
         assert await face.read() == greeted(11, "after")
