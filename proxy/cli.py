@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | stdio | demo | probe | status | reference-server | bench`."""
+"""Command line: `mcp-tasks-proxy serve | reload | stdio | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 from .config import ConfigError, load
 
 
-def _settings(args: argparse.Namespace) -> Settings | None:
-    """The settings of `serve` and `stdio`: the file, then the flags (`--upstream URL` or
-    `--upstream-command 'CMD ARGS'`, split as a shell splits words; no shell runs it)."""
+def _overrides(args: argparse.Namespace) -> dict[str, object] | None:
+    """The settings the flags of `serve` and `stdio` give (`--upstream URL` or `--upstream-command
+    'CMD ARGS'`, split as a shell splits words; no shell runs it); None (and a message) for bad flags."""
     import shlex
 
     overrides = {"listen": getattr(args, "listen", None), "store": args.store, "workers": getattr(args, "workers", None)}
@@ -35,6 +35,14 @@ def _settings(args: argparse.Namespace) -> Settings | None:
             print(f"mcp-tasks-proxy: --upstream-command: {exc}", file=sys.stderr)
             return None
         overrides["upstream"] = [{"name": "main", "command": argv}]
+    return overrides
+
+
+def _settings(args: argparse.Namespace) -> Settings | None:
+    """The settings of `serve` and `stdio`: the file, then the flags (`_overrides`)."""
+    overrides = _overrides(args)
+    if overrides is None:
+        return None
     try:
         return load(args.config, overrides)
     except ConfigError as exc:
@@ -65,13 +73,17 @@ def _serve(args: argparse.Namespace) -> int:
     from .logs import configure
 
     configure(settings.log_level, settings.log_format)
-    if settings.workers > 1:
-        refusal = _workers_refusal(settings)
-        if refusal:
-            print(f"mcp-tasks-proxy: configuration error: {refusal}", file=sys.stderr)
-            return 2
-        return _run_workers(settings.workers, lambda: _serve_one(settings))
-    return _serve_one(settings)
+    overrides = _overrides(args) or {}
+    from .reload import pid_file
+
+    with pid_file(settings):  # `mcp-tasks-proxy reload` signals the process named there
+        if settings.workers > 1:
+            refusal = _workers_refusal(settings)
+            if refusal:
+                print(f"mcp-tasks-proxy: configuration error: {refusal}", file=sys.stderr)
+                return 2
+            return _run_workers(settings.workers, lambda: _serve_one(settings, lambda: load(args.config, overrides)))
+        return _serve_one(settings, lambda: load(args.config, overrides))
 
 
 def _workers_refusal(settings: Settings) -> str | None:
@@ -85,8 +97,9 @@ def _workers_refusal(settings: Settings) -> str | None:
 
 
 def _run_workers(count: int, serve: Callable[[], int]) -> int:
-    """Fork `count` processes that each `serve()` on the one port (`SO_REUSEPORT`); SIGINT and
-    SIGTERM are passed on to them. Returns the worst exit status."""
+    """Fork `count` processes that each `serve()` on the one port (`SO_REUSEPORT`); SIGINT,
+    SIGTERM and SIGHUP (reload: each worker re-reads the file) are passed on to them. Returns the
+    worst exit status."""
     children = []
     for _ in range(count):
         pid = os.fork()
@@ -105,7 +118,7 @@ def _run_workers(count: int, serve: Callable[[], int]) -> int:
             except ProcessLookupError:
                 pass
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
     worst = 0
     for child in children:
@@ -114,7 +127,9 @@ def _run_workers(count: int, serve: Callable[[], int]) -> int:
     return worst
 
 
-def _serve_one(settings: Settings) -> int:
+def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; on SIGHUP, `reread()` the configuration and reload it
+    (`proxy/reload.py`)."""
     from .app import start
     from .upstream.backend import UnsupportedBackend
 
@@ -124,6 +139,11 @@ def _serve_one(settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        hangup = None
+        if reread is not None:
+            from .reload import Hangup
+
+            hangup = Hangup(loop, reread)  # before start: an early SIGHUP waits instead of ending the proxy
         try:
             running = await start(settings)
         except (UnsupportedBackend, ConfigError) as exc:
@@ -133,6 +153,8 @@ def _serve_one(settings: Settings) -> int:
             print(f"mcp-tasks-proxy: cannot listen on {settings.listen}: {exc.strerror}", file=sys.stderr)
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
+        if hangup is not None:
+            hangup.attach(running)
         print(f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", flush=True)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
@@ -274,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="v1: official mcp 1.30 SDK; v2: FastMCP 4 + fastmcp-tasks; fastmcp3: FastMCP 3 (v1)")
     reference.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     reference.set_defaults(run=_reference_server)
+    from .reload import add_parser as add_reload_parser
+
+    add_reload_parser(commands)
     from .observe.terminal import add_parser as add_status_parser
 
     add_status_parser(commands)

@@ -23,8 +23,10 @@ class ConfigError(Exception):
 
 class Upstream(BaseModel):
     """One backend: `name` (used in logs, errors and sealed ids; unique), `url` of its MCP endpoint,
-    `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends),
-    extra `headers` sent on every upstream request. Instead of `url`, a stdio server the proxy
+    `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends;
+    0: none), extra `headers` sent on every upstream request, `drain` (no new work; what is bound to
+    it runs to its end, docs/decisions.md §84), `plain_ids` (plain ids an older proxy handed out
+    for it as the only backend are still routed to it, docs/decisions.md §83). Instead of `url`, a stdio server the proxy
     runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
     `process_scope`, `max_processes`, `max_line_bytes` and `stop_grace_ms` (docs/configuration.md
     "stdio backends")."""
@@ -41,8 +43,10 @@ class Upstream(BaseModel):
     max_line_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     stop_grace_ms: int = Field(default=2_000, gt=0)
     dialect: DialectSetting = "auto"
-    weight: int = Field(default=1, ge=1, le=1000)
+    weight: int = Field(default=1, ge=0, le=1000)
     headers: dict[str, str] = Field(default_factory=dict)
+    drain: bool = False
+    plain_ids: bool = False
 
     @field_validator("url")
     @classmethod
@@ -107,6 +111,8 @@ class Settings(BaseModel):
     status_token: str | None = Field(default=None, min_length=16)
     traces: Literal["off", "otlp"] = "off"
     traces_endpoint: str | None = None
+    remove_with_work: list[str] = Field(default_factory=list)
+    """Backends a reload may remove although work is still bound to it (docs/decisions.md §84)."""
 
     @field_validator("upstream")
     @classmethod
@@ -115,6 +121,11 @@ class Settings(BaseModel):
         for name in names:
             if names.count(name) > 1:
                 raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
+        if value and not any(u.weight > 0 and not u.drain for u in value):
+            raise ValueError("at least one backend must take new work (weight above 0 and drain = false)")
+        owners = [u.name for u in value if u.plain_ids]
+        if len(owners) > 1:
+            raise ValueError(f"plain_ids = true may be set on one backend only; it is set on {', '.join(owners)}")
         return value
 
     @field_validator("store")
