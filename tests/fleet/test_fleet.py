@@ -66,6 +66,42 @@ async def test_an_unreachable_backend_is_left_out_and_excluded_ones_are_skipped(
         await http.close()
 
 
+async def test_backends_with_weight_0_or_draining_take_no_new_work():
+    settings = load(None, {"upstream": [{"name": "a", "url": "http://127.0.0.1:9/a", "weight": 0},
+                                        {"name": "b", "url": "http://127.0.0.1:9/b", "drain": True},
+                                        {"name": "c", "url": "http://127.0.0.1:9/c", "weight": 2}]})
+    http = aiohttp.ClientSession()
+    try:
+        fleet = Fleet.build(settings, http, KEYRING, Metrics())
+        assert [(await fleet.pick()).name for _ in range(4)] == ["c", "c", "c", "c"]
+    finally:
+        await http.close()
+
+
+async def test_sealed_ids_route_with_any_fleet_size_and_plain_ids_go_to_their_owner():
+    """docs/decisions.md §83: a sealed session id opens with one backend too; a plain one from
+    before goes to the only backend, or to the one with plain_ids = true, else nowhere (404)."""
+    single, http1 = await _fleet(1)
+    fleet, http = await _fleet(1, 1)
+    owned = load(None, {"upstream": [{"name": "a", "url": "http://127.0.0.1:9/a"},
+                                     {"name": "b", "url": "http://127.0.0.1:9/b", "plain_ids": True}]})
+    owning = Fleet.build(owned, http, KEYRING, Metrics())
+    try:
+        sealed = KEYRING.seal(RELAY_SESSION, ("a", "upstream-session-7"), "")
+        routed = Router(single, KEYRING).relayed_session(sealed)
+        assert routed is not None and (routed[0].name, routed[1]) == ("a", "upstream-session-7")
+        assert Router(single, KEYRING).relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s"), "")) is None
+        plain = Router(owning, KEYRING).relayed_session("upstream-session-7")
+        assert plain is not None and (plain[0].name, plain[1]) == ("b", None)
+        assert Router(fleet, KEYRING).relayed_session("upstream-session-7") is None
+        assert [m.relay.plain_ids for m in owning.members] == [False, True]
+        assert [m.relay.plain_ids for m in single.members] == [True]
+        assert [m.relay.plain_ids for m in fleet.members] == [False, False]
+    finally:
+        await http.close()
+        await http1.close()
+
+
 async def test_relayed_session_ids_name_their_backend_only_with_several_backends():
     fleet, http = await _fleet(1, 1)
     single, http1 = await _fleet(1)
@@ -101,7 +137,19 @@ async def test_a_backend_no_longer_configured_is_an_unknown_task():
         ),
         (
             [{"name": "a", "url": "http://x/mcp", "weight": 0}],
-            "upstream.0.weight: Input should be greater than or equal to 1 (got 0)",
+            "upstream: Value error, at least one backend must take new work (weight above 0 and drain = false)",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "drain": True}, {"name": "b", "url": "http://y/mcp", "weight": 0}],
+            "upstream: Value error, at least one backend must take new work (weight above 0 and drain = false)",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "plain_ids": True}, {"name": "b", "url": "http://y/mcp", "plain_ids": True}],
+            "upstream: Value error, plain_ids = true may be set on one backend only; it is set on a, b",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "weight": -1}],
+            "upstream.0.weight: Input should be greater than or equal to 0 (got -1)",
         ),
         (
             [{"name": "a", "url": "http://x/mcp", "weight": 1001}],
