@@ -67,9 +67,16 @@ async def test_an_unreachable_backend_is_left_out_and_excluded_ones_are_skipped(
 
 
 async def test_backends_with_weight_0_or_draining_take_no_new_work():
-    settings = load(None, {"upstream": [{"name": "a", "url": "http://127.0.0.1:9/a", "weight": 0},
-                                        {"name": "b", "url": "http://127.0.0.1:9/b", "drain": True},
-                                        {"name": "c", "url": "http://127.0.0.1:9/c", "weight": 2}]})
+    settings = load(
+        None,
+        {
+            "upstream": [
+                {"name": "a", "url": "http://127.0.0.1:9/a", "weight": 0},
+                {"name": "b", "url": "http://127.0.0.1:9/b", "drain": True},
+                {"name": "c", "url": "http://127.0.0.1:9/c", "weight": 2},
+            ]
+        },
+    )
     http = aiohttp.ClientSession()
     try:
         fleet = Fleet.build(settings, http, KEYRING, Metrics())
@@ -83,8 +90,15 @@ async def test_sealed_ids_route_with_any_fleet_size_and_plain_ids_go_to_their_ow
     before goes to the only backend, or to the one with plain_ids = true, else nowhere (404)."""
     single, http1 = await _fleet(1)
     fleet, http = await _fleet(1, 1)
-    owned = load(None, {"upstream": [{"name": "a", "url": "http://127.0.0.1:9/a"},
-                                     {"name": "b", "url": "http://127.0.0.1:9/b", "plain_ids": True}]})
+    owned = load(
+        None,
+        {
+            "upstream": [
+                {"name": "a", "url": "http://127.0.0.1:9/a"},
+                {"name": "b", "url": "http://127.0.0.1:9/b", "plain_ids": True},
+            ]
+        },
+    )
     owning = Fleet.build(owned, http, KEYRING, Metrics())
     try:
         sealed = KEYRING.seal(RELAY_SESSION, ("a", "upstream-session-7"), "")

@@ -5,7 +5,6 @@ nothing is bound to it; a reload that cannot be applied changes nothing."""
 
 from __future__ import annotations
 
-
 import aiohttp
 import pytest
 from session_support import SessionCaller
@@ -89,7 +88,9 @@ async def test_one_backend_to_two_and_back_keeps_every_task_and_session(referenc
         assert cancelled["result"]["status"] == "cancelled"
 
 
-async def test_a_modern_relay_keeps_its_tasks_from_one_backend_to_two_and_back(reference_v2_server, reference_v1_server, tmp_path):
+async def test_a_modern_relay_keeps_its_tasks_from_one_backend_to_two_and_back(
+    reference_v2_server, reference_v1_server, tmp_path
+):
     b = {"name": "b", "url": reference_v2_server.url}
     a = {"name": "a", "url": reference_v1_server.url}
     async with running_proxy("", tmp_path, upstream=[b]) as proxy, aiohttp.ClientSession() as http:
@@ -103,14 +104,19 @@ async def test_a_modern_relay_keeps_its_tasks_from_one_backend_to_two_and_back(r
         await proxy.reload(_settings(tmp_path, b, {**a, "drain": True}))
         status = await _status(http, proxy)
         assert (status["a"]["drain"], status["a"]["remaining"], status["b"]["drain"]) == (
-            "drained", {"sessions": 0, "requests": 0, "tasks": 0}, None)
+            "drained",
+            {"sessions": 0, "requests": 0, "tasks": 0},
+            None,
+        )
         await proxy.reload(_settings(tmp_path, b))
         for task, label in ((before, "b1"), (during, "b2")):
             final = await modern.poll(task["taskId"])
             assert (final["taskId"], final["result"]["content"][0]["text"]) == (task["taskId"], f"computed {label}")
 
 
-async def test_a_draining_backend_takes_no_new_work_and_its_removal_waits_for_its_work(reference_v1_server, second_v1_server, tmp_path):
+async def test_a_draining_backend_takes_no_new_work_and_its_removal_waits_for_its_work(
+    reference_v1_server, second_v1_server, tmp_path
+):
     a = {"name": "a", "url": reference_v1_server.url}
     b = {"name": "b", "url": second_v1_server.url}
     async with running_proxy("", tmp_path, upstream=[a, b]) as proxy, aiohttp.ClientSession() as http:
@@ -129,8 +135,10 @@ async def test_a_draining_backend_takes_no_new_work_and_its_removal_waits_for_it
         assert [KEYRING.unseal(RELAY_SESSION, c.session_id, "")[0] for c in newcomers] == ["b", "b", "b"]
         with pytest.raises(ConfigError) as refused:
             await proxy.reload(_settings(tmp_path, b))
-        assert str(refused.value) == ("upstream: backend 'a' is removed but still holds work (1 sessions): wait for the status "
-                                      "page to say drained (or list it in remove_with_work)")
+        assert str(refused.value) == (
+            "upstream: backend 'a' is removed but still holds work (1 sessions): wait for the status "
+            "page to say drained (or list it in remove_with_work)"
+        )
         # The work bound to it runs to its end: the task, then the session's DELETE.
         assert (await on_a.call("tasks/get", {"taskId": long_task}))["result"]["status"] == "working"
         assert (await on_a.call("tasks/cancel", {"taskId": long_task}))["result"]["status"] == "cancelled"

@@ -43,6 +43,7 @@ async def _spawn(*args: str) -> asyncio.subprocess.Process:
 
 async def _line_with(stream: asyncio.StreamReader, text: str) -> str:
     """The next line of `stream` that contains `text` (within WAIT_S)."""
+
     async def find() -> str:
         while True:
             line = (await stream.readline()).decode()
@@ -64,7 +65,9 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         await asyncio.wait_for(process.wait(), WAIT_S)
 
 
-async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad_file(reference_v1_server, second_v1_server, tmp_path):
+async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad_file(
+    reference_v1_server, second_v1_server, tmp_path
+):
     port = _free_port()
     config = tmp_path / "proxy.toml"
     _config(config, tmp_path, port, "memory", ("a", reference_v1_server.url, 1))
@@ -80,29 +83,40 @@ async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad
             config.write_text(config.read_text().replace("weight = 1", "weight = -1"))
             checked = await _spawn("reload", "--config", str(config))
             out, err = await asyncio.wait_for(checked.communicate(), WAIT_S)
-            assert (checked.returncode, out, err.decode().strip()) == (2, b"", (
-                f"mcp-tasks-proxy: configuration error, nothing reloaded: {config}: "
-                "upstream.0.weight: Input should be greater than or equal to 0 (got -1)"))
+            assert (checked.returncode, out, err.decode().strip()) == (
+                2,
+                b"",
+                (
+                    f"mcp-tasks-proxy: configuration error, nothing reloaded: {config}: "
+                    "upstream.0.weight: Input should be greater than or equal to 0 (got -1)"
+                ),
+            )
 
             process.send_signal(signal.SIGHUP)  # the bad file reaches the proxy anyway
             refused = await _line_with(process.stderr, "reload refused")
-            assert refused.endswith(f"reload refused, the running configuration stays: {config}: "
-                                    "upstream.0.weight: Input should be greater than or equal to 0 (got -1)")
+            assert refused.endswith(
+                f"reload refused, the running configuration stays: {config}: "
+                "upstream.0.weight: Input should be greater than or equal to 0 (got -1)"
+            )
             assert await _backends(http, base) == [("a", 1)]
             assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "A"}}))["result"]["content"] == [
-                {"type": "text", "text": "Hello, A!"}]
+                {"type": "text", "text": "Hello, A!"}
+            ]
 
             _config(config, tmp_path, port, "memory", ("a", reference_v1_server.url, 1), ("b", second_v1_server.url, 3))
             sent = await _spawn("reload", "--config", str(config))
             out, _ = await asyncio.wait_for(sent.communicate(), WAIT_S)
             assert (sent.returncode, out.decode().strip()) == (
-                0, f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid}); its log says what changed")
+                0,
+                f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid}); its log says what changed",
+            )
             added = await _line_with(process.stderr, "reload: backend b added")
             assert added.endswith(f"reload: backend b added ({second_v1_server.url}, weight 3)")
             assert await _backends(http, base) == [("a", 1), ("b", 3)]
             # The session opened before both reloads is still the same session on its backend.
             assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "B"}}))["result"]["content"] == [
-                {"type": "text", "text": "Hello, B!"}]
+                {"type": "text", "text": "Hello, B!"}
+            ]
     finally:
         await _stop(process)
     assert process.returncode == 0 and not (tmp_path / "serve.pid").exists()

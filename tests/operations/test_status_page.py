@@ -172,7 +172,11 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
     assert '<meta http-equiv="refresh" content="10">' in served and "<script" not in served and "<svg" in served
     rendered = tables(dom)
     backends = [[cell for i, cell in enumerate(row) if i not in (5, 6, 10)] for row in rendered["backends"]]
-    assert [row[-2:] for row in backends] == [["weight (share of new sessions and calls)", "drain"], ["1 (50%)", "—"], ["1 (50%)", "—"]]
+    assert [row[-2:] for row in backends] == [
+        ["weight (share of new sessions and calls)", "drain"],
+        ["1 (50%)", "—"],
+        ["1 (50%)", "—"],
+    ]
     backends = [row[:-2] for row in backends]
     assert backends == [
         [
