@@ -42,7 +42,7 @@ def remaining(member: FleetMember, fleet: Fleet) -> dict[str, int]:
     """The work still bound to `member` (docs/decisions.md §84), as shown on the status page:
     `sessions` (the proxy's own sessions on it plus relayed sessions opened on it), `requests`
     (bound requests in flight, GET streams included) and `tasks` (its v1 tasks followed for modern
-    clients that wait for input)."""
+    clients: from their creation through the proxy until the proxy sees them end, or their ttl)."""
     return {
         "sessions": fleet.proxy_sessions(member.name) + member.work.relayed_sessions(),
         "requests": member.work.in_flight,

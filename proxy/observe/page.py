@@ -66,7 +66,7 @@ def _backends(data: dict[str, Any]) -> str:
         dialect = escape(b["dialect"]) + (" (pinned)" if b["pinned"] else "")
         left = b["remaining"]
         drain = escape(b["drain"] or "—") + (f'<br><span class="muted">{left["sessions"]} sessions, {left["requests"]} requests, '
-                                              f'{left["tasks"]} tasks waiting for input</span>' if b["drain"] == "draining" else "")
+                                              f'{left["tasks"]} tasks followed</span>' if b["drain"] == "draining" else "")
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
