@@ -5,9 +5,10 @@ Counted per fleet member: requests in flight that are bound to it (a task's `tas
 retry, a relayed session's POST and GET stream, a modern client's long wait), the relayed
 sessions opened on it (from the `initialize` the proxy relayed until their DELETE, or until they
 have been idle for `session_idle_ms`) and its v1 tasks the proxy follows for modern clients
-(created through it, until it sees them end or their ttl passes); the proxy's own sessions on it are counted by the session face (`SessionStore.count_for`).
-A task nobody asks about between two polls is not visible here: its client's next `tasks/*`
-request is bound work again.
+(created through it, until it sees them end or their ttl passes); the proxy's own sessions on it
+are counted by the session face (`SessionStore.count_for`). A task relayed to a v2-modern backend
+that nobody asks about between two polls is not visible here: its client's next `tasks/*` request
+is bound work again.
 """
 
 from __future__ import annotations
