@@ -164,3 +164,31 @@ async def test_a_reload_that_cannot_be_applied_changes_nothing(reference_v1_serv
         await client.initialize()
         task = await _v1_task(client, "still", 0.1)
         assert await _computed(client, task) == "computed still"
+
+
+async def test_plain_ids_from_before_reach_their_backend_alone_or_named_by_plain_ids(
+    reference_v2_server, reference_v1_server, tmp_path
+):
+    """An id an earlier version relayed unsealed (the backend's own: here taken from the backend
+    directly) goes to the only backend, then to the one with plain_ids = true, and is answered
+    unchanged; without such a backend it is "Unknown task" (docs/decisions.md §83)."""
+    b = {"name": "b", "url": reference_v2_server.url}
+    a = {"name": "a", "url": reference_v1_server.url}
+    async with running_proxy("", tmp_path, upstream=[b]) as proxy, aiohttp.ClientSession() as http:
+        direct = Caller(http, reference_v2_server.url)
+        plain = (
+            await direct.call(
+                "tools/call",
+                {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "p"}},
+                headers={"Mcp-Name": "slow_compute"},  # what the proxy adds upstream
+            )
+        ).result["taskId"]
+        assert len(plain) == 43  # FastMCP 4's own id
+        modern = Caller(http, proxy.url)
+        final = await modern.poll(plain)
+        assert (final["taskId"], final["result"]["content"][0]["text"]) == (plain, "computed p")
+        await proxy.reload(_settings(tmp_path, {**b, "plain_ids": True}, a))
+        assert (await modern.call("tasks/get", {"taskId": plain})).result["taskId"] == plain
+        await proxy.reload(_settings(tmp_path, b, a))
+        refused = await modern.call("tasks/get", {"taskId": plain})
+        assert refused.error == {"code": -32602, "message": "Unknown task"}
