@@ -179,3 +179,48 @@ def test_backend_configuration_errors_name_the_key(upstream, message):
     with pytest.raises(ConfigError) as refused:
         load(None, {"upstream": upstream})
     assert str(refused.value).startswith(f"configuration: {message}")
+
+
+async def test_plain_task_ids_and_request_states_go_to_the_backend_with_plain_ids():
+    """docs/decisions.md §83: with several backends a task id or MRTR requestState that does not
+    unseal goes to the backend with plain_ids = true, unchanged; without one it is refused; a sealed
+    one still goes to the backend sealed in it, and an expired held state still says so."""
+    from translators import jsonrpc
+    from translators.envelope import ModernMeta
+    from translators.sealing import ANONYMOUS, TaskRef
+
+    owned = load(
+        None,
+        {
+            "upstream": [
+                {"name": "a", "url": "http://127.0.0.1:9/a"},
+                {"name": "b", "url": "http://127.0.0.1:9/b", "plain_ids": True},
+            ]
+        },
+    )
+    http = aiohttp.ClientSession()
+    fleet, http2 = await _fleet(1, 1)
+    meta = ModernMeta("2026-07-28", {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+
+    def request(method: str, params: dict) -> jsonrpc.Message:
+        return jsonrpc.parse(jsonrpc.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+
+    try:
+        router = Router(Fleet.build(owned, http, KEYRING, Metrics()), KEYRING)
+        plain_get = request("tasks/get", {"taskId": "backend-own-id"})
+        member, bound = await router.modern(plain_get, meta, ANONYMOUS)
+        assert (member.name, bound) == ("b", True)
+        sealed = KEYRING.seal_task_id(TaskRef("a", "", "t1"), ANONYMOUS)
+        assert (await router.modern(request("tasks/get", {"taskId": sealed}), meta, ANONYMOUS))[0].name == "a"
+        retry = request("tools/call", {"name": "x", "requestState": "backend-own-state"})
+        assert (await router.modern(retry, meta, ANONYMOUS))[0].name == "b"
+        expired = KEYRING.seal_request_state(("exchange-1", "a"), ANONYMOUS, 1)
+        with pytest.raises(McpError) as refused:
+            await router.modern(request("tools/call", {"name": "x", "requestState": expired}), meta, ANONYMOUS)
+        assert refused.value.message == "Expired requestState: send the original request again"
+        with pytest.raises(McpError) as refused:
+            await Router(fleet, KEYRING).modern(plain_get, meta, ANONYMOUS)
+        assert (refused.value.code, refused.value.message) == (-32602, "Unknown task")
+    finally:
+        await http.close()
+        await http2.close()
