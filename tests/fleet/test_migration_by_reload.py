@@ -1,29 +1,35 @@
-"""A migration steered live (issue 22, docs/migration.md "2b"): while 50 clients (25 on the v1
-session wire, 25 on the 2026-07-28 wire) run task lifecycles with a question each, a v2 backend
-is added next to the v1 one, the weights go 9:1 → 1:1 → 0:1 by reload, the v1 backend is drained
-and, once the status page says "drained", removed. No error, every answer right, every task that
-started on the v1 backend finished there, and no session torn down.
+"""A migration steered live (issue 22, docs/migration.md "2b"): while 50 clients (25 on the
+official `mcp` 1.30 SDK, 25 on the 2026-07-28 wire) run task lifecycles with a question each, a v2
+backend is added next to the v1 one, the weights go 9:1 → 1:1 → 0:1 by reload, the v1 backend is
+drained and, once the status page says "drained", removed. No error, every answer right, every
+task that started on the v1 backend finished there, and no session torn down.
 
-The v1 clients here are the tests' own session-wire client (`SessionCaller`); each lifecycle is
-`initialize`, two tasks with a question, DELETE, so that new sessions follow the weights."""
+The SDK clients run in the `mcp-v1` peer environment (tests/peers/mcp1_task_loops.py); each of
+their lifecycles is `initialize`, two tasks with a question, the SDK's DELETE, so that new sessions
+follow the weights."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import signal
+from pathlib import Path
 
 import aiohttp
 import pytest
-from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 
 from proxy.config import load
-from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring
+from proxy.demo.peers import ensure_peer_env
+from translators.sealing import ANONYMOUS, Keyring
 
 pytestmark = pytest.mark.peers
 
 KEYRING = Keyring(TEST_KEY)
-CLIENTS = 50
+CLIENTS = 25
+"""Of each kind: SDK v1 clients and modern clients."""
+LOOPS_SCRIPT = Path(__file__).resolve().parents[1] / "peers" / "mcp1_task_loops.py"
 WAIT_S = 120.0
 V2_SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-proxy-reference-v2", "version": "4.1.4"}}
 CONFIRM = {"action": "accept", "content": {"confirm": True}}
@@ -39,41 +45,6 @@ class Tally:
 
     async def counts(self) -> dict[str, int]:
         return dict(self.finished)
-
-
-def _session_backend(session_id: str) -> str:
-    """A v1 client's backend: relayed (v1 backend: its session id is sealed with it) or translated (the v2 backend)."""
-    try:
-        return KEYRING.unseal(RELAY_SESSION, session_id, "")[0]
-    except ValueError:
-        return "new"
-
-
-async def _v1_client(http: aiohttp.ClientSession, url: str, tally: Tally, n: int) -> None:
-    round_ = 0
-    while not tally.stop.is_set():
-        client = SessionCaller(http, url)
-        client.on_request = lambda message: asyncio.sleep(0, CONFIRM)
-        init = await client.initialize()
-        if "result" not in init:
-            tally.errors.append(f"v1 client {n}: initialize: {init}")
-            return
-        backend = _session_backend(client.session_id)
-        for _ in range(2):
-            round_ += 1
-            name = f"c{n}-{round_}.txt"
-            created = await client.call(
-                "tools/call", {"name": "confirm_delete", "arguments": {"filename": name}, "task": {"ttl": 60_000}}
-            )
-            result = await client.call("tasks/result", {"taskId": created.get("result", {}).get("task", {}).get("taskId")})
-            if result.get("result", {}).get("content") != [{"type": "text", "text": f"deleted {name}"}]:
-                tally.errors.append(f"v1 client {n} on {backend}: {created} / {result}")
-                return
-            tally.finished[backend] += 1
-        async with http.delete(url, headers=client.headers()) as deleted:
-            if deleted.status != 200:
-                tally.errors.append(f"v1 client {n}: DELETE answered {deleted.status}")
-                return
 
 
 async def _modern_client(http: aiohttp.ClientSession, url: str, tally: Tally, n: int) -> None:
@@ -129,9 +100,18 @@ async def test_a_migration_by_reloads_and_a_drain_loses_nothing(reference_v1_ser
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http,
     ):
         tally = Tally()
-        clients = [
-            asyncio.ensure_future((_v1_client if n % 2 else _modern_client)(http, proxy.url, tally, n)) for n in range(CLIENTS)
-        ]
+        clients = [asyncio.ensure_future(_modern_client(http, proxy.url, tally, n)) for n in range(CLIENTS)]
+        sdk = await asyncio.create_subprocess_exec(
+            str(ensure_peer_env("mcp-v1")),
+            str(LOOPS_SCRIPT),
+            "--url",
+            proxy.url,
+            "--clients",
+            str(CLIENTS),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
 
         async def status() -> dict[str, dict]:
             async with http.get(proxy.base_url + "/status.json") as response:
@@ -154,8 +134,18 @@ async def test_a_migration_by_reloads_and_a_drain_loses_nothing(reference_v1_ser
             await _until(tally.counts, lambda done: done["new"] >= at_removal["new"] + CLIENTS)
         finally:
             tally.stop.set()
+            sdk.send_signal(signal.SIGUSR1)  # each SDK client finishes its lifecycle and stops
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.gather(*clients), WAIT_S)
+            try:
+                out, err = await asyncio.wait_for(sdk.communicate(), WAIT_S)
+            finally:
+                if sdk.returncode is None:
+                    sdk.kill()
+                    await sdk.wait()
+        lines = [json.loads(line) for line in out.decode().splitlines()]
+        assert (sdk.returncode, [line["errors"] for line in lines]) == (0, [[]] * CLIENTS), err.decode()[-3000:]
+        assert all(line["tasks"] >= 2 for line in lines)  # every SDK client finished at least one lifecycle
         assert tally.errors == []
         assert tally.finished["old"] == at_removal["old"]  # nothing went to the old backend after its removal
         assert [name for name in await status()] == ["new"]
