@@ -111,6 +111,8 @@ class Settings(BaseModel):
     status_token: str | None = Field(default=None, min_length=16)
     traces: Literal["off", "otlp"] = "off"
     traces_endpoint: str | None = None
+    balance: Literal["picks", "live-sessions"] = "picks"
+    """How weights split new sessions (docs/configuration.md "What weights split", docs/decisions.md §84)."""
     remove_with_work: list[str] = Field(default_factory=list)
     """Backends a reload may remove although work is still bound to it (docs/decisions.md §84)."""
 

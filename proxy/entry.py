@@ -199,7 +199,7 @@ class Entry:
         client = session_dialect(message.params)
         tried: set[str] = set()
         while True:
-            member = await self.fleet.pick(frozenset(tried))
+            member = await self.fleet.pick(frozenset(tried), session=True)
             try:
                 dialect = (await member.backend.current()).dialect  # decides relay or translation
                 break

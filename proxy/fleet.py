@@ -105,6 +105,9 @@ class Fleet:
         if not self.members:
             raise ValueError("a fleet needs at least one backend")
         self._current: dict[str, int] = {}
+        self.balance = "picks"
+        """How weights split new sessions: "picks" (each new session is a pick of the weighted
+        round robin) or "live-sessions" (`pick`); set from `Settings.balance`, also at a reload."""
         self.proxy_sessions: Callable[[str], int] = lambda _name: 0
         """The proxy's own live sessions on a backend, by its name (set by the application: `SessionStore.count_for`)."""
         self.arrange(self.members)
@@ -132,7 +135,9 @@ class Fleet:
     def build(cls, settings: Settings, http: aiohttp.ClientSession, keyring: Keyring, metrics: Metrics,
               store: TaskStateStore | None = None) -> Fleet:
         """One member per configured backend (`settings.upstream`), in configuration order."""
-        return cls(FleetMember(upstream, http, settings, keyring, metrics, store) for upstream in settings.upstream)
+        fleet = cls(FleetMember(upstream, http, settings, keyring, metrics, store) for upstream in settings.upstream)
+        fleet.balance = settings.balance
+        return fleet
 
     @property
     def first(self) -> FleetMember:
@@ -150,17 +155,30 @@ class Fleet:
         """The member of the backend `name`, None when no such backend is configured."""
         return self._by_name.get(name)
 
-    async def pick(self, exclude: frozenset[str] = frozenset()) -> FleetMember:
+    async def pick(self, exclude: frozenset[str] = frozenset(), *, session: bool = False) -> FleetMember:
         """The backend for new work: smooth weighted round robin (each backend's share of picks is
         its weight over the sum) over the reachable backends not in `exclude` that take new work
         (weight above 0, not draining); when none is reachable, over all of those, so that the answer
-        names a backend that failed."""
+        names a backend that failed. A new `session` (an `initialize`) with `balance =
+        "live-sessions"` goes instead to the one with the fewest live sessions per unit of weight
+        (docs/decisions.md §84)."""
         taking = [member for member in self.members if member.weight > 0 and not member.draining] or self.members
         candidates = [member for member in taking if member.name not in exclude] or taking
         if len(candidates) == 1:
             return candidates[0]
         usable = [member for member in candidates if await member.usable()] or candidates
+        if session and self.balance == "live-sessions":
+            return self._fewest_sessions(usable)
         return self._next(usable)
+
+    def live_sessions(self, member: FleetMember) -> int:
+        """Sessions live on `member` now: the proxy's own on it and the relayed ones opened through it."""
+        return self.proxy_sessions(member.name) + member.work.relayed_sessions()
+
+    def _fewest_sessions(self, members: list[FleetMember]) -> FleetMember:
+        """The member whose live sessions, one more counted, are the fewest per unit of weight; the
+        first in configuration order on a tie (weights 3:1 from no session: A A A B)."""
+        return min(members, key=lambda member: (self.live_sessions(member) + 1) / member.weight)
 
     def _next(self, members: list[FleetMember]) -> FleetMember:
         """Smooth weighted round robin: each turn every candidate gains its weight, the largest

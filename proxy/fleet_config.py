@@ -30,7 +30,7 @@ from .upstream.backend import UnsupportedBackend
 
 log = logging.getLogger(__name__)
 
-RELOADED_KEYS = ("upstream", "remove_with_work")
+RELOADED_KEYS = ("upstream", "remove_with_work", "balance")
 """The top-level keys a reload applies; every other key is read at start only."""
 
 ADDRESS_KEYS = ("url", "command", "env", "cwd", "process_scope", "max_processes", "max_line_bytes", "stop_grace_ms", "dialect", "headers")
@@ -133,6 +133,9 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
     waiting = [key for key in Settings.model_fields if key not in RELOADED_KEYS and getattr(running, key) != getattr(new, key)]
     running.upstream = list(new.upstream)
     running.remove_with_work = list(new.remove_with_work)
+    if new.balance != running.balance:
+        changes.append(f"balance {running.balance} -> {new.balance}")
+    running.balance = fleet.balance = new.balance
     for line in changes:
         log.info("reload: %s", line)
     for key in waiting:

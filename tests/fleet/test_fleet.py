@@ -224,3 +224,38 @@ async def test_plain_task_ids_and_request_states_go_to_the_backend_with_plain_id
     finally:
         await http.close()
         await http2.close()
+
+
+async def test_live_sessions_balance_splits_the_sessions_alive_by_weight_and_shifts_them_at_once():
+    """balance = "live-sessions" (docs/decisions.md §84): a new session goes to the backend with the
+    fewest live sessions per unit of weight, so a change of weights moves the split of live sessions
+    (9:1 → 1:1: the next 8 sessions all go to the backend that has too few), and calls keep the
+    weighted round robin."""
+    settings = load(
+        None,
+        {
+            "balance": "live-sessions",
+            "upstream": [{"name": "a", "url": "http://127.0.0.1:9/a", "weight": 3}, {"name": "b", "url": "http://127.0.0.1:9/b"}],
+        },
+    )
+    http = aiohttp.ClientSession()
+    try:
+        fleet = Fleet.build(settings, http, KEYRING, Metrics())
+        live = {"a": 0, "b": 0}
+        fleet.proxy_sessions = live.__getitem__
+
+        async def sessions(count: int) -> str:
+            picked = ""
+            for _ in range(count):
+                name = (await fleet.pick(session=True)).name
+                live[name] += 1
+                picked += name
+            return picked
+
+        assert await sessions(8) == "aaabaaab"
+        assert "".join([(await fleet.pick()).name for _ in range(4)]) == "aaba"  # calls: smooth weighted round robin
+        live.update(a=9, b=1)
+        fleet.named("a").weight = 1
+        assert await sessions(10) == "bbbbbbbbab"
+    finally:
+        await http.close()
