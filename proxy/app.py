@@ -84,6 +84,8 @@ class ProxyState:
     """A shared store's listener for MRTR retries handed between processes."""
     resource_metadata: ResourceMetadata | None = None
     """The backends' protected-resource metadata, served under the public URL (docs/decisions.md §81)."""
+    reloading: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """One reload at a time (`RunningProxy.reload`)."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -197,6 +199,7 @@ async def _startup(app: web.Application) -> None:
                                        cookie_jar=aiohttp.DummyCookieJar())
     state.fleet = Fleet.build(settings, state.http, state.keyring, state.metrics, state.store)
     state.session_face = SessionFace(settings, state.keyring, state.store, rules_for=_rules_for(state.fleet))
+    state.fleet.proxy_sessions = state.session_face.sessions.count_for
     if settings.traces != "off" or state.tracer_provider is not None:
         from .observe.tracing import build  # opentelemetry is imported only when traces are on
 
@@ -375,6 +378,17 @@ class RunningProxy:
 
     async def stop(self) -> None:
         await self.runner.cleanup()
+
+    async def reload(self, new: Settings) -> list[str]:
+        """Apply `new`'s backends (weights, drains, added and removed backends) without dropping a
+        connection, session or task (`proxy/fleet_config.py`); returns what changed. Raises
+        `ConfigError` naming the key when it cannot be applied; the running configuration stays."""
+        from .fleet_config import reconfigure
+
+        state = self.runner.app[STATE]
+        assert state.fleet is not None and state.http is not None, "the application has not started"
+        async with state.reloading:
+            return await reconfigure(state.fleet, state.settings, new, state.http, state.keyring, state.metrics, state.store)
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,

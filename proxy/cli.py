@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | stdio | check | demo | probe | status | reference-server | bench`."""
+"""Command line: `mcp-tasks-proxy serve | reload | stdio | check | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from .config import ConfigError, load
 from .logs import announce
 
 
-def _settings(args: argparse.Namespace) -> Settings | None:
-    """The settings of `serve` and `stdio`: the file, then the flags (`--upstream URL` or
-    `--upstream-command 'CMD ARGS'`, split as a shell splits words; no shell runs it)."""
+def _overrides(args: argparse.Namespace) -> dict[str, object] | None:
+    """The settings the flags of `serve` and `stdio` give (`--upstream URL` or `--upstream-command
+    'CMD ARGS'`, split as a shell splits words; no shell runs it); None (and a message) for bad flags."""
     import shlex
 
     overrides = {"listen": getattr(args, "listen", None), "store": args.store, "workers": getattr(args, "workers", None)}
@@ -36,6 +36,14 @@ def _settings(args: argparse.Namespace) -> Settings | None:
             print(f"mcp-tasks-proxy: --upstream-command: {exc}", file=sys.stderr)
             return None
         overrides["upstream"] = [{"name": "main", "command": argv}]
+    return overrides
+
+
+def _settings(args: argparse.Namespace) -> Settings | None:
+    """The settings of `serve` and `stdio`: the file, then the flags (`_overrides`)."""
+    overrides = _overrides(args)
+    if overrides is None:
+        return None
     try:
         return load(args.config, overrides)
     except ConfigError as exc:
@@ -66,13 +74,17 @@ def _serve(args: argparse.Namespace) -> int:
     from .logs import configure
 
     configure(settings.log_level, settings.log_format)
-    if settings.workers > 1:
-        refusal = _workers_refusal(settings)
-        if refusal:
-            announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
-            return 2
-        return _run_workers(settings.workers, lambda: _serve_one(settings))
-    return _serve_one(settings)
+    overrides = _overrides(args) or {}
+    from .reload import pid_file
+
+    with pid_file(settings):  # `mcp-tasks-proxy reload` signals the process named there
+        if settings.workers > 1:
+            refusal = _workers_refusal(settings)
+            if refusal:
+                announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
+                return 2
+            return _run_workers(settings.workers, lambda: _serve_one(settings, lambda: load(args.config, overrides)))
+        return _serve_one(settings, lambda: load(args.config, overrides))
 
 
 def _workers_refusal(settings: Settings) -> str | None:
@@ -87,13 +99,18 @@ def _workers_refusal(settings: Settings) -> str | None:
 
 def _run_workers(count: int, serve: Callable[[], int]) -> int:
     """`count` worker processes that each `serve()` on the one port, supervised (`proxy/workers.py`:
-    one that dies is replaced, within a bound). Returns the worst exit status."""
+    one that dies is replaced, within a bound; SIGHUP is passed on: each worker reloads). Returns the
+    worst exit status."""
     from .workers import run_workers
 
     return run_workers(count, serve)
 
 
-def _serve_one(settings: Settings) -> int:
+
+
+def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; on SIGHUP, `reread()` the configuration and reload it
+    (`proxy/reload.py`)."""
     from .app import start
     from .upstream.backend import UnsupportedBackend
 
@@ -103,6 +120,11 @@ def _serve_one(settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        hangup = None
+        if reread is not None:
+            from .reload import Hangup
+
+            hangup = Hangup(loop, reread)  # before start: an early SIGHUP waits instead of ending the proxy
         try:
             running = await start(settings)
         except (UnsupportedBackend, ConfigError) as exc:
@@ -113,6 +135,8 @@ def _serve_one(settings: Settings) -> int:
             announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
+        if hangup is not None:
+            hangup.attach(running)
         # The banner is stdout's one line (the readiness signal scripts and the benchmark wait for).
         announce(settings.log_format, f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", sys.stdout,
                  url=running.url)
@@ -273,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     checking.add_argument("--upstream", metavar="URL", help="as for serve")
     checking.add_argument("--store", metavar="STORE", help="as for serve")
     checking.set_defaults(run=_check)
+    from .reload import add_parser as add_reload_parser
+
+    add_reload_parser(commands)
     from .observe.terminal import add_parser as add_status_parser
 
     add_status_parser(commands)

@@ -26,10 +26,12 @@ class ConfigError(Exception):
 
 class Upstream(BaseModel):
     """One backend: `name` (used in logs, errors and sealed ids; unique), `url` of its MCP endpoint,
-    `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends),
-    extra `headers` sent on every upstream request (never an `Authorization`), `probe_headers`
+    `dialect` ("auto" = probe), `weight` (its share of new sessions and calls among the backends;
+    0: none), extra `headers` sent on every upstream request (never an `Authorization`), `probe_headers`
     sent on the proxy's probes only (the operator's credentials for a protected backend,
-    docs/configuration.md "Servers behind OAuth"). Instead of `url`, a stdio server the proxy
+    docs/configuration.md "Servers behind OAuth"), `drain` (no new work; what is bound to
+    it runs to its end, docs/decisions.md §84), `plain_ids` (plain ids an older proxy handed out
+    for it as the only backend are still routed to it, docs/decisions.md §83). Instead of `url`, a stdio server the proxy
     runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
     `process_scope`, `max_processes` (in all), `max_processes_per_principal` (started for one
     `Authorization`; docs/decisions.md §71), `max_line_bytes`, `stop_grace_ms` and
@@ -50,8 +52,10 @@ class Upstream(BaseModel):
     stop_grace_ms: int = Field(default=2_000, gt=0)
     liveness_timeout_ms: int = 30_000
     dialect: DialectSetting = "auto"
-    weight: int = Field(default=1, ge=1, le=1000)
+    weight: int = Field(default=1, ge=0, le=1000)
     headers: dict[str, str] = Field(default_factory=dict)
+    drain: bool = False
+    plain_ids: bool = False
     probe_headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("headers")
@@ -168,6 +172,10 @@ class Settings(BaseModel):
         if value is not None and value not in names:
             raise ValueError(f"names no configured backend (backends: {', '.join(names) or 'none'})")
         return value
+    balance: Literal["picks", "live-sessions"] = "picks"
+    """How weights split new sessions (docs/configuration.md "What weights split", docs/decisions.md §84)."""
+    remove_with_work: list[str] = Field(default_factory=list)
+    """Backends a reload may remove although work is still bound to it (docs/decisions.md §84)."""
 
     @field_validator("upstream")
     @classmethod
@@ -176,6 +184,11 @@ class Settings(BaseModel):
         for name in names:
             if names.count(name) > 1:
                 raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
+        if value and not any(u.weight > 0 and not u.drain for u in value):
+            raise ValueError("at least one backend must take new work (weight above 0 and drain = false)")
+        owners = [u.name for u in value if u.plain_ids]
+        if len(owners) > 1:
+            raise ValueError(f"plain_ids = true may be set on one backend only; it is set on {', '.join(owners)}")
         return value
 
     @field_validator("store")

@@ -12,7 +12,6 @@ errors to HTTP in one place.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from typing import Any
 
@@ -112,6 +111,9 @@ class Entry:
             member, bound = await self.router.modern(message, meta, principal)
             tried: set[str] = set()
             while True:
+                work = member.work if bound else None  # a draining backend's bound work (docs/decisions.md §84)
+                if work is not None:
+                    work.begin()
                 try:
                     with reconnect_wait(self._reconnect_wait_s if bound else 0.0):
                         return await self._modern(member, request, body, message, meta, principal, client)
@@ -120,6 +122,9 @@ class Entry:
                     if bound or len(tried) >= len(self.fleet.members):
                         raise
                     member = await self.fleet.pick(frozenset(tried))
+                finally:
+                    if work is not None:
+                        work.end()
         except McpError as exc:
             reason = self._log_refusal(exc, principal or self._principal(request), request)
             _count(member, method, outcome_of(exc), face, client, reason=reason)
@@ -201,7 +206,7 @@ class Entry:
         client = session_dialect(message.params)
         tried: set[str] = set()
         while True:
-            member = await self.fleet.pick(frozenset(tried))
+            member = await self.fleet.pick(frozenset(tried), session=True)
             try:
                 dialect = (await member.backend.current(_credentials(request))).dialect  # decides relay or translation
                 break
@@ -228,12 +233,25 @@ class Entry:
         except McpError as exc:  # a task id not sealed for this session: never sent upstream
             _count(member, message.method, outcome_of(exc), "v1", client, dialect, exc.message)
             return json_response(jsonrpc.error_response(message.id if message.kind == "request" else None, exc), 200)
-        remember = functools.partial(recorder.remember_session, client=client) if initialize else None
+        work = member.work
+        remember = None
+        if initialize:
+            def remember(session_id: str) -> None:
+                recorder.remember_session(session_id, client=client)
+                work.session_seen(session_id)
+        session_id = request.headers.get(H_SESSION_ID)
+        if session_id is not None:
+            work.session_used(session_id)
+        work.begin()
         try:
             response = await relay.session(request, body, message, upstream_id, remember)
         except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
             recorder.request(member.name, dialect, dialect, CANCELLED, client)
             raise
+        finally:
+            work.end()
+        if session_id is not None and response.status == 404:
+            work.session_ended(session_id)
         _count(member, message.method, relay_outcome(response), "v1", client, dialect)
         return response
 
@@ -250,10 +268,16 @@ class Entry:
                 member, upstream_id = routed
                 profile = member.backend.profile
                 if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
+                    member.work.begin()  # a GET stream is bound work too (docs/decisions.md §84)
                     try:
-                        return await member.relay.session(request, None, None, upstream_id)
+                        response = await member.relay.session(request, None, None, upstream_id)
                     except AuthChallenge as exc:  # decision 80
                         return challenge_answer(exc, None, self.settings, request)
+                    finally:
+                        member.work.end()
+                    if response.status == 404 or (request.method == "DELETE" and response.status < 300):
+                        member.work.session_ended(session_id)
+                    return response
         if request.method == "GET":
             return await self.sessions.handle_get(request)
         return await self.sessions.handle_delete(request)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import aiohttp
 
@@ -30,6 +30,7 @@ from .pairings.parts import MemberParts
 from .state.store import TaskStateStore
 from .state.v1_tasks import V1Follower
 from .upstream.backend import Backend, UnsupportedBackend
+from .work import BoundWork
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +41,22 @@ REVIVE_INTERVAL_S = 1.0
 class FleetMember:
     """One configured backend (`backend`), the state kept for it (`follower`: its v1 tasks
     followed for modern clients; held MRTR exchanges) and one instance of each pairing in front
-    of it (`pairing`). `multi`: the fleet has several backends (relays relabel ids)."""
+    of it (`pairing`)."""
 
     def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics,
-                 store: TaskStateStore | None = None, *, multi: bool = False):
+                 store: TaskStateStore | None = None):
         self.name = upstream.name
         self.weight = upstream.weight
+        self.draining = upstream.drain
+        """No new work comes here; what is bound to it runs to its end (docs/decisions.md §84)."""
+        self.work = BoundWork(settings.session_idle_ms / 1000)
+        """Requests in flight and relayed sessions bound to it (`proxy/work.py`)."""
         self.backend = Backend(upstream, http, settings, metrics=metrics)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         metrics.track_live(lambda: len(self.follower))
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
-        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, multi)
+        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges)
         self._pairings: dict[type, Pairing] = {cls: cls(parts) for cls in dict.fromkeys(PAIRINGS.values())}
         self._revive_lock = asyncio.Lock()
         self._revive_at = 0.0
@@ -99,16 +104,40 @@ class Fleet:
         self.members = list(members)
         if not self.members:
             raise ValueError("a fleet needs at least one backend")
+        self._current: dict[str, int] = {}
+        self.balance = "picks"
+        """How weights split new sessions: "picks" (each new session is a pick of the weighted
+        round robin) or "live-sessions" (`pick`); set from `Settings.balance`, also at a reload."""
+        self.proxy_sessions: Callable[[str], int] = lambda _name: 0
+        """The proxy's own live sessions on a backend, by its name (set by the application: `SessionStore.count_for`)."""
+        self.arrange(self.members)
+
+    def arrange(self, members: list[FleetMember]) -> None:
+        """Make `members` the fleet, in this order (at start, and at a reload: `proxy/fleet_config.py`,
+        which keeps the same member objects for the backends that stay). The plain ids of before
+        (docs/decisions.md §83) go to the only backend, or to the one with `plain_ids = true`."""
+        self.members = list(members)
         self._by_name = {member.name: member for member in self.members}
-        self._current = {member.name: 0 for member in self.members}
+        self._current = {member.name: self._current.get(member.name, 0) for member in self.members}
         self.multi = len(self.members) > 1
+        owner = self.plain_owner()
+        for member in self.members:
+            member.relay.plain_ids = member is owner
+
+    def plain_owner(self) -> FleetMember | None:
+        """The backend a plain (unsealed) id from before belongs to (docs/decisions.md §83): the only
+        backend, or the one configured with `plain_ids = true`; None when there is neither."""
+        if len(self.members) == 1:
+            return self.members[0]
+        return next((member for member in self.members if member.backend.config.plain_ids), None)
 
     @classmethod
     def build(cls, settings: Settings, http: aiohttp.ClientSession, keyring: Keyring, metrics: Metrics,
               store: TaskStateStore | None = None) -> Fleet:
         """One member per configured backend (`settings.upstream`), in configuration order."""
-        multi = len(settings.upstream) > 1
-        return cls(FleetMember(upstream, http, settings, keyring, metrics, store, multi=multi) for upstream in settings.upstream)
+        fleet = cls(FleetMember(upstream, http, settings, keyring, metrics, store) for upstream in settings.upstream)
+        fleet.balance = settings.balance
+        return fleet
 
     @property
     def first(self) -> FleetMember:
@@ -126,15 +155,30 @@ class Fleet:
         """The member of the backend `name`, None when no such backend is configured."""
         return self._by_name.get(name)
 
-    async def pick(self, exclude: frozenset[str] = frozenset()) -> FleetMember:
+    async def pick(self, exclude: frozenset[str] = frozenset(), *, session: bool = False) -> FleetMember:
         """The backend for new work: smooth weighted round robin (each backend's share of picks is
-        its weight over the sum) over the reachable backends not in `exclude`; when none is
-        reachable, over all of them, so that the answer names a backend that failed."""
-        candidates = [member for member in self.members if member.name not in exclude] or self.members
+        its weight over the sum) over the reachable backends not in `exclude` that take new work
+        (weight above 0, not draining); when none is reachable, over all of those, so that the answer
+        names a backend that failed. A new `session` (an `initialize`) with `balance =
+        "live-sessions"` goes instead to the one with the fewest live sessions per unit of weight
+        (docs/decisions.md §84)."""
+        taking = [member for member in self.members if member.weight > 0 and not member.draining] or self.members
+        candidates = [member for member in taking if member.name not in exclude] or taking
         if len(candidates) == 1:
             return candidates[0]
         usable = [member for member in candidates if await member.usable()] or candidates
+        if session and self.balance == "live-sessions":
+            return self._fewest_sessions(usable)
         return self._next(usable)
+
+    def live_sessions(self, member: FleetMember) -> int:
+        """Sessions live on `member` now: the proxy's own on it and the relayed ones opened through it."""
+        return self.proxy_sessions(member.name) + member.work.relayed_sessions()
+
+    def _fewest_sessions(self, members: list[FleetMember]) -> FleetMember:
+        """The member whose live sessions, one more counted, are the fewest per unit of weight; the
+        first in configuration order on a tie (weights 3:1 from no session: A A A B)."""
+        return min(members, key=lambda member: (self.live_sessions(member) + 1) / member.weight)
 
     def _next(self, members: list[FleetMember]) -> FleetMember:
         """Smooth weighted round robin: each turn every candidate gains its weight, the largest

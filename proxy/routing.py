@@ -36,7 +36,8 @@ class Router:
         """The member that must answer a checked modern request, and whether the request is bound
         to it: a task by the backend sealed in its id, an MRTR retry by the one sealed in its
         `requestState`; other requests are new work. With one backend, always it (ids that do not
-        unseal are then refused where they are read)."""
+        unseal, or name another backend, are then refused where they are read). A plain id from
+        before goes to the fleet's `plain_owner` (docs/decisions.md §83)."""
         fleet = self.fleet
         if not fleet.multi:
             return fleet.first, True
@@ -44,10 +45,9 @@ class Router:
         if message.method in TASK_METHODS_V2:
             if not meta.declares_tasks:
                 raise missing_tasks_extension(f"{message.method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
-            ref = self.keyring.unseal_task_id(params.get("taskId"), principal)
-            return fleet.named(ref.backend), True
+            return fleet.named(self._task_backend(params.get("taskId"), principal)), True
         if message.method == "subscriptions/listen":
-            names = {self.keyring.unseal_task_id(task_id, principal).backend for task_id in listened_task_ids(params)}
+            names = {self._task_backend(task_id, principal) for task_id in listened_task_ids(params)}
             if len(names) > 1:
                 raise McpError(INVALID_PARAMS, "subscriptions/listen: with several backends, one subscription can only name tasks of one backend")
             if names:
@@ -59,6 +59,18 @@ class Router:
             return member, True
         return await fleet.pick(), False
 
+    def _task_backend(self, task_id: Any, principal: str) -> str:
+        """The backend of a task id: the one sealed in it, or for a plain id from before (a string
+        that does not unseal) the fleet's `plain_owner` (docs/decisions.md §83). Raises
+        `McpError(-32602)` "Unknown task" when neither applies."""
+        try:
+            return self.keyring.unseal_task_id(task_id, principal).backend
+        except McpError:
+            owner = self.fleet.plain_owner()
+            if owner is None or not isinstance(task_id, str):
+                raise
+            return owner.name
+
     def _state_backend(self, token: Any, principal: str) -> str:
         """The backend an MRTR `requestState` belongs to: sealed by the proxy for a held exchange
         (exchange id, backend, and with a shared store the holding process), or wrapping a relayed backend's own state (backend, state). Raises
@@ -66,6 +78,9 @@ class Router:
         try:
             relayed = self.keyring.unseal(RELAY_STATE, str(token), principal)  # (backend, its state)
         except ValueError:
+            owner = self.fleet.plain_owner()
+            if owner is not None and isinstance(token, str) and not self._seals_state(token, principal):
+                return owner.name  # a plain relayed state from before (docs/decisions.md §83)
             held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend[, holder])
             if len(held) not in self._state_fields:
                 raise McpError(INVALID_PARAMS, "Invalid requestState") from None
@@ -74,16 +89,24 @@ class Router:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
         return relayed[0]
 
+    def _seals_state(self, token: str, principal: str) -> bool:
+        """Whether `token` is a `requestState` the proxy sealed for a held exchange (expired or not)."""
+        try:
+            self.keyring.unseal("request-state", token, principal)
+        except ValueError:
+            return False
+        return True
+
     def relayed_session(self, session_id: str) -> tuple[FleetMember, str | None] | None:
-        """Where a session id the proxy's own sessions do not hold goes: with one backend, to it
-        unchanged (`(member, None)`); with several, to the backend sealed in it, with the backend's
-        own id; None for an id that does not unseal (no such session: 404)."""
-        if not self.fleet.multi:
-            return self.fleet.first, None
+        """Where a session id the proxy's own sessions do not hold goes: to the backend sealed in it,
+        with the backend's own id, whatever the size of the fleet; a plain id from before (one that
+        does not unseal) to the fleet's `plain_owner` unchanged (`(member, None)`, docs/decisions.md
+        §83); None when there is no such owner (no such session: 404)."""
         try:
             name, upstream_id = self.keyring.unseal(RELAY_SESSION, session_id, "")
         except ValueError:
-            return None
+            owner = self.fleet.plain_owner()
+            return None if owner is None else (owner, None)
         member = self.fleet.get(name)
         if member is None or not _visible_ascii(upstream_id):
             return None  # a backend no longer configured, or an id no backend could have given

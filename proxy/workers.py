@@ -40,6 +40,8 @@ def _fork(serve: Callable[[], int]) -> int:
         try:
             for sig in (signal.SIGINT, signal.SIGTERM):  # the supervisor's handlers are not the worker's
                 signal.signal(sig, signal.SIG_DFL)
+            # A reload that reaches a worker before its own handler is installed is ignored, never its end.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
             code = serve()
         finally:
             os._exit(code)
@@ -48,7 +50,7 @@ def _fork(serve: Callable[[], int]) -> int:
 
 def run_workers(count: int, serve: Callable[[], int]) -> int:
     """Fork `count` processes that each `serve()` (returning an exit status), replace those that
-    die, and return when all have ended after SIGINT/SIGTERM (the worst exit status of those
+    die, pass SIGHUP on to them (each reloads), and return when all have ended after SIGINT/SIGTERM (the worst exit status of those
     last workers, a signal's number as status & 0xFF), or 1 when
     workers had to be replaced more than `MAX_RESTARTS` times within `RESTART_WINDOW_S` s."""
     workers: dict[int, int] = {}  # pid -> worker number (1..count)
@@ -70,6 +72,8 @@ def run_workers(count: int, serve: Callable[[], int]) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, forward)
+    # A reload (docs/decisions.md §85): every worker re-reads the file itself; nothing stops.
+    signal.signal(signal.SIGHUP, lambda _sig, _frame: stop_all(signal.SIGHUP))
     restarts: deque[float] = deque()
     worst = 0
     while workers:

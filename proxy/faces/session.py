@@ -292,6 +292,11 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def count_for(self, backend: str) -> int:
+        """Live sessions held here whose backend is `backend` (docs/decisions.md §84: a draining backend's work)."""
+        self._sweep()
+        return sum(1 for session in self._sessions.values() if session.rules.backend.name == backend)
+
     def _sweep(self) -> None:
         now = time.monotonic()
         for sid in [s.id for s in self._sessions.values() if now - s.last_seen > self.idle_s]:

@@ -70,12 +70,16 @@ def _backends(data: dict[str, Any]) -> str:
         if b["down_reason"]:
             health += f'<br><span class="muted">{escape(b["down_reason"])}</span>'
         dialect = escape(b["dialect"]) + (" (pinned)" if b["pinned"] else "")
+        left = b["remaining"]
+        drain = escape(b["drain"] or "—") + (f'<br><span class="muted">{left["sessions"]} sessions, {left["requests"]} requests, '
+                                              f'{left["tasks"]} tasks followed</span>' if b["drain"] == "draining" else "")
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
-                     escape(_latency(b["upstream_latency_ms"]))])
+                     escape(_latency(b["upstream_latency_ms"])), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
     headers = ["backend", "transport", "dialect", "protocol versions", "health", "last probe answered", "dialect since",
-               "live tasks", "requests (last min / hour)", "errors (last min / hour)", "upstream ms p50 / p90 / p99 (samples)"]
+               "live tasks", "requests (last min / hour)", "errors (last min / hour)", "upstream ms p50 / p90 / p99 (samples)",
+               "weight (share of new sessions and calls)", "drain"]
     return _table(headers, rows, {7, 8, 9}, "backends")
 
 

@@ -30,7 +30,10 @@ REFRESH_S = 10
 def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
     """The status as JSON-ready data (shape: docs/configuration.md "Status page"). Times are Unix
     milliseconds, latencies milliseconds."""
+    from ..fleet_config import drain_state, remaining
+
     backends = []
+    taking = sum(member.weight for member in fleet.members if not member.draining)
     for member in fleet.members:
         backend = member.backend
         profile = backend.profile
@@ -49,6 +52,10 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
             "last_probe_ms": profile.probed_at_ms if profile is not None else None,
             "dialect_since_ms": backend.dialect_since_ms,
             "live_tasks": len(member.follower),
+            "weight": member.weight,
+            "new_work_share": round(member.weight / taking, 3) if taking and not member.draining else 0.0,
+            "drain": drain_state(member, fleet),
+            "remaining": remaining(member, fleet),
             "requests_last_minute": minute[0],
             "errors_last_minute": minute[1],
             "requests_last_hour": hour[0],

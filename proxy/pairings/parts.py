@@ -15,12 +15,10 @@ from .mrtr import ExchangeBook
 @dataclass(frozen=True)
 class MemberParts:
     """One backend and the state its pairings share: `follower` (its v1 tasks, followed for
-    modern clients), `exchanges` (held MRTR exchanges), `multi` (several backends: relays
-    relabel ids, docs/behaviour.md §6)."""
+    modern clients), `exchanges` (held MRTR exchanges)."""
 
     settings: Settings
     keyring: Keyring
     backend: Backend
     follower: V1Follower
     exchanges: ExchangeBook
-    multi: bool

@@ -1,7 +1,7 @@
 """Relay: the same dialect on both sides (docs/behaviour.md §3). Bytes are forwarded unchanged: SSE
 streams (and bodies of unknown or large size) as they arrive, a JSON answer of known length in one
-write; nothing is parsed beyond what routing already read. With one backend, task and session ids pass
-through unchanged (docs/behaviour.md §6). With several, the caller gives `session_id` (the upstream
+write; nothing is parsed beyond what routing already read, except the ids: task and session ids are
+sealed with the backend whatever the size of the fleet (docs/decisions.md §83), so the caller gives `session_id` (the upstream
 session a sealed `Mcp-Session-Id` names) and `seal_session` (for the id a backend hands out), and on
 the modern wire `rewrite`, applied to every JSON-RPC message of the answer (its task ids); only then
 are answers parsed, SSE event by event. Beyond that, only answers that are not the usual 200
@@ -333,46 +333,57 @@ def _telling(sealer: Callable[[str], str] | None, tell: Callable[[str], None]) -
 class Relay:
     """The diagonal of the pairing table (docs/behaviour.md §3): a client of the backend's own
     dialect. On the modern wire a request is relayed with its routing headers; on the session wire
-    a relayed session's requests are. With several backends (`parts.multi`) ids are relabelled
-    (`translators.fleet_ids`): task ids and `requestState`s sealed with the backend toward the
-    client and opened toward it, and a session id sealed with the backend's name."""
+    a relayed session's requests are. Ids are relabelled whatever the size of the fleet
+    (`translators.fleet_ids`, docs/decisions.md §83): task ids and `requestState`s sealed with the
+    backend toward the client and opened toward it, and a session id sealed with the backend's name,
+    so that they stay routable when backends are added or removed. `plain_ids` (set by the fleet:
+    the only backend, or the one configured with `plain_ids = true`): plain ids from before
+    (handed out unchanged by an older proxy) are still taken, passed on as they are and answered
+    as they are."""
 
     def __init__(self, parts: MemberParts):
         self.settings = parts.settings
         self.keyring = parts.keyring
         self.backend = parts.backend
-        self.multi = parts.multi
+        self.plain_ids = False
 
     async def modern(self, request: web.Request, body: bytes, message: jsonrpc.Message, principal: str) -> web.StreamResponse:
         """Relay a checked modern request to this v2-modern backend, its answer back."""
-        params = message.params
-        rewrite = None
-        if self.multi:
-            name = self.backend.name
-            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal),
-                                      functools.partial(self._relayed_state, principal=principal))
-            body = jsonrpc.dumps(outbound)
-            params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
+        name = self.backend.name
+        plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
+        outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
+                                  functools.partial(self._relayed_state, principal=principal))
+        body = jsonrpc.dumps(outbound)
+        params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
-            def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
-                return ids_to_client(answer, lambda task: self.keyring.seal_task_id(TaskRef(name, "", task), principal),
-                                     lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
+        def seal_task(task: str) -> str:
+            return task if task in plain else self.keyring.seal_task_id(TaskRef(name, "", task), principal)
+
+        def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
+            return ids_to_client(answer, seal_task, lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
+
         routing = {H_METHOD: message.method}
         name_value = name_param(message.method, params)
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
-        if rewrite is None:
-            return await relay(request, self.backend.connector, body, self.settings.forward_headers, routing, method=message.method,
-                               request_id=answer_id, v2=True, modern=True)
         return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
                            method=message.method, request_id=answer_id, v2=True, modern=True)
 
-    def _relayed_task(self, task_id: str, *, principal: str) -> str:
+    def _relayed_task(self, task_id: str, *, principal: str, plain: set[str] | None = None) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
         A task sealed for another backend, or created on a session (before this backend was
-        upgraded), is unknown here: -32602."""
-        ref = self.keyring.unseal_task_id(task_id, principal)
+        upgraded), is unknown here: -32602. An id that does not unseal is a plain id from before
+        (docs/decisions.md §83) when this backend takes them (`plain_ids`): passed on unchanged and
+        added to `plain`; otherwise -32602 "Unknown task"."""
+        try:
+            ref = self.keyring.unseal_task_id(task_id, principal)
+        except McpError:
+            if not self.plain_ids:
+                raise
+            if plain is not None:
+                plain.add(task_id)
+            return task_id
         if ref.backend != self.backend.name or ref.session:
             raise unknown_task(ELSEWHERE)
         return ref.task
@@ -382,6 +393,8 @@ class Relay:
         try:
             backend, state = self.keyring.unseal(RELAY_STATE, token, principal)
         except ValueError:  # does not unseal, or not two fields
+            if self.plain_ids:
+                return token  # a plain state from before (docs/decisions.md §83)
             raise McpError(INVALID_PARAMS, "Invalid requestState") from None
         if backend != self.backend.name:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
@@ -389,7 +402,7 @@ class Relay:
 
     def session_body(self, message: jsonrpc.Message, body: bytes, upstream_id: str | None) -> bytes:
         """The body a relayed session's POST goes upstream with: task ids opened for this session
-        with several backends. Raises `McpError(-32602)` for a task id not sealed for it (never sent
+        (a sealed session id). Raises `McpError(-32602)` for a task id not sealed for it (never sent
         upstream)."""
         task_ids = self.session_task_ids(upstream_id)
         return body if task_ids is None else jsonrpc.dumps(task_ids[0](message.raw))
@@ -397,13 +410,16 @@ class Relay:
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
                       upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
-        GET or DELETE: `message` None); with several backends the session id the backend hands out
-        is sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
-        with backend and session both ways (`session_task_ids`). `on_session` is called with the
-        session id the client is given, as soon as the backend's answer names one (an `initialize`)."""
+        GET or DELETE: `message` None); the session id the backend hands out at `initialize` is
+        sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
+        with backend and session both ways (`session_task_ids`). A plain session id from before
+        (`upstream_id` None after `initialize`, docs/decisions.md §83) keeps its plain ids. `on_session`
+        is called with the session id the client is given, as soon as the backend's answer names one
+        (an `initialize`)."""
         task_ids = self.session_task_ids(upstream_id)
         rewrite = task_ids[1] if task_ids is not None else None
-        sealer = self.session_sealer()
+        sealed = upstream_id is not None or (message is not None and message.method == "initialize")
+        sealer = self.session_sealer() if sealed else None
         if on_session is not None:
             sealer = _telling(sealer, on_session)
         if message is None:
@@ -414,24 +430,22 @@ class Relay:
                            method=message.method, request_id=message.id if message.kind == "request" else None,
                            v2=self.backend.dialect == "v2-session")
 
-    def session_sealer(self) -> Callable[[str], str] | None:
+    def session_sealer(self) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the
-        backend's name when there are several backends (inverse: `proxy.routing.Router.relayed_session`),
-        else as they are (None)."""
-        if not self.multi:
-            return None
+        backend's name, whatever the size of the fleet (inverse: `proxy.routing.Router.relayed_session`;
+        docs/decisions.md §83)."""
         name = self.backend.name
         return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
 
     def session_task_ids(self, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
-        """With several backends, how task ids travel on a session relayed to this backend
+        """How task ids travel on a session relayed to this backend
         (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
         whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
         sealed with the backend and the session (principal "", like the session id: decision 25);
         toward the backend only ids sealed for this very session open, others are "Unknown task"
-        (`McpError(-32602)`). None with one backend, or before the session exists (`initialize`,
-        which carries no task ids): ids pass through unchanged."""
-        if not self.multi or upstream_id is None:
+        (`McpError(-32602)`). None before the session exists (`initialize`, which carries no task
+        ids) and for a plain session id from before (docs/decisions.md §83): ids pass through unchanged."""
+        if upstream_id is None:
             return None
         name = self.backend.name
 

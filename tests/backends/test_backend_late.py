@@ -8,10 +8,11 @@ import socket
 
 import aiohttp
 import pytest
-from support import Caller, running_proxy
+from support import TEST_KEY, Caller, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import V2_SERVER_SCRIPT, ServerProcess
+from translators.sealing import ANONYMOUS, Keyring
 
 pytestmark = pytest.mark.peers
 
@@ -36,7 +37,8 @@ async def test_a_v2_backend_that_comes_up_after_the_proxy_is_relayed_not_transla
             created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "late"}})
             assert created.status == 200
             assert created.result["resultType"] == "task"
-            assert len(created.result["taskId"]) == 43  # FastMCP 4's own id: relayed, not sealed by the proxy
+            relayed = Keyring(TEST_KEY).unseal_task_id(created.result["taskId"], ANONYMOUS)
+            assert (relayed.session, len(relayed.task)) == ("", 43)  # FastMCP 4's own id, relayed (sealed: decision 83)
             assert (await http.get(proxy.base_url + "/readyz")).status == 200
         finally:
             server.stop()

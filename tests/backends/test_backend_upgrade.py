@@ -10,11 +10,12 @@ import asyncio
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import Caller, free_port, running_proxy
+from support import TEST_KEY, Caller, free_port, running_proxy
 
 from proxy.app import STATE
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
 from translators.errors import FORGOTTEN, UNKNOWN_TASK
+from translators.sealing import ANONYMOUS, Keyring
 
 FORGOTTEN_TASK = f"{UNKNOWN_TASK}: {FORGOTTEN}"
 
@@ -44,7 +45,8 @@ async def test_a_v1_backend_replaced_by_a_v2_backend_on_the_same_port(tmp_path):
             after = await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "new"}})
             assert after.status == 200, after.body
             assert after.result["resultType"] == "task"
-            assert len(after.result["taskId"]) == 43  # FastMCP 4's own id: the proxy now relays
+            relayed = Keyring(TEST_KEY).unseal_task_id(after.result["taskId"], ANONYMOUS)
+            assert (relayed.session, len(relayed.task)) == ("", 43)  # FastMCP 4's own id, sealed by a relay (decision 83)
             headers = {"Mcp-Name": after.result["taskId"]}
             for _ in range(50):
                 done = (await modern.call("tasks/get", {"taskId": after.result["taskId"]}, headers=headers)).result

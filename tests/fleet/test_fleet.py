@@ -13,7 +13,7 @@ from proxy.config import ConfigError, load
 from proxy.fleet import Fleet
 from proxy.metrics import Metrics
 from proxy.routing import Router
-from translators.errors import McpError
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
 from translators.sealing import RELAY_SESSION, Keyring
 
 KEYRING = Keyring(TEST_KEY)
@@ -66,6 +66,56 @@ async def test_an_unreachable_backend_is_left_out_and_excluded_ones_are_skipped(
         await http.close()
 
 
+async def test_backends_with_weight_0_or_draining_take_no_new_work():
+    settings = load(
+        None,
+        {
+            "upstream": [
+                {"name": "a", "url": "http://127.0.0.1:9/a", "weight": 0},
+                {"name": "b", "url": "http://127.0.0.1:9/b", "drain": True},
+                {"name": "c", "url": "http://127.0.0.1:9/c", "weight": 2},
+            ]
+        },
+    )
+    http = aiohttp.ClientSession()
+    try:
+        fleet = Fleet.build(settings, http, KEYRING, Metrics())
+        assert [(await fleet.pick()).name for _ in range(4)] == ["c", "c", "c", "c"]
+    finally:
+        await http.close()
+
+
+async def test_sealed_ids_route_with_any_fleet_size_and_plain_ids_go_to_their_owner():
+    """docs/decisions.md §83: a sealed session id opens with one backend too; a plain one from
+    before goes to the only backend, or to the one with plain_ids = true, else nowhere (404)."""
+    single, http1 = await _fleet(1)
+    fleet, http = await _fleet(1, 1)
+    owned = load(
+        None,
+        {
+            "upstream": [
+                {"name": "a", "url": "http://127.0.0.1:9/a"},
+                {"name": "b", "url": "http://127.0.0.1:9/b", "plain_ids": True},
+            ]
+        },
+    )
+    owning = Fleet.build(owned, http, KEYRING, Metrics())
+    try:
+        sealed = KEYRING.seal(RELAY_SESSION, ("a", "upstream-session-7"), "")
+        routed = Router(single, KEYRING).relayed_session(sealed)
+        assert routed is not None and (routed[0].name, routed[1]) == ("a", "upstream-session-7")
+        assert Router(single, KEYRING).relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s"), "")) is None
+        plain = Router(owning, KEYRING).relayed_session("upstream-session-7")
+        assert plain is not None and (plain[0].name, plain[1]) == ("b", None)
+        assert Router(fleet, KEYRING).relayed_session("upstream-session-7") is None
+        assert [m.relay.plain_ids for m in owning.members] == [False, True]
+        assert [m.relay.plain_ids for m in single.members] == [True]
+        assert [m.relay.plain_ids for m in fleet.members] == [False, False]
+    finally:
+        await http.close()
+        await http1.close()
+
+
 async def test_relayed_session_ids_name_their_backend_only_with_several_backends():
     fleet, http = await _fleet(1, 1)
     single, http1 = await _fleet(1)
@@ -104,7 +154,19 @@ async def test_a_backend_no_longer_configured_is_an_unknown_task():
         ),
         (
             [{"name": "a", "url": "http://x/mcp", "weight": 0}],
-            "upstream.0.weight: Input should be greater than or equal to 1 (got 0)",
+            "upstream: Value error, at least one backend must take new work (weight above 0 and drain = false)",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "drain": True}, {"name": "b", "url": "http://y/mcp", "weight": 0}],
+            "upstream: Value error, at least one backend must take new work (weight above 0 and drain = false)",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "plain_ids": True}, {"name": "b", "url": "http://y/mcp", "plain_ids": True}],
+            "upstream: Value error, plain_ids = true may be set on one backend only; it is set on a, b",
+        ),
+        (
+            [{"name": "a", "url": "http://x/mcp", "weight": -1}],
+            "upstream.0.weight: Input should be greater than or equal to 0 (got -1)",
         ),
         (
             [{"name": "a", "url": "http://x/mcp", "weight": 1001}],
@@ -120,3 +182,83 @@ def test_backend_configuration_errors_name_the_key(upstream, message):
     with pytest.raises(ConfigError) as refused:
         load(None, {"upstream": upstream})
     assert str(refused.value).startswith(f"configuration: {message}")
+
+
+async def test_plain_task_ids_and_request_states_go_to_the_backend_with_plain_ids():
+    """docs/decisions.md §83: with several backends a task id or MRTR requestState that does not
+    unseal goes to the backend with plain_ids = true, unchanged; without one it is refused; a sealed
+    one still goes to the backend sealed in it, and an expired held state still says so."""
+    from translators import jsonrpc
+    from translators.envelope import ModernMeta
+    from translators.sealing import ANONYMOUS, TaskRef
+
+    owned = load(
+        None,
+        {
+            "upstream": [
+                {"name": "a", "url": "http://127.0.0.1:9/a"},
+                {"name": "b", "url": "http://127.0.0.1:9/b", "plain_ids": True},
+            ]
+        },
+    )
+    http = aiohttp.ClientSession()
+    fleet, http2 = await _fleet(1, 1)
+    meta = ModernMeta("2026-07-28", {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+
+    def request(method: str, params: dict) -> jsonrpc.Message:
+        return jsonrpc.parse(jsonrpc.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+
+    try:
+        router = Router(Fleet.build(owned, http, KEYRING, Metrics()), KEYRING)
+        plain_get = request("tasks/get", {"taskId": "backend-own-id"})
+        member, bound = await router.modern(plain_get, meta, ANONYMOUS)
+        assert (member.name, bound) == ("b", True)
+        sealed = KEYRING.seal_task_id(TaskRef("a", "", "t1"), ANONYMOUS)
+        assert (await router.modern(request("tasks/get", {"taskId": sealed}), meta, ANONYMOUS))[0].name == "a"
+        retry = request("tools/call", {"name": "x", "requestState": "backend-own-state"})
+        assert (await router.modern(retry, meta, ANONYMOUS))[0].name == "b"
+        expired = KEYRING.seal_request_state(("exchange-1", "a"), ANONYMOUS, 1)
+        with pytest.raises(McpError) as refused:
+            await router.modern(request("tools/call", {"name": "x", "requestState": expired}), meta, ANONYMOUS)
+        assert refused.value.message == "Expired requestState: send the original request again"
+        with pytest.raises(McpError) as refused:
+            await Router(fleet, KEYRING).modern(plain_get, meta, ANONYMOUS)
+        assert (refused.value.code, refused.value.message) == (-32602, f"{UNKNOWN_TASK}: {NOT_ISSUED}")
+    finally:
+        await http.close()
+        await http2.close()
+
+
+async def test_live_sessions_balance_splits_the_sessions_alive_by_weight_and_shifts_them_at_once():
+    """balance = "live-sessions" (docs/decisions.md §84): a new session goes to the backend with the
+    fewest live sessions per unit of weight, so a change of weights moves the split of live sessions
+    (9:1 → 1:1: the next 8 sessions all go to the backend that has too few), and calls keep the
+    weighted round robin."""
+    settings = load(
+        None,
+        {
+            "balance": "live-sessions",
+            "upstream": [{"name": "a", "url": "http://127.0.0.1:9/a", "weight": 3}, {"name": "b", "url": "http://127.0.0.1:9/b"}],
+        },
+    )
+    http = aiohttp.ClientSession()
+    try:
+        fleet = Fleet.build(settings, http, KEYRING, Metrics())
+        live = {"a": 0, "b": 0}
+        fleet.proxy_sessions = live.__getitem__
+
+        async def sessions(count: int) -> str:
+            picked = ""
+            for _ in range(count):
+                name = (await fleet.pick(session=True)).name
+                live[name] += 1
+                picked += name
+            return picked
+
+        assert await sessions(8) == "aaabaaab"
+        assert "".join([(await fleet.pick()).name for _ in range(4)]) == "aaba"  # calls: smooth weighted round robin
+        live.update(a=9, b=1)
+        fleet.named("a").weight = 1
+        assert await sessions(10) == "bbbbbbbbab"
+    finally:
+        await http.close()

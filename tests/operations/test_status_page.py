@@ -107,9 +107,9 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
 
     backends = {b["name"]: b for b in status["backends"]}
     assert list(backends) == ["old", "new"]
-    for name, dialect, versions, requests, errors in (
-        ("old", "v1", ["2025-11-25"], 9, 1),
-        ("new", "v2-modern", ["2026-07-28"], 5, 0),
+    for name, dialect, versions, requests, errors, sessions in (
+        ("old", "v1", ["2025-11-25"], 9, 1, 2),  # the relayed v1 session and the translated v2-session one
+        ("new", "v2-modern", ["2026-07-28"], 5, 0, 1),  # the translated v1 session
     ):
         b = backends[name]
         latency = b.pop("upstream_latency_ms")
@@ -131,6 +131,10 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
             "errors_last_hour": errors,
             "requests_per_minute": round(requests / 60, 3),
             "errors_per_minute": round(errors / 60, 3),
+            "weight": 1,
+            "new_work_share": 0.5,
+            "drain": None,
+            "remaining": {"sessions": sessions, "requests": 0, "tasks": 0},
         }
         assert b["requests_last_minute"] <= requests  # the run may straddle a minute
     matrix = [
@@ -184,6 +188,12 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
     assert '<meta http-equiv="refresh" content="10">' in served and "<script" not in served and "<svg" in served
     rendered = tables(dom)
     backends = [[cell for i, cell in enumerate(row) if i not in (5, 6, 10)] for row in rendered["backends"]]
+    assert [row[-2:] for row in backends] == [
+        ["weight (share of new sessions and calls)", "drain"],
+        ["1 (50%)", "—"],
+        ["1 (50%)", "—"],
+    ]
+    backends = [row[:-2] for row in backends]
     assert backends == [
         [
             "backend",

@@ -1,7 +1,7 @@
 """Relay: a v1 (session-wire) client in front of a v1 backend (docs/behaviour.md §3, §6).
 
-Same dialect on both sides: the proxy forwards the bytes; the backend's session and task ids pass
-through unchanged (one backend).
+Same dialect on both sides: the proxy forwards the bytes; the backend's session and task ids are
+sealed with the backend's name, with one backend too (docs/decisions.md §83).
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import re
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import running_proxy
+from support import TEST_KEY, running_proxy
+
+from translators.sealing import RELAY_SESSION, Keyring
 
 pytestmark = pytest.mark.peers
+KEYRING = Keyring(TEST_KEY)
 
 
 async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
@@ -33,7 +36,10 @@ async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
             )
         )["result"]
         task_id = created["task"]["taskId"]
-        assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)  # mcp 1.30's own id, passed through unsealed
+        upstream_session = KEYRING.unseal(RELAY_SESSION, client.session_id, "")
+        assert upstream_session[0] == "main" and re.fullmatch(r"[0-9a-f]{32}", upstream_session[1])  # mcp 1.30's own id inside
+        ref = KEYRING.unseal_task_id(task_id, "")  # sealed with backend and session (decision 25), with one backend too
+        assert (ref.backend, ref.session) == upstream_session and re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", ref.task)
         result = await client.call("tasks/result", {"taskId": task_id})
         assert result["result"]["content"] == [{"type": "text", "text": "deleted r.txt"}]
         assert [r["method"] for r in client.seen_requests] == ["elicitation/create"]

@@ -1,0 +1,145 @@
+"""Reloading the configuration of a running proxy (`SIGHUP`, `mcp-tasks-proxy reload`;
+docs/configuration.md "Reload and drain", docs/decisions.md §84, §85).
+
+A reload re-reads the file the proxy was started with and applies its `[[upstream]]` tables to the
+fleet in place: backends that stay keep their member (the same `FleetMember`: pools, upstream
+sessions, followed tasks, held exchanges and GET streams go on), and take the new `weight`,
+`drain` and `plain_ids`; new backends are added and probed; removed ones are dropped. Nothing is
+applied unless all of it can be: a file that does not validate, a changed address of a backend
+that stays, or the removal of a backend that still holds work (not drained, and not listed in
+`remove_with_work`) raises `ConfigError` naming the key, and the running configuration stays.
+Other keys are read at start only: a changed one is logged as waiting for a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from translators.errors import McpError
+from translators.sealing import Keyring
+
+from .config import ConfigError, Settings, Upstream, load
+from .fleet import Fleet, FleetMember
+from .metrics import Metrics
+from .state.store import TaskStateStore
+from .upstream.backend import UnsupportedBackend
+
+log = logging.getLogger(__name__)
+
+RELOADED_KEYS = ("upstream", "remove_with_work", "balance")
+"""The top-level keys a reload applies; every other key is read at start only."""
+
+ADDRESS_KEYS = ("url", "command", "env", "cwd", "process_scope", "max_processes", "max_line_bytes", "stop_grace_ms", "dialect", "headers")
+"""The keys of a backend that say where and how it is reached: they cannot change by reload (give
+the new address another name, drain the old one, then remove it: docs/decisions.md §85)."""
+
+
+def remaining(member: FleetMember, fleet: Fleet) -> dict[str, int]:
+    """The work still bound to `member` (docs/decisions.md §84), as shown on the status page:
+    `sessions` (the proxy's own sessions on it plus relayed sessions opened on it), `requests`
+    (bound requests in flight, GET streams included) and `tasks` (its v1 tasks followed for modern
+    clients: from their creation through the proxy until the proxy sees them end, or their ttl)."""
+    return {
+        "sessions": fleet.proxy_sessions(member.name) + member.work.relayed_sessions(),
+        "requests": member.work.in_flight,
+        "tasks": len(member.follower.inputs),
+    }
+
+
+def drain_state(member: FleetMember, fleet: Fleet) -> str | None:
+    """"draining" while a backend with `drain = true` still holds work, "drained" once it holds
+    none (it may then be removed), None for a backend that is not draining."""
+    if not member.draining:
+        return None
+    return "drained" if not any(remaining(member, fleet).values()) else "draining"
+
+
+def read(path: str | Path | None, overrides: dict[str, Any]) -> Settings:
+    """The settings a reload would apply: the file with the start's command-line flags on top.
+    Raises `ConfigError` naming the file and key (`proxy.config.load`)."""
+    return load(path, overrides)
+
+
+def _plan(fleet: Fleet, running: Settings, new: Settings) -> tuple[list[Upstream], list[FleetMember]]:
+    """(backends to add, members to remove) for `new`; raises `ConfigError` naming the key when
+    `new` changes a staying backend's address or removes one that still holds work."""
+    old = {upstream.name: upstream for upstream in running.upstream}
+    for index, upstream in enumerate(new.upstream):
+        before = old.get(upstream.name)
+        if before is None:
+            continue
+        for key in ADDRESS_KEYS:
+            if getattr(before, key) != getattr(upstream, key):
+                raise ConfigError(f"upstream.{index}.{key}: backend {upstream.name!r} is running; its {key} cannot change by "
+                                  f"reload (add the new address under another name, drain {upstream.name!r}, then remove it)")
+    names = {upstream.name for upstream in new.upstream}
+    removed = [member for member in fleet.members if member.name not in names]
+    for member in removed:
+        if member.name in new.remove_with_work:
+            continue
+        if not member.draining:
+            raise ConfigError(f"upstream: backend {member.name!r} is removed but was not drained: set drain = true on it, reload, "
+                              f"wait for the status page to say drained, then remove it (or list it in remove_with_work)")
+        left = remaining(member, fleet)
+        if any(left.values()):
+            counts = ", ".join(f"{count} {what}" for what, count in left.items() if count)
+            raise ConfigError(f"upstream: backend {member.name!r} is removed but still holds work ({counts}): wait for the status "
+                              f"page to say drained (or list it in remove_with_work)")
+    added = [upstream for upstream in new.upstream if upstream.name not in old]
+    return added, removed
+
+
+async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aiohttp.ClientSession, keyring: Keyring,
+                      metrics: Metrics, store: TaskStateStore | None = None) -> list[str]:
+    """Apply `new`'s backends to `fleet` and `running` in place (module docstring); returns what
+    changed, one line each (also logged). Raises `ConfigError` (nothing applied) as `_plan` does,
+    and for a new backend that speaks no dialect the proxy serves."""
+    added, removed = _plan(fleet, running, new)
+    members = {member.name: member for member in fleet.members}
+    fresh = [FleetMember(upstream, http, running, keyring, metrics, store) for upstream in added]
+    for member in fresh:
+        try:
+            await member.backend.refresh(force=True)
+        except UnsupportedBackend as exc:
+            for one in fresh:
+                await one.close()
+            raise ConfigError(f"upstream: backend {member.name!r}: {exc}") from None
+        except McpError as exc:  # unreachable now: probed again by requests and the timer, as at start
+            log.info("backend %s not reachable yet: %s", member.name, exc.message)
+        handover = fleet.first.exchanges.handover
+        if handover is not None:
+            member.exchanges.handover = handover
+    changes: list[str] = []
+    by_name = {member.name: member for member in fresh}
+    for upstream in new.upstream:
+        member = members.get(upstream.name)
+        if member is None:
+            changes.append(f"backend {upstream.name} added ({upstream.address}, weight {upstream.weight})")
+            continue
+        if (member.weight, member.draining, member.backend.config.plain_ids) != (upstream.weight, upstream.drain, upstream.plain_ids):
+            changes.append(f"backend {upstream.name}: weight {member.weight} -> {upstream.weight}"
+                           + (f", drain {str(upstream.drain).lower()}" if upstream.drain != member.draining else ""))
+        member.weight, member.draining = upstream.weight, upstream.drain
+        member.backend.config = upstream  # the same address (checked): weight, drain and plain_ids change
+        by_name[upstream.name] = member
+    fleet.arrange([by_name[upstream.name] for upstream in new.upstream])
+    for member in removed:
+        changes.append(f"backend {member.name} removed")
+        await member.close()
+    waiting = [key for key in Settings.model_fields if key not in RELOADED_KEYS and getattr(running, key) != getattr(new, key)]
+    running.upstream = list(new.upstream)
+    running.remove_with_work = list(new.remove_with_work)
+    if new.balance != running.balance:
+        changes.append(f"balance {running.balance} -> {new.balance}")
+    running.balance = fleet.balance = new.balance
+    for line in changes:
+        log.info("reload: %s", line)
+    for key in waiting:
+        log.warning("reload: %s changed in the file; it takes effect at the next restart", key)
+    if not changes:
+        log.info("reload: no backend changed")
+    return changes

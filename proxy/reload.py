@@ -1,0 +1,152 @@
+"""`SIGHUP` and `mcp-tasks-proxy reload` (docs/configuration.md "Reload and drain", docs/decisions.md §85).
+
+`serve` writes its process id to `<state_dir>/serve.pid` (the parent of the workers with
+`--workers N`, which passes `SIGHUP` on to every worker) and removes it when it exits. On `SIGHUP`
+each serving process re-reads its configuration file (with the start's flags on top) and applies
+its backends (`RunningProxy.reload`, `proxy/fleet_config.py`); a file that does not validate is
+logged with its key and changes nothing. `mcp-tasks-proxy reload` checks the file first (printing
+what is wrong, key named, and signalling nothing), then sends `SIGHUP` to the process in the pid file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .config import ConfigError, Settings, load
+
+if TYPE_CHECKING:
+    from .app import RunningProxy
+
+log = logging.getLogger(__name__)
+
+PID_FILE = "serve.pid"
+"""In `state_dir`: the process `mcp-tasks-proxy reload` signals."""
+
+
+def pid_path(state_dir: str) -> Path:
+    return Path(state_dir).expanduser() / PID_FILE
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def pid_file(settings: Settings) -> Iterator[None]:
+    """`<state_dir>/serve.pid` holds this process's id while the block runs (not when another live
+    process already holds it: that one keeps it, and this is logged); removed at the end if still ours."""
+    path = pid_path(settings.state_dir)
+    mine = str(os.getpid())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        held = path.read_text().strip() if path.exists() else ""
+        if held.isdigit() and held != mine and _alive(int(held)):
+            log.warning("%s names running process %s: `mcp-tasks-proxy reload` signals that one", path, held)
+            written = False
+        else:
+            path.write_text(mine + "\n")
+            written = True
+    except OSError as exc:
+        log.warning("cannot write %s (`mcp-tasks-proxy reload` needs it; SIGHUP works): %s", path, exc.strerror)
+        written = False
+    try:
+        yield
+    finally:
+        if written:
+            with contextlib.suppress(OSError):
+                if path.read_text().strip() == mine:
+                    path.unlink()
+
+
+class Hangup:
+    """The `SIGHUP` handler of one serving process: reloads `running` with `reread()` (one at a
+    time; a signal during a reload runs one more after it). Installed before the proxy starts, so an
+    early `SIGHUP` does not end it: it waits for `attach`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, reread: Callable[[], Settings]):
+        self.reread = reread
+        self.running: RunningProxy | None = None
+        self.pending = False
+        self.done = 0
+        """Reloads finished (applied or refused)."""
+        self._task: asyncio.Future[None] | None = None
+        loop.add_signal_handler(signal.SIGHUP, self.signalled)
+
+    def attach(self, running: RunningProxy) -> None:
+        self.running = running
+        if self.pending:
+            self.signalled()
+
+    def signalled(self) -> None:
+        self.pending = True
+        if self.running is None or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.ensure_future(self._reload())
+
+    async def _reload(self) -> None:
+        assert self.running is not None
+        while self.pending:
+            self.pending = False
+            log.info("SIGHUP: reloading the configuration")
+            try:
+                await self.running.reload(self.reread())
+            except ConfigError as exc:
+                log.error("reload refused, the running configuration stays: %s", exc)
+            except Exception:  # a proxy bug must not end the serving process
+                log.exception("reload failed, the running configuration stays")
+            self.done += 1
+
+
+def _reload_command(args: argparse.Namespace) -> int:
+    """`mcp-tasks-proxy reload`: check the file, then signal the serving process."""
+    settings: Settings | None = None
+    if args.config is not None:
+        try:
+            settings = load(args.config)
+        except ConfigError as exc:
+            print(f"mcp-tasks-proxy: configuration error, nothing reloaded: {exc}", file=sys.stderr)
+            return 2
+    pid = args.pid
+    if pid is None:
+        state_dir = args.state_dir or (settings.state_dir if settings is not None else Settings().state_dir)
+        path = pid_path(state_dir)
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            print(f"mcp-tasks-proxy: no serving proxy: cannot read {path} (give --pid, or the --state-dir it runs with)", file=sys.stderr)
+            return 1
+        if not text.isdigit():
+            print(f"mcp-tasks-proxy: {path} does not hold a process id", file=sys.stderr)
+            return 1
+        pid = int(text)
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except ProcessLookupError:
+        print(f"mcp-tasks-proxy: no process {pid}", file=sys.stderr)
+        return 1
+    print(f"sent SIGHUP to mcp-tasks-proxy (pid {pid}); its log says what changed", flush=True)
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The `reload` command."""
+    reload = commands.add_parser("reload", help="make a running proxy re-read its configuration file (SIGHUP)")
+    reload.add_argument("--config", metavar="FILE", help="check this file first (the one the proxy runs with); nothing is sent if it is bad")
+    reload.add_argument("--state-dir", metavar="DIR", help="the proxy's state_dir, holding serve.pid (default: the file's, else the default)")
+    reload.add_argument("--pid", type=int, metavar="PID", help="signal this process instead of the one in serve.pid")
+    reload.set_defaults(run=_reload_command)

@@ -1,0 +1,195 @@
+"""Reloading the backends of a running proxy (proxy/fleet_config.py, docs/decisions.md §83–§85),
+with real servers: going from one backend to two and back to one, every task and session created
+before each change keeps answering; a draining backend takes no new work and says "drained" once
+nothing is bound to it; a reload that cannot be applied changes nothing."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+from session_support import SessionCaller
+from support import TEST_KEY, Caller, running_proxy
+
+from proxy.config import ConfigError, load
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK
+from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring
+
+pytestmark = pytest.mark.peers
+
+KEYRING = Keyring(TEST_KEY)
+
+
+def _settings(tmp_path, *upstream: dict, **keys):
+    return load(None, {"listen": "127.0.0.1:0", "state_dir": str(tmp_path), "upstream": list(upstream), **keys})
+
+
+def _backend(task_id: str) -> str:
+    return KEYRING.unseal_task_id(task_id, ANONYMOUS).backend
+
+
+async def _status(http: aiohttp.ClientSession, proxy) -> dict[str, dict]:
+    async with http.get(proxy.base_url + "/status.json") as response:
+        assert response.status == 200
+        return {b["name"]: b for b in (await response.json())["backends"]}
+
+
+async def _computed(client: SessionCaller, task_id: str) -> str:
+    result = await client.call("tasks/result", {"taskId": task_id})
+    return result["result"]["content"][0]["text"]
+
+
+async def _v1_task(client: SessionCaller, label: str, seconds: float) -> str:
+    created = await client.call(
+        "tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": label}, "task": {"ttl": 60_000}}
+    )
+    return created["result"]["task"]["taskId"]
+
+
+async def test_one_backend_to_two_and_back_keeps_every_task_and_session(reference_v1_server, reference_v2_server, tmp_path):
+    a = {"name": "a", "url": reference_v1_server.url}
+    b = {"name": "b", "url": reference_v2_server.url}
+    async with running_proxy("", tmp_path, upstream=[a]) as proxy, aiohttp.ClientSession() as http:
+        # One backend: a v1 client relayed to the v1 backend, a modern client translated to it.
+        v1 = SessionCaller(http, proxy.url)
+        await v1.initialize()
+        assert KEYRING.unseal(RELAY_SESSION, v1.session_id, "")[0] == "a"  # sealed with one backend too (§83)
+        first = await _v1_task(v1, "one", 0.1)
+        long_v1 = await _v1_task(v1, "long", 60)
+        modern = Caller(http, proxy.url)
+        m1 = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "m1"}})).result
+        assert _backend(m1["taskId"]) == "a"
+
+        # One backend to two.
+        changes = await proxy.reload(_settings(tmp_path, a, b))
+        assert changes == [f"backend b added ({reference_v2_server.url}, weight 1)"]
+        assert await _computed(v1, first) == "computed one"
+        assert (await v1.call("tasks/get", {"taskId": long_v1}))["result"]["status"] == "working"
+        second = await _v1_task(v1, "two", 0.1)  # the session stays on its backend
+        assert await _computed(v1, second) == "computed two"
+        assert (await modern.poll(m1["taskId"]))["result"]["content"][0]["text"] == "computed m1"
+        created = [
+            (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": f"n{i}"}})).result
+            for i in range(2)
+        ]
+        assert sorted(_backend(c["taskId"]) for c in created) == ["a", "b"]
+        on_b = next(c for c in created if _backend(c["taskId"]) == "b")  # relayed to the v2-modern backend, sealed
+        assert (await modern.poll(on_b["taskId"]))["taskId"] == on_b["taskId"]
+
+        # Two back to one: b leaves (its finished work may go with it), a stays with all of its work.
+        changes = await proxy.reload(_settings(tmp_path, a, remove_with_work=["b"]))
+        assert changes == ["backend b removed"]
+        assert (await v1.call("tasks/get", {"taskId": long_v1}))["result"]["status"] == "working"
+        assert await _computed(v1, first) == "computed one"
+        third = await _v1_task(v1, "three", 0.1)
+        assert await _computed(v1, third) == "computed three"
+        assert (await modern.poll(m1["taskId"]))["result"]["content"][0]["text"] == "computed m1"
+        gone = await modern.call("tasks/get", {"taskId": on_b["taskId"]})
+        assert gone.error == {"code": -32602, "message": "Unknown task: the backend that held it is no longer configured"}
+        cancelled = await v1.call("tasks/cancel", {"taskId": long_v1})
+        assert cancelled["result"]["status"] == "cancelled"
+
+
+async def test_a_modern_relay_keeps_its_tasks_from_one_backend_to_two_and_back(
+    reference_v2_server, reference_v1_server, tmp_path
+):
+    b = {"name": "b", "url": reference_v2_server.url}
+    a = {"name": "a", "url": reference_v1_server.url}
+    async with running_proxy("", tmp_path, upstream=[b]) as proxy, aiohttp.ClientSession() as http:
+        modern = Caller(http, proxy.url)
+        before = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "b1"}})).result
+        assert _backend(before["taskId"]) == "b"  # relayed with one backend, sealed all the same (§83)
+        await proxy.reload(_settings(tmp_path, b, a))
+        assert (await modern.poll(before["taskId"]))["result"]["content"][0]["text"] == "computed b1"
+        during = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "b2"}})).result
+        assert _backend(during["taskId"]) == "b"
+        await proxy.reload(_settings(tmp_path, b, {**a, "drain": True}))
+        status = await _status(http, proxy)
+        assert (status["a"]["drain"], status["a"]["remaining"], status["b"]["drain"]) == (
+            "drained",
+            {"sessions": 0, "requests": 0, "tasks": 0},
+            None,
+        )
+        await proxy.reload(_settings(tmp_path, b))
+        for task, label in ((before, "b1"), (during, "b2")):
+            final = await modern.poll(task["taskId"])
+            assert (final["taskId"], final["result"]["content"][0]["text"]) == (task["taskId"], f"computed {label}")
+
+
+async def test_a_draining_backend_takes_no_new_work_and_its_removal_waits_for_its_work(
+    reference_v1_server, second_v1_server, tmp_path
+):
+    a = {"name": "a", "url": reference_v1_server.url}
+    b = {"name": "b", "url": second_v1_server.url}
+    async with running_proxy("", tmp_path, upstream=[a, b]) as proxy, aiohttp.ClientSession() as http:
+        sessions = [SessionCaller(http, proxy.url) for _ in range(2)]
+        for client in sessions:
+            await client.initialize()
+        on_a = next(c for c in sessions if KEYRING.unseal(RELAY_SESSION, c.session_id, "")[0] == "a")
+        long_task = await _v1_task(on_a, "held", 60)
+        await proxy.reload(_settings(tmp_path, {**a, "drain": True}, b))
+        status = await _status(http, proxy)
+        assert (status["a"]["drain"], status["a"]["remaining"]["sessions"], status["a"]["new_work_share"]) == ("draining", 1, 0.0)
+        assert status["b"]["new_work_share"] == 1.0
+        newcomers = [SessionCaller(http, proxy.url) for _ in range(3)]
+        for client in newcomers:
+            await client.initialize()
+        assert [KEYRING.unseal(RELAY_SESSION, c.session_id, "")[0] for c in newcomers] == ["b", "b", "b"]
+        with pytest.raises(ConfigError) as refused:
+            await proxy.reload(_settings(tmp_path, b))
+        assert str(refused.value) == (
+            "upstream: backend 'a' is removed but still holds work (1 sessions): wait for the status "
+            "page to say drained (or list it in remove_with_work)"
+        )
+        # The work bound to it runs to its end: the task, then the session's DELETE.
+        assert (await on_a.call("tasks/get", {"taskId": long_task}))["result"]["status"] == "working"
+        assert (await on_a.call("tasks/cancel", {"taskId": long_task}))["result"]["status"] == "cancelled"
+        async with http.delete(proxy.url, headers=on_a.headers()) as response:
+            assert response.status in (200, 204)
+        assert (await _status(http, proxy))["a"]["drain"] == "drained"
+        assert await proxy.reload(_settings(tmp_path, b)) == ["backend a removed"]
+        assert [m["name"] for m in (await _status(http, proxy)).values()] == ["b"]
+
+
+async def test_a_reload_that_cannot_be_applied_changes_nothing(reference_v1_server, second_v1_server, tmp_path):
+    a = {"name": "a", "url": reference_v1_server.url}
+    async with running_proxy("", tmp_path, upstream=[a]) as proxy, aiohttp.ClientSession() as http:
+        with pytest.raises(ConfigError) as refused:
+            await proxy.reload(_settings(tmp_path, {**a, "url": second_v1_server.url}))
+        assert str(refused.value).startswith("upstream.0.url: backend 'a' is running; its url cannot change by reload")
+        with pytest.raises(ConfigError) as refused:
+            await proxy.reload(_settings(tmp_path, {"name": "b", "url": second_v1_server.url}))
+        assert str(refused.value).startswith("upstream: backend 'a' is removed but was not drained")
+        status = await _status(http, proxy)
+        assert [(name, b["weight"], b["drain"]) for name, b in status.items()] == [("a", 1, None)]
+        client = SessionCaller(http, proxy.url)
+        await client.initialize()
+        task = await _v1_task(client, "still", 0.1)
+        assert await _computed(client, task) == "computed still"
+
+
+async def test_plain_ids_from_before_reach_their_backend_alone_or_named_by_plain_ids(
+    reference_v2_server, reference_v1_server, tmp_path
+):
+    """An id an earlier version relayed unsealed (the backend's own: here taken from the backend
+    directly) goes to the only backend, then to the one with plain_ids = true, and is answered
+    unchanged; without such a backend it is "Unknown task" (docs/decisions.md §83)."""
+    b = {"name": "b", "url": reference_v2_server.url}
+    a = {"name": "a", "url": reference_v1_server.url}
+    async with running_proxy("", tmp_path, upstream=[b]) as proxy, aiohttp.ClientSession() as http:
+        direct = Caller(http, reference_v2_server.url)
+        plain = (
+            await direct.call(
+                "tools/call",
+                {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "p"}},
+                headers={"Mcp-Name": "slow_compute"},  # what the proxy adds upstream
+            )
+        ).result["taskId"]
+        assert len(plain) == 43  # FastMCP 4's own id
+        modern = Caller(http, proxy.url)
+        final = await modern.poll(plain)
+        assert (final["taskId"], final["result"]["content"][0]["text"]) == (plain, "computed p")
+        await proxy.reload(_settings(tmp_path, {**b, "plain_ids": True}, a))
+        assert (await modern.call("tasks/get", {"taskId": plain})).result["taskId"] == plain
+        await proxy.reload(_settings(tmp_path, b, a))
+        refused = await modern.call("tasks/get", {"taskId": plain})
+        assert refused.error == {"code": -32602, "message": f"{UNKNOWN_TASK}: {NOT_ISSUED}"}

@@ -1,0 +1,141 @@
+"""`SIGHUP` and `mcp-tasks-proxy reload` on a real `serve` process (docs/decisions.md §85): a bad
+file is refused with its key named and the proxy goes on serving its running configuration; a good
+one is applied without dropping the session opened before; with `--workers 2` both workers reload."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from session_support import SessionCaller
+
+from proxy.keys import new_key_text
+
+pytestmark = pytest.mark.peers
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _config(path: Path, state_dir: Path, port: int, store: str, *upstream: tuple[str, str, int]) -> None:
+    tables = "".join(f'\n[[upstream]]\nname = "{name}"\nurl = "{url}"\nweight = {weight}\n' for name, url, weight in upstream)
+    path.write_text(f'listen = "127.0.0.1:{port}"\nstate_dir = "{state_dir}"\nstore = "{store}"\n{tables}')
+
+
+async def _spawn(*args: str) -> asyncio.subprocess.Process:
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+
+
+async def _line_with(stream: asyncio.StreamReader, text: str) -> str:
+    """The next line of `stream` that contains `text` (within WAIT_S)."""
+
+    async def find() -> str:
+        while True:
+            line = (await stream.readline()).decode()
+            assert line, f"the stream ended before a line with {text!r}"
+            if text in line:
+                return line.strip()
+
+    return await asyncio.wait_for(find(), WAIT_S)
+
+
+async def _backends(http: aiohttp.ClientSession, base: str) -> list[tuple[str, int]]:
+    async with http.get(base + "/status.json") as response:
+        return [(b["name"], b["weight"]) for b in (await response.json())["backends"]]
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), WAIT_S)
+
+
+async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad_file(
+    reference_v1_server, second_v1_server, tmp_path
+):
+    port = _free_port()
+    config = tmp_path / "proxy.toml"
+    _config(config, tmp_path, port, "memory", ("a", reference_v1_server.url, 1))
+    process = await _spawn("serve", "--config", str(config))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await _line_with(process.stdout, "listening on")
+        assert (tmp_path / "serve.pid").read_text() == f"{process.pid}\n"
+        async with aiohttp.ClientSession() as http:
+            client = SessionCaller(http, base + "/mcp")
+            await client.initialize()
+
+            config.write_text(config.read_text().replace("weight = 1", "weight = -1"))
+            checked = await _spawn("reload", "--config", str(config))
+            out, err = await asyncio.wait_for(checked.communicate(), WAIT_S)
+            assert (checked.returncode, out, err.decode().strip()) == (
+                2,
+                b"",
+                (
+                    f"mcp-tasks-proxy: configuration error, nothing reloaded: {config}: "
+                    "upstream.0.weight: Input should be greater than or equal to 0 (got -1)"
+                ),
+            )
+
+            process.send_signal(signal.SIGHUP)  # the bad file reaches the proxy anyway
+            refused = await _line_with(process.stderr, "reload refused")
+            assert refused.endswith(
+                f"reload refused, the running configuration stays: {config}: "
+                "upstream.0.weight: Input should be greater than or equal to 0 (got -1)"
+            )
+            assert await _backends(http, base) == [("a", 1)]
+            assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "A"}}))["result"]["content"] == [
+                {"type": "text", "text": "Hello, A!"}
+            ]
+
+            _config(config, tmp_path, port, "memory", ("a", reference_v1_server.url, 1), ("b", second_v1_server.url, 3))
+            sent = await _spawn("reload", "--config", str(config))
+            out, _ = await asyncio.wait_for(sent.communicate(), WAIT_S)
+            assert (sent.returncode, out.decode().strip()) == (
+                0,
+                f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid}); its log says what changed",
+            )
+            added = await _line_with(process.stderr, "reload: backend b added")
+            assert added.endswith(f"reload: backend b added ({second_v1_server.url}, weight 3)")
+            assert await _backends(http, base) == [("a", 1), ("b", 3)]
+            # The session opened before both reloads is still the same session on its backend.
+            assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "B"}}))["result"]["content"] == [
+                {"type": "text", "text": "Hello, B!"}
+            ]
+    finally:
+        await _stop(process)
+    assert process.returncode == 0 and not (tmp_path / "serve.pid").exists()
+
+
+async def test_sighup_reloads_every_worker(reference_v1_server, second_v1_server, redis_url, tmp_path):
+    port = _free_port()
+    config = tmp_path / "proxy.toml"
+    _config(config, tmp_path, port, redis_url, ("a", reference_v1_server.url, 1))
+    process = await _spawn("serve", "--config", str(config), "--workers", "2")
+    try:
+        for _ in range(2):
+            await _line_with(process.stdout, "listening on")
+        _config(config, tmp_path, port, redis_url, ("a", reference_v1_server.url, 1), ("b", second_v1_server.url, 1))
+        process.send_signal(signal.SIGHUP)
+        lines = [await _line_with(process.stderr, "reload: backend b added") for _ in range(2)]
+        assert [line.split("reload: ")[1] for line in lines] == [f"backend b added ({second_v1_server.url}, weight 1)"] * 2
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+            # a new connection per request: the kernel spreads them over both workers, and each has both backends
+            assert [await _backends(http, f"http://127.0.0.1:{port}") for _ in range(6)] == [[("a", 1), ("b", 1)]] * 6
+    finally:
+        await _stop(process)
