@@ -99,5 +99,8 @@ def announce(log_format: Literal["text", "json"], message: str, stream: TextIO, 
         line = json.dumps(entry, ensure_ascii=False)
     else:
         line = message
-    print(line, file=stream, flush=True)
+    # One write of the whole line: workers of `serve --workers N` share the stream, and an
+    # unbuffered one (PYTHONUNBUFFERED) would otherwise get the text and its newline apart.
+    stream.write(line + "\n")
+    stream.flush()
 

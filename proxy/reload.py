@@ -134,6 +134,16 @@ def _reload_command(args: argparse.Namespace) -> int:
             print(f"mcp-tasks-proxy: {path} does not hold a process id", file=sys.stderr)
             return 1
         pid = int(text)
+        argv = _serving_argv(pid)
+        if argv is None:
+            print(f"mcp-tasks-proxy: {path} names process {pid}, which is not a running `mcp-tasks-proxy serve` "
+                  "(a stale pid file?); nothing sent", file=sys.stderr)
+            return 1
+        served = _config_of(argv)
+        if args.config is not None and served is not None and Path(served).resolve() != Path(args.config).resolve():
+            print(f"mcp-tasks-proxy: the proxy (pid {pid}) runs with --config {served}, not {args.config}: it re-reads its own "
+                  "file; nothing sent", file=sys.stderr)
+            return 1
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:
@@ -141,6 +151,28 @@ def _reload_command(args: argparse.Namespace) -> int:
         return 1
     print(f"sent SIGHUP to mcp-tasks-proxy (pid {pid}); its log says what changed", flush=True)
     return 0
+
+
+def _serving_argv(pid: int) -> list[str] | None:
+    """The command line of process `pid` when it is a `mcp-tasks-proxy serve` (the console script,
+    or `python -m proxy serve`), else None (gone, or another program that got the pid since)."""
+    try:
+        argv = [part.decode("utf-8", "replace") for part in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if part]
+    except OSError:
+        return None
+    names = [Path(part).name for part in argv[:3]]
+    is_proxy = "mcp-tasks-proxy" in names or ("-m" in argv[:3] and "proxy" in argv[:4])
+    return argv if is_proxy and "serve" in argv else None
+
+
+def _config_of(argv: list[str]) -> str | None:
+    """The `--config FILE` a serving process was started with, or None."""
+    for i, part in enumerate(argv):
+        if part == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if part.startswith("--config="):
+            return part.split("=", 1)[1]
+    return None
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -130,3 +130,16 @@ def _listed_tasks(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
         return holder
     changed = [_mapped(task, "taskId", task_id) if isinstance(task, dict) else task for task in tasks]
     return holder if all(a is b for a, b in zip(changed, tasks, strict=True)) else {**holder, "tasks": changed}
+
+
+ID_KEYS_BYTES = (b"taskId", b"requestState", b"\\u")
+"""What a serialized message must hold for `relabel` to change it: a `taskId` or `taskIds` key, a
+`requestState` key, or a JSON escape (through which a key could be spelled without these bytes)."""
+
+
+def may_carry_ids(raw: bytes) -> bool:
+    """Whether the serialized message(s) in `raw` may hold a task id or a requestState, so that
+    `ids_to_client` / `ids_to_backend` could change something (a bytes search; no parsing). False
+    means they would give the message back unchanged: a relay may pass `raw` on as it is."""
+    return any(key in raw for key in ID_KEYS_BYTES)
+

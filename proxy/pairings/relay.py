@@ -34,7 +34,7 @@ from translators.errors import (
     modern_http_status,
     unknown_task,
 )
-from translators.fleet_ids import ids_to_backend, ids_to_client
+from translators.fleet_ids import ids_to_backend, ids_to_client, may_carry_ids
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 
@@ -116,7 +116,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         if is_sse and json_only:
             return await _final_answer(upstream, headers, backend.name, request_id, v2, rewrite)
         if rewrite is not None:
-            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name)
+            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name, v2)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -267,10 +267,16 @@ async def _final_answer(upstream: aiohttp.ClientResponse, headers: dict[str, str
 
 
 async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], is_sse: bool,
-                           rewrite: Callable[[dict[str, Any]], dict[str, Any]], backend: str) -> web.StreamResponse:
+                           rewrite: Callable[[dict[str, Any]], dict[str, Any]], backend: str, v2: bool) -> web.StreamResponse:
     """The answer with `rewrite` applied to each JSON-RPC message: a JSON body whole, an SSE body
-    event by event as they arrive. A body that is not JSON-RPC passes unchanged. The backend's
-    `Mcp-Name` is replaced by the rewritten result's `taskId` (the sealed id), if it has one."""
+    event by event as they arrive. A body that is not JSON-RPC passes unchanged, and so does one
+    that holds no id to rewrite (`fleet_ids.may_carry_ids`; with `v2`, nor a legacy code), without
+    being parsed. The backend's `Mcp-Name` is replaced by the rewritten result's `taskId` (the
+    sealed id), if it has one."""
+
+    def untouched(raw: bytes) -> bool:
+        return not may_carry_ids(raw) and not (v2 and may_carry_legacy_code(raw))
+
     headers.pop(H_NAME, None)  # the backend's own task id: set again below from the rewritten answer
     if not is_sse:
         try:
@@ -278,6 +284,8 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             error = backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}")
             return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
+        if untouched(raw):
+            return web.Response(body=raw, status=upstream.status, headers=headers)
         try:
             message = jsonrpc.parse(raw).raw
         except McpError:
@@ -291,7 +299,8 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     try:
         async for chunk in upstream.content.iter_any():
             for event in parser.feed(chunk):
-                await response.write(_frame(event, _rewrite_data(event.data.encode(), rewrite)))
+                data = event.data.encode()
+                await response.write(_frame(event, data if untouched(data) else _rewrite_data(data, rewrite)))
         await response.write_eof()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
         log.info("relay from %s ended early: %s", backend, exc.__class__.__name__)

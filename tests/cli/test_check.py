@@ -59,12 +59,12 @@ def test_an_unknown_key_is_named_with_the_closest_known_one(tmp_path):
 
 
 def test_a_bad_value_is_named_with_its_key(tmp_path):
-    config = _write(tmp_path, '[[upstream]]\nurl = "ftp://127.0.0.1/mcp"\nweight = 0\n')
+    config = _write(tmp_path, '[[upstream]]\nurl = "ftp://127.0.0.1/mcp"\nweight = 1001\n')
     lines, held = check(config, {}, NO_KEY_ENV)
     assert held is False
     assert lines == [
         f"error: {config}: upstream.0.url: Value error, must be an http:// or https:// URL (got 'ftp://127.0.0.1/mcp'); "
-        "upstream.0.weight: Input should be greater than or equal to 1 (got 0)"
+        "upstream.0.weight: Input should be less than or equal to 1000 (got 1001)"
     ]
 
 

@@ -11,7 +11,7 @@ from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 
 from proxy.config import ConfigError, load
-from translators.errors import NOT_ISSUED, UNKNOWN_TASK
+from translators.errors import ELSEWHERE, NOT_ISSUED, UNKNOWN_TASK
 from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring
 
 pytestmark = pytest.mark.peers
@@ -84,7 +84,7 @@ async def test_one_backend_to_two_and_back_keeps_every_task_and_session(referenc
         assert await _computed(v1, third) == "computed three"
         assert (await modern.poll(m1["taskId"]))["result"]["content"][0]["text"] == "computed m1"
         gone = await modern.call("tasks/get", {"taskId": on_b["taskId"]})
-        assert gone.error == {"code": -32602, "message": "Unknown task: the backend that held it is no longer configured"}
+        assert gone.error == {"code": -32602, "message": f"{UNKNOWN_TASK}: {ELSEWHERE}"}
         cancelled = await v1.call("tasks/cancel", {"taskId": long_v1})
         assert cancelled["result"]["status"] == "cancelled"
 

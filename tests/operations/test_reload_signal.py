@@ -139,3 +139,27 @@ async def test_sighup_reloads_every_worker(reference_v1_server, second_v1_server
             assert [await _backends(http, f"http://127.0.0.1:{port}") for _ in range(6)] == [[("a", 1), ("b", 1)]] * 6
     finally:
         await _stop(process)
+
+
+async def test_the_reload_command_never_signals_a_process_that_is_not_a_serving_proxy(tmp_path):
+    """A stale `serve.pid` naming a process that got the pid since (here a `sleep` this test
+    started): nothing is sent, the command says why and exits 1, the process lives on."""
+    sleeper = await asyncio.create_subprocess_exec("sleep", "60")
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "serve.pid").write_text(f"{sleeper.pid}\n")
+        command = await _spawn("reload", "--state-dir", str(state))
+        out, err = await asyncio.wait_for(command.communicate(), 30)
+        assert (command.returncode, out.decode(), err.decode()) == (
+            1,
+            "",
+            f"mcp-tasks-proxy: {state / 'serve.pid'} names process {sleeper.pid}, which is not a running "
+            "`mcp-tasks-proxy serve` (a stale pid file?); nothing sent\n",
+        )
+        assert sleeper.returncode is None
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(sleeper.wait(), 0.5)  # still running: it got no SIGHUP
+    finally:
+        sleeper.kill()
+        await sleeper.wait()

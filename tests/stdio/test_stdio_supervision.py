@@ -257,7 +257,9 @@ async def test_a_silent_process_answering_pings_is_not_restarted(tmp_path):
                 return {"action": "accept", "content": {"word": "late"}}
 
             client.on_request = answer_later
-            result = await asyncio.wait_for(client.call("tasks/result", {"taskId": "t1"}), DEADLINE_S)
+            result = await asyncio.wait_for(
+                client.call("tasks/result", {"taskId": created["result"]["task"]["taskId"]}), DEADLINE_S
+            )
             assert result["result"]["content"] == [{"type": "text", "text": "answer: late"}]
             assert (slot.restarts, slot.process.pid) == (0, pid)
     finally:
@@ -356,7 +358,9 @@ async def test_a_question_sent_while_no_stream_is_open_goes_out_on_the_next_task
                 return {"action": "accept", "content": {"word": "tide"}}
 
             client.on_request = answer
-            result = await asyncio.wait_for(client.call("tasks/result", {"taskId": "t1"}), DEADLINE_S)
+            result = await asyncio.wait_for(
+                client.call("tasks/result", {"taskId": created["result"]["task"]["taskId"]}), DEADLINE_S
+            )
             assert result["result"]["content"] == [{"type": "text", "text": "answer: tide"}]
             assert [(q["id"], q["method"], q["params"]["message"]) for q in client.seen_requests] == [
                 ("q1", "elicitation/create", "Which word?")

@@ -9,6 +9,7 @@ no mutation of the input, and exceptions from the mapping.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -721,3 +722,28 @@ def test_directions_apply_the_given_mapping() -> None:
         "id": 1,
         "result": {"resultType": "input_required", "requestState": "s!", "_meta": {RELATED: {"taskId": "T"}}},
     }
+
+
+def test_a_message_without_ids_is_known_from_its_bytes_and_would_pass_unchanged():
+    from translators.fleet_ids import may_carry_ids
+
+    def seal(task_id: str) -> str:
+        return "sealed-" + task_id
+
+    plain = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": "Hello, task!"}], "resultType": "complete"},
+    }
+    assert may_carry_ids(json.dumps(plain).encode()) is False
+    assert ids_to_client(plain, seal, seal) == plain
+    for carrying in (
+        {"jsonrpc": "2.0", "id": 2, "result": {"taskId": "t1", "status": "working"}},
+        {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "input_required", "requestState": "s1"}},
+        {"jsonrpc": "2.0", "method": "subscriptions/listen", "params": {"taskIds": ["t1"]}},
+    ):
+        assert may_carry_ids(json.dumps(carrying).encode()) is True
+    # A key spelled with an escape decodes to taskId: never taken for a message without ids.
+    escaped = b'{"jsonrpc": "2.0", "id": 4, "result": {"task\\u0049d": "t1"}}'
+    assert json.loads(escaped)["result"] == {"taskId": "t1"}
+    assert may_carry_ids(escaped) is True
