@@ -145,8 +145,9 @@ async def _protected_resource(request: web.Request) -> web.Response:
     try:
         document = await state.resource_metadata.for_resource()
     except MetadataUnavailable as exc:
-        log.warning("protected-resource metadata unavailable: %s", exc)
-        return web.json_response({"error": "temporarily_unavailable", "error_description": str(exc)}, status=502)
+        log.warning("protected-resource metadata unavailable: %s", exc)  # the backend's address stays in the log
+        return web.json_response({"error": "temporarily_unavailable",
+                                  "error_description": "the backend's protected-resource metadata could not be fetched"}, status=502)
     if document is None:
         return web.json_response({"error": "not_found", "error_description": "no backend is protected"}, status=404)
     headers = {"Cache-Control": document.cache_control} if document.cache_control else None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import ConfigError, Settings, Upstream, load
+from .config import ConfigError, Settings, Upstream, load, shown_url
 from .keys import ENV_KEY, decode_key
 
 REDIS_WAIT_S = 3.0
@@ -72,7 +72,7 @@ def _backend(upstream: Upstream) -> str:
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
         except ValueError:
             raise Problem(f"url {upstream.url!r} has a port that is not a number from 0 to 65535") from None
-        return upstream.url
+        return shown_url(upstream.url)
     argv = upstream.command or []
     if upstream.cwd is not None and not Path(upstream.cwd).expanduser().is_dir():
         raise Problem(f"cwd {upstream.cwd!r} is not a directory")

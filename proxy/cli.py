@@ -77,6 +77,10 @@ def _serve(args: argparse.Namespace) -> int:
     overrides = _overrides(args) or {}
     from .reload import pid_file
 
+    # A SIGHUP before the reload handler is installed (right after the pid file names this process)
+    # is ignored rather than the end of the proxy; the handler replaces this (docs/decisions.md §85).
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     with pid_file(settings):  # `mcp-tasks-proxy reload` signals the process named there
         if settings.workers > 1:
             refusal = _workers_refusal(settings)

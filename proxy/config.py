@@ -7,7 +7,9 @@ key and what was expected (`ConfigError`).
 from __future__ import annotations
 
 import difflib
+import errno
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -256,12 +258,38 @@ repeats the value given."""
 
 def _given(loc: tuple[int | str, ...], given: Any) -> str:
     """What an error says was given: the value itself, or for a key of `SECRET_KEYS` (at any depth
-    of `loc`) only its length (text) or its type: `a string of 9 characters, not shown`."""
+    of `loc`) only its length (text) or its type: `a string of 9 characters, not shown`. A value
+    that holds such keys (a whole `[[upstream]]` table or the list of them, for a check across
+    tables) is shown with each of their values, and any password in a URL, replaced by `***`."""
     if not SECRET_KEYS.intersection(str(p) for p in loc):
-        return repr(given)
+        return repr(_redacted(given))
     if isinstance(given, str):
         return f"a string of {len(given)} characters, not shown"
     return f"a value of type {type(given).__name__}, not shown"
+
+
+def _redacted(value: Any) -> Any:
+    """`value` with the values of `SECRET_KEYS`, and passwords in `url`s, replaced by `***`."""
+    if isinstance(value, dict):
+        return {k: "***" if k in SECRET_KEYS else (shown_url(v) if k == "url" else _redacted(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
+
+
+def shown_url(url: Any) -> Any:
+    """A URL with its password and its query (which may carry an API key) replaced by `***`."""
+    if not isinstance(url, str):
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    user, at, host = authority.rpartition("@")
+    if at:
+        authority = (user.split(":", 1)[0] + ":***" if ":" in user else user) + "@" + host
+    path, question, _query = tail.partition("?")
+    return f"{scheme}://{authority}{slash}{path}{'?***' if question else ''}"
 
 
 def _describe(exc: ValidationError) -> str:
@@ -278,6 +306,20 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(lines)
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A configuration file is read whole, up to this (1 MiB); a larger one is refused."""
+
+
+def _regular_file(name: str, flags: int) -> int:
+    """Open `name` without blocking (a FIFO would hang the reader) and refuse what is not a regular
+    file (a directory, a device such as /dev/zero, a FIFO): `OSError` naming why."""
+    fd = os.open(name, flags | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return fd
+
+
 def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings from a TOML file (optional) with `overrides` (CLI flags) applied on top.
 
@@ -286,10 +328,16 @@ def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None
     data: dict[str, Any] = {}
     if path is not None:
         try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+            with open(path, "rb", opener=_regular_file) as fh:
+                raw = fh.read(MAX_CONFIG_BYTES + 1)
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a configuration file")
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})

@@ -134,16 +134,17 @@ def _reload_command(args: argparse.Namespace) -> int:
             print(f"mcp-tasks-proxy: {path} does not hold a process id", file=sys.stderr)
             return 1
         pid = int(text)
-        argv = _serving_argv(pid)
-        if argv is None:
-            print(f"mcp-tasks-proxy: {path} names process {pid}, which is not a running `mcp-tasks-proxy serve` "
-                  "(a stale pid file?); nothing sent", file=sys.stderr)
-            return 1
-        served = _config_of(argv)
-        if args.config is not None and served is not None and Path(served).resolve() != Path(args.config).resolve():
-            print(f"mcp-tasks-proxy: the proxy (pid {pid}) runs with --config {served}, not {args.config}: it re-reads its own "
-                  "file; nothing sent", file=sys.stderr)
-            return 1
+    where = f"{path} names process {pid}" if args.pid is None else f"--pid {pid} is"
+    argv = _serving_argv(pid) if pid > 1 else None  # never 0 (a process group), -1 (every process) or init
+    if argv is None:
+        print(f"mcp-tasks-proxy: {where}, which is not a running `mcp-tasks-proxy serve`"
+              f"{' (a stale pid file?)' if args.pid is None else ''}; nothing sent", file=sys.stderr)
+        return 1
+    served = _config_of(argv)
+    if args.config is not None and served is not None and Path(served).resolve() != Path(args.config).resolve():
+        print(f"mcp-tasks-proxy: the proxy (pid {pid}) runs with --config {served}, not {args.config}: it re-reads its own "
+              "file; nothing sent", file=sys.stderr)
+        return 1
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:

@@ -85,16 +85,17 @@ def with_resource_metadata(www_authenticate: str, metadata_url: str) -> str:
     gave none); every other auth-param kept in order. Its inverse is the same call with the value
     it replaced (`resource_metadata_of`). Raises `ValueError` as `bearer_params`."""
     params = bearer_params(www_authenticate)
-    replaced = [(name, metadata_url if name == "resource_metadata" else value) for name, value in params]
-    if all(name != "resource_metadata" for name, _ in params):
-        replaced.append(("resource_metadata", metadata_url))
-    return format_bearer(replaced)
+    # Auth-param names are case-insensitive (RFC 9110 §11.2): `RESOURCE_METADATA=` is the same
+    # parameter, and a backend's own URL under any spelling never reaches the client.
+    kept = [(name, value) for name, value in params if name.lower() != "resource_metadata"]
+    at = next((i for i, (name, _) in enumerate(params) if name.lower() == "resource_metadata"), len(kept))
+    return format_bearer([*kept[:at], ("resource_metadata", metadata_url), *kept[at:]])
 
 
 def resource_metadata_of(www_authenticate: str) -> str | None:
     """The challenge's `resource_metadata` URL, None when it has none or is no Bearer challenge."""
     try:
-        return next((value for name, value in bearer_params(www_authenticate) if name == "resource_metadata"), None)
+        return next((value for name, value in bearer_params(www_authenticate) if name.lower() == "resource_metadata"), None)
     except ValueError:
         return None
 

@@ -24,7 +24,7 @@ from translators.envelope import encode_header_value, name_param
 from translators.errors import (
     ELSEWHERE,
     INVALID_PARAMS,
-    NOT_OF_SESSION,
+    NOT_ISSUED,
     McpError,
     backend_http_error,
     backend_unavailable,
@@ -464,7 +464,8 @@ class Relay:
         def unseal(task_id: str) -> str:
             ref = self.keyring.unseal_task_id(task_id, "")
             if (ref.backend, ref.session) != (name, upstream_id):
-                raise unknown_task(NOT_OF_SESSION)
+                # Another session's id says no more than a forged one (docs/decisions.md §86).
+                raise unknown_task(NOT_ISSUED)
             return ref.task
 
         def unchanged(value: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -159,3 +160,41 @@ def test_a_credential_in_a_refused_setting_is_never_echoed(tmp_path):
 def test_the_default_processes_per_principal_is_cut_to_max_processes():
     settings = load(None, {"upstream": [{"command": ["x"], "max_processes": 1}]})
     assert (settings.upstream[0].max_processes_per_principal, settings.upstream[0].principal_processes) == (2, 1)
+
+
+def test_a_check_across_backends_never_repeats_their_secrets(tmp_path):
+    """A refusal that names the whole `[[upstream]]` list (here: no backend takes new work) shows it
+    with `headers`, `probe_headers` and `env` values, a URL's password and its query replaced."""
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        '[[upstream]]\nname = "a"\nweight = 0\nurl = "http://bob:UrlPw456@127.0.0.1:1/mcp?api_key=QueryKey789"\n'
+        'headers = { X-Api-Key = "HeaderSecret1" }\nprobe_headers = { Authorization = "Bearer ProbeSecret2" }\n'
+        '[[upstream]]\nname = "b"\ndrain = true\ncommand = ["srv"]\nenv = { TOKEN = "EnvSecret4" }\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == (
+        f"{path}: upstream: Value error, at least one backend must take new work (weight above 0 and drain = false) (got "
+        "[{'name': 'a', 'weight': 0, 'url': 'http://bob:***@127.0.0.1:1/mcp?***', 'headers': '***', 'probe_headers': '***'}, "
+        "{'name': 'b', 'drain': True, 'command': ['srv'], 'env': '***'}])"
+    )
+
+
+def test_files_that_are_no_configuration_are_refused_without_a_traceback_or_a_hang(tmp_path):
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"state_dir = 1\n\xff\xfe\x00garbage")
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)  # opened without blocking, and refused: it would hang the reader
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * (1024 * 1024) + "\n")
+    refusals = []
+    for path in (binary, fifo, tmp_path, big):
+        with pytest.raises(ConfigError) as caught:
+            load(path)
+        refusals.append(str(caught.value))
+    assert refusals == [
+        f"{binary}: not UTF-8 text (byte 14)",
+        f"{fifo}: cannot read: not a regular file",
+        f"{tmp_path}: cannot read: not a regular file",
+        f"{big}: larger than 1048576 bytes: not a configuration file",
+    ]

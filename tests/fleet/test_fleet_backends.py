@@ -13,10 +13,8 @@ import pytest
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 
-from translators.errors import NOT_ISSUED, NOT_OF_SESSION, UNKNOWN_TASK
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK
 from translators.sealing import ANONYMOUS, RELAY_SESSION, RELAY_STATE, Keyring
-
-NOT_OF_THIS_SESSION = f"{UNKNOWN_TASK}: {NOT_OF_SESSION}"
 
 DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
@@ -130,7 +128,7 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
         assert (stranger["_status"], stranger["error"]["code"], stranger["error"]["message"]) == (
             200,
             -32602,
-            NOT_OF_THIS_SESSION,
+            DOES_NOT_UNSEAL,
         )
         async with http.get(proxy.url, headers=clients[1].headers()) as stream:
             assert (stream.status, stream.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")

@@ -167,3 +167,13 @@ def test_a_url_as_origin_and_path():
     assert origin_and_path("http://h") == ("http://h", "")
     with pytest.raises(ValueError):
         origin_and_path("h/mcp")
+
+
+def test_a_resource_metadata_in_any_case_is_replaced_once_never_kept():
+    """RFC 9110 §11.2: auth-param names are case-insensitive, so `RESOURCE_METADATA` is the backend's
+    metadata URL too: it is replaced in place, and no second one is added beside it."""
+    backend = 'Bearer error="invalid_token", RESOURCE_METADATA="http://10.9.8.7:9999/x", scope="a"'
+    assert with_resource_metadata(backend, PROXY_METADATA) == (
+        f'Bearer error="invalid_token", resource_metadata="{PROXY_METADATA}", scope="a"'
+    )
+    assert resource_metadata_of(backend) == "http://10.9.8.7:9999/x"
