@@ -142,4 +142,3 @@ def may_carry_ids(raw: bytes) -> bool:
     `ids_to_client` / `ids_to_backend` could change something (a bytes search; no parsing). False
     means they would give the message back unchanged: a relay may pass `raw` on as it is."""
     return any(key in raw for key in ID_KEYS_BYTES)
-
