@@ -163,8 +163,19 @@ class Settings(BaseModel):
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
-        if value is not None and (not value.startswith(("http://", "https://")) or "?" in value or "#" in value):
-            raise ValueError("must be the http:// or https:// URL clients reach the MCP endpoint at, without query or fragment")
+        if value is None:
+            return value
+        problem = "must be the http:// or https:// URL clients reach the MCP endpoint at, without query or fragment"
+        if not value.startswith(("http://", "https://")) or "?" in value or "#" in value:
+            raise ValueError(problem)
+        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
+            raise ValueError("must not hold spaces or control characters (it goes into WWW-Authenticate headers)")
+        authority = value.partition("://")[2].partition("/")[0]
+        host, colon, port = authority.rpartition(":") if not authority.endswith("]") else (authority, "", "")
+        if not colon:
+            host = authority
+        if not host or "@" in authority or (colon and not (port.isdigit() and 0 < int(port) <= 65535)):
+            raise ValueError(problem + ", with a host and, if any, a port from 1 to 65535 (no user or password)")
         return value
 
     @field_validator("resource_backend")
@@ -274,7 +285,7 @@ def _redacted(value: Any) -> Any:
         return {k: "***" if k in SECRET_KEYS else (shown_url(v) if k == "url" else _redacted(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_redacted(v) for v in value]
-    return value
+    return shown_url(value) if isinstance(value, str) and "://" in value else value
 
 
 def shown_url(url: Any) -> Any:

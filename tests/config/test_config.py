@@ -198,3 +198,36 @@ def test_files_that_are_no_configuration_are_refused_without_a_traceback_or_a_ha
         f"{tmp_path}: cannot read: not a regular file",
         f"{big}: larger than 1048576 bytes: not a configuration file",
     ]
+
+
+NO_HOST = (
+    "must be the http:// or https:// URL clients reach the MCP endpoint at, without query or fragment, with a host and, "
+    "if any, a port from 1 to 65535 (no user or password)"
+)
+
+
+@pytest.mark.parametrize(
+    ("public_url", "refusal"),
+    [
+        (
+            "https://h/mc\r\nX-Evil: 1\r\np",
+            "must not hold spaces or control characters (it goes into WWW-Authenticate headers) "
+            "(got 'https://h/mc\\r\\nX-Evil: 1\\r\\np')",
+        ),
+        ("http://", f"{NO_HOST} (got 'http://')"),
+        ("https://h:99999/mcp", f"{NO_HOST} (got 'https://h:99999/mcp')"),
+        ("https://u:p@h/mcp", f"{NO_HOST} (got 'https://u:***@h/mcp')"),  # a password in it is never repeated
+    ],
+    ids=["control characters", "no host", "port out of range", "a password"],
+)
+def test_a_public_url_that_cannot_name_the_resource_is_refused(public_url, refusal):
+    with pytest.raises(ConfigError) as caught:
+        load(None, {"public_url": public_url})
+    assert str(caught.value) == f"configuration: public_url: Value error, {refusal}"
+
+
+def test_a_public_url_with_a_host_and_port_is_taken():
+    assert [load(None, {"public_url": url}).public_url for url in ("https://h:443/mcp", "https://[::1]:8443/mcp")] == [
+        "https://h:443/mcp",
+        "https://[::1]:8443/mcp",
+    ]

@@ -156,6 +156,10 @@ async def test_a_reload_that_cannot_be_applied_changes_nothing(reference_v1_serv
         with pytest.raises(ConfigError) as refused:
             await proxy.reload(_settings(tmp_path, {**a, "url": second_v1_server.url}))
         assert str(refused.value).startswith("upstream.0.url: backend 'a' is running; its url cannot change by reload")
+        for key, value in (("probe_headers", {"X-Probe": "2"}), ("liveness_timeout_ms", 0), ("max_processes_per_principal", 1)):
+            with pytest.raises(ConfigError) as refused:  # read once at set-up: refused, never silently ignored
+                await proxy.reload(_settings(tmp_path, {**a, key: value}))
+            assert str(refused.value).startswith(f"upstream.0.{key}: backend 'a' is running; its {key} cannot change by reload")
         with pytest.raises(ConfigError) as refused:
             await proxy.reload(_settings(tmp_path, {"name": "b", "url": second_v1_server.url}))
         assert str(refused.value).startswith("upstream: backend 'a' is removed but was not drained")
