@@ -15,6 +15,7 @@ inverse when given back the value it replaced.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Final
 
 from .errors import INVALID_REQUEST, McpError
@@ -44,12 +45,49 @@ class AuthChallenge(McpError):
         self.backend = backend
 
 
-def is_bearer_challenge(status: int, www_authenticate: str | None) -> bool:
-    """Whether an answer of HTTP `status` with this `WWW-Authenticate` value is a Bearer challenge
-    the proxy relays (`CHALLENGE_STATUSES`, scheme `Bearer`, case-insensitive: RFC 9110 §11.1)."""
+def is_bearer_challenge(status: int, www_authenticate: str | Sequence[str] | None) -> bool:
+    """Whether an answer of HTTP `status` with these `WWW-Authenticate` values (one, or all of the
+    response's) holds a Bearer challenge the proxy relays (`CHALLENGE_STATUSES`, scheme `Bearer`
+    among any challenges, case-insensitive: RFC 9110 §11.1, §11.6.1)."""
     if status not in CHALLENGE_STATUSES or not www_authenticate:
         return False
-    return www_authenticate.lstrip().split(" ", 1)[0].lower() == "bearer"
+    return bearer_challenge([www_authenticate] if isinstance(www_authenticate, str) else www_authenticate) is not None
+
+
+_SCHEME_AFTER_COMMA = re.compile(r"\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:\s+|$)(?!=)")
+
+
+def challenges(www_authenticate: str) -> list[str]:
+    """The challenges of one `WWW-Authenticate` value, each `scheme params` (RFC 9110 §11.6.1: a
+    comma separates both the auth-params of a challenge and the challenges; a new challenge starts
+    where a comma outside a quoted string is followed by a token and a space that is not a param's
+    `=`): `DPoP algs="ES256", Bearer scope="a"` → `['DPoP algs="ES256"', 'Bearer scope="a"']`."""
+    found: list[str] = []
+    start, quoted, escaped = 0, False, False
+    for i, char in enumerate(www_authenticate):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quoted:
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            ahead = _SCHEME_AFTER_COMMA.match(www_authenticate, i + 1)
+            if ahead is not None and not www_authenticate[ahead.end() :].startswith("="):
+                found.append(www_authenticate[start:i].strip())
+                start = i + 1
+    found.append(www_authenticate[start:].strip())
+    return [challenge for challenge in found if challenge]
+
+
+def bearer_challenge(values: Sequence[str]) -> str | None:
+    """The Bearer challenge among a response's `WWW-Authenticate` values (several headers, or
+    several challenges in one), None when there is none; the scheme is case-insensitive."""
+    for value in values:
+        for challenge in challenges(value):
+            if challenge.split(None, 1)[0].lower() == "bearer":
+                return challenge
+    return None
 
 
 def bearer_params(www_authenticate: str) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ import aiohttp
 from yarl import URL
 
 from translators.errors import McpError, backend_unavailable
-from translators.oauth import AuthChallenge, is_bearer_challenge
+from translators.oauth import AuthChallenge, bearer_challenge, is_bearer_challenge
 
 from ..metrics import NO_METRICS, Metrics
 from ..observe.hooks import TRACE
@@ -95,9 +95,10 @@ async def raise_for_challenge(response: aiohttp.ClientResponse, backend: str) ->
     """Raise `AuthChallenge` (the response read and released) when `response` is a backend's Bearer
     challenge: HTTP 401 or 403 with `WWW-Authenticate: Bearer …` (MCP "Authorization"; RFC 6750 §3).
     Any other response is left as it is."""
-    www_authenticate = response.headers.get("WWW-Authenticate")
-    if not is_bearer_challenge(response.status, www_authenticate):
+    values = response.headers.getall("WWW-Authenticate", [])
+    if not is_bearer_challenge(response.status, values):
         return
+    www_authenticate = bearer_challenge(values)  # the Bearer one, also beside other schemes' challenges
     try:
         await response.read()
     except (TimeoutError, aiohttp.ClientError, ConnectionError):

@@ -177,3 +177,22 @@ def test_a_resource_metadata_in_any_case_is_replaced_once_never_kept():
         f'Bearer error="invalid_token", resource_metadata="{PROXY_METADATA}", scope="a"'
     )
     assert resource_metadata_of(backend) == "http://10.9.8.7:9999/x"
+
+
+def test_the_bearer_challenge_is_found_beside_other_schemes_in_one_header_or_several():
+    from translators.oauth import bearer_challenge, challenges
+
+    # RFC 9110 §11.6.1's own example: two challenges in one value, a quoted comma in a param.
+    example = 'Newauth realm="apps", type=1, title="Login to \\"apps\\"", Basic realm="simple"'
+    assert challenges(example) == ['Newauth realm="apps", type=1, title="Login to \\"apps\\""', 'Basic realm="simple"']
+    assert ", ".join(challenges(example)) == example  # the inverse: the challenges joined again
+    dpop = 'DPoP algs="ES256", Bearer resource_metadata="http://10.0.0.5/x", scope="a b"'
+    assert bearer_challenge([dpop]) == 'Bearer resource_metadata="http://10.0.0.5/x", scope="a b"'
+    assert bearer_challenge(['Basic realm="x"', 'bearer error="invalid_token"']) == 'bearer error="invalid_token"'
+    quoted = 'Bearer error_description="a, Basic b", scope="c"'  # a comma and a scheme inside quotes
+    assert challenges(quoted) == [quoted]
+    assert bearer_challenge(['Basic realm="x"']) is None
+    assert (is_bearer_challenge(401, ['Basic realm="x"', "Bearer"]), is_bearer_challenge(401, ['Basic realm="x"'])) == (
+        True,
+        False,
+    )
