@@ -18,7 +18,7 @@ import time
 
 import aiohttp
 
-from translators.errors import McpError
+from translators.errors import McpError, backend_unavailable
 from translators.oauth import AuthChallenge
 from translators.protocol import TaskSupport
 
@@ -124,10 +124,16 @@ class Backend:
             self._probe_connector.url = self.connector.configured_url
             try:
                 with reconnect_wait(0.0):  # a probe never waits for the backend (it holds the probe lock)
-                    profile = await probe(self._probe_connector, self.config.dialect, self._probe_session, self.profile)
+                    async with asyncio.timeout(self.connector.PROBE_TIMEOUT_S):
+                        profile = await probe(self._probe_connector, self.config.dialect, self._probe_session, self.profile)
                 self.check_supported(profile)
             except AuthChallenge as exc:
                 return self._challenged(exc)
+            except TimeoutError:
+                self._probe_session.session = None  # its initialize may never have been answered
+                error = backend_unavailable(self.name, f"did not answer the probe within {self.connector.PROBE_TIMEOUT_S:g} s")
+                self._mark_down(error.message)
+                raise error from None
             except McpError as exc:
                 self._mark_down(exc.message)
                 raise

@@ -121,6 +121,10 @@ class Endpoint:
     """
 
     HEALTH_CHECKS = True
+    PROBE_TIMEOUT_S: float | None = 15.0
+    """How long a whole probe may take (s): a backend that accepts connections and never answers is
+    down after it, instead of holding the start, a reload or the probe lock for
+    `upstream_timeout_ms`. None: no bound of its own (a stdio process has its start wait)."""
     """Whether `check_connect` says anything of the backend (a stdio connector's loopback endpoint
     is always there; its processes are watched by their supervisor)."""
 

@@ -292,6 +292,7 @@ class StdioEndpoint(Endpoint):
     health check: the bridge always accepts, and a lost process marks the backend down itself."""
 
     HEALTH_CHECKS = False
+    PROBE_TIMEOUT_S = None  # the process's start wait and liveness bound it (decision 72)
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
                  metrics: Metrics | None = None):
