@@ -43,7 +43,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         health = "unknown" if not known and backend.down is None else ("down" if backend.down is not None else "up")
         backends.append({
             "name": member.name,
-            "transport": urlsplit(backend.config.url).scheme.lower(),
+            "transport": urlsplit(backend.config.url).scheme.lower() if backend.config.url else "stdio",
             "dialect": backend.dialect,
             "pinned": backend.config.dialect != "auto",
             "protocol_versions": list(profile.protocol_versions) if profile is not None else [],

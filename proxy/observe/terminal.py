@@ -30,14 +30,24 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
 
+def _drain(backend: dict[str, Any]) -> str:
+    """"-", "drained", or "draining: N sessions, N requests, N tasks" (what is still bound to it)."""
+    if backend["drain"] != "draining":
+        return backend["drain"] or "-"
+    left = backend["remaining"]
+    return f'draining: {left["sessions"]} sessions, {left["requests"]} requests, {left["tasks"]} tasks'
+
+
 def render(data: dict[str, Any]) -> str:
     now = data["now_ms"]
     out = ["Backends", table(
-        ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "p50 ms", "p99 ms"],
+        ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "p50 ms", "p99 ms",
+         "weight (new work)", "drain"],
         [[b["name"], b["transport"], b["dialect"], ",".join(b["protocol_versions"]) or "-",
           b["health"] + (f" ({b['down_reason']})" if b["down_reason"] else ""), when(b["dialect_since_ms"], now), str(b["live_tasks"]),
           str(b["requests_last_hour"]), str(b["errors_last_hour"]), str(b["upstream_latency_ms"]["p50"] or "-"),
-          str(b["upstream_latency_ms"]["p99"] or "-")] for b in data["backends"]])]
+          str(b["upstream_latency_ms"]["p99"] or "-"), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', _drain(b)]
+         for b in data["backends"]])]
     for label, key in (("last hour", "last_hour"), ("last day", "last_day")):
         out += ["", f"Migration matrix, {label}", table(["client", "backend", "how", "requests", "errors"],
                 [[r["client_dialect"], r["backend_dialect"], r["mode"], str(r["requests"]), str(r["errors"])] for r in data["matrix"][key]])]

@@ -267,6 +267,7 @@ async def test_status_command_prints_the_tables(reference_v1_server, reference_v
     assert lines[0] == "Backends"
     assert lines[3].split()[:5] == ["old", "http", "v1", "2025-11-25", "up"]
     assert lines[4].split()[:5] == ["new", "http", "v2-modern", "2026-07-28", "up"]
+    assert [line.split()[-3:] for line in lines[3:5]] == [["1", "(50%)", "-"], ["1", "(50%)", "-"]]  # weight, share, drain
     start = lines.index("Migration matrix, last hour")
     assert [line.split() for line in lines[start + 3 : start + 8]] == [
         ["v1", "v1", "relayed", "4", "0"],

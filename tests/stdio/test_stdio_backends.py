@@ -13,6 +13,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import aiohttp
 import pytest
 from stdio_support import running_stdio_proxy
 
@@ -67,6 +68,9 @@ a question asked without `input_required`): a relay passes them on as they are."
 async def test_mcp1_client_relayed_to_a_v1_server_on_stdio(kind, tmp_path):
     async with running_stdio_proxy(kind, tmp_path) as proxy:
         lines = await _checks("mcp-v1", "mcp1_client_checks.py", proxy.url, V1_CHECKS)
+        async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/status.json") as response:
+            [backend] = (await response.json())["backends"]
+    assert (backend["name"], backend["transport"], backend["dialect"]) == ("main", "stdio", "v1")
     failing = FASTMCP3_OWN_DEVIATIONS if kind == "fastmcp3" else set()
     assert {name: line["ok"] for name, line in lines.items()} == {name: name not in failing for name in V1_CHECKS}, lines
 
