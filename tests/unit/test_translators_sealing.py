@@ -305,3 +305,20 @@ def test_garbage_request_state_is_32602(token):
 def test_request_state_without_expiry_field_is_32602():
     _invalid_state(KEYRING.seal("request-state", (), ALICE))
     _invalid_state(KEYRING.seal("request-state", ("soon", "a"), ALICE))
+
+
+def test_remembered_seals_and_openings_answer_as_the_first_did():
+    """Both directions are remembered (`MEMO_ENTRIES`): the same token for the same fields, the same
+    fields for the same token, and what did not open still does not, for another principal or
+    purpose too; a token that is no string is refused, never remembered."""
+    keyring = Keyring(b"\x07" * 64)
+    first = keyring.seal("relay-session", ("main", "s-1"), "")
+    assert [keyring.seal("relay-session", ("main", "s-1"), "") for _ in range(3)] == [first] * 3
+    assert [keyring.unseal("relay-session", first, "") for _ in range(3)] == [("main", "s-1")] * 3
+    for purpose, principal in (("relay-session", ALICE), ("task", "")):
+        with pytest.raises(ValueError, match="token does not unseal"):
+            keyring.unseal(purpose, first, principal)
+    for token in (None, 7, ["x"], {"taskId": first}):
+        with pytest.raises(ValueError, match="token does not unseal"):
+            keyring.unseal("relay-session", token, "")  # type: ignore[arg-type]
+    assert Keyring(b"\x07" * 64).unseal("relay-session", first, "") == ("main", "s-1")  # a new keyring, nothing remembered
