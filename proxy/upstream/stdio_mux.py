@@ -204,8 +204,10 @@ class ProcessSlot:
         self._pending.pop(request_id, None)
         if answer not in done:
             answer.cancel()
+            exited_first = self._exited.is_set()  # read before the stop below ends the process
             await process.stop()
-            return "the process exited before answering initialize" if self._exited.is_set() else "initialize timed out"
+            return "the process exited before answering initialize" if exited_first else \
+                f"the process did not answer initialize within {INITIALIZE_TIMEOUT_S:g} s"
         message, _ = answer.result()
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("capabilities"), dict):

@@ -411,3 +411,28 @@ async def test_the_readme_npx_example_survives_killing_the_process_the_proxy_lau
             assert await _ready_again(http, proxy) == (200, {"status": "ready"})
     finally:
         await proxy.stop()
+
+
+async def test_a_process_that_never_answers_initialize_is_said_to_have_timed_out(tmp_path, monkeypatch):
+    """It reads every line and answers none: the reason given is the wait that ran out, not an exit
+    (the stop that follows the wait used to make it read "exited before answering initialize")."""
+    from proxy.upstream import stdio_mux
+
+    monkeypatch.setattr(stdio_mux, "INITIALIZE_TIMEOUT_S", 0.5)
+    mute = [sys.executable, "-c", "import sys\nfor line in sys.stdin:\n    pass\n"]
+    proxy = await _proxy(mute, tmp_path)
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(proxy.base_url + "/readyz") as response:
+                body = await response.json()
+        assert (response.status, body) == (
+            503,
+            {
+                "status": "not ready",
+                "backend": "noisy",
+                "reason": "Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running "
+                "(the process did not answer initialize within 0.5 s)",
+            },
+        )
+    finally:
+        await proxy.stop()
