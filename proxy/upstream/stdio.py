@@ -262,18 +262,30 @@ class Bridge:
             queue.put_nowait(session.backlog.popleft())
         session.stream = queue
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        unsent: dict[str, Any] | None = None
         try:
             await response.prepare(request)
             while not session.lost:
-                message = await queue.get()
-                if not message:
+                unsent = await queue.get()
+                if not unsent:
                     break
-                await response.write(_event(message))
+                await response.write(_event(unsent))
+                unsent = None
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             if session.stream is queue:
                 session.stream = None
+            # What this stream took and did not write (the client went away while a question was on
+            # its way) goes back to the backlog, first, for the next stream or asking request: a
+            # question the process sent once is never dropped with a stream that ended.
+            left = [unsent] if unsent else []
+            while not queue.empty():
+                queued = queue.get_nowait()
+                if queued:
+                    left.append(queued)
+            for message in reversed(left):
+                session.backlog.appendleft(message)
         return response
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
