@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from .config import ConfigError, Settings, Upstream, load, shown_url
 from .keys import ENV_KEY, decode_key
+from .state.health import display_url
 
 REDIS_WAIT_S = 3.0
 """How long a Redis store has to answer `PING` (connecting included)."""
@@ -143,16 +144,6 @@ def _store(settings: Settings) -> str:
     return asyncio.run(_redis(settings.store))
 
 
-def _shown(url: str) -> str:
-    """`url` with any password replaced by `***` (a line of this report may be pasted anywhere)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
-
-
 async def _redis(url: str) -> str:
     try:
         from redis import asyncio as aioredis
@@ -164,7 +155,7 @@ async def _redis(url: str) -> str:
         async with asyncio.timeout(REDIS_WAIT_S):
             await client.ping()
     except (RedisError, OSError, TimeoutError) as exc:
-        raise Problem(f"{_shown(url)} does not answer PING within {REDIS_WAIT_S:g} s: {exc or type(exc).__name__}") from None
+        raise Problem(f"{display_url(url)} does not answer PING within {REDIS_WAIT_S:g} s: {exc or type(exc).__name__}") from None
     finally:
         await client.aclose()
-    return f"{_shown(url)} answers PING"
+    return f"{display_url(url)} answers PING"
