@@ -86,6 +86,11 @@ class ProxyState:
     """The backends' protected-resource metadata, served under the public URL (docs/decisions.md §81)."""
     reloading: asyncio.Lock = field(default_factory=asyncio.Lock)
     """One reload at a time (`RunningProxy.reload`)."""
+    lasting: Any = None
+    """`proxy.observe.lasting.Lasting`: the status figures flushed to the store and read back
+    (None with `store = "memory"`: the page shows this process's own)."""
+    flusher: asyncio.Future[None] | None = None
+    """`Lasting.run`, cancelled at cleanup (then one last flush)."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -155,19 +160,26 @@ async def _protected_resource(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
+    """The Prometheus text: this process's registry; with `--workers` > 1 the samples of every
+    worker of this proxy added up from the store (`proxy/observe/metric_totals.py`, docs/decisions.md §96)."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    return web.Response(body=generate_latest(request.app[STATE].metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    state = request.app[STATE]
+    if state.lasting is not None and state.lasting.metrics is not None:
+        from .observe.metric_totals import exposition
+
+        return web.Response(body=await exposition(state.metrics.registry, state.lasting), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=generate_latest(state.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def _status_json(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return await status_json(request, state.fleet, state.metrics.recorder, state.settings.status_token)
+    return await status_json(request, state.fleet, state.metrics.recorder, state.settings.status_token, state.lasting)
 
 
 async def _status_page(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return await status_page(request, state.fleet, state.metrics.recorder, state.settings.status_token)
+    return await status_page(request, state.fleet, state.metrics.recorder, state.settings.status_token, state.lasting)
 
 
 def _with_request_id(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -209,6 +221,10 @@ async def _startup(app: web.Application) -> None:
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
         await _heartbeat(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
+    state.lasting = _lasting(state)
+    if state.lasting is not None:
+        state.metrics.lasting = state.lasting
+        state.flusher = asyncio.ensure_future(state.lasting.run())
     if state.store is not None and state.store.shared:
         from .faces.session import ANSWERS
 
@@ -225,6 +241,29 @@ async def _startup(app: web.Application) -> None:
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
     if settings.health_interval_ms > 0:
         state.checker = asyncio.ensure_future(state.fleet.keep_checking(settings.health_interval_ms / 1000))
+
+
+def _lasting(state: ProxyState) -> Any:
+    """The status figures' persistence for the store in use (`proxy/observe/lasting.py`): in the
+    SQLite file, in Redis, or None (memory, or a store given to `create_app` that is neither)."""
+    from .observe.lasting import Lasting, replica_name
+
+    store, settings = state.store, state.settings
+    # With port 0 the name waits for the port bound (`start`); nothing is flushed before it.
+    name = replica_name(settings.replica_name, settings.port) if settings.replica_name or settings.port else None
+    metrics = state.metrics if settings.workers > 1 else None
+    if isinstance(store, SqliteTaskStore):
+        from .state.figures_sqlite import SqliteFigures
+
+        figures: Any = SqliteFigures(lambda: store.db)
+        return Lasting(state.metrics.recorder, figures, replica=name, store_name=f"sqlite: {store.path}", metrics=metrics)
+    redis = getattr(store, "redis", None)
+    if store is not None and store.shared and redis is not None:
+        from .state.figures_redis import RedisFigures
+
+        return Lasting(state.metrics.recorder, RedisFigures(redis), replica=name, store_name=store.health.name,  # type: ignore[attr-defined]
+                       process=store.process, metrics=metrics)  # type: ignore[attr-defined]
+    return None
 
 
 def _handover(store: TaskStateStore, fleet: Fleet) -> asyncio.Future[None]:
@@ -303,7 +342,7 @@ async def _shutdown(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
-    for loop_task in (state.prober, state.checker, state.maintainer, state.listener, state.handover):
+    for loop_task in (state.prober, state.checker, state.flusher, state.maintainer, state.listener, state.handover):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -312,6 +351,8 @@ async def _cleanup(app: web.Application) -> None:
         await state.fleet.close()
     if state.http is not None:
         await state.http.close()
+    if state.lasting is not None:
+        await state.lasting.close()  # the last counts, before the store closes
     if state.own_store and state.store is not None:
         await state.store.close()
     if state.tracing is not None and state.tracer_provider is None:
@@ -411,6 +452,11 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
         await runner.cleanup()
         raise
     host, port = runner.addresses[0][:2]
+    lasting = app[STATE].lasting
+    if lasting is not None and settings.replica_name is None and settings.port == 0:
+        from .observe.lasting import replica_name
+
+        lasting.replica = replica_name(None, port)
     base = f"http://{host}:{port}"
     return RunningProxy(runner, base + settings.path, base)
 

@@ -155,6 +155,7 @@ class Settings(BaseModel):
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout_ms: int = Field(default=30_000, gt=0)
     status_token: str | None = Field(default=None, min_length=16)
+    replica_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,64}$")
     traces: Literal["off", "otlp"] = "off"
     traces_endpoint: str | None = None
     public_url: str | None = None

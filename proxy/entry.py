@@ -228,6 +228,9 @@ class Entry:
         dialect = backend.dialect  # relayed: the client speaks the backend's dialect
         initialize = message.method == "initialize"
         client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(request.headers.get(H_SESSION_ID))
+        if client is UNKNOWN_CLIENT and not initialize and backend.metrics.lasting is not None and H_SESSION_ID in request.headers:
+            # Begun before a restart, or on another worker or replica: the store may know its client.
+            client = await backend.metrics.lasting.session_client(request.headers[H_SESSION_ID])
         try:
             body = relay.session_body(message, body, upstream_id)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream

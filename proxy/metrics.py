@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -92,6 +93,8 @@ class Metrics:
         self._live_sources: list[Callable[[], int]] = []
         self.recorder = StatusRecorder()
         """What the status page shows (`proxy/observe/recorder.py`), recorded beside these metrics."""
+        self.lasting: Any = None
+        """`proxy.observe.lasting.Lasting` once the application keeps the figures in its store."""
         # Pre-bound label children: one dict lookup per event instead of prometheus_client's
         # labels() (validation, lock). Bounded: every label value comes from a fixed set, a
         # backend name or a JSON-RPC error code.
@@ -149,6 +152,7 @@ class NoMetrics(Metrics):
 
     def __init__(self) -> None:  # no registry at all
         self.recorder = NoRecorder()
+        self.lasting = None
 
     def request(self, face: str, backend_dialect: str, method: str | None, outcome: str) -> None:
         pass

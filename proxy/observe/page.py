@@ -98,6 +98,48 @@ def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: 
     return _table(headers, body, {3 if with_dialect else 2}, table_id)
 
 
+COVERS = {"fleet": "every replica on the shared store, with all their workers", "proxy": "kept in its store across restarts",
+          "process": "nothing is kept (store = \"memory\")"}
+
+
+def covers(counting: dict[str, Any]) -> str:
+    """What the counts cover, in words: `fleet (2 replicas) since …`."""
+    replicas = counting["replicas"]
+    scope = counting["covers"]
+    if scope == "fleet":
+        scope = f"the fleet ({len(replicas)} replica{'s' if len(replicas) != 1 else ''})"
+    elif scope == "proxy":
+        scope = "this proxy"
+    else:
+        scope = "this process"
+    return scope
+
+
+def _counting(data: dict[str, Any]) -> str:
+    """Since when, and over what, the page has counted; each replica's own figures."""
+    counting, now = data["counting"], data["now_ms"]
+    line = (f'<p id="counting">Counts cover {escape(covers(counting))}: {escape(COVERS[counting["covers"]])}; counted since '
+            f'{escape(when(counting["since_ms"], now))}. Store: {escape(counting["store"])}.')
+    if counting.get("error"):
+        line += f' <span class="down">{escape(counting["error"])}</span>'
+    if counting.get("late"):
+        line += f' <span class="muted">Not flushed in time for this read: {escape(", ".join(counting["late"]))}.</span>'
+    line += "</p>"
+    if not counting["replicas"]:
+        return line
+    rows = [[escape(r["name"]) + (" (this one)" if r["name"] == counting["replica"] else ""), str(r["processes"]),
+             escape(when(r["since_ms"], now)), escape(when(r["last_flush_ms"], now)), f'{r["requests_last_hour"]} / {r["requests_last_day"]}',
+             str(r["errors_last_hour"]), str(r["v1_requests_last_day"]), escape(when(r["last_v1_ms"], now))] for r in counting["replicas"]]
+    totals = [sum(r[k] for r in counting["replicas"]) for k in ("processes", "requests_last_hour", "requests_last_day", "errors_last_hour",
+                                                                   "v1_requests_last_day")]
+    last_v1 = max((r["last_v1_ms"] for r in counting["replicas"] if r["last_v1_ms"] is not None), default=None)
+    rows.append(["<b>fleet total</b>", str(totals[0]), escape(when(counting["since_ms"], now)), "—", f"{totals[1]} / {totals[2]}",
+                 str(totals[3]), str(totals[4]), escape(when(last_v1, now))])
+    table = _table(["replica", "live processes", "counting since", "last flush", "requests (last hour / day)", "errors (last hour)",
+                    "v1 requests (last day)", "last v1 client"], rows, {1, 4, 5, 6}, "replicas")
+    return line + "\n<h2>Replicas</h2>\n" + table
+
+
 def _verdict(data: dict[str, Any]) -> str:
     """One box per verdict, coloured by meaning (`VERDICTS`): a backend down is an alarm; v1
     clients, v1 backends or translated requests still there are information (the migration is
@@ -109,7 +151,11 @@ def _verdict(data: dict[str, Any]) -> str:
     translated = sum(r["requests"] for r in data["matrix"]["last_day"] if r["mode"] == "translated")
     lines = [f'<div class="verdict alarm">Backend {escape(b["name"])} is down: {escape(b["down_reason"] or "not answering")}.</div>'
              for b in data["backends"] if b["health"] == "down"]
-    if last is None or now - last >= 86_400_000:
+    since = data["counting"]["since_ms"]
+    if last is None and now - since < 86_400_000:  # not counted for a day yet: silence proves nothing
+        lines.append(f'<div class="verdict info">No v1 client seen since counting began {escape(when(since, now))}: '
+                     f'less than 24 hours.</div>')
+    elif last is None or now - last >= 86_400_000:
         lines.append(f'<div class="verdict clear">No v1 client has spoken for 24 hours (last: {escape(when(last, now))}).</div>')
     else:
         lines.append(f'<div class="verdict info">v1 clients are still here: {v1_day} requests in the last day, '
@@ -193,10 +239,12 @@ def plot(timeline: dict[str, Any], started_ms: int | None = None, width: int = 7
 def render(data: dict[str, Any], refresh_s: int) -> str:
     """The whole page."""
     now = data["now_ms"]
-    errors = _table(["when", "backend", "client dialect", "method", "code", "reason"],
-                    [[escape(when(e["at_ms"], now)), escape(e["backend"]), escape(e["client_dialect"]), escape(e["method"] or "—"),
-                      escape(e["code"]), escape(e["reason"] or "the backend's answer")] for e in data["recent_errors"]],
+    errors = _table(["when", "replica", "backend", "client dialect", "method", "code", "reason"],
+                    [[escape(when(e["at_ms"], now)), escape(e.get("replica") or "—"), escape(e["backend"]), escape(e["client_dialect"]),
+                      escape(e["method"] or "—"), escape(e["code"]), escape(e["reason"] or "the backend's answer")]
+                     for e in data["recent_errors"]],
                     table_id="errors")
+    scope = escape(covers(data["counting"]))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_s}">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>mcp-tasks-proxy status</title>
@@ -205,20 +253,22 @@ def render(data: dict[str, Any], refresh_s: int) -> str:
 <p class="muted">{escape(when(now, now).split(" (")[0])} · up since {escape(when(data["started_ms"], now))} ·
 reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_verdict(data)}
+{_counting(data)}
 <h2>Backends</h2>
+<p class="muted">Requests and errors: {scope}. Health, live tasks and upstream latency: this process.</p>
 {_backends(data)}
-<h2>Requests per minute by client dialect</h2>
-{plot(data["timeline"], data["started_ms"])}
-<h2>Migration matrix</h2>
+<h2>Requests per minute by client dialect ({scope})</h2>
+{plot(data["timeline"], data["counting"]["since_ms"])}
+<h2>Migration matrix ({scope})</h2>
 <p>Last hour</p>{_matrix(data["matrix"]["last_hour"], "matrix-hour")}
 <p>Last day</p>{_matrix(data["matrix"]["last_day"], "matrix-day")}
 <p>By backend, last hour (a rolling upgrade goes backend by backend)</p>{_matrix(data["matrix_by_backend"]["last_hour"], "matrix-backend-hour")}
 <p>By backend, last day</p>{_matrix(data["matrix_by_backend"]["last_day"], "matrix-backend-day")}
-<h2>Clients still on v1</h2>
+<h2>Clients still on v1 ({scope})</h2>
 {_clients(data["v1_clients"], now, "v1-clients", False)}
-<h2>All clients</h2>
+<h2>All clients ({scope})</h2>
 {_clients(data["clients"], now, "clients", True)}
-<h2>Recent refusals and upstream errors</h2>
+<h2>Recent refusals and upstream errors ({scope})</h2>
 {errors}
 </body></html>
 """

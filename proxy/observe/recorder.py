@@ -7,6 +7,11 @@ under (backend, client dialect, backend dialect, error or not), and a row per cl
 modern request's `_meta` clientInfo, a proxy session's `initialize`), or what a relayed session's
 `initialize` said, remembered by its session id (`remember_session`).
 
+What is recorded here is also handed, as deltas, to the store every second or so
+(`take`, called by `proxy/observe/lasting.py`), so that the figures outlive the process and add up
+over workers and replicas; the questions the page asks are answered by `proxy/observe/figures.py`.
+A new kind of count is one `count((kind, ...))` call: it is kept, flushed and summed like the rest.
+
 Bounds: `MINUTES` buckets of one minute (the last day), `MAX_CLIENTS` client rows (least recently
 seen goes first), `MAX_SESSIONS` relayed sessions remembered, `LATENCY_SAMPLES` latencies per
 backend, `RECENT_ERRORS` refusals and upstream errors (code and reason only: never a header
@@ -20,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .figures import DIALECTS, REQUESTS, UNCLASSIFIED, Batch, Bucket, ClientRow, CountKey, Figures
+
 MINUTES = 1440
 """Minute buckets kept: one day."""
 MAX_CLIENTS = 1000
@@ -28,10 +35,11 @@ MAX_BACKENDS_PER_CLIENT = 32
 LATENCY_SAMPLES = 512
 RECENT_ERRORS = 50
 REASON_CHARS = 200
-DIALECTS = ("v1", "v2-session", "v2-modern")
-UNCLASSIFIED = "unclassified"
-"""The client dialect of a POST that is neither a modern request nor a session's (no JSON-RPC, no
-2026-07-28 envelope, no session): counted in a row of its own, never under a dialect."""
+__all__ = ["CANCELLED", "DIALECTS", "UNCLASSIFIED", "UNKNOWN_CLIENT", "ClientKey", "ClientRow", "NoRecorder", "StatusRecorder",
+           "client_key"]
+# `UNCLASSIFIED` (figures.py): the client dialect of a POST that is neither a modern request nor a
+# session's (no JSON-RPC, no 2026-07-28 envelope, no session): counted in a row of its own, never
+# under a dialect.
 CANCELLED = "cancelled"
 """The outcome of a request whose client left before its answer's end (not an error)."""
 
@@ -51,33 +59,39 @@ def client_key(info: Any) -> ClientKey:
     return name[:64], version[:64] if isinstance(version, str) else ""
 
 
-class ClientRow:
-    """One client (name, version, dialect): requests, first and last seen (Unix ms), backends used."""
-
-    __slots__ = ("requests", "first_seen_ms", "last_seen_ms", "backends")
-
-    def __init__(self, now_ms: int):
-        self.requests = 0
-        self.first_seen_ms = now_ms
-        self.last_seen_ms = now_ms
-        self.backends: set[str] = set()
-
-
 class StatusRecorder:
-    """The status page's data. `clock`: Unix seconds (a test may replace it)."""
+    """The status page's data as this process counted it. `clock`: Unix seconds (a test may replace it)."""
 
     def __init__(self, clock: Callable[[], float] = time.time):
         self.clock = clock
         self.started_ms = int(clock() * 1000)
         self._minute = -1
-        self._bucket: dict[tuple[str, str, str, bool], int] = {}
-        self._minutes: collections.deque[tuple[int, dict[tuple[str, str, str, bool], int]]] = collections.deque(maxlen=MINUTES)
+        self._bucket: Bucket = {}
+        self._minutes: collections.deque[tuple[int, Bucket]] = collections.deque(maxlen=MINUTES)
         self._clients: collections.OrderedDict[tuple[str, str, str], ClientRow] = collections.OrderedDict()
         self._sessions: collections.OrderedDict[str, ClientKey] = collections.OrderedDict()
         self._latency: dict[str, collections.deque[float]] = {}
         self.errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ERRORS)
+        # What `take` has handed to the store: the minute it last looked at and its counts then,
+        # when it looked (ms), how many errors had been recorded, and sessions not handed yet.
+        self._taken_minute = -1
+        self._taken: Bucket = {}
+        self._taken_ms = 0
+        self._error_count = 0
+        self._taken_errors = 0
+        self._new_sessions: dict[str, ClientKey] = {}
 
     # -- recording (the hot path: no parsing, a few dict operations) -------------------------------
+
+    def count(self, key: CountKey) -> None:
+        """One more of `key` (its first item the kind of count, figures.py) in this minute."""
+        minute = int(self.clock() // 60)
+        if minute != self._minute:
+            self._bucket = {}
+            self._minutes.append((minute, self._bucket))
+            self._minute = minute
+        bucket = self._bucket
+        bucket[key] = bucket.get(key, 0) + 1
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
                 client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
@@ -91,7 +105,7 @@ class StatusRecorder:
             self._minutes.append((minute, self._bucket))
             self._minute = minute
         failed = outcome != "ok" and outcome != CANCELLED
-        key = (backend, client_dialect, backend_dialect, failed)
+        key = (REQUESTS, backend, client_dialect, backend_dialect, failed)
         bucket = self._bucket
         bucket[key] = bucket.get(key, 0) + 1
         now_ms = int(now * 1000)
@@ -111,6 +125,7 @@ class StatusRecorder:
         if failed:
             self.errors.append({"at_ms": now_ms, "backend": backend, "client_dialect": client_dialect, "method": method,
                                 "code": outcome, "reason": reason[:REASON_CHARS] if reason else None})
+            self._error_count += 1
 
     def upstream(self, backend: str, seconds: float) -> None:
         """One upstream request's latency."""
@@ -120,72 +135,78 @@ class StatusRecorder:
         samples.append(seconds)
 
     def remember_session(self, session_id: str, *, client: ClientKey) -> None:
-        """A relayed session's client, from its `initialize`, by the session id its client was given."""
+        """A relayed session's client, from its `initialize`, by the session id its client was given
+        (also handed to the store with the next `take`: a restart, or another worker, still knows it)."""
+        self.learn_session(session_id, client)
+        if len(self._new_sessions) < MAX_SESSIONS:
+            self._new_sessions[session_id] = client
+
+    def learn_session(self, session_id: str, client: ClientKey) -> None:
+        """Remember a relayed session's client that the store knew (`session_client` answers it from now on)."""
         sessions = self._sessions
         sessions[session_id] = client
         if len(sessions) > MAX_SESSIONS:
             sessions.popitem(last=False)
 
     def session_client(self, session_id: str | None) -> ClientKey:
-        """The client of a relayed session (`UNKNOWN_CLIENT` when its `initialize` was not seen)."""
+        """The client of a relayed session (`UNKNOWN_CLIENT` when its `initialize` was not seen here)."""
         if session_id is None:
             return UNKNOWN_CLIENT
         return self._sessions.get(session_id, UNKNOWN_CLIENT)
+
+    # -- handing over to the store (proxy/observe/lasting.py) --------------------------------------
+
+    def take(self) -> Batch:
+        """What was counted since the last `take` (at most `MINUTES` minutes back): counts, the
+        client rows used (their new requests, first and last seen, backends), relayed sessions
+        and errors. Only the minute buckets from the last take's minute on can have changed."""
+        batch = Batch()
+        now_ms = int(self.clock() * 1000)
+        for minute, bucket in reversed(self._minutes):
+            if minute < self._taken_minute:
+                break
+            before = self._taken if minute == self._taken_minute else {}
+            for key, count in bucket.items():
+                delta = count - before.get(key, 0)
+                if delta:
+                    batch.counts[(minute, key)] = delta
+        if self._minutes:
+            self._taken_minute, last = self._minutes[-1]
+            self._taken = dict(last)
+        for client, row in reversed(self._clients.items()):  # most recently used first
+            if row.last_seen_ms < self._taken_ms:
+                break
+            if row.requests != row.flushed:
+                batch.clients[client] = (row.requests - row.flushed, row.first_seen_ms, row.last_seen_ms, sorted(row.backends))
+                row.flushed = row.requests
+        self._taken_ms = now_ms
+        fresh = min(self._error_count - self._taken_errors, len(self.errors))
+        if fresh:
+            batch.errors = list(self.errors)[-fresh:]
+        self._taken_errors = self._error_count
+        batch.sessions, self._new_sessions = self._new_sessions, {}
+        return batch
 
     # -- reading -------------------------------------------------------------------------------------
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def _since(self, minutes: int) -> list[dict[tuple[str, str, str, bool], int]]:
-        first = int(self.clock() // 60) - minutes + 1
-        return [bucket for minute, bucket in self._minutes if minute >= first]
+    def figures(self) -> Figures:
+        """This process's own figures (read in place, not copied)."""
+        return Figures(self._minutes, self._clients, self.errors, self.now_ms(), self.started_ms)
 
     def matrix(self, minutes: int, *, by_backend: bool = False) -> list[dict[str, Any]]:
-        """Requests of the last `minutes` per (client dialect, backend dialect): rows
-        `{client_dialect, backend_dialect, mode, requests, errors}`, in dialect order, only pairs
-        that were used; `mode` is "relayed", "translated", or "refused" (an unclassified request).
-        `by_backend`: per (backend, client dialect, backend dialect) instead, each row with
-        `backend` first, backends in the order they were first counted."""
-        totals: dict[tuple[str, str, str], list[int]] = {}
-        for bucket in self._since(minutes):
-            for (backend, client, dialect, failed), count in bucket.items():
-                cell = totals.setdefault((backend if by_backend else "", client, dialect), [0, 0])
-                cell[0] += count
-                cell[1] += count if failed else 0
-        order = {d: i for i, d in enumerate((*DIALECTS, UNCLASSIFIED, "unknown"))}
-        first_seen = {name: i for i, name in enumerate(dict.fromkeys(k[0] for k in totals))}
-        rows = []
-        for (backend, c, b), (n, e) in sorted(totals.items(),
-                                              key=lambda kv: (first_seen[kv[0][0]], order.get(kv[0][1], 9), order.get(kv[0][2], 9))):
-            mode = "refused" if c == UNCLASSIFIED else ("relayed" if c == b else "translated")
-            row = {"client_dialect": c, "backend_dialect": b, "mode": mode, "requests": n, "errors": e}
-            rows.append({"backend": backend, **row} if by_backend else row)
-        return rows
+        """`Figures.matrix` of this process."""
+        return self.figures().matrix(minutes, by_backend=by_backend)
 
     def backend_counts(self, backend: str, minutes: int) -> tuple[int, int]:
         """(requests, errors) answered by `backend` in the last `minutes`."""
-        requests = errors = 0
-        for bucket in self._since(minutes):
-            for (name, _client, _dialect, failed), count in bucket.items():
-                if name == backend:
-                    requests += count
-                    errors += count if failed else 0
-        return requests, errors
+        return self.figures().backend_counts(backend, minutes)
 
     def timeline(self, minutes: int = 60) -> dict[str, Any]:
-        """Requests per minute of the last `minutes`, per client dialect (oldest first):
-        `{"start_ms": <first minute, Unix ms>, "minutes": n, "<dialect>": [counts]}`."""
-        last = int(self.clock() // 60)
-        first = last - minutes + 1
-        series = {d: [0] * minutes for d in DIALECTS}
-        for minute, bucket in self._minutes:
-            if minute < first:
-                continue
-            for (_backend, client, _dialect, _failed), count in bucket.items():
-                if client in series:
-                    series[client][minute - first] += count
-        return {"start_ms": first * 60_000, "minutes": minutes, **series}
+        """`Figures.timeline` of this process."""
+        return self.figures().timeline(minutes)
 
     def latency_ms(self, backend: str) -> dict[str, Any]:
         """Percentiles (nearest rank, milliseconds) of the backend's last upstream latencies:
@@ -200,20 +221,19 @@ class StatusRecorder:
         return {"samples": len(samples), "p50": rank(0.5), "p90": rank(0.9), "p99": rank(0.99)}
 
     def clients(self) -> list[dict[str, Any]]:
-        """Every client row, most recently seen first: `{dialect, name, version, requests,
-        first_seen_ms, last_seen_ms, backends (sorted)}`."""
-        return [{"dialect": dialect, "name": name, "version": version, "requests": row.requests,
-                 "first_seen_ms": row.first_seen_ms, "last_seen_ms": row.last_seen_ms, "backends": sorted(row.backends)}
-                for (dialect, name, version), row in reversed(self._clients.items())]
+        """`Figures.clients` of this process."""
+        return self.figures().clients()
 
     def last_v1_ms(self) -> int | None:
         """When a v1 client was last answered (Unix ms), None if never since the start."""
-        seen = [row.last_seen_ms for (dialect, _n, _v), row in self._clients.items() if dialect == "v1"]
-        return max(seen) if seen else None
+        return self.figures().last_v1_ms()
 
 
 class NoRecorder(StatusRecorder):
     """Records nothing (components no application wired up)."""
+
+    def count(self, key: CountKey) -> None:
+        pass
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
                 client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:

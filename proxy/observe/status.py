@@ -1,6 +1,7 @@
 """`GET /status.json` and `GET /status` (docs/configuration.md "Status page"): what each backend
 speaks and how it does, the migration matrix, the clients still on v1 and the recent errors,
-from the fleet and the `StatusRecorder`.
+from the fleet, and from the figures: this process's `StatusRecorder`, or with a store the figures
+every process flushed to it (`proxy/observe/lasting.py`), with what they cover (`counting`).
 
 Access (docs/decisions.md §48): with `status_token` set, a request must carry
 `Authorization: Bearer <status_token>`; without it only loopback peers are answered. Others get 403.
@@ -15,6 +16,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from .figures import Figures
+from .lasting import process_view
 from .page import render
 from .recorder import StatusRecorder
 
@@ -27,18 +30,21 @@ REFRESH_S = 10
 """The page reloads itself this often (`<meta http-equiv="refresh">`)."""
 
 
-def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
+def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The status as JSON-ready data (shape: docs/configuration.md "Status page"). Times are Unix
-    milliseconds, latencies milliseconds."""
+    milliseconds, latencies milliseconds. `view`: the figures and what they cover (`Lasting.view`);
+    by default this process's own."""
     from ..fleet_config import drain_state, remaining
+
+    figures, counting = view if view is not None else process_view(recorder)
 
     backends = []
     taking = sum(member.weight for member in fleet.members if not member.draining)
     for member in fleet.members:
         backend = member.backend
         profile = backend.profile
-        hour = recorder.backend_counts(member.name, HOUR)
-        minute = recorder.backend_counts(member.name, 1)
+        hour = figures.backend_counts(member.name, HOUR)
+        minute = figures.backend_counts(member.name, 1)
         known = profile is not None or backend.challenge is not None  # a challenged probe: up and protected
         health = "unknown" if not known and backend.down is None else ("down" if backend.down is not None else "up")
         backends.append({
@@ -64,19 +70,33 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
             "errors_per_minute": round(hour[1] / HOUR, 3),
             "upstream_latency_ms": recorder.latency_ms(member.name),
         })
-    clients = recorder.clients()
+    clients = figures.clients()
     return {
-        "now_ms": recorder.now_ms(),
+        "now_ms": figures.now_ms,
         "started_ms": recorder.started_ms,
+        "counting": counting,
         "backends": backends,
-        "matrix": {"last_hour": recorder.matrix(HOUR), "last_day": recorder.matrix(DAY)},
-        "matrix_by_backend": {"last_hour": recorder.matrix(HOUR, by_backend=True), "last_day": recorder.matrix(DAY, by_backend=True)},
+        "matrix": {"last_hour": figures.matrix(HOUR), "last_day": figures.matrix(DAY)},
+        "matrix_by_backend": {"last_hour": figures.matrix(HOUR, by_backend=True), "last_day": figures.matrix(DAY, by_backend=True)},
         "clients": clients,
         "v1_clients": [row for row in clients if row["dialect"] == "v1"],
-        "last_v1_ms": recorder.last_v1_ms(),
-        "timeline": recorder.timeline(HOUR),
-        "recent_errors": list(reversed(recorder.errors)),
+        "last_v1_ms": figures.last_v1_ms(),
+        "timeline": figures.timeline(HOUR),
+        "recent_errors": list(reversed(figures.errors)),
     }
+
+
+async def read_view(recorder: StatusRecorder, lasting: Any) -> tuple[Figures, dict[str, Any]]:
+    """The figures a read shows: from the store through `lasting` (`proxy/observe/lasting.py`),
+    or this process's own without one, or when the store cannot be read (`counting.error` says why)."""
+    if lasting is None:
+        return process_view(recorder)
+    try:
+        return await lasting.view()
+    except Exception as exc:
+        figures, counting = process_view(recorder)
+        return figures, {**counting, "store": lasting.store_name, "replica": lasting.replica,
+                         "error": f"the store could not be read ({type(exc).__name__}: {exc}); this process's figures since its start"}
 
 
 def allowed(request: web.Request, token: str | None) -> bool:
@@ -94,20 +114,24 @@ def refused() -> web.Response:
     return web.json_response({"error": "forbidden: the status is served to loopback peers, or with the status_token"}, status=403)
 
 
-async def status_json(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None) -> web.Response:
+async def status_json(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None,
+                      lasting: Any = None) -> web.Response:
     if not allowed(request, token):
         return refused()
     if fleet is None:
         return web.json_response({"error": "starting"}, status=503)
-    return web.json_response(snapshot(fleet, recorder), headers={"Cache-Control": "no-store"})
+    view = await read_view(recorder, lasting)
+    return web.json_response(snapshot(fleet, recorder, view), headers={"Cache-Control": "no-store"})
 
 
-async def status_page(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None) -> web.Response:
+async def status_page(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None,
+                      lasting: Any = None) -> web.Response:
     if not allowed(request, token):
         return refused()
     if fleet is None:
         return web.Response(text="starting", status=503)
-    html = render(snapshot(fleet, recorder), REFRESH_S)
+    view = await read_view(recorder, lasting)
+    html = render(snapshot(fleet, recorder, view), REFRESH_S)
     # "replace": a string no UTF-8 can carry (the parser refuses them; this is the page's own guard)
     # shows as "?" rather than failing the page for a day.
     return web.Response(body=html.encode("utf-8", "replace"), content_type="text/html", charset="utf-8",

@@ -12,7 +12,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .page import when
+from .page import COVERS, covers, when
 
 
 def status_url(url: str) -> str:
@@ -38,9 +38,32 @@ def _drain(backend: dict[str, Any]) -> str:
     return f'draining: {left["sessions"]} sessions, {left["requests"]} requests, {left["tasks"]} tasks'
 
 
+def _counting(data: dict[str, Any]) -> list[str]:
+    """Since when and over what the counts go, and each replica's own with the fleet's total."""
+    counting, now = data["counting"], data["now_ms"]
+    out = [f"Counts cover {covers(counting)}: {COVERS[counting['covers']]}; counted since {when(counting['since_ms'], now)}. "
+           f"Store: {counting['store']}."]
+    if counting.get("error"):
+        out.append(f"  {counting['error']}")
+    if counting.get("late"):
+        out.append(f"  not flushed in time for this read: {', '.join(counting['late'])}")
+    replicas = counting["replicas"]
+    if replicas:
+        rows = [[r["name"] + (" *" if r["name"] == counting["replica"] else ""), str(r["processes"]), when(r["since_ms"], now),
+                 str(r["requests_last_hour"]), str(r["requests_last_day"]), str(r["errors_last_hour"]), str(r["v1_requests_last_day"]),
+                 when(r["last_v1_ms"], now)] for r in replicas]
+        last_v1 = max((r["last_v1_ms"] for r in replicas if r["last_v1_ms"] is not None), default=None)
+        rows.append(["fleet total", str(sum(r["processes"] for r in replicas)), when(counting["since_ms"], now),
+                     *(str(sum(r[k] for r in replicas)) for k in ("requests_last_hour", "requests_last_day", "errors_last_hour",
+                                                                   "v1_requests_last_day")), when(last_v1, now)])
+        out += ["", "Replicas (* this one)", table(["replica", "processes", "since", "req/h", "req/day", "err/h", "v1 req/day", "last v1"],
+                                                   rows)]
+    return out + [""]
+
+
 def render(data: dict[str, Any]) -> str:
     now = data["now_ms"]
-    out = ["Backends", table(
+    out = [*_counting(data), "Backends (requests and errors: " + covers(data["counting"]) + "; the rest: this process)", table(
         ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "p50 ms", "p99 ms",
          "weight (new work)", "drain"],
         [[b["name"], b["transport"], b["dialect"], ",".join(b["protocol_versions"]) or "-",
@@ -61,8 +84,9 @@ def render(data: dict[str, Any]) -> str:
     out += ["", "All clients", table(["dialect", "client", "version", "requests", "last seen", "backends"],
             [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
              for r in data["clients"]])]
-    out += ["", "Recent refusals and upstream errors", table(["when", "backend", "client", "method", "code", "reason"],
-            [[when(e["at_ms"], now), e["backend"], e["client_dialect"], e["method"] or "-", e["code"], e["reason"] or "the backend's answer"]
+    out += ["", "Recent refusals and upstream errors", table(["when", "replica", "backend", "client", "method", "code", "reason"],
+            [[when(e["at_ms"], now), e.get("replica") or "-", e["backend"], e["client_dialect"], e["method"] or "-", e["code"],
+              e["reason"] or "the backend's answer"]
              for e in data["recent_errors"][:20]])]
     return "\n".join(out)
 

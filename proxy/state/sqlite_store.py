@@ -164,6 +164,12 @@ class SqliteTaskStore:
         """Set once the file could not be written: the state is then kept in memory only."""
         self.sweep()
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The open connection (the file's, or its in-memory copy after a spill), for the other
+        tables kept in the same file (the status page's figures, `proxy/state/figures_sqlite.py`)."""
+        return self._db
+
     # -- housekeeping ------------------------------------------------------------------------------
 
     def _lock_out_others(self) -> int:

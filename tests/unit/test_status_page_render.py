@@ -31,7 +31,9 @@ def _data(**changes: Any) -> dict[str, Any]:
                "drain": None, "remaining": {"sessions": 0, "requests": 0, "tasks": 0}}  # fmt: skip
     data = {"now_ms": NOW, "started_ms": NOW - 3 * 3_600_000, "backends": [backend],
             "matrix": {"last_hour": [], "last_day": []}, "matrix_by_backend": {"last_hour": [], "last_day": []},
-            "clients": [], "v1_clients": [], "last_v1_ms": None, "timeline": _timeline([]), "recent_errors": []}  # fmt: skip
+            "clients": [], "v1_clients": [], "last_v1_ms": None, "timeline": _timeline([]), "recent_errors": [],
+            "counting": {"covers": "proxy", "store": "sqlite: /state/tasks.sqlite3", "since_ms": NOW - 2 * 86_400_000,
+                         "replica": "host:8080", "replicas": [], "late": []}}  # fmt: skip
     data.update(changes)
     return data
 
@@ -85,3 +87,32 @@ def test_verdicts_are_coloured_by_meaning():
     assert [cls for cls, _ in _verdicts(under_way)] == ["alarm", "info", "info", "info"]
     assert _verdicts(under_way)[0] == ("alarm", "Backend old is down: connection refused.")
     assert _verdicts(under_way)[3] == ("info", "Translated requests in the last day: 3.")
+
+
+def test_silence_is_no_verdict_before_a_day_of_counting():
+    """Issue 23: 10 s after a restart the page said "No v1 client has spoken for 24 hours (last:
+    never)"; counted for less than a day, it says so instead."""
+    fresh = _data(backends=[{**_data()["backends"][0], "dialect": "v2-modern"}])
+    fresh["counting"] = {**fresh["counting"], "since_ms": NOW - 10_000}
+    assert _verdicts(render(fresh, 10))[0] == (
+        "info",
+        "No v1 client seen since counting began 2026-05-28 20:26:20 UTC (10 s ago): less than 24 hours.",
+    )
+
+
+def test_the_replicas_and_the_fleet_total_are_shown():
+    data = _data()
+    replica = {"processes": 2, "since_ms": NOW - 3_600_000, "last_flush_ms": NOW, "requests_last_hour": 5, "errors_last_hour": 1,
+               "requests_last_day": 7, "v1_requests_last_day": 3}  # fmt: skip
+    data["counting"] = {"covers": "fleet", "store": "redis://127.0.0.1:6379/0", "since_ms": NOW - 3_600_000, "replica": "a:1",
+                        "late": [], "replicas": [{**replica, "name": "a:1", "last_v1_ms": NOW - 60_000},
+                                                 {**replica, "name": "b:2", "processes": 1, "last_v1_ms": None}]}  # fmt: skip
+    html = render(data, 10)
+    rows = re.findall(r"<tr>(.*?)</tr>", html.split('id="replicas"')[1].split("</table>")[0])
+    cells = [c for c in (re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows) if c]
+    assert [(c[0], c[1], c[4], c[5], c[6]) for c in cells] == [
+        ("a:1 (this one)", "2", "5 / 7", "1", "3"),
+        ("b:2", "1", "5 / 7", "1", "3"),
+        ("<b>fleet total</b>", "3", "10 / 14", "2", "6"),
+    ]
+    assert "Counts cover the fleet (2 replicas)" in html

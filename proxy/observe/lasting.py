@@ -1,0 +1,205 @@
+"""Figures that last (docs/configuration.md "Status page"; docs/decisions.md §95, §96): what the
+`StatusRecorder` counts in memory is flushed to the store as deltas every `FLUSH_S` and at
+shutdown, and the page, `/status.json` and `mcp-tasks-proxy status` read the figures back from the
+store: kept across restarts (SQLite, Redis), added up over every worker and replica (Redis).
+
+The request path never waits on the store for this: it records in memory (`StatusRecorder`), and
+the one store read it may make is for a relayed session whose client this process has not seen
+(`session_client`, once per session, its misses remembered for `MISS_RETRY_S`).
+
+A read (`view`) first flushes this process; with a shared store it then waits, at most
+`BARRIER_S`, until every live process has flushed after the read began (`RedisFigures.flushed`),
+so every request answered before the read is in it; a process that did not make it in time is
+named in `counting.late`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import secrets
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from .figures import Batch, Figures, fleet_figures
+from .recorder import UNKNOWN_CLIENT, ClientKey, StatusRecorder
+
+if TYPE_CHECKING:
+    from ..metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 1.0
+"""How often a process hands its deltas to the store."""
+BARRIER_S = 3.0
+"""A read waits at most this long for the other processes' flushes."""
+POLL_S = 0.05
+MISS_RETRY_S = 5.0
+"""A relayed session the store did not know is asked about again after this long (another worker
+may flush it meanwhile)."""
+MAX_MISSES = 10_000
+
+
+def replica_name(configured: str | None, port: int) -> str:
+    """The name a replica's figures go under: `replica` from the configuration, else `<host name>:<port>`."""
+    return configured or f"{socket.gethostname()}:{port}"
+
+
+class Lasting:
+    """Flushes `recorder` into `store` (`proxy/state/figures_sqlite.py` or `figures_redis.py`) and
+    reads the figures back. `replica`: this proxy's name (None until it is known: nothing is
+    flushed before);
+    `metrics`: with `--workers` > 1, the registry whose samples are added up in the store too."""
+
+    def __init__(self, recorder: StatusRecorder, store: Any, *, replica: str | None, store_name: str, process: str | None = None,
+                 metrics: Metrics | None = None):
+        self.recorder = recorder
+        self.store = store
+        self.replica = replica
+        self.store_name = store_name
+        self.process = process or secrets.token_hex(8)
+        self.metrics = metrics
+        self._pending = Batch()
+        self._metric_sent: dict[str, float] = {}
+        self._lock = asyncio.Lock()
+        self._misses: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._failing = False
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Hand what was counted since the last flush to the store (one call). When the store does
+        not take it, it is kept and handed with the next flush (logged once until it works again)."""
+        if self.replica is None:
+            return
+        async with self._lock:
+            batch = self.recorder.take()
+            batch.merge(self._pending)
+            self._pending = Batch()
+            now_ms = self.recorder.now_ms()
+            extra: dict[str, Any] = {}
+            sent: dict[str, float] = {}
+            if self.metrics is not None:
+                deltas, gauges, sent = self._metric_deltas()
+                extra = {"metrics": deltas, "gauges": gauges}
+            try:
+                await self.store.add(self.replica, self.process, batch, self.recorder.started_ms, now_ms, **extra)
+            except Exception as exc:
+                self._pending = batch
+                if not self._failing:
+                    log.warning("status figures not flushed to the store (%s): kept in memory, tried again every %g s", exc, FLUSH_S)
+                    self._failing = True
+                return
+            self._metric_sent.update(sent)
+            if self._failing:
+                log.warning("status figures flushed to the store again")
+                self._failing = False
+
+    def _metric_deltas(self) -> tuple[list[tuple[str, float]], list[tuple[str, float]], dict[str, float]]:
+        """(counter and histogram samples' increase since the last flush, gauge samples now, the
+        values sent) of `metrics`, each sample named `<family> <sample> <labels as JSON>`."""
+        import json
+
+        assert self.metrics is not None
+        deltas, gauges, values = [], [], {}
+        for family in self.metrics.registry.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_created"):
+                    continue
+                name = f"{family.name} {sample.name} {json.dumps(sorted(sample.labels.items()))}"
+                if family.type == "gauge":
+                    gauges.append((name, float(sample.value)))
+                    continue
+                delta = sample.value - self._metric_sent.get(name, 0.0)
+                if delta:
+                    deltas.append((name, delta))
+                    values[name] = sample.value
+        return deltas, gauges, values
+
+    async def run(self) -> None:
+        """Flush every `FLUSH_S` until cancelled (a first flush at once: reads wait for this process from its start)."""
+        while True:
+            await self.flush()
+            await asyncio.sleep(FLUSH_S)
+
+    async def close(self) -> None:
+        """The last flush, at shutdown; reads stop waiting for this process."""
+        await self.flush()
+        try:
+            await self.store.done(self.process)
+        except Exception as exc:
+            log.warning("status figures: could not sign off from the store: %s", exc)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    async def _barrier(self, since_ms: int) -> tuple[dict[str, tuple[str, int]], list[str]]:
+        """Wait until every live process flushed at or after `since_ms`: (the live processes,
+        those that did not in `BARRIER_S`)."""
+        flushed = getattr(self.store, "flushed", None)
+        if flushed is None:
+            return {self.process: (self.replica, since_ms)}, []
+        deadline = time.monotonic() + BARRIER_S
+        while True:
+            stamps = await flushed()
+            late = sorted(f"{replica} ({process})" for process, (replica, at) in stamps.items() if at < since_ms)
+            if not late or time.monotonic() >= deadline:
+                return stamps, late
+            await asyncio.sleep(POLL_S)
+
+    async def view(self) -> tuple[Figures, dict[str, Any]]:
+        """The fleet's figures (every replica added up) and what they cover (`counting` in
+        `/status.json`). Raises the store's errors."""
+        began = self.recorder.now_ms()
+        await self.flush()
+        processes, late = await self._barrier(began)
+        now = self.recorder.now_ms()
+        replicas, errors = await self.store.read(now)
+        fleet = fleet_figures(replicas, errors, now)
+        rows = []
+        for replica in replicas:
+            figures = replica.figures(now)
+            hour, day = figures.request_counts(60), figures.request_counts(1440)
+            rows.append({"name": replica.name, "since_ms": replica.since_ms, "last_flush_ms": replica.last_flush_ms,
+                         "processes": sum(1 for name, _ in processes.values() if name == replica.name),
+                         "requests_last_hour": hour[0], "errors_last_hour": hour[1], "requests_last_day": day[0],
+                         "v1_requests_last_day": day[2], "last_v1_ms": figures.last_v1_ms()})
+        counting = {"covers": "fleet" if self.store.shared else "proxy", "store": self.store_name, "since_ms": fleet.since_ms,
+                    "replica": self.replica, "replicas": rows, "late": late}
+        return fleet, counting
+
+    async def metric_totals(self) -> tuple[dict[str, float], dict[str, float]]:
+        """This replica's `/metrics` samples added up over its workers (after the same wait as `view`)."""
+        began = self.recorder.now_ms()
+        await self.flush()
+        processes, _late = await self._barrier(began)
+        return await self.store.metrics(self.replica, set(processes))
+
+    async def session_client(self, session_id: str) -> ClientKey:
+        """The client of a relayed session this process has not seen begin (after a restart, or
+        begun on another worker or replica), from the store; `UNKNOWN_CLIENT` when it does not know."""
+        missed = self._misses.get(session_id)
+        if missed is not None and time.monotonic() - missed < MISS_RETRY_S:
+            return UNKNOWN_CLIENT
+        try:
+            found = await self.store.session_client(session_id)
+        except Exception as exc:
+            log.debug("status figures: relayed session's client not read from the store: %s", exc)
+            found = None
+        if found is None:
+            self._misses[session_id] = time.monotonic()
+            self._misses.move_to_end(session_id)
+            if len(self._misses) > MAX_MISSES:
+                self._misses.popitem(last=False)
+            return UNKNOWN_CLIENT
+        self._misses.pop(session_id, None)
+        self.recorder.learn_session(session_id, found)
+        return found
+
+
+def process_view(recorder: StatusRecorder) -> tuple[Figures, dict[str, Any]]:
+    """The figures of a proxy without a store for them (`store = "memory"`): this process's, since its start."""
+    figures = recorder.figures()
+    return figures, {"covers": "process", "store": "memory", "since_ms": recorder.started_ms, "replica": None,
+                     "replicas": [], "late": []}
