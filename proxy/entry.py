@@ -153,7 +153,7 @@ class Entry:
             try:
                 response = await pairing.modern(request, body, message, principal)
             except asyncio.CancelledError:  # the client left before the stream's end
-                member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client)
+                _count(member, message.method, CANCELLED, client=client)  # in /metrics too (outcome "cancelled")
                 raise
             _count(member, message.method, relay_outcome(response), client=client)
             return response
@@ -239,9 +239,13 @@ class Entry:
         work = member.work
         remember = None
         if initialize:
+            lasting = backend.metrics.lasting
+
             def remember(session_id: str) -> None:
                 recorder.remember_session(session_id, client=client)
                 work.session_seen(session_id)
+                if lasting is not None:
+                    lasting.session_begun(session_id, client)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is not None:
             work.session_used(session_id)
@@ -249,7 +253,7 @@ class Entry:
         try:
             response = await relay.session(request, body, message, upstream_id, remember)
         except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
-            recorder.request(member.name, dialect, dialect, CANCELLED, client)
+            _count(member, message.method, CANCELLED, "v1", client, dialect)
             raise
         finally:
             work.end()

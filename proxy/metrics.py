@@ -1,8 +1,9 @@
 """Prometheus metrics (docs/behaviour.md §6 "Observability"), one registry per application.
 
 * `mcp_tasks_proxy_requests_total{face, backend_dialect, method, outcome}`: every request the proxy
-  answered; `outcome` is "ok", the JSON-RPC error code ("-32601"), or "http_<status>" for a
-  transport refusal (406, 413, 415) that carries no JSON-RPC meaning.
+  answered; `outcome` is "ok", the JSON-RPC error code ("-32601"), "http_<status>" for a
+  transport refusal (406, 413, 415) that carries no JSON-RPC meaning, or "cancelled" for a
+  relayed request whose client left before the end of its answer (it may have read it all).
 * `mcp_tasks_proxy_upstream_seconds{backend, method}`: latency of each upstream request (held
   `tasks/result` requests included, hence buckets up to 300 s).
 * `mcp_tasks_proxy_live_tasks`: tasks the proxy currently follows or holds (read at scrape time

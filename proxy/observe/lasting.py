@@ -40,6 +40,8 @@ MISS_RETRY_S = 5.0
 """A relayed session the store did not know is asked about again after this long (another worker
 may flush it meanwhile)."""
 MAX_MISSES = 10_000
+SHARED_RETRIES = 3
+RETRY_S = 0.02
 
 
 def replica_name(configured: str | None, port: int) -> str:
@@ -66,6 +68,7 @@ class Lasting:
         self._lock = asyncio.Lock()
         self._misses: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._failing = False
+        self._writes: set[asyncio.Future[None]] = set()
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -176,17 +179,36 @@ class Lasting:
         processes, _late = await self._barrier(began)
         return await self.store.metrics(self.replica, set(processes))
 
+    def session_begun(self, session_id: str, client: ClientKey) -> None:
+        """A relayed session's `initialize` named its client. With a shared store the binding is
+        written at once (a task: the request does not wait), not with the next flush: the
+        session's next request may reach another worker within the second (docs/decisions.md §97)."""
+        if not self.store.shared:
+            return
+        task = asyncio.ensure_future(self._keep_session(session_id, client))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _keep_session(self, session_id: str, client: ClientKey) -> None:
+        try:
+            await self.store.keep_session(session_id, client)
+        except Exception as exc:
+            log.debug("status figures: relayed session's client not written at once (the next flush has it): %s", exc)
+
     async def session_client(self, session_id: str) -> ClientKey:
         """The client of a relayed session this process has not seen begin (after a restart, or
-        begun on another worker or replica), from the store; `UNKNOWN_CLIENT` when it does not know."""
+        begun on another worker or replica), from the store; `UNKNOWN_CLIENT` when it does not know.
+        With a shared store a miss is asked again `SHARED_RETRIES` times `RETRY_S` apart (the
+        binding being written by the process that saw the `initialize`, `session_begun`)."""
         missed = self._misses.get(session_id)
         if missed is not None and time.monotonic() - missed < MISS_RETRY_S:
             return UNKNOWN_CLIENT
-        try:
-            found = await self.store.session_client(session_id)
-        except Exception as exc:
-            log.debug("status figures: relayed session's client not read from the store: %s", exc)
-            found = None
+        found = await self._stored_session(session_id)
+        for _ in range(SHARED_RETRIES if self.store.shared else 0):
+            if found is not None:
+                break
+            await asyncio.sleep(RETRY_S)
+            found = await self._stored_session(session_id)
         if found is None:
             self._misses[session_id] = time.monotonic()
             self._misses.move_to_end(session_id)
@@ -195,6 +217,14 @@ class Lasting:
             return UNKNOWN_CLIENT
         self._misses.pop(session_id, None)
         self.recorder.learn_session(session_id, found)
+        return found
+
+    async def _stored_session(self, session_id: str) -> ClientKey | None:
+        try:
+            found: ClientKey | None = await self.store.session_client(session_id)
+        except Exception as exc:
+            log.debug("status figures: relayed session's client not read from the store: %s", exc)
+            return None
         return found
 
 

@@ -167,6 +167,10 @@ class RedisFigures:
         name, version = json.loads(raw)
         return name, version
 
+    async def keep_session(self, session_id: str, client: tuple[str, str]) -> None:
+        """Write a relayed session's client now (`Lasting.session_begun`)."""
+        await self.redis.set(F + "s:" + session_id, json.dumps(list(client)), px=SESSION_KEEP_S * 1000)
+
     async def flushed(self) -> dict[str, tuple[str, int]]:
         """Each live process's replica and when it last took its deltas (Unix ms); the fields of
         processes whose heartbeat is gone are deleted."""
