@@ -168,7 +168,12 @@ async def _metrics(request: web.Request) -> web.Response:
     if state.lasting is not None and state.lasting.metrics is not None:
         from .observe.metric_totals import exposition
 
-        return web.Response(body=await exposition(state.metrics.registry, state.lasting), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        try:
+            body = await exposition(state.metrics.registry, state.lasting)
+        except Exception as exc:  # the store does not answer: this worker's own, rather than nothing
+            log.warning("/metrics: the workers' totals could not be read from the store (%s): this worker's own", exc)
+            body = generate_latest(state.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
     return web.Response(body=generate_latest(state.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

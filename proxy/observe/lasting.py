@@ -40,6 +40,8 @@ MISS_RETRY_S = 5.0
 """A relayed session the store did not know is asked about again after this long (another worker
 may flush it meanwhile)."""
 MAX_MISSES = 10_000
+MAX_PENDING = 100_000
+"""Deltas kept while the store does not take them; beyond, they are dropped (logged)."""
 SHARED_RETRIES = 3
 RETRY_S = 0.02
 
@@ -90,7 +92,10 @@ class Lasting:
             try:
                 await self.store.add(self.replica, self.process, batch, self.recorder.started_ms, now_ms, **extra)
             except Exception as exc:
-                self._pending = batch
+                if len(batch.counts) + len(batch.clients) + len(batch.sessions) <= MAX_PENDING:
+                    self._pending = batch
+                else:  # the store has refused for long: what it missed is given up, not held without bound
+                    log.warning("status figures: %d counts not taken by the store dropped", len(batch.counts))
                 if not self._failing:
                     log.warning("status figures not flushed to the store (%s): kept in memory, tried again every %g s", exc, FLUSH_S)
                     self._failing = True

@@ -107,16 +107,20 @@ async def test_after_a_restart_the_page_still_names_the_v1_clients_seen_before_i
             assert after["last_v1_ms"] == seen["last_seen_ms"] == before["last_v1_ms"]
             assert after["started_ms"] > before["started_ms"]
             assert after["counting"]["since_ms"] == before["started_ms"]  # counting since the first start
-            assert [(r["name"], r["requests_last_day"], r["v1_requests_last_day"], r["last_v1_ms"]) for r in after["counting"]["replicas"]] == [
-                (f"{HOST}:{port}", 5, 5, seen["last_seen_ms"])
-            ]
+            assert [
+                (r["name"], r["requests_last_day"], r["v1_requests_last_day"], r["last_v1_ms"])
+                for r in after["counting"]["replicas"]
+            ] == [(f"{HOST}:{port}", 5, 5, seen["last_seen_ms"])]
             assert after["matrix"]["last_day"] == [
                 {"client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "requests": 5, "errors": 0}
             ]
             dom = await dump_dom(base + "/status")
             assert "v1 clients are still here: 5 requests in the last day" in dom
             rendered = tables(dom)
-            assert [row[:3] for row in rendered["v1-clients"]] == [["client", "version", "requests"], ["legacy-cli", "1.2.0", "5"]]
+            assert [row[:3] for row in rendered["v1-clients"]] == [
+                ["client", "version", "requests"],
+                ["legacy-cli", "1.2.0", "5"],
+            ]
             stamp = datetime.datetime.fromtimestamp(seen["last_seen_ms"] / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
             assert rendered["v1-clients"][1][3].startswith(stamp + " (")  # its last-seen time from before the restart
             printed = await _status_command(base)
@@ -171,9 +175,10 @@ async def test_with_two_workers_every_read_gives_the_totals_sent(reference_v1_se
     base = f"http://127.0.0.1:{port}"
     args = ("--upstream", reference_v1_server.url, "--listen", f"127.0.0.1:{port}", "--workers", "2", "--store", redis_url)
     # A new connection per request: the kernel spreads them over both workers.
-    async with serving(*args, env=_env(tmp_path, new_key_text()), banners=2), aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(force_close=True)
-    ) as http:
+    async with (
+        serving(*args, env=_env(tmp_path, new_key_text()), banners=2),
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http,
+    ):
         legacy = await _legacy_session(http, base + "/mcp")  # 2 requests, then 10 calls: 12 relayed
         for i in range(10):
             await _greet(legacy, f"l{i}")
@@ -193,7 +198,10 @@ async def test_with_two_workers_every_read_gives_the_totals_sent(reference_v1_se
 
             async with http.get(base + "/status") as page:
                 rendered = tables(await page.text())
-            assert rendered["matrix-hour"][1:] == [["v1", "v1", "relayed", "12", "0"], ["v2-modern", "v1", "translated", "28", "0"]]
+            assert rendered["matrix-hour"][1:] == [
+                ["v1", "v1", "relayed", "12", "0"],
+                ["v2-modern", "v1", "translated", "28", "0"],
+            ]
             assert rendered["replicas"][1][:2] == [f"{HOST}:{port} (this one)", "2"]
 
             async with http.get(base + "/metrics") as response:
@@ -233,7 +241,10 @@ async def test_two_replicas_on_redis_show_each_replica_and_the_fleet_total(refer
         await _modern_greets(http, bases[1] + "/mcp", 4)  # 4 on the second
         for base in bases:
             status = await _status(http, base)
-            rows = {r["name"]: (r["processes"], r["requests_last_hour"], r["v1_requests_last_day"]) for r in status["counting"]["replicas"]}
+            rows = {
+                r["name"]: (r["processes"], r["requests_last_hour"], r["v1_requests_last_day"])
+                for r in status["counting"]["replicas"]
+            }
             assert rows == {names[0]: (1, 7, 7), names[1]: (1, 4, 0)}
             assert status["counting"]["replica"] == names[bases.index(base)]
             assert status["matrix"]["last_hour"] == [_row("v1", "v1", "relayed", 7), _row("v2-modern", "v1", "translated", 4)]
