@@ -226,10 +226,6 @@ async def _startup(app: web.Application) -> None:
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
         await _heartbeat(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
-    state.lasting = _lasting(state)
-    if state.lasting is not None:
-        state.metrics.lasting = state.lasting
-        state.flusher = asyncio.ensure_future(state.lasting.run())
     if state.store is not None and state.store.shared:
         from .faces.session import ANSWERS
 
@@ -244,6 +240,10 @@ async def _startup(app: web.Application) -> None:
         state.http = None
         raise
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
+    state.lasting = _lasting(state)
+    if state.lasting is not None:
+        state.metrics.lasting = state.lasting
+        state.flusher = asyncio.ensure_future(state.lasting.run())
     if settings.health_interval_ms > 0:
         state.checker = asyncio.ensure_future(state.fleet.keep_checking(settings.health_interval_ms / 1000))
 

@@ -45,6 +45,15 @@ CREATE TABLE IF NOT EXISTS figure_errors (n INTEGER PRIMARY KEY AUTOINCREMENT, b
 CREATE TABLE IF NOT EXISTS figure_replicas (replica TEXT PRIMARY KEY, since_ms INTEGER NOT NULL, last_flush_ms INTEGER NOT NULL);
 """
 
+_ADD_CLIENT = """
+INSERT INTO figure_clients VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (replica, dialect, name, version) DO UPDATE SET
+    requests = requests + excluded.requests, first_seen_ms = min(first_seen_ms, excluded.first_seen_ms),
+    last_seen_ms = max(last_seen_ms, excluded.last_seen_ms),
+    backends = (SELECT json_group_array(value) FROM (SELECT value FROM json_each(figure_clients.backends)
+                UNION SELECT value FROM json_each(excluded.backends) ORDER BY value LIMIT 32))
+"""
+"""A client row added into: requests summed, first and last seen widened, backends joined (sorted, at most 32)."""
+
 
 class SqliteFigures:
     """The figures in the database `db()` answers (the SQLite store's connection: after a spill
@@ -67,14 +76,8 @@ class SqliteFigures:
             db.executemany("INSERT INTO figure_counts VALUES (?, ?, ?, ?, ?) ON CONFLICT (replica, minute, key) "
                            "DO UPDATE SET count = count + excluded.count",
                            [(replica, key[0], json.dumps(key), minute, n) for (minute, key), n in batch.counts.items()])
-            for (dialect, name, version), (n, first, last, backends) in batch.clients.items():
-                row = db.execute("SELECT backends FROM figure_clients WHERE replica = ? AND dialect = ? AND name = ? AND version = ?",
-                                 (replica, dialect, name, version)).fetchone()
-                joined = sorted({*json.loads(row[0]), *backends}) if row is not None else backends
-                db.execute("INSERT INTO figure_clients VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (replica, dialect, name, version) "
-                           "DO UPDATE SET requests = requests + excluded.requests, first_seen_ms = min(first_seen_ms, excluded.first_seen_ms), "
-                           "last_seen_ms = max(last_seen_ms, excluded.last_seen_ms), backends = excluded.backends",
-                           (replica, dialect, name, version, n, first, last, json.dumps(joined[:32])))
+            db.executemany(_ADD_CLIENT, [(replica, dialect, name, version, n, first, last, json.dumps(backends))
+                                         for (dialect, name, version), (n, first, last, backends) in batch.clients.items()])
             if batch.clients:
                 db.execute("DELETE FROM figure_clients WHERE replica = ? AND (last_seen_ms < ? OR rowid IN (SELECT rowid FROM figure_clients "
                            "WHERE replica = ? ORDER BY last_seen_ms DESC LIMIT -1 OFFSET ?))",
