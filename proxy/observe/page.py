@@ -115,6 +115,12 @@ def covers(counting: dict[str, Any]) -> str:
     return scope
 
 
+def recent_replicas(replicas: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+    """The replicas worth a row: with a live process, or that flushed within the last day (a
+    replaced pod lingers in the store for 30 days: status.json lists them all)."""
+    return [r for r in replicas if r["processes"] or now - r["last_flush_ms"] < 86_400_000]
+
+
 def _counting(data: dict[str, Any]) -> str:
     """Since when, and over what, the page has counted; each replica's own figures."""
     counting, now = data["counting"], data["now_ms"]
@@ -127,9 +133,13 @@ def _counting(data: dict[str, Any]) -> str:
     line += "</p>"
     if not counting["replicas"]:
         return line
+    shown = recent_replicas(counting["replicas"], now)
     rows = [[escape(r["name"]) + (" (this one)" if r["name"] == counting["replica"] else ""), str(r["processes"]),
              escape(when(r["since_ms"], now)), escape(when(r["last_flush_ms"], now)), f'{r["requests_last_hour"]} / {r["requests_last_day"]}',
-             str(r["errors_last_hour"]), str(r["v1_requests_last_day"]), escape(when(r["last_v1_ms"], now))] for r in counting["replicas"]]
+             str(r["errors_last_hour"]), str(r["v1_requests_last_day"]), escape(when(r["last_v1_ms"], now))] for r in shown]
+    if len(shown) < len(counting["replicas"]):
+        rows.append([f'<span class="muted">{len(counting["replicas"]) - len(shown)} more, silent for over a day (status.json)</span>',
+                     "0", "", "", "", "", "", ""])
     totals = [sum(r[k] for r in counting["replicas"]) for k in ("processes", "requests_last_hour", "requests_last_day", "errors_last_hour",
                                                                    "v1_requests_last_day")]
     last_v1 = max((r["last_v1_ms"] for r in counting["replicas"] if r["last_v1_ms"] is not None), default=None)

@@ -12,7 +12,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .page import COVERS, covers, when
+from .page import COVERS, covers, recent_replicas, when
 
 
 def status_url(url: str) -> str:
@@ -51,7 +51,9 @@ def _counting(data: dict[str, Any]) -> list[str]:
     if replicas:
         rows = [[r["name"] + (" *" if r["name"] == counting["replica"] else ""), str(r["processes"]), when(r["since_ms"], now),
                  str(r["requests_last_hour"]), str(r["requests_last_day"]), str(r["errors_last_hour"]), str(r["v1_requests_last_day"]),
-                 when(r["last_v1_ms"], now)] for r in replicas]
+                 when(r["last_v1_ms"], now)] for r in recent_replicas(replicas, now)]
+        if len(rows) < len(replicas):
+            rows.append([f"({len(replicas) - len(rows)} more, silent for over a day: --json)", "0", "", "", "", "", "", ""])
         last_v1 = max((r["last_v1_ms"] for r in replicas if r["last_v1_ms"] is not None), default=None)
         rows.append(["fleet total", str(sum(r["processes"] for r in replicas)), when(counting["since_ms"], now),
                      *(str(sum(r[k] for r in replicas)) for k in ("requests_last_hour", "requests_last_day", "errors_last_hour",

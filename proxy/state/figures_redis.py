@@ -1,7 +1,8 @@
 """The status page's figures in the Redis store (`store = "redis://…"`), added into by every
 worker of every replica that names the database (docs/configuration.md "Status page";
 docs/decisions.md §95, §96). Each process flushes its deltas once per `FLUSH_S` in one Lua script
-(`_ADD`: atomic, one round trip), never a write per request.
+(`_ADD`: atomic, one round trip), never a write per request. The script names its keys itself:
+a single Redis server (or one with replicas), not Redis Cluster.
 
 Keys, under `mcp-tasks-proxy:f:` (`<r>` a replica's name):
 
@@ -11,7 +12,7 @@ Keys, under `mcp-tasks-proxy:f:` (`<r>` a replica's name):
   (at most `MAX_CLIENTS`, none older than `KEEP_CLIENTS_S`);
 * `s:<session id>` — a relayed session's client `[name, version]`, for `SESSION_KEEP_S`;
 * `e` — a list of the last `RECENT_ERRORS` errors (JSON, with `replica`);
-* `r` — a hash: replica → `[since_ms, last_flush_ms]`;
+* `r` — a hash: replica → `[since_ms, last_flush_ms]` (a replica silent for `KEEP_CLIENTS_S` is dropped);
 * `fl` — a hash: process → `[replica, flushed_ms]`, the time each process last took its deltas:
   a read waits until every live process (its `hb:` heartbeat, redis_store.py) flushed after the
   read began, so that what was answered before it is counted (`flushed`);
@@ -131,10 +132,15 @@ class RedisFigures:
     async def read(self, now_ms: int) -> tuple[list[ReplicaFigures], list[dict[str, Any]]]:
         """Every replica's figures of the last day, and the recent errors (oldest first)."""
         known = await self.redis.hgetall(F + "r")
-        replicas = []
+        replicas, gone = [], []
         for name in sorted(known):
             since, last = json.loads(known[name])
+            if int(last) < now_ms - KEEP_CLIENTS_S * 1000:  # silent for 30 days: its client rows are gone too
+                gone.append(name)
+                continue
             replicas.append(ReplicaFigures(name, int(since), int(last)))
+        if gone:
+            await self.redis.hdel(F + "r", *gone)
         hour = now_ms // 3_600_000
         first = now_ms // 60_000 - 1440 + 1
         async with self.redis.pipeline(transaction=False) as pipe:

@@ -12,7 +12,7 @@ port, shows its earlier figures under the earlier name):
   backends)`: at most `MAX_CLIENTS` rows per replica (least recently seen go), none older than `KEEP_CLIENTS_MS`;
 * `figure_sessions (id, name, version, expires_at)`: a relayed session's client, `SESSION_KEEP_S`, at most `MAX_SESSIONS`;
 * `figure_errors (n, body)`: the last `RECENT_ERRORS` errors (JSON, with `replica`);
-* `figure_replicas (replica, since_ms, last_flush_ms)`.
+* `figure_replicas (replica, since_ms, last_flush_ms)`: a replica silent for `KEEP_CLIENTS_MS` goes.
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ class SqliteFigures:
             minute = now_ms // 60_000
             if minute != self._trimmed_minute:  # counts older than a day go, once a minute
                 db.execute("DELETE FROM figure_counts WHERE minute <= ?", (minute - KEEP_MINUTES,))
+                db.execute("DELETE FROM figure_replicas WHERE last_flush_ms < ?", (now_ms - KEEP_CLIENTS_MS,))
+                db.execute("DELETE FROM figure_clients WHERE last_seen_ms < ?", (now_ms - KEEP_CLIENTS_MS,))
                 self._trimmed_minute = minute
         except BaseException:
             if db.in_transaction:

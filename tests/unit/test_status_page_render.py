@@ -106,13 +106,17 @@ def test_the_replicas_and_the_fleet_total_are_shown():
                "requests_last_day": 7, "v1_requests_last_day": 3}  # fmt: skip
     data["counting"] = {"covers": "fleet", "store": "redis://127.0.0.1:6379/0", "since_ms": NOW - 3_600_000, "replica": "a:1",
                         "late": [], "replicas": [{**replica, "name": "a:1", "last_v1_ms": NOW - 60_000},
-                                                 {**replica, "name": "b:2", "processes": 1, "last_v1_ms": None}]}  # fmt: skip
+                                                 {**replica, "name": "b:2", "processes": 1, "last_v1_ms": None},
+                                                 {"name": "c:3", "processes": 0, "since_ms": NOW - 9 * 86_400_000,
+                                                  "last_flush_ms": NOW - 3 * 86_400_000, "requests_last_hour": 0, "errors_last_hour": 0,
+                                                  "requests_last_day": 0, "v1_requests_last_day": 0, "last_v1_ms": None}]}  # fmt: skip
     html = render(data, 10)
     rows = re.findall(r"<tr>(.*?)</tr>", html.split('id="replicas"')[1].split("</table>")[0])
     cells = [c for c in (re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows) if c]
     assert [(c[0], c[1], c[4], c[5], c[6]) for c in cells] == [
         ("a:1 (this one)", "2", "5 / 7", "1", "3"),
         ("b:2", "1", "5 / 7", "1", "3"),
+        ('<span class="muted">1 more, silent for over a day (status.json)</span>', "0", "", "", ""),
         ("<b>fleet total</b>", "3", "10 / 14", "2", "6"),
     ]
-    assert "Counts cover the fleet (2 replicas)" in html
+    assert "Counts cover the fleet (3 replicas)" in html  # the silent one's clients are still counted
