@@ -33,7 +33,8 @@ HOST = socket.gethostname()
 
 @asynccontextmanager
 async def serving(*args: str, env: dict[str, str], banners: int = 1) -> AsyncIterator[asyncio.subprocess.Process]:
-    """`python -m proxy serve ARGS` until the block ends (SIGTERM; exit status 0 asserted), after its
+    """`python -m proxy serve ARGS` until the block ends (SIGTERM, unless the test ended it; exit
+    status 0 asserted), after its
     `banners` listening lines (one per worker)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "proxy", "serve", *args, cwd=ROOT, env={**os.environ, **env},
@@ -45,9 +46,9 @@ async def serving(*args: str, env: dict[str, str], banners: int = 1) -> AsyncIte
             assert "listening on" in line, line
         yield process
     finally:
-        if process.returncode is None:
+        if process.returncode is None:  # not ended by the test itself
             process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 30) == 0
+            assert await asyncio.wait_for(process.wait(), 30) == 0
 
 
 def _env(tmp_path: Path, key: str, name: str = "state") -> dict[str, str]:
@@ -259,3 +260,23 @@ async def test_two_replicas_on_redis_show_each_replica_and_the_fleet_total(refer
         assert rendered["replicas"][-1][:2] + rendered["replicas"][-1][4:5] == ["fleet total", "2", "11 / 11"]
         printed = await _status_command(bases[0])
         assert "Counts cover the fleet (2 replicas): every replica on the shared store, with all their workers;" in printed
+
+
+async def test_what_was_read_before_a_sigkill_is_there_after_the_restart(reference_v1_server, tmp_path):
+    """A read flushes the reading process first: what it showed is in the store's file, and a
+    proxy killed right after (no shutdown, no last flush) still shows it when it is back."""
+    port, env = free_port(), _env(tmp_path, new_key_text())
+    base = f"http://127.0.0.1:{port}"
+    args = ("--upstream", reference_v1_server.url, "--listen", f"127.0.0.1:{port}")
+    async with aiohttp.ClientSession() as http:
+        async with serving(*args, env=env) as process:
+            legacy = await _legacy_session(http, base + "/mcp")
+            await _greet(legacy, "a")
+            before = await _status(http, base)
+            process.kill()  # the proxy this test started, by its handle
+            assert await process.wait() == -signal.SIGKILL
+        async with serving(*args, env=env):
+            after = await _status(http, base)
+    assert [(c["name"], c["requests"], c["last_seen_ms"]) for c in after["v1_clients"]] == [
+        ("legacy-cli", 3, before["v1_clients"][0]["last_seen_ms"])
+    ]
