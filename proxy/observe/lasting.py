@@ -80,10 +80,15 @@ class Lasting:
         if self.replica is None:
             return
         async with self._lock:
+            try:
+                stamp = await self._clock()  # before the take: every request counted before it is in the batch
+            except Exception as exc:
+                self._failed(exc)
+                return
             batch = self.recorder.take()
             batch.merge(self._pending)
             self._pending = Batch()
-            now_ms = self.recorder.now_ms()
+            now_ms = stamp
             extra: dict[str, Any] = {}
             sent: dict[str, float] = {}
             if self.metrics is not None:
@@ -96,14 +101,24 @@ class Lasting:
                     self._pending = batch
                 else:  # the store has refused for long: what it missed is given up, not held without bound
                     log.warning("status figures: %d counts not taken by the store dropped", len(batch.counts))
-                if not self._failing:
-                    log.warning("status figures not flushed to the store (%s): kept in memory, tried again every %g s", exc, FLUSH_S)
-                    self._failing = True
+                self._failed(exc)
                 return
             self._metric_sent.update(sent)
             if self._failing:
                 log.warning("status figures flushed to the store again")
                 self._failing = False
+
+    def _failed(self, exc: Exception) -> None:
+        if not self._failing:
+            log.warning("status figures not flushed to the store (%s): kept in memory, tried again every %g s", exc, FLUSH_S)
+            self._failing = True
+
+    async def _clock(self) -> int:
+        """Now, Unix ms, by the clock every process sharing the store reads (the Redis server's:
+        replicas on hosts whose clocks differ by seconds still agree on which flush came after a
+        read began); this process's own for a store only it writes."""
+        clock = getattr(self.store, "clock_ms", None)
+        return int(await clock()) if clock is not None else self.recorder.now_ms()
 
     def _metric_deltas(self) -> tuple[list[tuple[str, float]], list[tuple[str, float]], dict[str, float]]:
         """(counter and histogram samples' increase since the last flush, gauge samples now, the
@@ -159,7 +174,7 @@ class Lasting:
     async def view(self) -> tuple[Figures, dict[str, Any]]:
         """The fleet's figures (every replica added up) and what they cover (`counting` in
         `/status.json`). Raises the store's errors."""
-        began = self.recorder.now_ms()
+        began = await self._clock()
         await self.flush()
         processes, late = await self._barrier(began)
         now = self.recorder.now_ms()
@@ -179,7 +194,7 @@ class Lasting:
 
     async def metric_totals(self) -> tuple[dict[str, float], dict[str, float]]:
         """This replica's `/metrics` samples added up over its workers (after the same wait as `view`)."""
-        began = self.recorder.now_ms()
+        began = await self._clock()
         await self.flush()
         processes, _late = await self._barrier(began)
         return await self.store.metrics(self.replica, set(processes))

@@ -13,7 +13,8 @@ Keys, under `mcp-tasks-proxy:f:` (`<r>` a replica's name):
 * `s:<session id>` — a relayed session's client `[name, version]`, for `SESSION_KEEP_S`;
 * `e` — a list of the last `RECENT_ERRORS` errors (JSON, with `replica`);
 * `r` — a hash: replica → `[since_ms, last_flush_ms]` (a replica silent for `KEEP_CLIENTS_S` is dropped);
-* `fl` — a hash: process → `[replica, flushed_ms]`, the time each process last took its deltas:
+* `fl` — a hash: process → `[replica, flushed_ms]`, the time each process last took its deltas
+  (by the Redis server's clock, read just before the take):
   a read waits until every live process (its `hb:` heartbeat, redis_store.py) flushed after the
   read began, so that what was answered before it is counted (`flushed`);
 * `m:<r>` — a hash of the replica's `/metrics` samples (counters and histograms, added into), and
@@ -172,6 +173,11 @@ class RedisFigures:
             return None
         name, version = json.loads(raw)
         return name, version
+
+    async def clock_ms(self) -> int:
+        """The Redis server's time, Unix ms: the one clock of every flush stamp (`f:fl`)."""
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     async def keep_session(self, session_id: str, client: tuple[str, str]) -> None:
         """Write a relayed session's client now (`Lasting.session_begun`)."""

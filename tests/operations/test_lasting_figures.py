@@ -206,7 +206,13 @@ async def test_with_two_workers_every_read_gives_the_totals_sent(reference_v1_se
             assert rendered["replicas"][1][:2] == [f"{HOST}:{port} (this one)", "2"]
 
             async with http.get(base + "/metrics") as response:
-                totals = _requests_total(await response.text())
+                text = await response.text()
+            totals = _requests_total(text)
+            # Histograms and gauges are added up too: one upstream call per tools/call, no task live.
+            assert re.findall(
+                r'^mcp_tasks_proxy_upstream_seconds_count\{backend="main",method="tools/call"\} (\S+)$', text, re.M
+            ) == ["38.0"]
+            assert re.findall(r"^mcp_tasks_proxy_live_tasks (\S+)$", text, re.M) == ["0.0"]
             assert totals == {
                 ("v1", "v1", "initialize"): 1,
                 ("v1", "v1", "notifications/initialized"): 1,
