@@ -162,7 +162,7 @@ class Lasting:
         those that did not in `BARRIER_S`)."""
         flushed = getattr(self.store, "flushed", None)
         if flushed is None:
-            return {self.process: (self.replica, since_ms)}, []
+            return {self.process: (self.replica or "", since_ms)}, []
         deadline = time.monotonic() + BARRIER_S
         while True:
             stamps = await flushed()
@@ -197,7 +197,8 @@ class Lasting:
         began = await self._clock()
         await self.flush()
         processes, _late = await self._barrier(began)
-        return await self.store.metrics(self.replica, set(processes))
+        totals: tuple[dict[str, float], dict[str, float]] = await self.store.metrics(self.replica, set(processes))
+        return totals
 
     def session_begun(self, session_id: str, client: ClientKey) -> None:
         """A relayed session's `initialize` named its client. With a shared store the binding is

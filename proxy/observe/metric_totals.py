@@ -26,8 +26,8 @@ class _Totals:
         by_family: dict[str, list[tuple[str, dict[str, str], float]]] = {}
         for source in (self.counters, self.gauges):
             for key, value in source.items():
-                family, sample, labels = key.split(" ", 2)
-                by_family.setdefault(family, []).append((sample, dict(json.loads(labels)), value))
+                name, sample, encoded = key.split(" ", 2)
+                by_family.setdefault(name, []).append((sample, dict(json.loads(encoded)), value))
         for family in self.local.collect():
             out = Metric(family.name, family.documentation, family.type, family.unit)
             for sample, labels, value in sorted(by_family.get(family.name, []), key=_order):
@@ -48,5 +48,5 @@ async def exposition(local: CollectorRegistry, lasting: Any) -> bytes:
     """The Prometheus text of this replica's workers added up."""
     counters, gauges = await lasting.metric_totals()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Totals(local, counters, gauges))  # type: ignore[arg-type]
+    registry.register(_Totals(local, counters, gauges))
     return generate_latest(registry)

@@ -92,7 +92,8 @@ async def read_view(recorder: StatusRecorder, lasting: Any) -> tuple[Figures, di
     if lasting is None:
         return process_view(recorder)
     try:
-        return await lasting.view()
+        view: tuple[Figures, dict[str, Any]] = await lasting.view()
+        return view
     except Exception as exc:
         figures, counting = process_view(recorder)
         return figures, {**counting, "store": lasting.store_name, "replica": lasting.replica,
