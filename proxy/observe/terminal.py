@@ -65,7 +65,9 @@ def _counting(data: dict[str, Any]) -> list[str]:
 
 def render(data: dict[str, Any]) -> str:
     now = data["now_ms"]
-    out = [*_counting(data), "Backends (requests and errors: " + covers(data["counting"]) + "; the rest: this process)", table(
+    scope = covers(data["counting"])
+    out = [*_counting(data), "Backends" if scope == "this process" else f"Backends (requests and errors: {scope}; the rest: this process)",
+           table(
         ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "p50 ms", "p99 ms",
          "weight (new work)", "drain"],
         [[b["name"], b["transport"], b["dialect"], ",".join(b["protocol_versions"]) or "-",
