@@ -18,6 +18,7 @@ from proxy.observe.lasting import Lasting
 from proxy.observe.recorder import StatusRecorder
 from proxy.state.figures_redis import RedisFigures
 from proxy.state.figures_sqlite import SqliteFigures
+from proxy.state.redis_store import PREFIX
 from proxy.state.sqlite_store import SqliteTaskStore
 
 MINUTE = 60.0
@@ -175,3 +176,26 @@ async def test_a_flush_the_store_refused_goes_with_the_next(tmp_path, caplog):
         "a:1",
         [2],
     )
+
+
+async def test_a_read_waits_for_live_processes_only_and_names_one_too_slow(redis_url, monkeypatch):
+    """A process whose heartbeat lives but which has not flushed since the read began is waited
+    for at most `BARRIER_S`, then named in `counting.late`; one whose heartbeat is gone (killed)
+    is not waited for, and its stamp is dropped."""
+    import proxy.observe.lasting as lasting_module
+
+    monkeypatch.setattr(lasting_module, "BARRIER_S", 0.3)
+    async with _redis(redis_url) as store:
+        redis = store.redis
+        await redis.set(PREFIX + "hb:me", "1", ex=5)
+        await redis.set(PREFIX + "hb:stuck", "1", ex=5)  # alive, but its flushes do not come
+        await redis.hset(PREFIX + "f:fl", mapping={"stuck": '["b:2", 1000]', "dead": '["b:2", 1000]'})
+        recorder = StatusRecorder()
+        recorder.request("old", "v1", "v1", "ok", LEGACY)
+        lasting = Lasting(recorder, store, replica="a:1", store_name="redis", process="me")
+        _, counting = await lasting.view()
+        assert counting["late"] == ["b:2 (stuck)"]
+        assert [(r["name"], r["processes"], r["requests_last_hour"]) for r in counting["replicas"]] == [("a:1", 1, 1)]
+        assert sorted(await redis.hkeys(PREFIX + "f:fl")) == ["me", "stuck"]
+        await lasting.close()  # signs off: reads no longer wait for it
+        assert await redis.hkeys(PREFIX + "f:fl") == ["stuck"]
