@@ -226,6 +226,10 @@ async def _startup(app: web.Application) -> None:
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
         await _heartbeat(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
+    # Set up before the backends are probed: the figures' tables and modules are ready by then.
+    state.lasting = _lasting(state)
+    if state.lasting is not None:
+        state.metrics.lasting = state.lasting
     if state.store is not None and state.store.shared:
         from .faces.session import ANSWERS
 
@@ -240,9 +244,7 @@ async def _startup(app: web.Application) -> None:
         state.http = None
         raise
     state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
-    state.lasting = _lasting(state)
-    if state.lasting is not None:
-        state.metrics.lasting = state.lasting
+    if state.lasting is not None:  # started once the start cannot fail any more (no task left pending)
         state.flusher = asyncio.ensure_future(state.lasting.run())
     if settings.health_interval_ms > 0:
         state.checker = asyncio.ensure_future(state.fleet.keep_checking(settings.health_interval_ms / 1000))
@@ -266,7 +268,8 @@ def _lasting(state: ProxyState) -> Any:
     if store is not None and store.shared and redis is not None:
         from .state.figures_redis import RedisFigures
 
-        return Lasting(state.metrics.recorder, RedisFigures(redis), replica=name, store_name=store.health.name,  # type: ignore[attr-defined]
+        figures = RedisFigures(redis, session_keep_s=settings.session_idle_ms / 1000)
+        return Lasting(state.metrics.recorder, figures, replica=name, store_name=store.health.name,  # type: ignore[attr-defined]
                        process=store.process, metrics=metrics)  # type: ignore[attr-defined]
     return None
 

@@ -40,6 +40,7 @@ MISS_RETRY_S = 5.0
 """A relayed session the store did not know is asked about again after this long (another worker
 may flush it meanwhile)."""
 MAX_MISSES = 10_000
+"""Sessions remembered as missed, and as renewed."""
 MAX_PENDING = 100_000
 """Deltas kept while the store does not take them; beyond, they are dropped (logged)."""
 SHARED_RETRIES = 3
@@ -71,6 +72,9 @@ class Lasting:
         self._misses: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._failing = False
         self._writes: set[asyncio.Future[None]] = set()
+        self._renewed: collections.OrderedDict[str, int] = collections.OrderedDict()
+        """When this process last wrote each relayed session's binding (Unix ms; shared store)."""
+        recorder.renew_sessions = bool(getattr(store, "shared", False))
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -86,6 +90,8 @@ class Lasting:
                 self._failed(exc)
                 return
             batch = self.recorder.take()
+            if self.store.shared:
+                self._renew(batch, stamp)
             batch.merge(self._pending)
             self._pending = Batch()
             now_ms = stamp
@@ -107,6 +113,23 @@ class Lasting:
             if self._failing:
                 log.warning("status figures flushed to the store again")
                 self._failing = False
+
+    def _renew(self, batch: Batch, now_ms: int) -> None:
+        """Relayed sessions begun or used since the last flush whose binding this process wrote
+        more than a quarter of its lifetime ago are written again (a shared store forgets a binding
+        unused for `session_keep_s`): at most one write per session per quarter, never per request."""
+        renewed = self._renewed
+        for sid in batch.sessions:
+            renewed[sid] = now_ms
+            renewed.move_to_end(sid)
+        due = now_ms - self.store.session_keep_s * 250
+        for sid, client in self.recorder.take_used().items():
+            if renewed.get(sid, 0) < due:
+                batch.sessions[sid] = client
+                renewed[sid] = now_ms
+                renewed.move_to_end(sid)
+        while len(renewed) > MAX_MISSES:
+            renewed.popitem(last=False)
 
     def _failed(self, exc: Exception) -> None:
         if not self._failing:

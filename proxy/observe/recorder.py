@@ -80,6 +80,9 @@ class StatusRecorder:
         self._error_count = 0
         self._taken_errors = 0
         self._new_sessions: dict[str, ClientKey] = {}
+        self.renew_sessions = False
+        """Note the relayed sessions used (`take_used`): set for a shared store, whose bindings expire unused."""
+        self._used_sessions: set[str] = set()
 
     # -- recording (the hot path: no parsing, a few dict operations) -------------------------------
 
@@ -152,7 +155,15 @@ class StatusRecorder:
         """The client of a relayed session (`UNKNOWN_CLIENT` when its `initialize` was not seen here)."""
         if session_id is None:
             return UNKNOWN_CLIENT
+        if self.renew_sessions and len(self._used_sessions) < MAX_SESSIONS:
+            self._used_sessions.add(session_id)
         return self._sessions.get(session_id, UNKNOWN_CLIENT)
+
+    def take_used(self) -> dict[str, ClientKey]:
+        """The relayed sessions used since the last call, with their clients (those known here)."""
+        used, self._used_sessions = self._used_sessions, set()
+        sessions = self._sessions
+        return {sid: sessions[sid] for sid in used if sid in sessions}
 
     # -- handing over to the store (proxy/observe/lasting.py) --------------------------------------
 

@@ -10,7 +10,8 @@ Keys, under `mcp-tasks-proxy:f:` (`<r>` a replica's name):
 * `cl:<r>` — a hash of client rows: field `[dialect, name, version]` (JSON), value `[requests,
   first_seen_ms, last_seen_ms, backends]`; `cls:<r>` a sorted set of the same fields by last seen
   (at most `MAX_CLIENTS`, none older than `KEEP_CLIENTS_S`);
-* `s:<session id>` — a relayed session's client `[name, version]`, for `SESSION_KEEP_S`;
+* `s:<session id>` — a relayed session's client `[name, version]`, for `session_keep_s`
+  (`session_idle_ms`), written again by a process that relays it after a quarter of that;
 * `e` — a list of the last `RECENT_ERRORS` errors (JSON, with `replica`);
 * `r` — a hash: replica → `[since_ms, last_flush_ms]` (a replica silent for `KEEP_CLIENTS_S` is dropped);
 * `fl` — a hash: process → `[replica, flushed_ms]`, the time each process last took its deltas
@@ -35,7 +36,6 @@ F = PREFIX + "f:"
 COUNT_TTL_S = 26 * 3600
 KEEP_CLIENTS_S = 30 * 86_400
 MAX_CLIENTS = 1000
-SESSION_KEEP_S = 7 * 86_400
 RECENT_ERRORS = 50
 
 _ADD = """
@@ -106,12 +106,13 @@ def _decode_list(value: Any) -> list[Any]:
 class RedisFigures:
     """The figures in the Redis database of `redis` (the Redis store's client: the same bounds,
     `store_timeout_ms`). Errors of the client are raised (`proxy/observe/lasting.py` keeps the
-    batch and tries again)."""
+    batch and tries again). `session_keep_s`: how long a relayed session's client is kept unused."""
 
     shared = True
 
-    def __init__(self, redis: aioredis.Redis):
+    def __init__(self, redis: aioredis.Redis, *, session_keep_s: float):
         self.redis = redis
+        self.session_keep_s = session_keep_s
         self._add = redis.register_script(_ADD)
 
     async def add(self, replica: str, process: str, batch: Batch, started_ms: int, now_ms: int,
@@ -128,7 +129,7 @@ class RedisFigures:
             "gauges": [[name, repr(value)] for name, value in gauges or ()],
         }
         await self._add(args=[F, replica, process, now_ms, started_ms, json.dumps(body), COUNT_TTL_S, KEEP_CLIENTS_S, MAX_CLIENTS,
-                              SESSION_KEEP_S * 1000, RECENT_ERRORS])
+                              int(self.session_keep_s * 1000), RECENT_ERRORS])
 
     async def read(self, now_ms: int) -> tuple[list[ReplicaFigures], list[dict[str, Any]]]:
         """Every replica's figures of the last day, and the recent errors (oldest first)."""
@@ -181,7 +182,7 @@ class RedisFigures:
 
     async def keep_session(self, session_id: str, client: tuple[str, str]) -> None:
         """Write a relayed session's client now (`Lasting.session_begun`)."""
-        await self.redis.set(F + "s:" + session_id, json.dumps(list(client)), px=SESSION_KEEP_S * 1000)
+        await self.redis.set(F + "s:" + session_id, json.dumps(list(client)), px=int(self.session_keep_s * 1000))
 
     async def flushed(self) -> dict[str, tuple[str, int]]:
         """Each live process's replica and when it last took its deltas (Unix ms); the fields of

@@ -5,6 +5,7 @@ store refused sent again with the next (`Lasting`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -81,7 +82,7 @@ async def _sqlite(tmp_path: Path) -> AsyncIterator[Any]:
 async def _redis(url: str) -> AsyncIterator[Any]:
     client = aioredis.Redis.from_url(url, decode_responses=True)
     try:
-        yield RedisFigures(client)
+        yield RedisFigures(client, session_keep_s=3600)
     finally:
         await client.aclose()
 
@@ -199,3 +200,29 @@ async def test_a_read_waits_for_live_processes_only_and_names_one_too_slow(redis
         assert sorted(await redis.hkeys(PREFIX + "f:fl")) == ["me", "stuck"]
         await lasting.close()  # signs off: reads no longer wait for it
         assert await redis.hkeys(PREFIX + "f:fl") == ["stuck"]
+
+
+async def test_a_relayed_sessions_client_is_kept_while_the_session_is_used(redis_url):
+    """On Redis a binding lives `session_keep_s` unused; a process that relays the session writes
+    it again once a quarter of that has passed (at its next flush), never per request."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        store = RedisFigures(client, session_keep_s=0.4)
+        recorder = StatusRecorder()
+        lasting = Lasting(recorder, store, replica="a:1", store_name="redis", process="me")
+        key = PREFIX + "f:s:s-1"
+        recorder.remember_session("s-1", client=LEGACY)
+        await lasting.flush()
+        assert await store.session_client("s-1") == LEGACY
+        for _ in range(3):  # used for longer than its lifetime: kept
+            await asyncio.sleep(0.15)  # more than a quarter of the lifetime
+            assert recorder.session_client("s-1") == LEGACY
+            await lasting.flush()
+            assert 250 < await client.pttl(key) <= 400
+        await lasting.flush()  # not used since: not written again
+        while await client.exists(key):
+            await lasting.flush()
+            await asyncio.sleep(0.05)
+        assert await store.session_client("s-1") is None
+    finally:
+        await client.aclose()
