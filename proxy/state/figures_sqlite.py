@@ -10,7 +10,8 @@ port, shows its earlier figures under the earlier name):
   array, its first item `kind`; figures.py), for `KEEP_MINUTES`;
 * `figure_clients (replica, dialect, name, version, requests, first_seen_ms, last_seen_ms,
   backends)`: at most `MAX_CLIENTS` rows per replica (least recently seen go), none older than `KEEP_CLIENTS_MS`;
-* `figure_sessions (id, name, version, expires_at)`: a relayed session's client, `SESSION_KEEP_S`, at most `MAX_SESSIONS`;
+* `figure_sessions (id, name, version, expires_at)`: a relayed session's client, `SESSION_KEEP_S`, at most
+  `MAX_SESSIONS` (trimmed once a minute);
 * `figure_errors (n, body)`: the last `RECENT_ERRORS` errors (JSON, with `replica`);
 * `figure_replicas (replica, since_ms, last_flush_ms)`: a replica silent for `KEEP_CLIENTS_MS` goes.
 """
@@ -86,18 +87,18 @@ class SqliteFigures:
                 expires = time.time() + SESSION_KEEP_S
                 db.executemany("INSERT OR REPLACE INTO figure_sessions VALUES (?, ?, ?, ?)",
                                [(sid, name, version, expires) for sid, (name, version) in batch.sessions.items()])
-                db.execute("DELETE FROM figure_sessions WHERE expires_at <= ? OR id IN (SELECT id FROM figure_sessions "
-                           "ORDER BY expires_at DESC LIMIT -1 OFFSET ?)", (time.time(), MAX_SESSIONS))
             if batch.errors:
                 db.executemany("INSERT INTO figure_errors (body) VALUES (?)", [(json.dumps({**e, "replica": replica}),) for e in batch.errors])
                 db.execute("DELETE FROM figure_errors WHERE n <= (SELECT max(n) FROM figure_errors) - ?", (RECENT_ERRORS,))
             db.execute("INSERT INTO figure_replicas VALUES (?, ?, ?) ON CONFLICT (replica) DO UPDATE SET "
                        "since_ms = min(since_ms, excluded.since_ms), last_flush_ms = excluded.last_flush_ms", (replica, started_ms, now_ms))
             minute = now_ms // 60_000
-            if minute != self._trimmed_minute:  # counts older than a day go, once a minute
+            if minute != self._trimmed_minute:  # what is past its keep goes, once a minute
                 db.execute("DELETE FROM figure_counts WHERE minute <= ?", (minute - KEEP_MINUTES,))
                 db.execute("DELETE FROM figure_replicas WHERE last_flush_ms < ?", (now_ms - KEEP_CLIENTS_MS,))
                 db.execute("DELETE FROM figure_clients WHERE last_seen_ms < ?", (now_ms - KEEP_CLIENTS_MS,))
+                db.execute("DELETE FROM figure_sessions WHERE expires_at <= ? OR id IN (SELECT id FROM figure_sessions "
+                           "ORDER BY expires_at DESC LIMIT -1 OFFSET ?)", (time.time(), MAX_SESSIONS))
                 self._trimmed_minute = minute
         except BaseException:
             if db.in_transaction:
