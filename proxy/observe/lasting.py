@@ -80,9 +80,14 @@ class Lasting:
 
     async def flush(self) -> None:
         """Hand what was counted since the last flush to the store (one call). When the store does
-        not take it, it is kept and handed with the next flush (logged once until it works again)."""
+        not take it, it is kept and handed with the next flush (logged once until it works again).
+        A caller cancelled meanwhile (a reader that left, the flush loop at shutdown) does not
+        cancel the flush: what it took from the recorder reaches the store all the same."""
         if self.replica is None:
             return
+        await asyncio.shield(self._flush())
+
+    async def _flush(self) -> None:
         async with self._lock:
             try:
                 stamp = await self._clock()  # before the take: every request counted before it is in the batch
@@ -171,7 +176,9 @@ class Lasting:
             await asyncio.sleep(FLUSH_S)
 
     async def close(self) -> None:
-        """The last flush, at shutdown; reads stop waiting for this process."""
+        """The last flush, at shutdown (after the bindings still being written); reads stop waiting for this process."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
         await self.flush()
         try:
             await self.store.done(self.process)
