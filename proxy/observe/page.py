@@ -131,7 +131,7 @@ def _counting(data: dict[str, Any]) -> str:
     if counting.get("late"):
         line += f' <span class="muted">Not flushed in time for this read: {escape(", ".join(counting["late"]))}.</span>'
     line += "</p>"
-    if not counting["replicas"]:
+    if counting["covers"] != "fleet" and len(counting["replicas"]) < 2:  # this proxy alone: the line says it all
         return line
     shown = recent_replicas(counting["replicas"], now)
     rows = [[escape(r["name"]) + (" (this one)" if r["name"] == counting["replica"] else ""), str(r["processes"]),
@@ -143,7 +143,8 @@ def _counting(data: dict[str, Any]) -> str:
     totals = [sum(r[k] for r in counting["replicas"]) for k in ("processes", "requests_last_hour", "requests_last_day", "errors_last_hour",
                                                                    "v1_requests_last_day")]
     last_v1 = max((r["last_v1_ms"] for r in counting["replicas"] if r["last_v1_ms"] is not None), default=None)
-    rows.append(["<b>fleet total</b>", str(totals[0]), escape(when(counting["since_ms"], now)), "—", f"{totals[1]} / {totals[2]}",
+    total = "<b>fleet total</b>" if counting["covers"] == "fleet" else "<b>total</b>"
+    rows.append([total, str(totals[0]), escape(when(counting["since_ms"], now)), "—", f"{totals[1]} / {totals[2]}",
                  str(totals[3]), str(totals[4]), escape(when(last_v1, now))])
     table = _table(["replica", "live processes", "counting since", "last flush", "requests (last hour / day)", "errors (last hour)",
                     "v1 requests (last day)", "last v1 client"], rows, {1, 4, 5, 6}, "replicas")

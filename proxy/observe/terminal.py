@@ -48,14 +48,15 @@ def _counting(data: dict[str, Any]) -> list[str]:
     if counting.get("late"):
         out.append(f"  not flushed in time for this read: {', '.join(counting['late'])}")
     replicas = counting["replicas"]
-    if replicas:
+    if counting["covers"] == "fleet" or len(replicas) > 1:
         rows = [[r["name"] + (" *" if r["name"] == counting["replica"] else ""), str(r["processes"]), when(r["since_ms"], now),
                  str(r["requests_last_hour"]), str(r["requests_last_day"]), str(r["errors_last_hour"]), str(r["v1_requests_last_day"]),
                  when(r["last_v1_ms"], now)] for r in recent_replicas(replicas, now)]
         if len(rows) < len(replicas):
             rows.append([f"({len(replicas) - len(rows)} more, silent for over a day: --json)", "0", "", "", "", "", "", ""])
         last_v1 = max((r["last_v1_ms"] for r in replicas if r["last_v1_ms"] is not None), default=None)
-        rows.append(["fleet total", str(sum(r["processes"] for r in replicas)), when(counting["since_ms"], now),
+        total = "fleet total" if counting["covers"] == "fleet" else "total"
+        rows.append([total, str(sum(r["processes"] for r in replicas)), when(counting["since_ms"], now),
                      *(str(sum(r[k] for r in replicas)) for k in ("requests_last_hour", "requests_last_day", "errors_last_hour",
                                                                    "v1_requests_last_day")), when(last_v1, now)])
         out += ["", "Replicas (* this one)", table(["replica", "processes", "since", "req/h", "req/day", "err/h", "v1 req/day", "last v1"],
