@@ -29,6 +29,7 @@ from translators.sealing import Keyring
 
 from ..config import Settings
 from ..metrics import method_label
+from ..observe.failures import REFUSAL, UNCOUNTED, of_session_answer, shown_detail
 from ..observe.hooks import TRACE
 from ..observe.recorder import client_key
 from ..sse import sse_frame
@@ -355,12 +356,17 @@ class SessionFace:
         session = await self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
         rules = session.rules if session is not None else pairing
         backend = rules.backend if rules is not None else None
-        if backend is not None:
-            face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
+        face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
+        failure = None if outcome == "ok" else of_session_answer(request.get(REFUSAL), response, message.method)
+        if backend is None:  # no session, so no backend: the entry counts it (on its first backend)
+            request[UNCOUNTED] = (face, outcome, failure)
+        else:
             backend.metrics.request(face, backend.dialect, message.method, outcome)
             info = session.client_info if session is not None else message.params.get("clientInfo")
-            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
-                                             None if outcome == "ok" else method_label(message.method))
+            if failure is not None:
+                backend.metrics.failure(backend.name, face, backend.dialect, failure)
+            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info), None if outcome == "ok"
+                                             else method_label(message.method), shown_detail(request.get(REFUSAL)), failure=failure)
             trace = TRACE.get()
             if trace is not None:
                 trace.answered(backend.name, face, backend.dialect, outcome)
@@ -404,6 +410,7 @@ class SessionFace:
         try:
             result = await session.rules.dispatch(session, message.method, message.params, reply, request)
         except McpError as exc:
+            request[REFUSAL] = exc
             error = exc if v2 else for_v1_client(exc)
             log.log(logging.DEBUG if isinstance(exc, StoreUnreachable) else logging.INFO,  # decision 76: logged once by the store
                     "refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)

@@ -76,11 +76,11 @@ def _backends(data: dict[str, Any]) -> str:
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
-                     escape(_latency(b["upstream_latency_ms"])), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
+                     f'{b["refusals_last_minute"]} / {b["refusals_last_hour"]}', escape(_latency(b["upstream_latency_ms"])), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
     headers = ["backend", "transport", "dialect", "protocol versions", "health", "last probe answered", "dialect since",
-               "live tasks", "requests (last min / hour)", "errors (last min / hour)", "upstream ms p50 / p90 / p99 (samples)",
-               "weight (share of new sessions and calls)", "drain"]
-    return _table(headers, rows, {7, 8, 9}, "backends")
+               "live tasks", "requests (last min / hour)", "backend errors (last min / hour)", "proxy refusals (last min / hour)",
+               "upstream ms p50 / p90 / p99 (samples)", "weight (share of new sessions and calls)", "drain"]
+    return _table(headers, rows, {7, 8, 9, 10}, "backends")
 
 
 def _matrix(rows: list[dict[str, Any]], table_id: str) -> str:
@@ -91,11 +91,36 @@ def _matrix(rows: list[dict[str, Any]], table_id: str) -> str:
     return _table(headers, body, {4, 5} if by_backend else {3, 4}, table_id)
 
 
+def _counts(counts: dict[str, int]) -> str:
+    """`{"session_lost": 2, "task_unknown": 1}` as "session_lost 2, task_unknown 1" ("—": none)."""
+    return ", ".join(f"{code} {n}" for code, n in counts.items()) or "—"
+
+
 def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: bool) -> str:
-    headers = (["dialect"] if with_dialect else []) + ["client", "version", "requests", "last seen", "backends used"]
+    headers = (["dialect"] if with_dialect else []) + ["client", "version", "requests", "errors", "by reason", "last seen", "backends used"]
     body = [([escape(r["dialect"])] if with_dialect else []) + [escape(r["name"]), escape(r["version"] or "—"), str(r["requests"]),
-            escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))] for r in rows]
-    return _table(headers, body, {3 if with_dialect else 2}, table_id)
+            str(r["errors"]), escape(_counts(r["failures"])), escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))]
+            for r in rows]
+    first = 3 if with_dialect else 2
+    return _table(headers, body, {first, first + 1}, table_id)
+
+
+def _leaning(rows: list[dict[str, Any]], now: int) -> str:
+    headers = ["dialect", "client", "version", "requests", "requests repaired", "repairs", "last repaired"]
+    body = [[escape(r["dialect"]), escape(r["name"]), escape(r["version"] or "—"), str(r["requests"]), str(r["leaning"]),
+             escape(_counts(r["repairs"])), escape(when(r["last_leaning_ms"], now))] for r in rows]
+    return _table(headers, body, {3, 4}, "leaning")
+
+
+def _failures(rows: list[dict[str, Any]], table_id: str) -> str:
+    headers = ["backend", "client dialect", "backend dialect", "how", "reason", "by", "count"]
+    body = [[escape(r["backend"]), escape(r["client_dialect"]), escape(r["backend_dialect"]), escape(r["mode"]), escape(r["reason"]),
+             escape(r["by"]), str(r["count"])] for r in rows]
+    return _table(headers, body, {6}, table_id)
+
+
+def _codes(codes: dict[str, str]) -> str:
+    return "<dl>" + "".join(f"<dt><code>{escape(code)}</code></dt><dd>{escape(text)}</dd>" for code, text in codes.items()) + "</dl>"
 
 
 def _verdict(data: dict[str, Any]) -> str:
@@ -117,6 +142,10 @@ def _verdict(data: dict[str, Any]) -> str:
     lines.append(f'<div class="verdict {"clear" if not v1_backends else "info"}">v1 backends: '
                  f'{escape(", ".join(v1_backends)) if v1_backends else "none"}.</div>')
     lines.append(f'<div class="verdict {"clear" if not translated else "info"}">Translated requests in the last day: {translated}.</div>')
+    leaning = data["leaning"]
+    names = ", ".join(f'{r["name"]} {r["version"]}'.strip() for r in leaning[:5]) + (", …" if len(leaning) > 5 else "")
+    lines.append(f'<div class="verdict {"clear" if not leaning else "info"}">Clients leaning on the proxy: '
+                 f'{f"{len(leaning)} ({escape(names)})" if leaning else "none"}.</div>')
     return "<br>".join(lines)
 
 
@@ -193,9 +222,10 @@ def plot(timeline: dict[str, Any], started_ms: int | None = None, width: int = 7
 def render(data: dict[str, Any], refresh_s: int) -> str:
     """The whole page."""
     now = data["now_ms"]
-    errors = _table(["when", "backend", "client dialect", "method", "code", "reason"],
-                    [[escape(when(e["at_ms"], now)), escape(e["backend"]), escape(e["client_dialect"]), escape(e["method"] or "—"),
-                      escape(e["code"]), escape(e["reason"] or "the backend's answer")] for e in data["recent_errors"]],
+    errors = _table(["when", "backend", "client", "client dialect", "backend dialect", "method", "code", "reason", "by", "detail"],
+                    [[escape(when(e["at_ms"], now)), escape(e["backend"]), escape(f'{e["client"]} {e["client_version"]}'.strip()),
+                      escape(e["client_dialect"]), escape(e["backend_dialect"]), escape(e["method"] or "—"), escape(e["code"]),
+                      escape(e["reason"]), escape(e["by"]), escape(e["detail"] or "—")] for e in data["recent_errors"]],
                     table_id="errors")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_s}">
@@ -218,6 +248,14 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_clients(data["v1_clients"], now, "v1-clients", False)}
 <h2>All clients</h2>
 {_clients(data["clients"], now, "clients", True)}
+<h2>Clients leaning on the proxy</h2>
+<p class="muted">Requests the proxy made good: pointed straight at a v2 backend, these clients would fail.</p>
+{_leaning(data["leaning"], now)}
+{_codes(data["repairs"])}
+<h2>Failures by reason</h2>
+<p>Last hour</p>{_failures(data["failures"]["last_hour"], "failures-hour")}
+<p>Last day</p>{_failures(data["failures"]["last_day"], "failures-day")}
+{_codes(data["reasons"])}
 <h2>Recent refusals and upstream errors</h2>
 {errors}
 </body></html>

@@ -2,7 +2,10 @@
 
 Per answered request one call of `StatusRecorder.request`: a count in the current minute's bucket
 under (backend, client dialect, backend dialect, error or not), and a row per client
-(`clientInfo` name and version, with its dialect). Per upstream request one latency sample
+(`clientInfo` name and version, with its dialect); a failure also in the minute's failure bucket
+under (backend, client dialect, backend dialect, reason, by) and in its client's row by reason
+(`translators.failures`: a closed set of reasons, so the keys stay bounded); the repairs the proxy
+made for the request (`translators.failures.REPAIRS`) in its client's row. Per upstream request one latency sample
 (`upstream`). Nothing else is parsed: the client of a request is what the entry already read (a
 modern request's `_meta` clientInfo, a proxy session's `initialize`), or what a relayed session's
 `initialize` said, remembered by its session id (`remember_session`).
@@ -19,6 +22,8 @@ import collections
 import time
 from collections.abc import Callable
 from typing import Any
+
+from translators.failures import PROXY, Failure, of_error, of_status
 
 MINUTES = 1440
 """Minute buckets kept: one day."""
@@ -51,16 +56,38 @@ def client_key(info: Any) -> ClientKey:
     return name[:64], version[:64] if isinstance(version, str) else ""
 
 
-class ClientRow:
-    """One client (name, version, dialect): requests, first and last seen (Unix ms), backends used."""
+FailureKey = tuple[str, str, str, str, str]
+"""(backend, client dialect, backend dialect, reason, by) of a failure bucket."""
 
-    __slots__ = ("requests", "first_seen_ms", "last_seen_ms", "backends")
+
+class ClientRow:
+    """One client (name, version, dialect): requests, first and last seen (Unix ms), backends used;
+    its failures by reason; the repairs the proxy made for it by repair code, how many of its
+    requests needed one (`leaning`) and when one last did (Unix ms, 0: never)."""
+
+    __slots__ = ("requests", "first_seen_ms", "last_seen_ms", "backends", "failures", "repairs", "leaning", "leaning_ms")
 
     def __init__(self, now_ms: int):
         self.requests = 0
         self.first_seen_ms = now_ms
         self.last_seen_ms = now_ms
         self.backends: set[str] = set()
+        self.failures: dict[str, int] = {}
+        self.repairs: dict[str, int] = {}
+        self.leaning = 0
+        self.leaning_ms = 0
+
+
+def default_failure(outcome: str, reason: str | None) -> Failure:
+    """The failure of an outcome recorded without one: a relayed status (`http_<status>`), or a
+    code with the proxy's own message (`reason`; None: the backend's answer)."""
+    if outcome.startswith("http_"):
+        return of_status(int(outcome[5:]), session_wire=False)
+    try:
+        code = int(outcome)
+    except ValueError:
+        return of_error(0, reason or "", None, by_backend=reason is None)
+    return of_error(code, reason or "", None, by_backend=reason is None)
 
 
 class StatusRecorder:
@@ -72,6 +99,8 @@ class StatusRecorder:
         self._minute = -1
         self._bucket: dict[tuple[str, str, str, bool], int] = {}
         self._minutes: collections.deque[tuple[int, dict[tuple[str, str, str, bool], int]]] = collections.deque(maxlen=MINUTES)
+        self._failed: dict[FailureKey, int] = {}
+        self._failure_minutes: collections.deque[tuple[int, dict[FailureKey, int]]] = collections.deque(maxlen=MINUTES)
         self._clients: collections.OrderedDict[tuple[str, str, str], ClientRow] = collections.OrderedDict()
         self._sessions: collections.OrderedDict[str, ClientKey] = collections.OrderedDict()
         self._latency: dict[str, collections.deque[float]] = {}
@@ -80,15 +109,21 @@ class StatusRecorder:
     # -- recording (the hot path: no parsing, a few dict operations) -------------------------------
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
-                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
+                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None, *,
+                failure: Failure | None = None, repairs: tuple[str, ...] = ()) -> None:
         """One answered request: `outcome` "ok", a JSON-RPC code ("-32602") or "http_<status>".
-        A request that is not "ok" also enters the recent errors with `method` and `reason` (the
-        proxy's own message, already free of header values; None: the backend's answer)."""
+        A request that is not "ok" also enters the recent errors with `method`, `reason` (its
+        message: the proxy's own, already free of header values, or the backend's as the proxy
+        read it; None: not read) and `failure` (reason code and by whom, `translators.failures`;
+        None: worked out from `outcome` by `default_failure`). `repairs`: what the proxy made good
+        for this request (`translators.failures.REPAIRS`), counted in its client's row."""
         now = self.clock()
         minute = int(now // 60)
         if minute != self._minute:
             self._bucket = {}
             self._minutes.append((minute, self._bucket))
+            self._failed = {}
+            self._failure_minutes.append((minute, self._failed))
             self._minute = minute
         failed = outcome != "ok" and outcome != CANCELLED
         key = (backend, client_dialect, backend_dialect, failed)
@@ -108,9 +143,19 @@ class StatusRecorder:
         row.last_seen_ms = now_ms
         if len(row.backends) < MAX_BACKENDS_PER_CLIENT:
             row.backends.add(backend)
+        if repairs:
+            row.leaning += 1
+            row.leaning_ms = now_ms
+            for repair in repairs:
+                row.repairs[repair] = row.repairs.get(repair, 0) + 1
         if failed:
-            self.errors.append({"at_ms": now_ms, "backend": backend, "client_dialect": client_dialect, "method": method,
-                                "code": outcome, "reason": reason[:REASON_CHARS] if reason else None})
+            cause, by = failure if failure is not None else default_failure(outcome, reason)
+            failure_key = (backend, client_dialect, backend_dialect, cause, by)
+            self._failed[failure_key] = self._failed.get(failure_key, 0) + 1
+            row.failures[cause] = row.failures.get(cause, 0) + 1
+            self.errors.append({"at_ms": now_ms, "backend": backend, "client_dialect": client_dialect, "backend_dialect": backend_dialect,
+                                "client": client[0], "client_version": client[1], "method": method, "code": outcome,
+                                "reason": cause, "by": by, "detail": reason[:REASON_CHARS] if reason else None})
 
     def upstream(self, backend: str, seconds: float) -> None:
         """One upstream request's latency."""
@@ -163,6 +208,37 @@ class StatusRecorder:
             rows.append({"backend": backend, **row} if by_backend else row)
         return rows
 
+    def failures(self, minutes: int) -> list[dict[str, Any]]:
+        """Failures of the last `minutes` per (backend, client dialect, backend dialect, reason,
+        by): rows `{backend, client_dialect, backend_dialect, mode, reason, by, count}` (`mode` as
+        in `matrix`), most first, then in key order."""
+        first = int(self.clock() // 60) - minutes + 1
+        totals: dict[FailureKey, int] = {}
+        for minute, bucket in self._failure_minutes:
+            if minute >= first:
+                for key, count in bucket.items():
+                    totals[key] = totals.get(key, 0) + count
+        rows = []
+        for (backend, c, b, cause, by), n in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])):
+            mode = "refused" if c == UNCLASSIFIED else ("relayed" if c == b else "translated")
+            rows.append({"backend": backend, "client_dialect": c, "backend_dialect": b, "mode": mode, "reason": cause, "by": by, "count": n})
+        return rows
+
+    def backend_failures(self, backend: str, minutes: int) -> tuple[int, int]:
+        """(the backend's errors, the proxy's refusals) among the failures of `backend`'s requests
+        in the last `minutes` (`translators.failures`: by "backend", by "proxy")."""
+        first = int(self.clock() // 60) - minutes + 1
+        errors = refusals = 0
+        for minute, bucket in self._failure_minutes:
+            if minute >= first:
+                for (name, _c, _b, _cause, by), count in bucket.items():
+                    if name == backend:
+                        if by == PROXY:
+                            refusals += count
+                        else:
+                            errors += count
+        return errors, refusals
+
     def backend_counts(self, backend: str, minutes: int) -> tuple[int, int]:
         """(requests, errors) answered by `backend` in the last `minutes`."""
         requests = errors = 0
@@ -201,10 +277,21 @@ class StatusRecorder:
 
     def clients(self) -> list[dict[str, Any]]:
         """Every client row, most recently seen first: `{dialect, name, version, requests,
-        first_seen_ms, last_seen_ms, backends (sorted)}`."""
+        first_seen_ms, last_seen_ms, backends (sorted), errors, failures ({reason: count}, reasons
+        sorted), leaning (requests that needed a repair), repairs ({repair: count}, sorted)}`."""
         return [{"dialect": dialect, "name": name, "version": version, "requests": row.requests,
-                 "first_seen_ms": row.first_seen_ms, "last_seen_ms": row.last_seen_ms, "backends": sorted(row.backends)}
+                 "first_seen_ms": row.first_seen_ms, "last_seen_ms": row.last_seen_ms, "backends": sorted(row.backends),
+                 "errors": sum(row.failures.values()), "failures": dict(sorted(row.failures.items())),
+                 "leaning": row.leaning, "repairs": dict(sorted(row.repairs.items()))}
                 for (dialect, name, version), row in reversed(self._clients.items())]
+
+    def leaning(self) -> list[dict[str, Any]]:
+        """The clients the proxy made repairs for, most requests repaired first: `{dialect, name,
+        version, requests, leaning, repairs, last_leaning_ms}`."""
+        rows = [{"dialect": dialect, "name": name, "version": version, "requests": row.requests, "leaning": row.leaning,
+                 "repairs": dict(sorted(row.repairs.items())), "last_leaning_ms": row.leaning_ms}
+                for (dialect, name, version), row in self._clients.items() if row.leaning]
+        return sorted(rows, key=lambda r: -r["leaning"])
 
     def last_v1_ms(self) -> int | None:
         """When a v1 client was last answered (Unix ms), None if never since the start."""
@@ -216,7 +303,8 @@ class NoRecorder(StatusRecorder):
     """Records nothing (components no application wired up)."""
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
-                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
+                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None, *,
+                failure: Failure | None = None, repairs: tuple[str, ...] = ()) -> None:
         pass
 
     def upstream(self, backend: str, seconds: float) -> None:

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from translators.failures import REASONS, REPAIRS
+
 from .page import render
 from .recorder import StatusRecorder
 
@@ -39,6 +41,9 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         profile = backend.profile
         hour = recorder.backend_counts(member.name, HOUR)
         minute = recorder.backend_counts(member.name, 1)
+        # A failure is the backend's error, or a refusal of the proxy's (translators.failures).
+        hour_failures = recorder.backend_failures(member.name, HOUR)
+        minute_failures = recorder.backend_failures(member.name, 1)
         known = profile is not None or backend.challenge is not None  # a challenged probe: up and protected
         health = "unknown" if not known and backend.down is None else ("down" if backend.down is not None else "up")
         backends.append({
@@ -51,17 +56,19 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
             "down_reason": backend.down,
             "last_probe_ms": profile.probed_at_ms if profile is not None else None,
             "dialect_since_ms": backend.dialect_since_ms,
-            "live_tasks": len(member.follower),
+            "live_tasks": backend.metrics.live_tasks(member.name),
             "weight": member.weight,
             "new_work_share": round(member.weight / taking, 3) if taking and not member.draining else 0.0,
             "drain": drain_state(member, fleet),
             "remaining": remaining(member, fleet),
             "requests_last_minute": minute[0],
-            "errors_last_minute": minute[1],
+            "errors_last_minute": minute_failures[0],
+            "refusals_last_minute": minute_failures[1],
             "requests_last_hour": hour[0],
-            "errors_last_hour": hour[1],
+            "errors_last_hour": hour_failures[0],
+            "refusals_last_hour": hour_failures[1],
             "requests_per_minute": round(hour[0] / HOUR, 3),
-            "errors_per_minute": round(hour[1] / HOUR, 3),
+            "errors_per_minute": round(hour_failures[0] / HOUR, 3),
             "upstream_latency_ms": recorder.latency_ms(member.name),
         })
     clients = recorder.clients()
@@ -76,6 +83,10 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         "last_v1_ms": recorder.last_v1_ms(),
         "timeline": recorder.timeline(HOUR),
         "recent_errors": list(reversed(recorder.errors)),
+        "failures": {"last_hour": recorder.failures(HOUR), "last_day": recorder.failures(DAY)},
+        "leaning": recorder.leaning(),
+        "reasons": REASONS,
+        "repairs": REPAIRS,
     }
 
 

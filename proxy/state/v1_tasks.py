@@ -151,5 +151,10 @@ class V1Follower:
         """Tasks followed now: those with input state plus the terminal ones remembered."""
         return len(self.inputs) + self.store.outcome_count(self.backend)
 
+    def unfinished(self) -> int:
+        """Tasks followed now that are not known to be finished: those with input state (a task
+        leaves it when it is seen terminal, or unknown to the backend)."""
+        return len(self.inputs)
+
     def close(self) -> None:
         self.inputs.close()
