@@ -76,7 +76,8 @@ def _backends(data: dict[str, Any]) -> str:
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
-                     f'{b["refusals_last_minute"]} / {b["refusals_last_hour"]}', escape(_latency(b["upstream_latency_ms"])), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
+                     f'{b["refusals_last_minute"]} / {b["refusals_last_hour"]}', escape(_latency(b["upstream_latency_ms"])),
+                     f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
     headers = ["backend", "transport", "dialect", "protocol versions", "health", "last probe answered", "dialect since",
                "live tasks", "requests (last min / hour)", "backend errors (last min / hour)", "proxy refusals (last min / hour)",
                "upstream ms p50 / p90 / p99 (samples)", "weight (share of new sessions and calls)", "drain"]
