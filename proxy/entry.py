@@ -347,7 +347,7 @@ def _count(member: FleetMember, method: str | None, outcome: str, face: str = "v
     client_dialect = dialect or face
     metrics.request(face, backend_dialect, method, outcome)
     if outcome != "ok":
-        failure = failure or default_failure(outcome, reason)
+        failure = failure or default_failure(outcome, reason, method)
         metrics.failure(backend.name, client_dialect, backend_dialect, failure)
     metrics.recorder.request(backend.name, client_dialect, backend_dialect, outcome, client,
                              None if outcome == "ok" else method_label(method), reason, failure=failure, repairs=repairs)

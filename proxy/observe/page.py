@@ -76,7 +76,7 @@ def _backends(data: dict[str, Any]) -> str:
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
-                     f'{b["refusals_last_minute"]} / {b["refusals_last_hour"]}', escape(_latency(b["upstream_latency_ms"])),
+                     f'{b.get("refusals_last_minute", 0)} / {b.get("refusals_last_hour", 0)}', escape(_latency(b["upstream_latency_ms"])),
                      f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
     headers = ["backend", "transport", "dialect", "protocol versions", "health", "last probe answered", "dialect since",
                "live tasks", "requests (last min / hour)", "backend errors (last min / hour)", "proxy refusals (last min / hour)",
@@ -100,7 +100,7 @@ def _counts(counts: dict[str, int]) -> str:
 def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: bool) -> str:
     headers = (["dialect"] if with_dialect else []) + ["client", "version", "requests", "errors", "by reason", "last seen", "backends used"]
     body = [([escape(r["dialect"])] if with_dialect else []) + [escape(r["name"]), escape(r["version"] or "—"), str(r["requests"]),
-            str(r["errors"]), escape(_counts(r["failures"])), escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))]
+            str(r.get("errors", 0)), escape(_counts(r.get("failures", {}))), escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))]
             for r in rows]
     first = 3 if with_dialect else 2
     return _table(headers, body, {first, first + 1}, table_id)
@@ -143,7 +143,7 @@ def _verdict(data: dict[str, Any]) -> str:
     lines.append(f'<div class="verdict {"clear" if not v1_backends else "info"}">v1 backends: '
                  f'{escape(", ".join(v1_backends)) if v1_backends else "none"}.</div>')
     lines.append(f'<div class="verdict {"clear" if not translated else "info"}">Translated requests in the last day: {translated}.</div>')
-    leaning = data["leaning"]
+    leaning = data.get("leaning", [])
     names = ", ".join(f'{r["name"]} {r["version"]}'.strip() for r in leaning[:5]) + (", …" if len(leaning) > 5 else "")
     lines.append(f'<div class="verdict {"clear" if not leaning else "info"}">Clients leaning on the proxy: '
                  f'{f"{len(leaning)} ({escape(names)})" if leaning else "none"}.</div>')
@@ -224,9 +224,10 @@ def render(data: dict[str, Any], refresh_s: int) -> str:
     """The whole page."""
     now = data["now_ms"]
     errors = _table(["when", "backend", "client", "client dialect", "backend dialect", "method", "code", "reason", "by", "detail"],
-                    [[escape(when(e["at_ms"], now)), escape(e["backend"]), escape(f'{e["client"]} {e["client_version"]}'.strip()),
-                      escape(e["client_dialect"]), escape(e["backend_dialect"]), escape(e["method"] or "—"), escape(e["code"]),
-                      escape(e["reason"]), escape(e["by"]), escape(e["detail"] or "—")] for e in data["recent_errors"]],
+                    [[escape(when(e["at_ms"], now)), escape(e["backend"]),
+                      escape(f'{e.get("client", "unknown")} {e.get("client_version", "")}'.strip()),
+                      escape(e["client_dialect"]), escape(e.get("backend_dialect", "—")), escape(e["method"] or "—"), escape(e["code"]),
+                      escape(e.get("reason") or "—"), escape(e.get("by", "—")), escape(e.get("detail") or "—")] for e in data["recent_errors"]],
                     table_id="errors")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_s}">
@@ -251,12 +252,12 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_clients(data["clients"], now, "clients", True)}
 <h2>Clients leaning on the proxy</h2>
 <p class="muted">Requests the proxy made good: pointed straight at a v2 backend, these clients would fail.</p>
-{_leaning(data["leaning"], now)}
-{_codes(data["repairs"])}
+{_leaning(data.get("leaning", []), now)}
+{_codes(data.get("repairs", {}))}
 <h2>Failures by reason</h2>
-<p>Last hour</p>{_failures(data["failures"]["last_hour"], "failures-hour")}
-<p>Last day</p>{_failures(data["failures"]["last_day"], "failures-day")}
-{_codes(data["reasons"])}
+<p>Last hour</p>{_failures(data.get("failures", {}).get("last_hour", []), "failures-hour")}
+<p>Last day</p>{_failures(data.get("failures", {}).get("last_day", []), "failures-day")}
+{_codes(data.get("reasons", {}))}
 <h2>Recent refusals and upstream errors</h2>
 {errors}
 </body></html>

@@ -78,16 +78,13 @@ class ClientRow:
         self.leaning_ms = 0
 
 
-def default_failure(outcome: str, reason: str | None) -> Failure:
+def default_failure(outcome: str, reason: str | None, method: str | None = None) -> Failure:
     """The failure of an outcome recorded without one: a relayed status (`http_<status>`), or a
-    code with the proxy's own message (`reason`; None: the backend's answer)."""
-    if outcome.startswith("http_"):
+    code with the proxy's own message (`reason`; None: the backend's answer) of a `method`."""
+    if outcome.startswith("http_") and outcome[5:].isdigit():
         return of_status(int(outcome[5:]), session_wire=False)
-    try:
-        code = int(outcome)
-    except ValueError:
-        return of_error(0, reason or "", None, by_backend=reason is None)
-    return of_error(code, reason or "", None, by_backend=reason is None)
+    code = int(outcome) if outcome.lstrip("-").isdigit() else 0
+    return of_error(code, reason or "", None, by_backend=reason is None, method=method)
 
 
 class StatusRecorder:
@@ -149,7 +146,7 @@ class StatusRecorder:
             for repair in repairs:
                 row.repairs[repair] = row.repairs.get(repair, 0) + 1
         if failed:
-            cause, by = failure if failure is not None else default_failure(outcome, reason)
+            cause, by = failure if failure is not None else default_failure(outcome, reason, method)
             failure_key = (backend, client_dialect, backend_dialect, cause, by)
             self._failed[failure_key] = self._failed.get(failure_key, 0) + 1
             row.failures[cause] = row.failures.get(cause, 0) + 1
