@@ -33,7 +33,7 @@ from .faces.modern import AnswerStream, ModernRequest, write_reply
 from .faces.session import KEEPALIVE_S, SessionFace
 from .fleet import Fleet, FleetMember
 from .metrics import method_label, outcome_of
-from .observe.failures import UNCOUNTED, of_refusal, of_relayed, repairs_of
+from .observe.failures import COUNTED, UNCOUNTED, of_refusal, of_relayed, repairs_of
 from .observe.hooks import TRACE
 from .observe.recorder import CANCELLED, UNCLASSIFIED, UNKNOWN_CLIENT, ClientKey, client_key, default_failure
 from .pairings import Relay
@@ -131,7 +131,8 @@ class Entry:
                         work.end()
         except McpError as exc:
             reason = self._log_refusal(exc, principal or self._principal(request), request)
-            _count(member, method, outcome_of(exc), face, client, reason=reason, failure=of_refusal(exc, method), repairs=repairs)
+            if not request.get(COUNTED):
+                _count(member, method, outcome_of(exc), face, client, reason=reason, failure=of_refusal(exc, method), repairs=repairs)
             answer_id = request_id if request_id is not None else exc.request_id
             if isinstance(exc, AuthChallenge):  # the backend's status and challenge, on every face (decision 80)
                 return challenge_answer(exc, answer_id, self.settings, request)
@@ -270,6 +271,11 @@ class Entry:
             response = await relay.session(request, body, message, upstream_id, remember)
         except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
             recorder.request(member.name, dialect, dialect, CANCELLED, client)
+            raise
+        except McpError as exc:  # counted here, under the session's backend and client; answered by `_post`
+            _count(member, message.method, outcome_of(exc), "v1", client, dialect, exc.message, failure=of_refusal(exc, message.method),
+                   backend_dialect=dialect)
+            request[COUNTED] = True
             raise
         finally:
             work.end()

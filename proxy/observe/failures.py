@@ -20,6 +20,10 @@ UNCOUNTED = web.RequestKey("mcp_tasks_proxy_uncounted", tuple)
 """Left by the session face on a request it could not count (no session, so no backend): (face,
 outcome, failure), for the entry to count on the first backend."""
 
+COUNTED = web.RequestKey("mcp_tasks_proxy_counted", bool)
+"""Set on a request whose failure was counted where it was met (a relayed session's), so the
+entry's one error handler answers it without counting it again."""
+
 REFUSAL = web.RequestKey("mcp_tasks_proxy_refusal", McpError)
 """The error a proxy session's rules raised for a request, for its failure's reason."""
 

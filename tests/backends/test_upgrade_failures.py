@@ -28,6 +28,7 @@ pytestmark = pytest.mark.peers
 SCRIPT = Path(__file__).resolve().parents[1] / "peers" / "mcp1_stepped_client.py"
 SDK = {"name": "billing-worker", "version": "1.30.0"}
 MODERN = {"name": "modern-app", "version": "3.0.0"}
+LEGACY = {"name": "legacy-cli", "version": "1.2.0"}
 
 
 class NamedCaller(Caller):
@@ -97,7 +98,7 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
     sdk_process = None
     try:
         async with (
-            running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=300) as proxy,
+            running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=300, reconnect_wait_ms=200) as proxy,
             aiohttp.ClientSession() as http,
         ):
             sdk_process = await asyncio.create_subprocess_exec(
@@ -125,12 +126,16 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
             args = {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "m-short"}}
             short = (await modern.named("tools/call", args, "slow_compute")).result["taskId"]
             assert (await _done(modern, short))["result"]["content"][0]["text"] == "computed m-short"
+            legacy = SessionCaller(http, proxy.url, client_info=LEGACY)  # a raw v1 session, relayed too
+            assert (await legacy.initialize())["_status"] == 200
             before = await _status(http, proxy.base_url)
             # The modern client's long task is followed; the relayed session's tasks are the backend's.
             assert [b["live_tasks"] for b in before["backends"]] == [1]
             assert before["failures"]["last_hour"] == []
 
             await asyncio.to_thread(old.stop)
+            # While no server listens, a relayed session's request waits 200 ms (reconnect_wait_ms), then fails.
+            assert (await legacy.call("tools/list"))["_status"] == 502
             new = await asyncio.to_thread(start_reference_v2_server, port)
 
             async def upgraded() -> bool:
@@ -175,6 +180,8 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
     assert [b["live_tasks"] for b in status["backends"]] == [0]
     assert 'mcp_tasks_proxy_live_tasks{backend="main"} 0.0' in metrics
     failures = [
+        {"backend": "main", "client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "reason": "backend_unreachable",
+         "by": "backend", "count": 1},
         {"backend": "main", "client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "reason": "session_lost",
          "by": "backend", "count": 1},
         {"backend": "main", "client_dialect": "v1", "backend_dialect": "v2-modern", "mode": "translated",
@@ -188,19 +195,23 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
         ("v1", "billing-worker"): (1, {"session_lost": 1}),
         ("v2-modern", "modern-app"): (1, {"task_unknown": 1}),
         ("v1", "unknown"): (1, {"session_lost": 1}),
+        ("v1", "legacy-cli"): (1, {"backend_unreachable": 1}),
     }
     errors = [(e["client"], e["client_dialect"], e["backend_dialect"], e["method"], e["code"], e["reason"], e["by"])
               for e in reversed(status["recent_errors"])]  # fmt: skip
     assert errors == [
+        ("legacy-cli", "v1", "v1", "tools/list", "-32603", "backend_unreachable", "backend"),
         ("billing-worker", "v1", "v1", "tasks/get", "http_404", "session_lost", "backend"),
         ("modern-app", "v2-modern", "v2-modern", "tasks/get", "-32602", "task_unknown", "proxy"),
         ("unknown", "v1", "v2-modern", "tools/list", "-32600", "session_lost", "proxy"),
     ]
     backend = status["backends"][0]
-    assert (backend["errors_last_hour"], backend["refusals_last_hour"]) == (1, 2)
+    assert (backend["errors_last_hour"], backend["refusals_last_hour"]) == (2, 2)
     assert status["leaning"] == []  # both clients sent every header
     lines = sorted(line for line in metrics.splitlines() if line.startswith("mcp_tasks_proxy_failures_total"))
     assert lines == [
+        'mcp_tasks_proxy_failures_total{backend="main",backend_dialect="v1",by="backend",client_dialect="v1",'
+        'reason="backend_unreachable"} 1.0',
         'mcp_tasks_proxy_failures_total{backend="main",backend_dialect="v1",by="backend",client_dialect="v1",reason="session_lost"} 1.0',
         'mcp_tasks_proxy_failures_total{backend="main",backend_dialect="v2-modern",by="proxy",client_dialect="v1",reason="session_lost"} 1.0',
         'mcp_tasks_proxy_failures_total{backend="main",backend_dialect="v2-modern",by="proxy",client_dialect="v2-modern",'
@@ -210,6 +221,7 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
     rendered = tables(dom)
     assert rendered["failures-hour"] == [
         ["backend", "client dialect", "backend dialect", "how", "reason", "by", "count"],
+        ["main", "v1", "v1", "relayed", "backend_unreachable", "backend", "1"],
         ["main", "v1", "v1", "relayed", "session_lost", "backend", "1"],
         ["main", "v1", "v2-modern", "translated", "session_lost", "proxy", "1"],
         ["main", "v2-modern", "v2-modern", "relayed", "task_unknown", "proxy", "1"],
@@ -219,6 +231,7 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
         ["modern-app", "3.0.0", "1", "task_unknown 1"],
         ["billing-worker", "1.30.0", "1", "session_lost 1"],
         ["unknown", "—", "1", "session_lost 1"],
+        ["legacy-cli", "1.2.0", "1", "backend_unreachable 1"],
     ]
     assert rendered["errors"][0][1:] == ["backend", "client", "client dialect", "backend dialect", "method", "code", "reason", "by",
                                          "detail"]  # fmt: skip
@@ -226,4 +239,5 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
         ["unknown", "v1", "v2-modern", "tools/list", "-32600", "session_lost", "proxy"],
         ["modern-app 3.0.0", "v2-modern", "v2-modern", "tasks/get", "-32602", "task_unknown", "proxy"],
         ["billing-worker 1.30.0", "v1", "v1", "tasks/get", "http_404", "session_lost", "backend"],
+        ["legacy-cli 1.2.0", "v1", "v1", "tools/list", "-32603", "backend_unreachable", "backend"],
     ]
