@@ -12,8 +12,9 @@ modern request's `_meta` clientInfo, a proxy session's `initialize`), or what a 
 
 Bounds: `MINUTES` buckets of one minute (the last day), `MAX_CLIENTS` client rows (least recently
 seen goes first), `MAX_SESSIONS` relayed sessions remembered, `LATENCY_SAMPLES` latencies per
-backend, `RECENT_ERRORS` refusals and upstream errors (code and reason only: never a header
-value, a payload or an argument).
+backend, `RECENT_ERRORS` refusals and upstream errors (code, reason and the proxy's own message
+only: never a header value, a payload or an argument). Failure buckets have the minutes of the
+request buckets; a client row's failures and repairs are keyed by closed sets of codes.
 """
 
 from __future__ import annotations
