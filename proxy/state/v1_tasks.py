@@ -62,7 +62,7 @@ class V1Follower:
         try:
             wire = await self._read("tasks/get", ref, session, headers)
         except SessionLost:
-            await self.inputs.finish(ref)
+            await self._lost(ref, session)
             raise unknown_task(FORGOTTEN) from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
@@ -112,7 +112,7 @@ class V1Follower:
         except SessionLost:
             # The backend forgot the session (restarted, replaced) between the status and the
             # payload: the task is unknown, as on `tasks/get` — not "failed", which would be wrong.
-            await self.inputs.finish(ref)
+            await self._lost(ref, session)
             raise unknown_task(FORGOTTEN) from None
         except TimeoutError:
             return V1Payload("unobtainable")
@@ -140,8 +140,15 @@ class V1Follower:
         try:
             await inputs.answer(responses, headers)
         except SessionLost:
-            await self.inputs.finish(ref)
+            await self._lost(ref, session)
             raise unknown_task(FORGOTTEN) from None
+
+    async def _lost(self, ref: TaskRef, session: UpstreamSession) -> None:
+        """The backend forgot `session` (restarted, replaced): `ref` and every other task followed on
+        it are gone with it, and no longer live (docs/decisions.md §101)."""
+        await self.inputs.finish(ref)
+        for inputs in self.inputs.tasks_of(session):
+            await self.inputs.finish(inputs.ref)
 
     async def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""

@@ -21,7 +21,7 @@ from support import Caller, free_port, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
-from translators.errors import ELSEWHERE, UNKNOWN_TASK
+from translators.errors import ELSEWHERE, FORGOTTEN, UNKNOWN_TASK
 
 pytestmark = pytest.mark.peers
 
@@ -241,3 +241,35 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
         ["billing-worker 1.30.0", "v1", "v1", "tasks/get", "http_404", "session_lost", "backend"],
         ["legacy-cli 1.2.0", "v1", "v1", "tools/list", "-32603", "backend_unreachable", "backend"],
     ]
+
+
+async def test_tasks_of_a_backend_that_forgot_them_are_no_longer_live(tmp_path):
+    """A v1 server restarted on its port forgets its sessions: the first poll that meets the lost
+    session ends every task the proxy followed on it (live tasks 0), and is counted as the
+    backend's `task_unknown` under the modern client that polled."""
+    port = free_port()
+    server = await asyncio.to_thread(start_reference_v1_server, port)
+    try:
+        async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
+            modern = NamedCaller(http, proxy.url, MODERN)
+            held = []
+            for label in ("a", "b", "c"):
+                args = {"name": "slow_compute", "arguments": {"seconds": 60, "label": label}}
+                held.append((await modern.named("tools/call", args, "slow_compute")).result["taskId"])
+            assert [b["live_tasks"] for b in (await _status(http, proxy.base_url))["backends"]] == [3]
+            await asyncio.to_thread(server.stop)
+            server = await asyncio.to_thread(start_reference_v1_server, port)
+            gone = await modern.named("tasks/get", {"taskId": held[0]}, held[0])
+            assert (gone.status, gone.error["code"], gone.error["message"]) == (400, -32602, f"{UNKNOWN_TASK}: {FORGOTTEN}")
+            status = await _status(http, proxy.base_url)
+            async with http.get(proxy.base_url + "/metrics") as response:
+                metrics = await response.text()
+    finally:
+        server.stop()
+    assert [b["live_tasks"] for b in status["backends"]] == [0]  # the two not polled went with their session
+    assert 'mcp_tasks_proxy_live_tasks{backend="main"} 0.0' in metrics
+    assert status["failures"]["last_hour"] == [
+        {"backend": "main", "client_dialect": "v2-modern", "backend_dialect": "v1", "mode": "translated",
+         "reason": "task_unknown", "by": "backend", "count": 1},
+    ]  # fmt: skip
+    assert (status["backends"][0]["errors_last_hour"], status["backends"][0]["refusals_last_hour"]) == (1, 0)
