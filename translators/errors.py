@@ -155,7 +155,9 @@ def backend_http_error(backend: str, status: int) -> McpError:
     if status >= 500:
         return backend_unavailable(backend, f"answered HTTP {status} without a JSON-RPC body")
     return _backends(
-        McpError(INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body", http_status=status)
+        McpError(
+            INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body", http_status=status
+        )
     )
 
 

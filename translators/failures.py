@@ -105,8 +105,9 @@ def of_answer(error: Any, status: int, *, method: str | None, session_wire: bool
     if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
         if status == 404 and session_wire:
             return SESSION_LOST, BACKEND
-        return of_error(error["code"], error["message"], status if status >= 401 and status != 404 else None, by_backend=True,
-                        method=method)
+        return of_error(
+            error["code"], error["message"], status if status >= 401 and status != 404 else None, by_backend=True, method=method
+        )
     return of_status(status, session_wire=session_wire)
 
 

@@ -45,7 +45,8 @@ def render(data: dict[str, Any]) -> str:
          "p99 ms", "weight (new work)", "drain"],
         [[b["name"], b["transport"], b["dialect"], ",".join(b["protocol_versions"]) or "-",
           b["health"] + (f" ({b['down_reason']})" if b["down_reason"] else ""), when(b["dialect_since_ms"], now), str(b["live_tasks"]),
-          str(b["requests_last_hour"]), str(b["errors_last_hour"]), str(b["refusals_last_hour"]), str(b["upstream_latency_ms"]["p50"] or "-"),
+          str(b["requests_last_hour"]), str(b["errors_last_hour"]), str(b.get("refusals_last_hour", "-")),
+          str(b["upstream_latency_ms"]["p50"] or "-"),
           str(b["upstream_latency_ms"]["p99"] or "-"), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', _drain(b)]
          for b in data["backends"]])]
     for label, key in (("last hour", "last_hour"), ("last day", "last_day")):
@@ -59,17 +60,17 @@ def render(data: dict[str, Any]) -> str:
                   [[r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
                    for r in data["v1_clients"]])]
     out += ["", "All clients", table(["dialect", "client", "version", "requests", "errors", "last seen", "backends"],
-            [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), str(r["errors"]), when(r["last_seen_ms"], now),
+            [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), str(r.get("errors", "-")), when(r["last_seen_ms"], now),
               ",".join(r["backends"])] for r in data["clients"]])]
     out += ["", "Clients leaning on the proxy", table(["dialect", "client", "version", "requests", "repaired", "repairs"],
             [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), str(r["leaning"]),
-              ",".join(f"{code}={n}" for code, n in r["repairs"].items())] for r in data["leaning"]])]
+              ",".join(f"{code}={n}" for code, n in r["repairs"].items())] for r in data.get("leaning", [])])]
     out += ["", "Failures by reason, last hour", table(["backend", "client", "backend dialect", "how", "reason", "by", "count"],
             [[r["backend"], r["client_dialect"], r["backend_dialect"], r["mode"], r["reason"], r["by"], str(r["count"])]
-             for r in data["failures"]["last_hour"]])]
+             for r in data.get("failures", {}).get("last_hour", [])])]
     out += ["", "Recent refusals and upstream errors", table(["when", "backend", "client", "dialect", "method", "code", "reason", "by"],
-            [[when(e["at_ms"], now), e["backend"], f'{e["client"]} {e["client_version"]}'.strip(), e["client_dialect"], e["method"] or "-",
-              e["code"], e["reason"], e["by"]] for e in data["recent_errors"][:20]])]
+            [[when(e["at_ms"], now), e["backend"], f'{e.get("client", "-")} {e.get("client_version", "")}'.strip(), e["client_dialect"],
+              e["method"] or "-", e["code"], e.get("reason") or "-", e.get("by", "-")] for e in data["recent_errors"][:20]])]
     return "\n".join(out)
 
 

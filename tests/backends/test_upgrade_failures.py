@@ -208,6 +208,11 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
     backend = status["backends"][0]
     assert (backend["errors_last_hour"], backend["refusals_last_hour"]) == (2, 2)
     assert status["leaning"] == []  # both clients sent every header
+    # "Session not found" is counted in /metrics too (it was in neither before).
+    assert (
+        'mcp_tasks_proxy_requests_total{backend_dialect="v2-modern",face="v1",method="tools/list",outcome="-32600"} 1.0'
+        in metrics
+    )
     lines = sorted(line for line in metrics.splitlines() if line.startswith("mcp_tasks_proxy_failures_total"))
     assert lines == [
         'mcp_tasks_proxy_failures_total{backend="main",backend_dialect="v1",by="backend",client_dialect="v1",'
