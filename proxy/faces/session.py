@@ -28,9 +28,7 @@ from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
-from ..metrics import method_label
-from ..observe.failures import REFUSAL, UNCOUNTED, of_session_answer, shown_detail
-from ..observe.hooks import TRACE
+from ..observe.failures import REFUSAL, count_session_answer
 from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.health import StoreUnreachable
@@ -357,19 +355,8 @@ class SessionFace:
         rules = session.rules if session is not None else pairing
         backend = rules.backend if rules is not None else None
         face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
-        failure = None if outcome == "ok" else of_session_answer(request.get(REFUSAL), response, message.method)
-        if backend is None:  # no session, so no backend: the entry counts it (on its first backend)
-            request[UNCOUNTED] = (face, outcome, failure)
-        else:
-            backend.metrics.request(face, backend.dialect, message.method, outcome)
-            info = session.client_info if session is not None else message.params.get("clientInfo")
-            if failure is not None:
-                backend.metrics.failure(backend.name, face, backend.dialect, failure)
-            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info), None if outcome == "ok"
-                                             else method_label(message.method), shown_detail(request.get(REFUSAL)), failure=failure)
-            trace = TRACE.get()
-            if trace is not None:
-                trace.answered(backend.name, face, backend.dialect, outcome)
+        info = session.client_info if session is not None else message.params.get("clientInfo")
+        count_session_answer(request, response, backend, face, message.method, outcome, client_key(info))
         return response
 
     async def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
