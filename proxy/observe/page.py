@@ -21,6 +21,7 @@ th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .clear{background:#e8f6ec;border:1px solid #1e8449}.info{background:#eaf2fb;border:1px solid #2e6da4}
 .alarm{background:#fdecea;border:1px solid #c0392b;font-weight:bold}
 .muted{color:#666}svg text{font:11px system-ui,sans-serif}
+dl.codes{color:#555;font-size:.92em;margin:.4em 0}dl.codes dd{margin:0 0 .2em 1.5em}
 """
 VERDICTS = ("clear", "info", "alarm")
 """The verdicts' classes by meaning: done (green), a migration step still under way (blue,
@@ -121,7 +122,7 @@ def _failures(rows: list[dict[str, Any]], table_id: str) -> str:
 
 
 def _codes(codes: dict[str, str]) -> str:
-    return "<dl>" + "".join(f"<dt><code>{escape(code)}</code></dt><dd>{escape(text)}</dd>" for code, text in codes.items()) + "</dl>"
+    return '<dl class="codes">' + "".join(f"<dt><code>{escape(code)}</code></dt><dd>{escape(text)}</dd>" for code, text in codes.items()) + "</dl>"
 
 
 def _verdict(data: dict[str, Any]) -> str:
