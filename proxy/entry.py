@@ -36,6 +36,7 @@ from .observe.hooks import TRACE
 from .observe.recorder import CANCELLED, UNCLASSIFIED, UNKNOWN_CLIENT, ClientKey, client_key
 from .pairings import Relay
 from .routing import Router
+from .shadow import held_body, written
 from .state.health import StoreUnreachable
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
@@ -58,6 +59,8 @@ class Entry:
         """`proxy.observe.tracing.Tracing` when traces are on, else None."""
         self._keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
         """Seconds between keep-alive comments on a streamed answer (docs/decisions.md §41)."""
+        self.shadow: Any = None
+        """`proxy.shadow.Shadowing` (set by the application): answers offered to shadow backends."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         """Every POST, inside a server span when traces are on (`proxy/observe/tracing.py`)."""
@@ -156,6 +159,8 @@ class Entry:
                 member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client)
                 raise
             _count(member, message.method, relay_outcome(response), client=client)
+            if self.shadow is not None and self.shadow.wants(member.name, message.method):
+                await self._shadow(member, request, response, message, principal, held_body(response), follow=False)
             return response
         if message.kind == "notification":
             _count(member, message.method, "ok", client=client)
@@ -186,7 +191,18 @@ class Entry:
         _count(member, message.method, "ok", client=client)
         if self.tracing is not None:
             TRACE.get().result(reply.result)
-        return await write_reply(out, message.id, reply)
+        response = await write_reply(out, message.id, reply)
+        if self.shadow is not None and self.shadow.wants(member.name, message.method):
+            await self._shadow(member, request, response, message, principal, reply.result)
+        return response
+
+    async def _shadow(self, member: FleetMember, request: web.Request, response: web.StreamResponse, message: jsonrpc.Message,
+                      principal: str, answer: Any, *, follow: bool = True) -> None:
+        """Offer an answer to `member`'s shadow backends once the client has it (`proxy/shadow.py`)."""
+        if not await written(request, response):
+            return
+        self.shadow.offer(member, message.method, message.params, principal, self.settings.upstream_headers(request.headers),
+                          answer, follow=follow)
 
     async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes,
                             session_id: str | None) -> web.StreamResponse:
@@ -253,6 +269,8 @@ class Entry:
         if session_id is not None and response.status == 404:
             work.session_ended(session_id)
         _count(member, message.method, relay_outcome(response), "v1", client, dialect)
+        if message.kind == "request" and self.shadow is not None and self.shadow.wants(member.name, message.method):
+            await self._shadow(member, request, response, message, self._principal(request), None)  # asked again: v1-shaped ids
         return response
 
     async def get_or_delete(self, request: web.Request) -> web.StreamResponse:

@@ -76,7 +76,14 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         "last_v1_ms": recorder.last_v1_ms(),
         "timeline": recorder.timeline(HOUR),
         "recent_errors": list(reversed(recorder.errors)),
+        "shadow": _shadow(fleet),
     }
+
+
+def _shadow(fleet: Fleet) -> list[dict[str, Any]]:
+    """Each shadow backend's comparisons (`proxy.shadow.Shadowing.snapshot`); [] without any."""
+    shadowing = getattr(fleet, "shadow", None)
+    return shadowing.snapshot() if shadowing is not None else []
 
 
 def allowed(request: web.Request, token: str | None) -> bool:
