@@ -157,6 +157,8 @@ class Entry:
                 response = await pairing.modern(request, body, message, principal)
             except asyncio.CancelledError:  # the client left before the stream's end
                 member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client)
+                if self.shadow is not None and self.shadow.wants(member.name, message.method):
+                    self._offer_gone(member, request, message, principal)
                 raise
             _count(member, message.method, relay_outcome(response), client=client)
             if self.shadow is not None and self.shadow.wants(member.name, message.method):
@@ -195,6 +197,12 @@ class Entry:
         if self.shadow is not None and self.shadow.wants(member.name, message.method):
             await self._shadow(member, request, response, message, principal, reply.result)
         return response
+
+    def _offer_gone(self, member: FleetMember, request: web.Request, message: jsonrpc.Message, principal: str | None = None) -> None:
+        """Offer a relayed request whose client left before the backend's stream ended (it may have
+        read its answer, and can no longer be slowed): the primary is asked again (`proxy/shadow.py`)."""
+        self.shadow.offer(member, message.method, message.params, principal or self._principal(request),
+                          self.settings.upstream_headers(request.headers), None)
 
     async def _shadow(self, member: FleetMember, request: web.Request, response: web.StreamResponse, message: jsonrpc.Message,
                       principal: str, answer: Any, *, follow: bool = True) -> None:
@@ -263,6 +271,8 @@ class Entry:
             response = await relay.session(request, body, message, upstream_id, remember)
         except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
             recorder.request(member.name, dialect, dialect, CANCELLED, client)
+            if message.kind == "request" and self.shadow is not None and self.shadow.wants(member.name, message.method):
+                self._offer_gone(member, request, message)
             raise
         finally:
             work.end()

@@ -193,12 +193,12 @@ class Shadowing:
         candidate = self.fleet.get(mirror.name)
         if candidate is None:  # removed by a reload
             return
-        if job.method == "tools/call" and tool not in mirror.config.shadow_tools:
-            read_only = await self._read_only(job)
-            if read_only is None or tool not in read_only:
-                return  # never asked: not annotated read-only by the primary, nor listed
         try:
             async with asyncio.timeout(mirror.config.shadow_timeout_ms / 1000):
+                if job.method == "tools/call" and tool not in mirror.config.shadow_tools:
+                    read_only = await self._read_only(job)
+                    if read_only is None or tool not in read_only:
+                        return  # never asked: not annotated read-only by the primary, nor listed
                 primary, theirs = await _both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
         except TimeoutError:
             self.count(mirror, job.method, tool, "timeout")
