@@ -82,7 +82,8 @@ class Upstream(BaseModel):
         shadow_keys = sorted(k for k in self.model_fields_set if k.startswith("shadow_") and k != "shadow_of")
         if self.shadow_of is None:
             if shadow_keys:
-                raise ValueError(f"{', '.join(shadow_keys)} need shadow_of (the name of the backend this one shadows)")
+                raise ValueError(f"{', '.join(shadow_keys)}: only for a shadow backend; give shadow_of (the name of the backend "
+                                 "this one shadows)")
             return self
         if self.shadow_of == self.name:
             raise ValueError(f"shadow_of names this backend itself ({self.name!r}); name the backend it shadows")
