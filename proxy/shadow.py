@@ -1,4 +1,4 @@
-"""The shadow mirror (docs/behaviour.md §9 "Shadow", docs/decisions.md §89-§91): a candidate backend
+"""The shadow mirror (docs/behaviour.md §8 "Shadow", docs/decisions.md §89-§93): a candidate backend
 (`shadow_of` on its `[[upstream]]`) is asked what its primary was asked, after the client has its
 answer, and the two answers are compared in canonical form (`translators/shadow.py`).
 

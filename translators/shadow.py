@@ -1,4 +1,4 @@
-"""Shadow comparison (docs/behaviour.md §9 "Shadow"): which requests a candidate backend is asked
+"""Shadow comparison (docs/behaviour.md §8 "Shadow"): which requests a candidate backend is asked
 too, the canonical form of an answer, and the comparison of two canonical answers.
 
 A candidate backend (`shadow_of` on its `[[upstream]]`) is asked what its primary was asked, and the

@@ -1,4 +1,4 @@
-"""Shadowing with real peers (docs/behaviour.md §9, issue 23 part 1): a plain v1 server on the
+"""Shadowing with real peers (docs/behaviour.md §8, issue 23 part 1): a plain v1 server on the
 official `mcp` 1.30 SDK as the primary, a v2 server on FastMCP 4 + fastmcp-tasks with the same tools
 as its shadow (`tests/peers/shadow_mcp1_server.py`, `tests/peers/shadow_v2_server.py`); `forecast`
 answers differently, `remember` has no `readOnlyHint`. Clients: a 2026-07-28 client (translated to

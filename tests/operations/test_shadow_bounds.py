@@ -1,5 +1,5 @@
 """The shadow mirror's bounds with the benchmark's fast modern upstream as primary and candidate
-(in this event loop; docs/behaviour.md §9): what does not fit the queue is dropped and counted, a
+(in this event loop; docs/behaviour.md §8): what does not fit the queue is dropped and counted, a
 candidate slower than `shadow_timeout_ms` is a timeout, an unreachable one a candidate error, a
 tool without `readOnlyHint` is never asked of the candidate, and the client never waits for any of it."""
 
