@@ -123,6 +123,7 @@ class Mirror:
     async def _work(self) -> None:
         while True:
             job = await self.queue.get()
+            await asyncio.sleep(0)  # what the clients sent meanwhile is read first
             try:
                 await self.owner.run(self, job)
             except asyncio.CancelledError:
@@ -155,6 +156,8 @@ class Shadowing:
             self._counter = Counter("mcp_tasks_proxy_shadow", "Shadow comparisons by candidate backend, method, tool and outcome",
                                     ["backend", "method", "tool", "outcome"], registry=metrics.registry)
         self._tool_labels: dict[str, set[str]] = {}
+        self._children: dict[tuple[str, str, str, str], Any] = {}
+        """Pre-bound counter children (bounded: backends, `MIRRORED`, tool labels, `OUTCOMES`)."""
 
     # -- the entry's side: cheap ----------------------------------------------------------------------
 
@@ -199,7 +202,11 @@ class Shadowing:
                     read_only = await self._read_only(job)
                     if read_only is None or tool not in read_only:
                         return  # never asked: not annotated read-only by the primary, nor listed
-                primary, theirs = await _both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
+                held = _held(job)
+                if held is not None:  # the client's answer, final: only the candidate is asked
+                    primary, theirs = held, await self._outcome(candidate, job, "candidate")
+                else:
+                    primary, theirs = await _both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
         except TimeoutError:
             self.count(mirror, job.method, tool, "timeout")
             return
@@ -301,7 +308,11 @@ class Shadowing:
         counts = mirror.stats.counts.setdefault((method, label), dict.fromkeys(OUTCOMES, 0))
         counts[outcome] += 1
         if self._counter is not None:
-            self._counter.labels(mirror.name, method, label, outcome).inc()
+            key = (mirror.name, method, label, outcome)
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self._counter.labels(*key)
+            child.inc()
 
     def _tool_label(self, mirror: Mirror, tool: str | None) -> str:
         if tool is None:
@@ -344,6 +355,16 @@ def _poll_wait(task: Mapping[str, Any]) -> float:
     interval = task.get("pollInterval")
     seconds = interval / 1000 if isinstance(interval, int | float) and not isinstance(interval, bool) else 0.2
     return min(max(seconds, POLL_MIN_S), POLL_MAX_S)
+
+
+def _held(job: Job) -> dict[str, Any] | None:
+    """The canonical outcome of the client's answer when it is held and final (no task to follow)."""
+    answer = job.answer
+    if not isinstance(answer, dict) or canon.result_kind(answer) == "task":
+        return None
+    if "error" in answer and isinstance(answer["error"], dict) and len(answer) == 1:
+        return canon.canonical_error(answer["error"])
+    return canon.canonical_answer(job.method, answer)
 
 
 async def _both(primary: Any, candidate: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -30,8 +30,12 @@ LISTINGS: Final = frozenset({"tools/list", "resources/list", "prompts/list", "re
 MIRRORED: Final = LISTINGS | {"resources/read", "prompts/get", "tools/call"}
 """Every method a candidate may ever be asked; `tools/call` only for tools `mirrored_tool` allows."""
 
-LIST_KEYS: Final = {"tools/list": ("tools", "name"), "resources/list": ("resources", "uri"), "prompts/list": ("prompts", "name"),
-                    "resources/templates/list": ("resourceTemplates", "uriTemplate")}
+LIST_KEYS: Final = {
+    "tools/list": ("tools", "name"),
+    "resources/list": ("resources", "uri"),
+    "prompts/list": ("prompts", "name"),
+    "resources/templates/list": ("resourceTemplates", "uriTemplate"),
+}
 """Each listing's list and the key its items are sorted by (the spec gives their order no meaning)."""
 DROPPED_KEYS: Final = frozenset({"_meta", "resultType", "nextCursor", "ttl", "ttlMs", "pollInterval", "pollIntervalMs"})
 """Keys removed at any depth: envelope, discriminator, paging and task-retention fields of either dialect."""
@@ -69,7 +73,9 @@ def read_only_tools(tools_list_result: Mapping[str, Any]) -> frozenset[str]:
 
 def listed_tools(tools_list_result: Mapping[str, Any]) -> frozenset[str]:
     """The names of every tool a `tools/list` result lists."""
-    return frozenset(t["name"] for t in tools_list_result.get("tools") or () if isinstance(t, dict) and isinstance(t.get("name"), str))
+    return frozenset(
+        t["name"] for t in tools_list_result.get("tools") or () if isinstance(t, dict) and isinstance(t.get("name"), str)
+    )
 
 
 def mirrored_tool(name: str | None, read_only: frozenset[str], listed: Iterable[str]) -> bool:
@@ -85,7 +91,7 @@ def mirror_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def result_kind(result: Mapping[str, Any]) -> str:
-    """"task" for a created task (v2 `resultType: "task"`, or a v1 `{"task": {...}}`), "input" for
+    """ "task" for a created task (v2 `resultType: "task"`, or a v1 `{"task": {...}}`), "input" for
     a request for input (`resultType: "input_required"`), else "final"."""
     if result.get("resultType") == "task" or (isinstance(result.get("task"), dict) and "taskId" in result["task"]):
         return "task"
@@ -201,8 +207,9 @@ def _ignored(path: tuple[str, ...], patterns: Sequence[tuple[str, ...]]) -> bool
     return any(len(p) == len(path) and all(s in ("*", q) for s, q in zip(p, path, strict=True)) for p in patterns)
 
 
-def differences(primary: Any, candidate: Any, ignore: Sequence[tuple[str, ...]] = (), *,
-                path: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+def differences(
+    primary: Any, candidate: Any, ignore: Sequence[tuple[str, ...]] = (), *, path: tuple[str, ...] = ()
+) -> list[tuple[str, Any, Any]]:
     """Where two canonical outcomes differ: `(dotted path, primary's value, candidate's value)` in
     document order, a missing side as the string `"(absent)"`; paths matching an `ignore` pattern
     (`parse_path`) and everything below them are skipped. Empty: the answers match."""
@@ -219,7 +226,11 @@ def differences(primary: Any, candidate: Any, ignore: Sequence[tuple[str, ...]] 
             found.extend(differences(primary[key], candidate[key], ignore, path=here))
         return found
     if isinstance(primary, list) and isinstance(candidate, list) and len(primary) == len(candidate):
-        return [d for i, (p, c) in enumerate(zip(primary, candidate, strict=True)) for d in differences(p, c, ignore, path=(*path, str(i)))]
+        return [
+            d
+            for i, (p, c) in enumerate(zip(primary, candidate, strict=True))
+            for d in differences(p, c, ignore, path=(*path, str(i)))
+        ]
     if primary == candidate and type(primary) is type(candidate):
         return []
     return [(".".join(path) or "(answer)", primary, candidate)]

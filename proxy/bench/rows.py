@@ -70,6 +70,8 @@ ROWS = (
     Row("fastmcp3", "FastMCP 3.4.11 proxy, v1 client", "v1", "fastmcp3", "fastmcp3", "upstream", "direct", "a"),
     Row("shadow", "mcp-tasks-proxy translating, v2 client, every call also compared on a v2 shadow", "modern", "proxy-shadow",
         "proxy-shadow", "upstream", "direct", "ab"),
+    Row("shadow-10", "mcp-tasks-proxy translating, v2 client, 10 % of calls also compared on a v2 shadow", "modern",
+        "proxy-shadow-10", "proxy-shadow-10", "upstream", "direct", "a"),
     Row("direct-modern", "direct: v2 client → modern upstream", "modern", "upstream-modern", None, "upstream-modern",
         "direct-modern"),
     Row("relay-modern", "mcp-tasks-proxy relaying, v2 client", "modern", "proxy-modern", "proxy-modern", "upstream-modern",

@@ -53,7 +53,7 @@ class Bench:
             self.procs["upstream"] = targets.ChildServer("reference v1 server (mcp 1.30)", server)
             self.procs["upstream"].url = server.url.rstrip("/") + "/"
             self.tools = REFERENCE_TOOLS
-            for name in ("upstream-modern", "proxy-modern", "proxy-shadow"):
+            for name in ("upstream-modern", "proxy-modern", "proxy-shadow", "proxy-shadow-10"):
                 self.skipped[name] = "no modern-wire reference rows (run with the fast upstream)"
         else:
             self.log("starting the fast upstreams")
@@ -79,10 +79,11 @@ class Bench:
                 self.procs["proxy-modern" + suffix] = targets.start_proxy(
                     self.procs["upstream-modern"].url, self.workdir / ("proxy-modern" + suffix), event_loop=loop, workers=workers,
                     **store)
-        if "proxy-shadow" in wanted and "upstream-modern" in self.procs:
-            self.log("starting mcp-tasks-proxy with a shadow backend")
-            self.procs["proxy-shadow"] = targets.start_proxy(upstream, self.workdir / "proxy-shadow", event_loop=loop,
-                                                             tables=shadow_tables(upstream, self.procs["upstream-modern"].url), **store)
+        for name, percent in (("proxy-shadow", 100), ("proxy-shadow-10", 10)):
+            if name in wanted and "upstream-modern" in self.procs:
+                self.log(f"starting mcp-tasks-proxy with a shadow backend ({percent} % mirrored)")
+                tables = shadow_tables(upstream, self.procs["upstream-modern"].url, percent)
+                self.procs[name] = targets.start_proxy(upstream, self.workdir / name, event_loop=loop, tables=tables, **store)
         if "proxy-stdio" in wanted and self.options.upstream != "reference":
             self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
                                                                   poll_interval_ms=POLL_INTERVAL_MS)
@@ -135,11 +136,12 @@ class Bench:
         return out
 
 
-def shadow_tables(primary: str, candidate: str) -> str:
-    """The shadow row's backends: the v1 fast upstream as primary, the modern one shadowing it with
-    every tool the scenarios call mirrored (the fast upstream annotates none `readOnlyHint`)."""
+def shadow_tables(primary: str, candidate: str, percent: int = 100) -> str:
+    """The shadow rows' backends: the v1 fast upstream as primary, the modern one shadowing it with
+    every tool the scenarios call mirrored (the fast upstream annotates none `readOnlyHint`), `percent`
+    of the calls sampled."""
     return (f'[[upstream]]\nname = "legacy"\nurl = "{primary}"\n\n[[upstream]]\nname = "next"\nurl = "{candidate}"\n'
-            'shadow_of = "legacy"\nshadow_tools = ["echo", "nowork"]\nshadow_queue = 1024\n')
+            f'shadow_of = "legacy"\nshadow_tools = ["echo", "nowork"]\nshadow_queue = 1024\nshadow_percent = {percent}\n')
 
 
 def _rows_for(options: Options) -> list[Row]:

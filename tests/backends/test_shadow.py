@@ -33,12 +33,15 @@ IGNORE = ["result.prompts.*.arguments.*.description"]
 def shadow_peers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess, Path, Path]]:
     """(primary, candidate, primary's call log, candidate's call log), each server stopped by its handle."""
     primary_log, candidate_log = tmp_path / "primary-calls.log", tmp_path / "candidate-calls.log"
-    primary = ServerProcess.start([str(ensure_peer_env("mcp-v1")), str(PEERS / "shadow_mcp1_server.py"), "--host", "127.0.0.1",
-                                   "--port", "0"], env={"SHADOW_CALL_LOG": str(primary_log)})
+    primary = ServerProcess.start(
+        [str(ensure_peer_env("mcp-v1")), str(PEERS / "shadow_mcp1_server.py"), "--host", "127.0.0.1", "--port", "0"],
+        env={"SHADOW_CALL_LOG": str(primary_log)},
+    )
     try:
         env = {"SHADOW_CALL_LOG": str(candidate_log), "FASTMCP_SHOW_SERVER_BANNER": "false", "FASTMCP_CHECK_FOR_UPDATES": "off"}
-        candidate = ServerProcess.start([str(ensure_peer_env("fastmcp4")), str(PEERS / "shadow_v2_server.py"), "--host", "127.0.0.1",
-                                         "--port", "0"], env=env)
+        candidate = ServerProcess.start(
+            [str(ensure_peer_env("fastmcp4")), str(PEERS / "shadow_v2_server.py"), "--host", "127.0.0.1", "--port", "0"], env=env
+        )
         try:
             yield primary, candidate, primary_log, candidate_log
         finally:
@@ -48,8 +51,10 @@ def shadow_peers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess,
 
 
 def _upstream(primary: ServerProcess, candidate: ServerProcess, **shadow: object) -> list[dict[str, object]]:
-    return [{"name": "legacy", "url": primary.url},
-            {"name": "next", "url": candidate.url, "shadow_of": "legacy", "shadow_ignore": IGNORE, **shadow}]
+    return [
+        {"name": "legacy", "url": primary.url},
+        {"name": "next", "url": candidate.url, "shadow_of": "legacy", "shadow_ignore": IGNORE, **shadow},
+    ]
 
 
 async def _shadow_rows(http: aiohttp.ClientSession, base_url: str, total: int, timeout_s: float = 60.0) -> dict:
@@ -59,16 +64,28 @@ async def _shadow_rows(http: aiohttp.ClientSession, base_url: str, total: int, t
     while True:
         async with http.get(base_url + "/status.json") as response:
             shadow = (await response.json())["shadow"]
-        counted = sum(sum(row[k] for k in ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped"))
-                      for entry in shadow for row in entry["rows"])
+        counted = sum(
+            sum(row[k] for k in ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped"))
+            for entry in shadow
+            for row in entry["rows"]
+        )
         if counted >= total or time.monotonic() > deadline:
             return shadow[0]
         await asyncio.sleep(0.1)
 
 
 def _row(method: str, tool: str, match: int = 0, differ: int = 0) -> dict:
-    return {"method": method, "tool": tool, "match": match, "differ": differ, "candidate_error": 0, "primary_error": 0,
-            "timeout": 0, "dropped": 0, "match_rate": round(match / (match + differ), 4)}
+    return {
+        "method": method,
+        "tool": tool,
+        "match": match,
+        "differ": differ,
+        "candidate_error": 0,
+        "primary_error": 0,
+        "timeout": 0,
+        "dropped": 0,
+        "match_rate": round(match / (match + differ), 4),
+    }
 
 
 def _calls(log: Path) -> list[str]:
@@ -82,8 +99,13 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
         aiohttp.ClientSession() as http,
     ):
         modern = Caller(http, proxy.url)
-        sent = [("tools/list", {}), ("resources/list", {}), ("prompts/list", {}), ("resources/read", {"uri": "notes://readme"}),
-                ("prompts/get", {"name": "greeting", "arguments": {"name": "Ada"}})]
+        sent = [
+            ("tools/list", {}),
+            ("resources/list", {}),
+            ("prompts/list", {}),
+            ("resources/read", {"uri": "notes://readme"}),
+            ("prompts/get", {"name": "greeting", "arguments": {"name": "Ada"}}),
+        ]
         sent += [("tools/call", {"name": "lookup", "arguments": {"key": key}}) for key in ("a", "b", "c")]
         sent += [("tools/call", {"name": "forecast", "arguments": {"city": city}}) for city in ("Oslo", "Bergen")]
         sent += [("tools/call", {"name": "remember", "arguments": {"note": note}}) for note in ("one", "two")]
@@ -127,14 +149,23 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
         ("tools/call", "forecast", ("result.content.0.text",))
     }
 
-    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-               if line.startswith("mcp_tasks_proxy_shadow_total{")}
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("mcp_tasks_proxy_shadow_total{")
+    }
     assert samples == {
         f'mcp_tasks_proxy_shadow_total{{backend="next",method="{m}",outcome="{o}",tool="{t}"}}': n
-        for m, t, o, n in [("prompts/get", "", "match", 1.0), ("prompts/list", "", "match", 1.0), ("resources/list", "", "match", 1.0),
-                           ("resources/read", "", "match", 1.0), ("tools/call", "forecast", "differ", 3.0),
-                           ("tools/call", "lookup", "match", 4.0), ("tools/call", "slow_lookup", "match", 1.0),
-                           ("tools/list", "", "match", 1.0)]
+        for m, t, o, n in [
+            ("prompts/get", "", "match", 1.0),
+            ("prompts/list", "", "match", 1.0),
+            ("resources/list", "", "match", 1.0),
+            ("resources/read", "", "match", 1.0),
+            ("tools/call", "forecast", "differ", 3.0),
+            ("tools/call", "lookup", "match", 4.0),
+            ("tools/call", "slow_lookup", "match", 1.0),
+            ("tools/list", "", "match", 1.0),
+        ]
     }
 
     rendered = tables(dom)
@@ -158,15 +189,23 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
     ]
 
     # The candidate's own record: every read-only call, never `remember`.
-    assert _calls(candidate_log) == sorted([*(f'lookup {json.dumps({"key": k})}' for k in "abcd"),
-                                            *(f'forecast {json.dumps({"city": c})}' for c in ("Oslo", "Bergen", "Rome")),
-                                            f'slow_lookup {json.dumps({"key": "s"})}'])
+    assert _calls(candidate_log) == sorted(
+        [
+            *(f"lookup {json.dumps({'key': k})}" for k in "abcd"),
+            *(f"forecast {json.dumps({'city': c})}" for c in ("Oslo", "Bergen", "Rome")),
+            f"slow_lookup {json.dumps({'key': 's'})}",
+        ]
+    )
     # The primary ran the clients' calls, and the v1 client's read-only ones once more (asked again:
     # a relayed answer is not held); the task it made was followed, not run again.
-    assert _calls(primary_log) == sorted([*(f'lookup {json.dumps({"key": k})}' for k in "abcdd"),
-                                          *(f'forecast {json.dumps({"city": c})}' for c in ("Oslo", "Bergen", "Rome", "Rome")),
-                                          *(f'remember {json.dumps({"note": n})}' for n in ("one", "two", "three")),
-                                          f'slow_lookup {json.dumps({"key": "s"})}'])
+    assert _calls(primary_log) == sorted(
+        [
+            *(f"lookup {json.dumps({'key': k})}" for k in "abcdd"),
+            *(f"forecast {json.dumps({'city': c})}" for c in ("Oslo", "Bergen", "Rome", "Rome")),
+            *(f"remember {json.dumps({'note': n})}" for n in ("one", "two", "three")),
+            f"slow_lookup {json.dumps({'key': 's'})}",
+        ]
+    )
 
 
 async def test_shadow_tools_mirrors_a_tool_without_read_only_hint(shadow_peers, tmp_path):
@@ -178,4 +217,4 @@ async def test_shadow_tools_mirrors_a_tool_without_read_only_hint(shadow_peers, 
         assert (await modern.call("tools/call", {"name": "remember", "arguments": {"note": "x"}})).status == 200
         shadow = await _shadow_rows(http, proxy.base_url, 1)
     assert shadow["rows"] == [_row("tools/call", "remember", match=1)]
-    assert _calls(candidate_log) == [f'remember {json.dumps({"note": "x"})}']
+    assert _calls(candidate_log) == [f"remember {json.dumps({'note': 'x'})}"]

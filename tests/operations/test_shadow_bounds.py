@@ -66,8 +66,17 @@ async def _rows_when(http: aiohttp.ClientSession, base_url: str, total: int) -> 
 
 
 def _row(method: str, tool: str = "", **counts: int) -> dict:
-    row = {"method": method, "tool": tool, "match": 0, "differ": 0, "candidate_error": 0, "primary_error": 0, "timeout": 0,
-           "dropped": 0, **counts}
+    row = {
+        "method": method,
+        "tool": tool,
+        "match": 0,
+        "differ": 0,
+        "candidate_error": 0,
+        "primary_error": 0,
+        "timeout": 0,
+        "dropped": 0,
+        **counts,
+    }
     compared = row["match"] + row["differ"]
     return {**row, "match_rate": round(row["match"] / compared, 4) if compared else None}
 
@@ -108,8 +117,10 @@ async def test_an_unreachable_candidate_is_a_candidate_error(aiohttp_server, tmp
     candidate.gate.set()
     primary, served = await _primary_and(aiohttp_server, candidate)
     upstream = _upstream(primary, str(served.make_url("/mcp")))
-    async with running_proxy("", tmp_path, upstream=upstream, store="memory", health_interval_ms=0) as proxy, \
-            aiohttp.ClientSession() as http:
+    async with (
+        running_proxy("", tmp_path, upstream=upstream, store="memory", health_interval_ms=0) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
         await served.close()
         assert (await Caller(http, proxy.url).call("tools/list")).status == 200
         rows = await _rows_when(http, proxy.base_url, 1)
@@ -126,7 +137,10 @@ async def test_a_tool_without_read_only_hint_is_never_asked_of_the_candidate(aio
     candidate = GatedCandidate()
     candidate.gate.set()
     primary, served = await _primary_and(aiohttp_server, candidate)
-    for listed, expected in (([], [_row("tools/list", match=1)]), (["echo"], [_row("tools/call", "echo", match=1), _row("tools/list", match=1)])):
+    for listed, expected in (
+        ([], [_row("tools/list", match=1)]),
+        (["echo"], [_row("tools/call", "echo", match=1), _row("tools/list", match=1)]),
+    ):
         candidate.seen.clear()
         shadow = {"shadow_concurrency": 1, **({"shadow_tools": listed} if listed else {})}
         upstream = _upstream(primary, str(served.make_url("/mcp")), **shadow)

@@ -66,9 +66,21 @@ def _schema(name: str) -> dict[str, Any]:
 READ_ONLY = ToolAnnotations(readOnlyHint=True)
 TOOLS = [
     Tool(name="lookup", title="Lookup", description="Looks a key up.", inputSchema=_schema("key"), annotations=READ_ONLY),
-    Tool(name="forecast", title="Forecast", description="The forecast for a city.", inputSchema=_schema("city"), annotations=READ_ONLY),
-    Tool(name="slow_lookup", title="Slow Lookup", description="Looks a key up, slowly.", inputSchema=_schema("key"), annotations=READ_ONLY,
-         execution=ToolExecution(taskSupport="optional")),
+    Tool(
+        name="forecast",
+        title="Forecast",
+        description="The forecast for a city.",
+        inputSchema=_schema("city"),
+        annotations=READ_ONLY,
+    ),
+    Tool(
+        name="slow_lookup",
+        title="Slow Lookup",
+        description="Looks a key up, slowly.",
+        inputSchema=_schema("key"),
+        annotations=READ_ONLY,
+        execution=ToolExecution(taskSupport="optional"),
+    ),
     Tool(name="remember", title="Remember", description="Remembers a note.", inputSchema=_schema("note")),
 ]
 
@@ -134,7 +146,10 @@ async def list_prompts() -> list[Prompt]:
 @server.get_prompt()
 async def get_prompt(name: str, arguments: dict[str, str] | None) -> GetPromptResult:
     who = (arguments or {}).get("name", "")
-    return GetPromptResult(description="Greets someone.", messages=[PromptMessage(role="user", content=TextContent(type="text", text=f"Hello, {who}"))])
+    return GetPromptResult(
+        description="Greets someone.",
+        messages=[PromptMessage(role="user", content=TextContent(type="text", text=f"Hello, {who}"))],
+    )
 
 
 def build_app() -> Starlette:
