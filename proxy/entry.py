@@ -204,6 +204,15 @@ class Entry:
         self.shadow.offer(member, message.method, message.params, principal or self._principal(request),
                           self.settings.upstream_headers(request.headers), None)
 
+    async def _shadow_own_session(self, session_id: str, request: web.Request, response: web.StreamResponse,
+                                  message: jsonrpc.Message) -> None:
+        """Offer an answer of one of the proxy's own sessions to its backend's shadows; the primary
+        is asked again (the answer is in the session's dialect, its ids sealed for the session)."""
+        session = self.sessions.sessions.held(session_id)
+        member = self.fleet.get(session.rules.backend.name) if session is not None else None
+        if member is not None and self.shadow.wants(member.name, message.method):
+            await self._shadow(member, request, response, message, self._principal(request), None)
+
     async def _shadow(self, member: FleetMember, request: web.Request, response: web.StreamResponse, message: jsonrpc.Message,
                       principal: str, answer: Any, *, follow: bool = True) -> None:
         """Offer an answer to `member`'s shadow backends once the client has it (`proxy/shadow.py`)."""
@@ -219,7 +228,10 @@ class Entry:
         if session_id is not None:
             owned = self.sessions.owns_now(session_id)  # no await in the common cases
             if owned or (owned is None and await self.sessions.owns(session_id)):
-                return await self.sessions.handle_post(request, message)  # counted by the session face
+                response = await self.sessions.handle_post(request, message)  # counted by the session face
+                if message.kind == "request" and self.shadow is not None and self.shadow.wants_any(message.method):
+                    await self._shadow_own_session(session_id, request, response, message)
+                return response
             routed = self.router.relayed_session(session_id)
             if routed is not None:
                 member, upstream_id = routed

@@ -175,6 +175,13 @@ class Shadowing:
         """Whether an answer of `primary` to `method` may be mirrored (before any parsing)."""
         return method in canon.MIRRORED and bool(self._candidates(primary))
 
+    def wants_any(self, method: str | None) -> bool:
+        """Whether an answer to `method` may be mirrored for some backend (before its backend is known)."""
+        if method not in canon.MIRRORED:
+            return False
+        self._candidates("")
+        return bool(self._by_primary)
+
     def offer(self, primary: FleetMember, method: str, params: Mapping[str, Any], principal: str, headers: dict[str, str],
               answer: dict[str, Any] | None, *, follow: bool = True) -> None:
         """Queue the comparison of `primary`'s answer (see `Job`) with each of its candidates'

@@ -124,7 +124,12 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
             answer = await v1.call("tools/call", {"name": name, "arguments": arguments})
             assert "result" in answer, answer
 
-        shadow = await _shadow_rows(http, proxy.base_url, 13)
+        # A v2-session client: one of the proxy's own sessions (translated to the v1 primary), asked again.
+        v2_session = SessionCaller(http, proxy.url, capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        await v2_session.initialize()
+        assert "result" in await v2_session.call("tools/call", {"name": "lookup", "arguments": {"key": "e"}})
+
+        shadow = await _shadow_rows(http, proxy.base_url, 14)
         async with http.get(proxy.base_url + "/metrics") as response:
             metrics = await response.text()
         dom = await dump_dom(proxy.base_url + "/status")
@@ -136,7 +141,7 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
         _row("resources/list", "", match=1),
         _row("resources/read", "", match=1),
         _row("tools/call", "forecast", differ=3),
-        _row("tools/call", "lookup", match=4),
+        _row("tools/call", "lookup", match=5),
         _row("tools/call", "slow_lookup", match=1),
         _row("tools/list", "", match=1),
     ]
@@ -162,7 +167,7 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
             ("resources/list", "", "match", 1.0),
             ("resources/read", "", "match", 1.0),
             ("tools/call", "forecast", "differ", 3.0),
-            ("tools/call", "lookup", "match", 4.0),
+            ("tools/call", "lookup", "match", 5.0),
             ("tools/call", "slow_lookup", "match", 1.0),
             ("tools/list", "", "match", 1.0),
         ]
@@ -176,7 +181,7 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
         ["resources/list", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
         ["resources/read", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
         ["tools/call", "forecast", "0", "3", "0", "0", "0", "0", "0.0%"],
-        ["tools/call", "lookup", "4", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "lookup", "5", "0", "0", "0", "0", "0", "100.0%"],
         ["tools/call", "slow_lookup", "1", "0", "0", "0", "0", "0", "100.0%"],
         ["tools/list", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
     ]
@@ -191,16 +196,16 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
     # The candidate's own record: every read-only call, never `remember`.
     assert _calls(candidate_log) == sorted(
         [
-            *(f"lookup {json.dumps({'key': k})}" for k in "abcd"),
+            *(f"lookup {json.dumps({'key': k})}" for k in "abcde"),
             *(f"forecast {json.dumps({'city': c})}" for c in ("Oslo", "Bergen", "Rome")),
             f"slow_lookup {json.dumps({'key': 's'})}",
         ]
     )
-    # The primary ran the clients' calls, and the v1 client's read-only ones once more (asked again:
-    # a relayed answer is not held); the task it made was followed, not run again.
+    # The primary ran the clients' calls, and the session clients' read-only ones once more (asked
+    # again: a session's answer is not held); the task it made was followed, not run again.
     assert _calls(primary_log) == sorted(
         [
-            *(f"lookup {json.dumps({'key': k})}" for k in "abcdd"),
+            *(f"lookup {json.dumps({'key': k})}" for k in "abcddee"),
             *(f"forecast {json.dumps({'city': c})}" for c in ("Oslo", "Bergen", "Rome", "Rome")),
             *(f"remember {json.dumps({'note': n})}" for n in ("one", "two", "three")),
             f"slow_lookup {json.dumps({'key': 's'})}",
