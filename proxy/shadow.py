@@ -46,6 +46,7 @@ from translators.protocol import MODERN_VERSION, TASKS_EXTENSION
 
 from .config import Settings, Upstream
 from .faces.modern import ModernRequest
+from .upstream.backend import UnsupportedBackend
 from .upstream.modern_wire import ModernClient
 
 if TYPE_CHECKING:
@@ -169,6 +170,10 @@ class Shadowing:
             for config in upstream:
                 if config.shadow_of is not None:
                     self._by_primary.setdefault(config.shadow_of, []).append(config)
+            shadows = {config.name for configs in self._by_primary.values() for config in configs}
+            for name in [name for name in self.mirrors if name not in shadows]:  # removed by the reload
+                for worker in self.mirrors.pop(name).workers:
+                    worker.cancel()
         return self._by_primary.get(primary, [])
 
     def wants(self, primary: str, method: str | None) -> bool:
@@ -192,8 +197,9 @@ class Shadowing:
             if config.shadow_percent < 100 and random.random() * 100 >= config.shadow_percent:
                 continue
             mirror = self.mirrors.get(config.name)
-            if mirror is None or mirror.config is not config:
+            if mirror is None:
                 mirror = self.mirrors[config.name] = Mirror(self, config)
+            mirror.config = config  # after a reload: an equal table (its shadow keys cannot change)
             mirror.offer(Job(primary, method, canon.mirror_params(params), principal, headers, answer, follow))
 
     # -- the worker's side ----------------------------------------------------------------------------
@@ -250,6 +256,8 @@ class Shadowing:
             if exc.http_status is not None and exc.http_status >= 500:
                 raise _Failed(side, exc.message) from None
             return canon.canonical_error({"code": exc.code})
+        except UnsupportedBackend as exc:
+            raise _Failed(side, str(exc)) from None
         return await self._settled(member, job, result, side)
 
     async def _settled(self, member: FleetMember, job: Job, result: dict[str, Any], side: str) -> dict[str, Any]:

@@ -153,3 +153,27 @@ async def test_a_tool_without_read_only_hint_is_never_asked_of_the_candidate(aio
         assert rows == expected
         asked = [("tools/list", None)] if not listed else [("tools/call", "echo"), ("tools/list", None)]
         assert candidate.seen == asked
+
+
+async def test_a_shadow_is_added_and_removed_by_reload(aiohttp_server, tmp_path):
+    from proxy.config import load
+
+    candidate = GatedCandidate()
+    candidate.gate.set()
+    primary, served = await _primary_and(aiohttp_server, candidate)
+    base = {"listen": "127.0.0.1:0", "state_dir": str(tmp_path), "store": "memory"}
+    async with (
+        running_proxy("", tmp_path, upstream=[{"name": "legacy", "url": primary}], store="memory") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        caller = Caller(http, proxy.url)
+        added = await proxy.reload(load(None, {**base, "upstream": _upstream(primary, str(served.make_url("/mcp")))}))
+        assert added == [f"backend next added ({served.make_url('/mcp')}, weight 0)"]
+        await caller.call("tools/list")
+        assert await _rows_when(http, proxy.base_url, 1) == [_row("tools/list", match=1)]
+        removed = await proxy.reload(load(None, {**base, "upstream": [{"name": "legacy", "url": primary}]}))
+        assert removed == ["backend next removed"]
+        await caller.call("tools/list")
+        async with http.get(proxy.base_url + "/status.json") as response:
+            assert (await response.json())["shadow"] == []
+    assert candidate.seen == [("tools/list", None)]
