@@ -21,6 +21,7 @@ from support import Caller, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess
+from proxy.observe.terminal import render
 
 pytestmark = pytest.mark.peers
 
@@ -172,6 +173,35 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
             ("tools/list", "", "match", 1.0),
         ]
     }
+
+    # The status command's tables (`mcp-tasks-proxy status`) from the same data.
+    printed = render(
+        {
+            "now_ms": 0,
+            "backends": [],
+            "matrix": {"last_hour": [], "last_day": []},
+            "matrix_by_backend": {"last_hour": []},
+            "last_v1_ms": None,
+            "v1_clients": [],
+            "clients": [],
+            "recent_errors": [],
+            "shadow": [shadow],
+        }
+    )
+    lines = printed.split("Shadow comparison: next shadows legacy (100%)\n", 1)[1].splitlines()
+    assert [line.split() for line in lines[2:10]] == [
+        ["prompts/get", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
+        ["prompts/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
+        ["resources/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
+        ["resources/read", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "forecast", "0", "3", "0", "0", "0", "0", "0.0%"],
+        ["tools/call", "lookup", "5", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "slow_lookup", "1", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
+    ]
+    assert sorted(lines[10:]) == [
+        f'  tools/call forecast: result.content.0.text: "sunny in {c}" → "rainy in {c}"' for c in ("Bergen", "Oslo", "Rome")
+    ]
 
     rendered = tables(dom)
     assert rendered["shadow-next"] == [
