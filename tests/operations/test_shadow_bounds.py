@@ -177,3 +177,41 @@ async def test_a_shadow_is_added_and_removed_by_reload(aiohttp_server, tmp_path)
         async with http.get(proxy.base_url + "/status.json") as response:
             assert (await response.json())["shadow"] == []
     assert candidate.seen == [("tools/list", None)]
+
+
+class AskingCandidate(GatedCandidate):
+    """Answers the shadow's `tools/call` with a question (an `input_required` result), as a
+    candidate that wants a user's confirmation would."""
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        message = json.loads(await request.read())
+        if message.get("method") == "tools/call":
+            self.seen.append(("tools/call", message["params"].get("name")))
+            asked = {
+                "resultType": "input_required",
+                "inputRequests": {
+                    "ok": {
+                        "method": "elicitation/create",
+                        "params": {"mode": "form", "message": "Really?", "requestedSchema": {"type": "object", "properties": {}}},
+                    }
+                },
+            }
+            return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": asked})
+        return await self.server.post_modern(request)
+
+
+async def test_a_candidate_s_question_reaches_no_one(aiohttp_server, tmp_path):
+    candidate = AskingCandidate()
+    primary, served = await _primary_and(aiohttp_server, candidate)
+    upstream = _upstream(primary, str(served.make_url("/mcp")), shadow_tools=["echo"])
+    async with running_proxy("", tmp_path, upstream=upstream, store="memory") as proxy, aiohttp.ClientSession() as http:
+        answer = await Caller(http, proxy.url).call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        shadow = await _rows_when(http, proxy.base_url, 1)
+        async with http.get(proxy.base_url + "/status.json") as response:
+            last = (await response.json())["shadow"][0]["last_differences"]
+    assert answer.result == {"content": [{"type": "text", "text": "hi"}], "isError": False, "resultType": "complete"}
+    assert shadow == [_row("tools/call", "echo", differ=1)]
+    assert [d["diff"] for d in last] == [
+        'result: {"content":[{"text":"hi","type":"text"}],"isError":false} → (absent)\nasks: (absent) → ["elicitation/create"]'
+    ]
+    assert candidate.seen == [("tools/call", "echo")]  # asked once; nothing answered its question
