@@ -38,6 +38,7 @@ from .observe.hooks import TRACE
 from .observe.recorder import CANCELLED, UNCLASSIFIED, UNKNOWN_CLIENT, ClientKey, client_key, default_failure
 from .pairings import Relay
 from .routing import Router
+from .shadow import held_body, written
 from .state.health import StoreUnreachable
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
@@ -60,6 +61,8 @@ class Entry:
         """`proxy.observe.tracing.Tracing` when traces are on, else None."""
         self._keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
         """Seconds between keep-alive comments on a streamed answer (docs/decisions.md §41)."""
+        self.shadow: Any = None
+        """`proxy.shadow.Shadowing` (set by the application): answers offered to shadow backends."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         """Every POST, inside a server span when traces are on (`proxy/observe/tracing.py`)."""
@@ -161,10 +164,14 @@ class Entry:
                 response = await pairing.modern(request, body, message, principal)
             except asyncio.CancelledError:  # the client left before the stream's end
                 member.backend.metrics.recorder.request(member.name, "v2-modern", "v2-modern", CANCELLED, client, repairs=repairs)
+                if self.shadow is not None and self.shadow.wants(member.name, message.method):
+                    self._offer_gone(member, request, message, principal)
                 raise
             outcome = relay_outcome(response)
             _count(member, message.method, outcome, client=client, repairs=repairs,
                    failure=None if outcome == "ok" else of_relayed(response, message.method, session_wire=False))
+            if self.shadow is not None and self.shadow.wants(member.name, message.method):
+                await self._shadow(member, request, response, message, principal, held_body(response), follow=False)
             return response
         if message.kind == "notification":
             _count(member, message.method, "ok", client=client, repairs=repairs)
@@ -196,7 +203,33 @@ class Entry:
         _count(member, message.method, "ok", client=client, repairs=repairs)
         if self.tracing is not None:
             TRACE.get().result(reply.result)
-        return await write_reply(out, message.id, reply)
+        response = await write_reply(out, message.id, reply)
+        if self.shadow is not None and self.shadow.wants(member.name, message.method):
+            await self._shadow(member, request, response, message, principal, reply.result)
+        return response
+
+    def _offer_gone(self, member: FleetMember, request: web.Request, message: jsonrpc.Message, principal: str | None = None) -> None:
+        """Offer a relayed request whose client left before the backend's stream ended (it may have
+        read its answer, and can no longer be slowed): the primary is asked again (`proxy/shadow.py`)."""
+        self.shadow.offer(member, message.method, message.params, principal or self._principal(request),
+                          self.settings.upstream_headers(request.headers), None)
+
+    async def _shadow_own_session(self, session_id: str, request: web.Request, response: web.StreamResponse,
+                                  message: jsonrpc.Message) -> None:
+        """Offer an answer of one of the proxy's own sessions to its backend's shadows; the primary
+        is asked again (the answer is in the session's dialect, its ids sealed for the session)."""
+        session = self.sessions.sessions.held(session_id)
+        member = self.fleet.get(session.rules.backend.name) if session is not None else None
+        if member is not None and self.shadow.wants(member.name, message.method):
+            await self._shadow(member, request, response, message, self._principal(request), None)
+
+    async def _shadow(self, member: FleetMember, request: web.Request, response: web.StreamResponse, message: jsonrpc.Message,
+                      principal: str, answer: Any, *, follow: bool = True) -> None:
+        """Offer an answer to `member`'s shadow backends once the client has it (`proxy/shadow.py`)."""
+        if not await written(request, response):
+            return
+        self.shadow.offer(member, message.method, message.params, principal, self.settings.upstream_headers(request.headers),
+                          answer, follow=follow)
 
     async def _session_wire(self, request: web.Request, message: jsonrpc.Message, body: bytes,
                             session_id: str | None) -> web.StreamResponse:
@@ -205,7 +238,10 @@ class Entry:
         if session_id is not None:
             owned = self.sessions.owns_now(session_id)  # no await in the common cases
             if owned or (owned is None and await self.sessions.owns(session_id)):
-                return await self._own_session(request, message)  # counted by the session face
+                response = await self._own_session(request, message)  # counted by the session face
+                if message.kind == "request" and self.shadow is not None and self.shadow.wants_any(message.method):
+                    await self._shadow_own_session(session_id, request, response, message)
+                return response
             routed = self.router.relayed_session(session_id)
             if routed is not None:
                 member, upstream_id = routed
@@ -271,6 +307,8 @@ class Entry:
             response = await relay.session(request, body, message, upstream_id, remember)
         except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
             recorder.request(member.name, dialect, dialect, CANCELLED, client)
+            if message.kind == "request" and self.shadow is not None and self.shadow.wants(member.name, message.method):
+                self._offer_gone(member, request, message)
             raise
         except McpError as exc:  # counted here, under the session's backend and client; answered by `_post`
             _count(member, message.method, outcome_of(exc), "v1", client, dialect, exc.message, failure=of_refusal(exc, message.method),
@@ -284,6 +322,8 @@ class Entry:
         outcome = relay_outcome(response)
         _count(member, message.method, outcome, "v1", client, dialect, backend_dialect=dialect,
                failure=None if outcome == "ok" else of_relayed(response, message.method, session_wire=True))
+        if message.kind == "request" and self.shadow is not None and self.shadow.wants(member.name, message.method):
+            await self._shadow(member, request, response, message, self._principal(request), None)  # asked again: v1-shaped ids
         return response
 
     async def get_or_delete(self, request: web.Request) -> web.StreamResponse:

@@ -8,6 +8,8 @@ import datetime
 from html import escape
 from typing import Any
 
+from .shadow_page import section as shadow_section
+
 COLOURS = {"v1": "#c0392b", "v2-session": "#b9770e", "v2-modern": "#1e8449"}
 DASHES = {"v1": "", "v2-session": "7 4", "v2-modern": "2 3"}
 """Each dialect's line has its own dash pattern too, so the lines are told apart without colour."""
@@ -261,5 +263,6 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_codes(data.get("reasons", {}))}
 <h2>Recent refusals and upstream errors</h2>
 {errors}
+{shadow_section(data.get("shadow") or [], now, _table, when)}
 </body></html>
 """

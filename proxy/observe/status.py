@@ -87,7 +87,14 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder) -> dict[str, Any]:
         "leaning": recorder.leaning(),
         "reasons": REASONS,
         "repairs": REPAIRS,
+        "shadow": _shadow(fleet),
     }
+
+
+def _shadow(fleet: Fleet) -> list[dict[str, Any]]:
+    """Each shadow backend's comparisons (`proxy.shadow.Shadowing.snapshot`); [] without any."""
+    shadowing = getattr(fleet, "shadow", None)
+    return shadowing.snapshot() if shadowing is not None else []
 
 
 def allowed(request: web.Request, token: str | None) -> bool:

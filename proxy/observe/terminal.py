@@ -71,6 +71,13 @@ def render(data: dict[str, Any]) -> str:
     out += ["", "Recent refusals and upstream errors", table(["when", "backend", "client", "dialect", "method", "code", "reason", "by"],
             [[when(e["at_ms"], now), e["backend"], f'{e.get("client", "-")} {e.get("client_version", "")}'.strip(), e["client_dialect"],
               e["method"] or "-", e["code"], e.get("reason") or "-", e.get("by", "-")] for e in data["recent_errors"][:20]])]
+    for shadow in data.get("shadow") or ():
+        out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%)",
+                table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "match rate"],
+                      [[r["method"], r["tool"] or "-", *(str(r[k]) for k in ("match", "differ", "candidate_error", "primary_error",
+                                                                               "timeout", "dropped")),
+                        "-" if r["match_rate"] is None else f"{r['match_rate'] * 100:.1f}%"] for r in shadow["rows"]])]
+        out += [f"  {d['method']} {d['tool'] or ''}: {line}" for d in shadow["last_differences"][:5] for line in d["diff"].split("\n")]
     return "\n".join(out)
 
 
