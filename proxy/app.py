@@ -223,6 +223,9 @@ async def _startup(app: web.Application) -> None:
 
         state.tracing = build(settings, state.tracer_provider)
     state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
+    from .shadow import Shadowing  # answers compared with shadow backends' (docs/behaviour.md §8)
+
+    state.fleet.shadow = state.entry.shadow = Shadowing(settings, state.fleet, state.metrics)  # type: ignore[attr-defined]
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
         await _heartbeat(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
@@ -355,6 +358,9 @@ async def _cleanup(app: web.Application) -> None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
+    shadowing = getattr(state.fleet, "shadow", None)
+    if shadowing is not None:
+        await shadowing.close()
     if state.fleet is not None:
         await state.fleet.close()
     if state.http is not None:

@@ -59,6 +59,41 @@ class Upstream(BaseModel):
     drain: bool = False
     plain_ids: bool = False
     probe_headers: dict[str, str] = Field(default_factory=dict)
+    shadow_of: str | None = None
+    """This backend is a candidate shadowing the backend named (docs/configuration.md "Shadowing")."""
+    shadow_percent: float = Field(default=100.0, ge=0, le=100)
+    shadow_tools: list[str] = Field(default_factory=list)
+    shadow_ignore: list[str] = Field(default_factory=list)
+    shadow_queue: int = Field(default=64, ge=1, le=10_000)
+    shadow_concurrency: int = Field(default=4, ge=1, le=64)
+    shadow_timeout_ms: int = Field(default=30_000, gt=0)
+
+    @field_validator("shadow_ignore")
+    @classmethod
+    def _ignore_paths(cls, value: list[str]) -> list[str]:
+        from translators.shadow import parse_path
+
+        for path in value:
+            parse_path(path)  # ValueError naming the path
+        return value
+
+    @model_validator(mode="after")
+    def _shadow(self) -> Upstream:
+        shadow_keys = sorted(k for k in self.model_fields_set if k.startswith("shadow_") and k != "shadow_of")
+        if self.shadow_of is None:
+            if shadow_keys:
+                raise ValueError(f"{', '.join(shadow_keys)}: only for a shadow backend; give shadow_of (the name of the backend "
+                                 "this one shadows)")
+            return self
+        if self.shadow_of == self.name:
+            raise ValueError(f"shadow_of names this backend itself ({self.name!r}); name the backend it shadows")
+        if "weight" in self.model_fields_set and self.weight != 0:
+            raise ValueError(f"a shadow backend (shadow_of = {self.shadow_of!r}) takes no client traffic of its own: "
+                             f"leave weight out or set it to 0 (got {self.weight})")
+        if self.plain_ids or self.drain:
+            raise ValueError("a shadow backend takes no client traffic: plain_ids and drain do not apply to it")
+        self.weight = 0
+        return self
 
     @field_validator("headers")
     @classmethod
@@ -200,6 +235,16 @@ class Settings(BaseModel):
                 raise ValueError(f"backend names must be unique; {name!r} is given {names.count(name)} times (set name = ... on each)")
         if value and not any(u.weight > 0 and not u.drain for u in value):
             raise ValueError("at least one backend must take new work (weight above 0 and drain = false)")
+        for u in value:
+            if u.shadow_of is None:
+                continue
+            primary = next((p for p in value if p.name == u.shadow_of), None)
+            if primary is None:
+                raise ValueError(f"backend {u.name!r}: shadow_of = {u.shadow_of!r} names no configured backend "
+                                 f"(backends: {', '.join(names)})")
+            if primary.shadow_of is not None:
+                raise ValueError(f"backend {u.name!r}: shadow_of = {u.shadow_of!r} names a shadow backend itself; "
+                                 "a candidate shadows a backend that serves clients")
         owners = [u.name for u in value if u.plain_ids]
         if len(owners) > 1:
             raise ValueError(f"plain_ids = true may be set on one backend only; it is set on {', '.join(owners)}")

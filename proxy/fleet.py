@@ -54,7 +54,8 @@ class FleetMember:
         self.backend = Backend(upstream, http, settings, metrics=metrics)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
-        metrics.track_live(lambda: len(self.follower))
+        # Followed v1 tasks not finished; a backend no longer v1 (upgraded in place) forgot them.
+        metrics.track_live(lambda: self.follower.unfinished() if self.backend.dialect == "v1" else 0, upstream.name)
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
         parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges)
         self._pairings: dict[type, Pairing] = {cls: cls(parts) for cls in dict.fromkeys(PAIRINGS.values())}

@@ -83,8 +83,8 @@ def _plan(fleet: Fleet, running: Settings, new: Settings) -> tuple[list[Upstream
     names = {upstream.name for upstream in new.upstream}
     removed = [member for member in fleet.members if member.name not in names]
     for member in removed:
-        if member.name in new.remove_with_work:
-            continue
+        if member.name in new.remove_with_work or member.backend.config.shadow_of is not None:
+            continue  # a shadow backend holds no client work (docs/decisions.md §89)
         if not member.draining:
             raise ConfigError(f"upstream: backend {member.name!r} is removed but was not drained: set drain = true on it, reload, "
                               f"wait for the status page to say drained, then remove it (or list it in remove_with_work)")

@@ -6,8 +6,14 @@
   relayed request whose client left before the end of its answer (it may have read it all).
 * `mcp_tasks_proxy_upstream_seconds{backend, method}`: latency of each upstream request (held
   `tasks/result` requests included, hence buckets up to 300 s).
-* `mcp_tasks_proxy_live_tasks`: tasks the proxy currently follows or holds (read at scrape time
-  from the sources registered with `track_live`).
+* `mcp_tasks_proxy_live_tasks{backend}`: tasks the proxy knows are not finished, per backend (read
+  at scrape time from the sources registered with `track_live`).
+* `mcp_tasks_proxy_failures_total{backend, client_dialect, backend_dialect, reason, by}`: every
+  answer that was not ok, by the client dialect and pairing that saw it and its reason
+  (`translators.failures.REASONS`; `by` "proxy" for the proxy's own refusals, else "backend").
+* `mcp_tasks_proxy_repairs_total{client_dialect, repair}`: what the proxy made good for clients
+  (`translators.failures.REPAIRS`: a missing `Mcp-Method` or `Mcp-Name`, an `Accept` without both
+  media types); which clients, the status page says.
 * `mcp_tasks_proxy_dropped_fields_total{field}`: task fields dropped in translation (a hub task's
   `dropped`, e.g. `parentTaskId`); each drop is also logged at debug level.
 
@@ -85,13 +91,23 @@ class Metrics:
             "mcp_tasks_proxy_upstream_seconds", "Latency of each upstream request, by backend and method",
             ["backend", "method"], buckets=UPSTREAM_BUCKETS, registry=self.registry,
         )
-        self._live = Gauge("mcp_tasks_proxy_live_tasks", "Tasks the proxy currently follows or holds", registry=self.registry)
-        self._live.set_function(self._count_live)
+        self._live = Gauge("mcp_tasks_proxy_live_tasks", "Tasks the proxy knows are not finished, by backend", ["backend"],
+                           registry=self.registry)
+        self._failures = Counter(
+            "mcp_tasks_proxy_failures", "Answers that were not ok, by backend, client dialect, backend dialect, reason and by whom",
+            ["backend", "client_dialect", "backend_dialect", "reason", "by"], registry=self.registry,
+        )
+        self._repairs = Counter(
+            "mcp_tasks_proxy_repairs", "Repairs the proxy made for clients (a missing routing header, an Accept), by client dialect",
+            ["client_dialect", "repair"], registry=self.registry,
+        )
+        self._failure_children: dict[tuple[str, str, str, str, str], Counter] = {}
+        self._repair_children: dict[tuple[str, str], Counter] = {}
         self._dropped = Counter(
             "mcp_tasks_proxy_dropped_fields", "Task fields dropped in translation, by field",
             ["field"], registry=self.registry,
         )
-        self._live_sources: list[Callable[[], int]] = []
+        self._live_sources: dict[str, list[Callable[[], int]]] = {}
         self.recorder = StatusRecorder()
         """What the status page shows (`proxy/observe/recorder.py`), recorded beside these metrics."""
         self.lasting: Any = None
@@ -113,6 +129,22 @@ class Metrics:
             child = self._request_children[key] = self._requests.labels(*key)
         child.inc()
 
+    def failure(self, backend: str, client_dialect: str, backend_dialect: str, failure: tuple[str, str]) -> None:
+        """Count one answer that was not ok under its (reason, by) (`translators.failures`)."""
+        key = (backend, client_dialect, backend_dialect, *failure)
+        child = self._failure_children.get(key)
+        if child is None:
+            child = self._failure_children[key] = self._failures.labels(*key)
+        child.inc()
+
+    def repaired(self, client_dialect: str, repairs: tuple[str, ...]) -> None:
+        """Count the repairs the proxy made for one request (`translators.failures.REPAIRS`)."""
+        for repair in repairs:
+            child = self._repair_children.get((client_dialect, repair))
+            if child is None:
+                child = self._repair_children[(client_dialect, repair)] = self._repairs.labels(client_dialect, repair)
+            child.inc()
+
     def upstream(self, backend: str, method: str, seconds: float) -> None:
         """Record the latency of one upstream request."""
         key = (backend, method_label(method))
@@ -132,12 +164,18 @@ class Metrics:
             child.inc()
             log.debug("dropped task field %s from %s (the other dialect cannot carry it)", field, where)
 
-    def track_live(self, source: Callable[[], int]) -> None:
-        """Add a count of live tasks to `mcp_tasks_proxy_live_tasks` (called at scrape time)."""
-        self._live_sources.append(source)
+    def track_live(self, source: Callable[[], int], backend: str = "main") -> None:
+        """Add a count of `backend`'s unfinished tasks to `mcp_tasks_proxy_live_tasks` (called at
+        scrape time, and by `live_tasks`)."""
+        sources = self._live_sources.get(backend)
+        if sources is None:
+            sources = self._live_sources[backend] = []
+            self._live.labels(backend).set_function(lambda: float(self.live_tasks(backend)))
+        sources.append(source)
 
-    def _count_live(self) -> float:
-        return float(sum(source() for source in self._live_sources))
+    def live_tasks(self, backend: str) -> int:
+        """The tasks of `backend` the proxy knows are not finished, from every source tracked."""
+        return sum(source() for source in self._live_sources.get(backend, ()))
 
     # -- export -------------------------------------------------------------------------------------
 
@@ -165,8 +203,17 @@ class NoMetrics(Metrics):
         for field in fields:
             log.debug("dropped task field %s from %s (the other dialect cannot carry it)", field, where)
 
-    def track_live(self, source: Callable[[], int]) -> None:
+    def failure(self, backend: str, client_dialect: str, backend_dialect: str, failure: tuple[str, str]) -> None:
         pass
+
+    def repaired(self, client_dialect: str, repairs: tuple[str, ...]) -> None:
+        pass
+
+    def track_live(self, source: Callable[[], int], backend: str = "main") -> None:
+        pass
+
+    def live_tasks(self, backend: str) -> int:
+        return 0
 
     def exposition(self) -> bytes:
         return b""

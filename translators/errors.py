@@ -27,8 +27,12 @@ class McpError(Exception):
     """A JSON-RPC error to answer with: `{code, message, data?}`.
 
     `http_status` overrides the face's default mapping (used for 413/415/406/502 answers,
-    which are transport failures rather than JSON-RPC codes).
+    which are transport failures rather than JSON-RPC codes). `by_backend`: the error is the
+    backend's own, or stands in for a backend that failed (`from_backend`, `backend_unavailable`,
+    `backend_http_error`), not a refusal of the proxy's (`translators.failures.of_error`).
     """
+
+    by_backend = False
 
     def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None, request_id: Any = None):
         super().__init__(message)
@@ -90,7 +94,13 @@ def unknown_task(why: str | None = None) -> McpError:
 
 def backend_unavailable(backend: str, reason: str) -> McpError:
     """-32603 with HTTP 502: the backend could not be reached or did not speak MCP (docs/behaviour.md §6)."""
-    return McpError(INTERNAL_ERROR, f"Backend {backend!r} unavailable: {reason}", http_status=502)
+    return _backends(McpError(INTERNAL_ERROR, f"Backend {backend!r} unavailable: {reason}", http_status=502))
+
+
+def _backends(error: McpError) -> McpError:
+    """`error`, marked as the backend's (`McpError.by_backend`)."""
+    error.by_backend = True
+    return error
 
 
 def from_backend(error: Any) -> McpError:
@@ -99,9 +109,9 @@ def from_backend(error: Any) -> McpError:
     `-32003` (drafts) becomes `-32021` (docs/behaviour.md §6). A malformed error object becomes -32603.
     """
     if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
-        return McpError(INTERNAL_ERROR, "Backend answered a malformed JSON-RPC error")
+        return _backends(McpError(INTERNAL_ERROR, "Backend answered a malformed JSON-RPC error"))
     message = error.get("message")
-    return McpError(renumbered(error["code"]), message if isinstance(message, str) else "", error.get("data"))
+    return _backends(McpError(renumbered(error["code"]), message if isinstance(message, str) else "", error.get("data")))
 
 
 def renumbered(code: int) -> int:
@@ -144,8 +154,10 @@ def backend_http_error(backend: str, status: int) -> McpError:
     the backend and its status."""
     if status >= 500:
         return backend_unavailable(backend, f"answered HTTP {status} without a JSON-RPC body")
-    return McpError(
-        INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body", http_status=status
+    return _backends(
+        McpError(
+            INVALID_REQUEST, f"Backend {backend!r} refused the request: HTTP {status} without a JSON-RPC body", http_status=status
+        )
     )
 
 

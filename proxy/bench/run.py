@@ -53,12 +53,12 @@ class Bench:
             self.procs["upstream"] = targets.ChildServer("reference v1 server (mcp 1.30)", server)
             self.procs["upstream"].url = server.url.rstrip("/") + "/"
             self.tools = REFERENCE_TOOLS
-            for name in ("upstream-modern", "proxy-modern"):
+            for name in ("upstream-modern", "proxy-modern", "proxy-shadow", "proxy-shadow-10"):
                 self.skipped[name] = "no modern-wire reference rows (run with the fast upstream)"
         else:
             self.log("starting the fast upstreams")
             self.procs["upstream"] = targets.start_fast_upstream("v1", poll_interval_ms=POLL_INTERVAL_MS)
-            if any(t == "upstream-modern" or t.startswith("proxy-modern") for t in wanted):
+            if any(t == "upstream-modern" or t.startswith(("proxy-modern", "proxy-shadow")) for t in wanted):
                 self.procs["upstream-modern"] = targets.start_fast_upstream("modern", poll_interval_ms=POLL_INTERVAL_MS)
         upstream = self.procs["upstream"].url
         store: dict[str, object] = {}
@@ -79,6 +79,11 @@ class Bench:
                 self.procs["proxy-modern" + suffix] = targets.start_proxy(
                     self.procs["upstream-modern"].url, self.workdir / ("proxy-modern" + suffix), event_loop=loop, workers=workers,
                     **store)
+        for name, percent in (("proxy-shadow", 100), ("proxy-shadow-10", 10)):
+            if name in wanted and "upstream-modern" in self.procs:
+                self.log(f"starting mcp-tasks-proxy with a shadow backend ({percent} % mirrored)")
+                tables = shadow_tables(upstream, self.procs["upstream-modern"].url, percent)
+                self.procs[name] = targets.start_proxy(upstream, self.workdir / name, event_loop=loop, tables=tables, **store)
         if "proxy-stdio" in wanted and self.options.upstream != "reference":
             self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
                                                                   poll_interval_ms=POLL_INTERVAL_MS)
@@ -129,6 +134,14 @@ class Bench:
         if row.proxy is not None:
             out["proxy"] = self.procs[row.proxy]
         return out
+
+
+def shadow_tables(primary: str, candidate: str, percent: int = 100) -> str:
+    """The shadow rows' backends: the v1 fast upstream as primary, the modern one shadowing it with
+    every tool the scenarios call mirrored (the fast upstream annotates none `readOnlyHint`), `percent`
+    of the calls sampled."""
+    return (f'[[upstream]]\nname = "legacy"\nurl = "{primary}"\n\n[[upstream]]\nname = "next"\nurl = "{candidate}"\n'
+            f'shadow_of = "legacy"\nshadow_tools = ["echo", "nowork"]\nshadow_queue = 1024\nshadow_percent = {percent}\n')
 
 
 def _rows_for(options: Options) -> list[Row]:

@@ -28,8 +28,7 @@ from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
-from ..metrics import method_label
-from ..observe.hooks import TRACE
+from ..observe.failures import REFUSAL, count_session_answer
 from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.health import StoreUnreachable
@@ -355,15 +354,9 @@ class SessionFace:
         session = await self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
         rules = session.rules if session is not None else pairing
         backend = rules.backend if rules is not None else None
-        if backend is not None:
-            face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
-            backend.metrics.request(face, backend.dialect, message.method, outcome)
-            info = session.client_info if session is not None else message.params.get("clientInfo")
-            backend.metrics.recorder.request(backend.name, face, backend.dialect, outcome, client_key(info),
-                                             None if outcome == "ok" else method_label(message.method))
-            trace = TRACE.get()
-            if trace is not None:
-                trace.answered(backend.name, face, backend.dialect, outcome)
+        face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
+        info = session.client_info if session is not None else message.params.get("clientInfo")
+        count_session_answer(request, response, backend, face, message.method, outcome, client_key(info))
         return response
 
     async def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
@@ -404,6 +397,7 @@ class SessionFace:
         try:
             result = await session.rules.dispatch(session, message.method, message.params, reply, request)
         except McpError as exc:
+            request[REFUSAL] = exc
             error = exc if v2 else for_v1_client(exc)
             log.log(logging.DEBUG if isinstance(exc, StoreUnreachable) else logging.INFO,  # decision 76: logged once by the store
                     "refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)

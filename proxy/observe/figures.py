@@ -15,10 +15,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from translators.failures import PROXY
+
 DIALECTS = ("v1", "v2-session", "v2-modern")
 UNCLASSIFIED = "unclassified"
 REQUESTS = "requests"
 """The kind of the answered-requests count: key `(REQUESTS, backend, client_dialect, backend_dialect, failed)`."""
+FAILURES = "failures"
+"""Answers that were not ok: `(FAILURES, backend, client_dialect, backend_dialect, reason, by)`
+(`translators.failures`: `reason` one of `REASONS`, `by` "proxy" or "backend")."""
+CLIENT_FAILURES = "client_failures"
+"""A client's failures: `(CLIENT_FAILURES, dialect, name, version, reason)`."""
+REPAIRS = "repairs"
+"""What the proxy made good for a client: `(REPAIRS, dialect, name, version, repair)` (`translators.failures.REPAIRS`)."""
+LEANING = "leaning"
+"""A client's requests that needed a repair: `(LEANING, dialect, name, version)`."""
+DAY = 1440
+"""Minutes in the per-client failures and repairs (the minutes kept)."""
 
 CountKey = tuple[Any, ...]
 Bucket = dict[CountKey, int]
@@ -114,6 +127,67 @@ class Figures:
             v1 += count if client == "v1" else 0
         return requests, errors, v1
 
+    def failures(self, minutes: int) -> list[dict[str, Any]]:
+        """Failures of the last `minutes` per (backend, client dialect, backend dialect, reason,
+        by): rows `{backend, client_dialect, backend_dialect, mode, reason, by, count}` (`mode` as
+        in `matrix`), most first, then in key order."""
+        rows = []
+        for (backend, c, b, cause, by), n in sorted(self.totals(FAILURES, minutes).items(), key=lambda kv: (-kv[1], kv[0])):
+            mode = "refused" if c == UNCLASSIFIED else ("relayed" if c == b else "translated")
+            rows.append({"backend": backend, "client_dialect": c, "backend_dialect": b, "mode": mode, "reason": cause, "by": by, "count": n})
+        return rows
+
+    def backend_failures(self, backend: str, minutes: int) -> tuple[int, int]:
+        """(the backend's errors, the proxy's refusals) among the failures of `backend`'s requests
+        in the last `minutes` (`translators.failures`: by "backend", by "proxy")."""
+        errors = refusals = 0
+        for (name, _c, _b, _cause, by), count in self.totals(FAILURES, minutes).items():
+            if name == backend:
+                if by == PROXY:
+                    refusals += count
+                else:
+                    errors += count
+        return errors, refusals
+
+    def _per_client(self) -> dict[ClientId, tuple[dict[str, int], dict[str, int], int, int]]:
+        """Per client of the last `DAY`: (failures by reason, repairs by repair, requests that needed
+        one, the last minute one did)."""
+        out: dict[ClientId, tuple[dict[str, int], dict[str, int], int, int]] = {}
+        for minute, bucket in self.minutes:
+            if minute < self.now_ms // 60_000 - DAY + 1:
+                continue
+            for key, count in bucket.items():
+                kind = key[0]
+                if kind not in (CLIENT_FAILURES, REPAIRS, LEANING):
+                    continue
+                client = (key[1], key[2], key[3])
+                entry = out.get(client)
+                if entry is None:
+                    entry = out[client] = ({}, {}, 0, -1)
+                if kind == CLIENT_FAILURES:
+                    entry[0][key[4]] = entry[0].get(key[4], 0) + count
+                elif kind == REPAIRS:
+                    entry[1][key[4]] = entry[1].get(key[4], 0) + count
+                else:
+                    out[client] = (entry[0], entry[1], entry[2] + count, max(entry[3], minute))
+        return out
+
+    def leaning(self) -> list[dict[str, Any]]:
+        """The clients the proxy made repairs for in the last `DAY`, most requests repaired first:
+        `{dialect, name, version, requests, leaning, repairs, last_leaning_ms}`. `last_leaning_ms`
+        is known to the minute: the client's last-seen time when that falls in the last minute it
+        needed a repair (its last request did), else that minute's end (docs/decisions.md §98)."""
+        per_client = self._per_client()
+        rows = []
+        for (dialect, name, version), row in sorted(reversed(list(self.client_rows.items())), key=lambda kv: -kv[1].last_seen_ms):
+            entry = per_client.get((dialect, name, version))
+            if entry is None or not entry[2]:
+                continue
+            rows.append({"dialect": dialect, "name": name, "version": version, "requests": row.requests, "leaning": entry[2],
+                         "repairs": dict(sorted(entry[1].items())),
+                         "last_leaning_ms": min(row.last_seen_ms, (entry[3] + 1) * 60_000 - 1)})
+        return sorted(rows, key=lambda r: -r["leaning"])
+
     def timeline(self, minutes: int = 60) -> dict[str, Any]:
         """Requests per minute of the last `minutes`, per client dialect (oldest first):
         `{"start_ms": <first minute, Unix ms>, "minutes": n, "<dialect>": [counts]}`."""
@@ -130,14 +204,19 @@ class Figures:
 
     def clients(self) -> list[dict[str, Any]]:
         """Every client row, most recently seen first: `{dialect, name, version, requests,
-        first_seen_ms, last_seen_ms, backends (sorted)}`, and `replicas` (sorted) for rows read
-        from the store."""
+        first_seen_ms, last_seen_ms, backends (sorted), errors, failures ({reason: count}, reasons
+        sorted), leaning (requests that needed a repair), repairs ({repair: count}, sorted)}` (the
+        failures and repairs of the last `DAY`), and `replicas` (sorted) for rows read from the store."""
         # Ties keep the mapping's own order, newest last (the recorder's rows move to the end when used).
         rows = sorted(reversed(list(self.client_rows.items())), key=lambda kv: -kv[1].last_seen_ms)
+        per_client = self._per_client()
         out = []
         for (dialect, name, version), row in rows:
+            failures, repairs, leaning, _minute = per_client.get((dialect, name, version), ({}, {}, 0, -1))
             entry = {"dialect": dialect, "name": name, "version": version, "requests": row.requests,
-                     "first_seen_ms": row.first_seen_ms, "last_seen_ms": row.last_seen_ms, "backends": sorted(row.backends)}
+                     "first_seen_ms": row.first_seen_ms, "last_seen_ms": row.last_seen_ms, "backends": sorted(row.backends),
+                     "errors": sum(failures.values()), "failures": dict(sorted(failures.items())),
+                     "leaning": leaning, "repairs": dict(sorted(repairs.items()))}
             if row.replicas:
                 entry["replicas"] = sorted(row.replicas)
             out.append(entry)

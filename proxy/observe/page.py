@@ -8,6 +8,8 @@ import datetime
 from html import escape
 from typing import Any
 
+from .shadow_page import section as shadow_section
+
 COLOURS = {"v1": "#c0392b", "v2-session": "#b9770e", "v2-modern": "#1e8449"}
 DASHES = {"v1": "", "v2-session": "7 4", "v2-modern": "2 3"}
 """Each dialect's line has its own dash pattern too, so the lines are told apart without colour."""
@@ -21,6 +23,7 @@ th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .clear{background:#e8f6ec;border:1px solid #1e8449}.info{background:#eaf2fb;border:1px solid #2e6da4}
 .alarm{background:#fdecea;border:1px solid #c0392b;font-weight:bold}
 .muted{color:#666}svg text{font:11px system-ui,sans-serif}
+dl.codes{color:#555;font-size:.92em;margin:.4em 0}dl.codes dd{margin:0 0 .2em 1.5em}
 """
 VERDICTS = ("clear", "info", "alarm")
 """The verdicts' classes by meaning: done (green), a migration step still under way (blue,
@@ -76,11 +79,12 @@ def _backends(data: dict[str, Any]) -> str:
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
-                     escape(_latency(b["upstream_latency_ms"])), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
+                     f'{b.get("refusals_last_minute", 0)} / {b.get("refusals_last_hour", 0)}', escape(_latency(b["upstream_latency_ms"])),
+                     f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])
     headers = ["backend", "transport", "dialect", "protocol versions", "health", "last probe answered", "dialect since",
-               "live tasks", "requests (last min / hour)", "errors (last min / hour)", "upstream ms p50 / p90 / p99 (samples)",
-               "weight (share of new sessions and calls)", "drain"]
-    return _table(headers, rows, {7, 8, 9}, "backends")
+               "live tasks", "requests (last min / hour)", "backend errors (last min / hour)", "proxy refusals (last min / hour)",
+               "upstream ms p50 / p90 / p99 (samples)", "weight (share of new sessions and calls)", "drain"]
+    return _table(headers, rows, {7, 8, 9, 10}, "backends")
 
 
 def _matrix(rows: list[dict[str, Any]], table_id: str) -> str:
@@ -91,11 +95,36 @@ def _matrix(rows: list[dict[str, Any]], table_id: str) -> str:
     return _table(headers, body, {4, 5} if by_backend else {3, 4}, table_id)
 
 
+def _counts(counts: dict[str, int]) -> str:
+    """`{"session_lost": 2, "task_unknown": 1}` as "session_lost 2, task_unknown 1" ("—": none)."""
+    return ", ".join(f"{code} {n}" for code, n in counts.items()) or "—"
+
+
 def _clients(rows: list[dict[str, Any]], now: int, table_id: str, with_dialect: bool) -> str:
-    headers = (["dialect"] if with_dialect else []) + ["client", "version", "requests", "last seen", "backends used"]
+    headers = (["dialect"] if with_dialect else []) + ["client", "version", "requests", "errors", "by reason", "last seen", "backends used"]
     body = [([escape(r["dialect"])] if with_dialect else []) + [escape(r["name"]), escape(r["version"] or "—"), str(r["requests"]),
-            escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))] for r in rows]
-    return _table(headers, body, {3 if with_dialect else 2}, table_id)
+            str(r.get("errors", 0)), escape(_counts(r.get("failures", {}))), escape(when(r["last_seen_ms"], now)), escape(", ".join(r["backends"]))]
+            for r in rows]
+    first = 3 if with_dialect else 2
+    return _table(headers, body, {first, first + 1}, table_id)
+
+
+def _leaning(rows: list[dict[str, Any]], now: int) -> str:
+    headers = ["dialect", "client", "version", "requests", "requests repaired", "repairs", "last repaired"]
+    body = [[escape(r["dialect"]), escape(r["name"]), escape(r["version"] or "—"), str(r["requests"]), str(r["leaning"]),
+             escape(_counts(r["repairs"])), escape(when(r["last_leaning_ms"], now))] for r in rows]
+    return _table(headers, body, {3, 4}, "leaning")
+
+
+def _failures(rows: list[dict[str, Any]], table_id: str) -> str:
+    headers = ["backend", "client dialect", "backend dialect", "how", "reason", "by", "count"]
+    body = [[escape(r["backend"]), escape(r["client_dialect"]), escape(r["backend_dialect"]), escape(r["mode"]), escape(r["reason"]),
+             escape(r["by"]), str(r["count"])] for r in rows]
+    return _table(headers, body, {6}, table_id)
+
+
+def _codes(codes: dict[str, str]) -> str:
+    return '<dl class="codes">' + "".join(f"<dt><code>{escape(code)}</code></dt><dd>{escape(text)}</dd>" for code, text in codes.items()) + "</dl>"
 
 
 COVERS = {"fleet": "every replica on the shared store, with all their workers", "proxy": "kept in its store across restarts",
@@ -174,6 +203,10 @@ def _verdict(data: dict[str, Any]) -> str:
     lines.append(f'<div class="verdict {"clear" if not v1_backends else "info"}">v1 backends: '
                  f'{escape(", ".join(v1_backends)) if v1_backends else "none"}.</div>')
     lines.append(f'<div class="verdict {"clear" if not translated else "info"}">Translated requests in the last day: {translated}.</div>')
+    leaning = data.get("leaning", [])
+    names = ", ".join(f'{r["name"]} {r["version"]}'.strip() for r in leaning[:5]) + (", …" if len(leaning) > 5 else "")
+    lines.append(f'<div class="verdict {"clear" if not leaning else "info"}">Clients leaning on the proxy: '
+                 f'{f"{len(leaning)} ({escape(names)})" if leaning else "none"}.</div>')
     return "<br>".join(lines)
 
 
@@ -250,10 +283,12 @@ def plot(timeline: dict[str, Any], started_ms: int | None = None, width: int = 7
 def render(data: dict[str, Any], refresh_s: int) -> str:
     """The whole page."""
     now = data["now_ms"]
-    errors = _table(["when", "replica", "backend", "client dialect", "method", "code", "reason"],
-                    [[escape(when(e["at_ms"], now)), escape(e.get("replica") or "—"), escape(e["backend"]), escape(e["client_dialect"]),
-                      escape(e["method"] or "—"), escape(e["code"]), escape(e["reason"] or "the backend's answer")]
-                     for e in data["recent_errors"]],
+    errors = _table(["when", "replica", "backend", "client", "client dialect", "backend dialect", "method", "code", "reason", "by",
+                     "detail"],
+                    [[escape(when(e["at_ms"], now)), escape(e.get("replica") or "—"), escape(e["backend"]),
+                      escape(f'{e.get("client", "unknown")} {e.get("client_version", "")}'.strip()),
+                      escape(e["client_dialect"]), escape(e.get("backend_dialect", "—")), escape(e["method"] or "—"), escape(e["code"]),
+                      escape(e.get("reason") or "—"), escape(e.get("by", "—")), escape(e.get("detail") or "—")] for e in data["recent_errors"]],
                     table_id="errors")
     scope = escape(covers(data["counting"]))
     return f"""<!DOCTYPE html>
@@ -279,7 +314,16 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_clients(data["v1_clients"], now, "v1-clients", False)}
 <h2>All clients ({scope})</h2>
 {_clients(data["clients"], now, "clients", True)}
+<h2>Clients leaning on the proxy ({scope})</h2>
+<p class="muted">Requests the proxy made good: pointed straight at a v2 backend, these clients would fail.</p>
+{_leaning(data.get("leaning", []), now)}
+{_codes(data.get("repairs", {}))}
+<h2>Failures by reason ({scope})</h2>
+<p>Last hour</p>{_failures(data.get("failures", {}).get("last_hour", []), "failures-hour")}
+<p>Last day</p>{_failures(data.get("failures", {}).get("last_day", []), "failures-day")}
+{_codes(data.get("reasons", {}))}
 <h2>Recent refusals and upstream errors ({scope})</h2>
 {errors}
+{shadow_section(data.get("shadow") or [], now, _table, when)}
 </body></html>
 """

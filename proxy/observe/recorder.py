@@ -2,7 +2,11 @@
 
 Per answered request one call of `StatusRecorder.request`: a count in the current minute's bucket
 under (backend, client dialect, backend dialect, error or not), and a row per client
-(`clientInfo` name and version, with its dialect). Per upstream request one latency sample
+(`clientInfo` name and version, with its dialect); a failure also under `FAILURES` (backend,
+client dialect, backend dialect, reason, by) and `CLIENT_FAILURES` (its client, reason)
+(`translators.failures`: a closed set of reasons, so the keys stay bounded); the repairs the proxy
+made for the request (`translators.failures.REPAIRS`) under `REPAIRS` and `LEANING` (its client):
+every one a count key of figures.py, kept and summed like the requests. Per upstream request one latency sample
 (`upstream`). Nothing else is parsed: the client of a request is what the entry already read (a
 modern request's `_meta` clientInfo, a proxy session's `initialize`), or what a relayed session's
 `initialize` said, remembered by its session id (`remember_session`).
@@ -14,8 +18,9 @@ A new kind of count is one `count((kind, ...))` call: it is kept, flushed and su
 
 Bounds: `MINUTES` buckets of one minute (the last day), `MAX_CLIENTS` client rows (least recently
 seen goes first), `MAX_SESSIONS` relayed sessions remembered, `LATENCY_SAMPLES` latencies per
-backend, `RECENT_ERRORS` refusals and upstream errors (code and reason only: never a header
-value, a payload or an argument).
+backend, `RECENT_ERRORS` refusals and upstream errors (code, reason and the proxy's own message
+only: never a header value, a payload or an argument). A client's failures and repairs are keyed
+by closed sets of codes.
 """
 
 from __future__ import annotations
@@ -25,7 +30,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .figures import DIALECTS, REQUESTS, UNCLASSIFIED, Batch, Bucket, ClientRow, CountKey, Figures
+from translators.failures import Failure, of_error, of_status
+
+from .figures import (
+    CLIENT_FAILURES,
+    DIALECTS,
+    FAILURES,
+    LEANING,
+    REPAIRS,
+    REQUESTS,
+    UNCLASSIFIED,
+    Batch,
+    Bucket,
+    ClientRow,
+    CountKey,
+    Figures,
+)
 
 MINUTES = 1440
 """Minute buckets kept: one day."""
@@ -57,6 +77,15 @@ def client_key(info: Any) -> ClientKey:
     if not isinstance(name, str) or not name:
         return UNKNOWN_CLIENT
     return name[:64], version[:64] if isinstance(version, str) else ""
+
+
+def default_failure(outcome: str, reason: str | None, method: str | None = None) -> Failure:
+    """The failure of an outcome recorded without one: a relayed status (`http_<status>`), or a
+    code with the proxy's own message (`reason`; None: the backend's answer) of a `method`."""
+    if outcome.startswith("http_") and outcome[5:].isdigit():
+        return of_status(int(outcome[5:]), session_wire=False)
+    code = int(outcome) if outcome.lstrip("-").isdigit() else 0
+    return of_error(code, reason or "", None, by_backend=reason is None, method=method)
 
 
 class StatusRecorder:
@@ -97,10 +126,15 @@ class StatusRecorder:
         bucket[key] = bucket.get(key, 0) + 1
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
-                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
+                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None, *,
+                failure: Failure | None = None, repairs: tuple[str, ...] = ()) -> None:
         """One answered request: `outcome` "ok", a JSON-RPC code ("-32602") or "http_<status>".
-        A request that is not "ok" also enters the recent errors with `method` and `reason` (the
-        proxy's own message, already free of header values; None: the backend's answer)."""
+        A request that is not "ok" also enters the recent errors with `method`, `reason` (its
+        message: the proxy's own, already free of header values, or the backend's as the proxy
+        read it; None: not read) and `failure` (reason code and by whom, `translators.failures`;
+        None: worked out from `outcome` by `default_failure`). `repairs`: what the proxy made good
+        for this request (`translators.failures.REPAIRS`), counted under its client (figures.py's
+        `LEANING`, `REPAIRS`)."""
         now = self.clock()
         minute = int(now // 60)
         if minute != self._minute:
@@ -125,9 +159,21 @@ class StatusRecorder:
         row.last_seen_ms = now_ms
         if len(row.backends) < MAX_BACKENDS_PER_CLIENT:
             row.backends.add(backend)
+        if repairs:
+            key = (LEANING, *row_key)
+            bucket[key] = bucket.get(key, 0) + 1
+            for repair in repairs:
+                key = (REPAIRS, *row_key, repair)
+                bucket[key] = bucket.get(key, 0) + 1
         if failed:
-            self.errors.append({"at_ms": now_ms, "backend": backend, "client_dialect": client_dialect, "method": method,
-                                "code": outcome, "reason": reason[:REASON_CHARS] if reason else None})
+            cause, by = failure if failure is not None else default_failure(outcome, reason, method)
+            key = (FAILURES, backend, client_dialect, backend_dialect, cause, by)
+            bucket[key] = bucket.get(key, 0) + 1
+            key = (CLIENT_FAILURES, *row_key, cause)
+            bucket[key] = bucket.get(key, 0) + 1
+            self.errors.append({"at_ms": now_ms, "backend": backend, "client_dialect": client_dialect, "backend_dialect": backend_dialect,
+                                "client": client[0], "client_version": client[1], "method": method, "code": outcome,
+                                "reason": cause, "by": by, "detail": reason[:REASON_CHARS] if reason else None})
             self._error_count += 1
 
     def upstream(self, backend: str, seconds: float) -> None:
@@ -211,6 +257,14 @@ class StatusRecorder:
         """`Figures.matrix` of this process."""
         return self.figures().matrix(minutes, by_backend=by_backend)
 
+    def failures(self, minutes: int) -> list[dict[str, Any]]:
+        """`Figures.failures` of this process."""
+        return self.figures().failures(minutes)
+
+    def backend_failures(self, backend: str, minutes: int) -> tuple[int, int]:
+        """`Figures.backend_failures` of this process."""
+        return self.figures().backend_failures(backend, minutes)
+
     def backend_counts(self, backend: str, minutes: int) -> tuple[int, int]:
         """(requests, errors) answered by `backend` in the last `minutes`."""
         return self.figures().backend_counts(backend, minutes)
@@ -235,6 +289,10 @@ class StatusRecorder:
         """`Figures.clients` of this process."""
         return self.figures().clients()
 
+    def leaning(self) -> list[dict[str, Any]]:
+        """`Figures.leaning` of this process."""
+        return self.figures().leaning()
+
     def last_v1_ms(self) -> int | None:
         """When a v1 client was last answered (Unix ms), None if never since the start."""
         return self.figures().last_v1_ms()
@@ -247,7 +305,8 @@ class NoRecorder(StatusRecorder):
         pass
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
-                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None) -> None:
+                client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None, *,
+                failure: Failure | None = None, repairs: tuple[str, ...] = ()) -> None:
         pass
 
     def upstream(self, backend: str, seconds: float) -> None:

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from translators.failures import REASONS, REPAIRS
+
 from .figures import Figures
 from .lasting import process_view
 from .page import render
@@ -45,6 +47,9 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         profile = backend.profile
         hour = figures.backend_counts(member.name, HOUR)
         minute = figures.backend_counts(member.name, 1)
+        # A failure is the backend's error, or a refusal of the proxy's (translators.failures).
+        hour_failures = figures.backend_failures(member.name, HOUR)
+        minute_failures = figures.backend_failures(member.name, 1)
         known = profile is not None or backend.challenge is not None  # a challenged probe: up and protected
         health = "unknown" if not known and backend.down is None else ("down" if backend.down is not None else "up")
         backends.append({
@@ -57,17 +62,19 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
             "down_reason": backend.down,
             "last_probe_ms": profile.probed_at_ms if profile is not None else None,
             "dialect_since_ms": backend.dialect_since_ms,
-            "live_tasks": len(member.follower),
+            "live_tasks": backend.metrics.live_tasks(member.name),
             "weight": member.weight,
             "new_work_share": round(member.weight / taking, 3) if taking and not member.draining else 0.0,
             "drain": drain_state(member, fleet),
             "remaining": remaining(member, fleet),
             "requests_last_minute": minute[0],
-            "errors_last_minute": minute[1],
+            "errors_last_minute": minute_failures[0],
+            "refusals_last_minute": minute_failures[1],
             "requests_last_hour": hour[0],
-            "errors_last_hour": hour[1],
+            "errors_last_hour": hour_failures[0],
+            "refusals_last_hour": hour_failures[1],
             "requests_per_minute": round(hour[0] / HOUR, 3),
-            "errors_per_minute": round(hour[1] / HOUR, 3),
+            "errors_per_minute": round(hour_failures[0] / HOUR, 3),
             "upstream_latency_ms": recorder.latency_ms(member.name),
         })
     clients = figures.clients()
@@ -83,7 +90,19 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         "last_v1_ms": figures.last_v1_ms(),
         "timeline": figures.timeline(HOUR),
         "recent_errors": list(reversed(figures.errors)),
+        "failures": {"last_hour": figures.failures(HOUR), "last_day": figures.failures(DAY)},
+        "leaning": figures.leaning(),
+        "reasons": REASONS,
+        "repairs": REPAIRS,
+        "shadow": _shadow(fleet),
     }
+
+
+def _shadow(fleet: Fleet) -> list[dict[str, Any]]:
+    """Each shadow backend's comparisons (`proxy.shadow.Shadowing.snapshot`), counted by this
+    process since its start (not kept in the store, not summed over workers); [] without any."""
+    shadowing = getattr(fleet, "shadow", None)
+    return shadowing.snapshot() if shadowing is not None else []
 
 
 async def read_view(recorder: StatusRecorder, lasting: Any) -> tuple[Figures, dict[str, Any]]:

@@ -69,11 +69,12 @@ def render(data: dict[str, Any]) -> str:
     scope = covers(data["counting"])
     out = [*_counting(data), "Backends" if scope == "this process" else f"Backends (requests and errors: {scope}; the rest: this process)",
            table(
-        ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "p50 ms", "p99 ms",
-         "weight (new work)", "drain"],
+        ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "refused/h", "p50 ms",
+         "p99 ms", "weight (new work)", "drain"],
         [[b["name"], b["transport"], b["dialect"], ",".join(b["protocol_versions"]) or "-",
           b["health"] + (f" ({b['down_reason']})" if b["down_reason"] else ""), when(b["dialect_since_ms"], now), str(b["live_tasks"]),
-          str(b["requests_last_hour"]), str(b["errors_last_hour"]), str(b["upstream_latency_ms"]["p50"] or "-"),
+          str(b["requests_last_hour"]), str(b["errors_last_hour"]), str(b.get("refusals_last_hour", "-")),
+          str(b["upstream_latency_ms"]["p50"] or "-"),
           str(b["upstream_latency_ms"]["p99"] or "-"), f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', _drain(b)]
          for b in data["backends"]])]
     for label, key in (("last hour", "last_hour"), ("last day", "last_day")):
@@ -86,13 +87,27 @@ def render(data: dict[str, Any]) -> str:
             table(["client", "version", "requests", "last seen", "backends"],
                   [[r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
                    for r in data["v1_clients"]])]
-    out += ["", "All clients", table(["dialect", "client", "version", "requests", "last seen", "backends"],
-            [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), when(r["last_seen_ms"], now), ",".join(r["backends"])]
-             for r in data["clients"]])]
-    out += ["", "Recent refusals and upstream errors", table(["when", "replica", "backend", "client", "method", "code", "reason"],
-            [[when(e["at_ms"], now), e.get("replica") or "-", e["backend"], e["client_dialect"], e["method"] or "-", e["code"],
-              e["reason"] or "the backend's answer"]
-             for e in data["recent_errors"][:20]])]
+    out += ["", "All clients", table(["dialect", "client", "version", "requests", "errors", "last seen", "backends"],
+            [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), str(r.get("errors", "-")), when(r["last_seen_ms"], now),
+              ",".join(r["backends"])] for r in data["clients"]])]
+    out += ["", "Clients leaning on the proxy", table(["dialect", "client", "version", "requests", "repaired", "repairs"],
+            [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), str(r["leaning"]),
+              ",".join(f"{code}={n}" for code, n in r["repairs"].items())] for r in data.get("leaning", [])])]
+    out += ["", "Failures by reason, last hour", table(["backend", "client", "backend dialect", "how", "reason", "by", "count"],
+            [[r["backend"], r["client_dialect"], r["backend_dialect"], r["mode"], r["reason"], r["by"], str(r["count"])]
+             for r in data.get("failures", {}).get("last_hour", [])])]
+    out += ["", "Recent refusals and upstream errors",
+            table(["when", "replica", "backend", "client", "dialect", "method", "code", "reason", "by"],
+                  [[when(e["at_ms"], now), e.get("replica") or "-", e["backend"], f'{e.get("client", "-")} {e.get("client_version", "")}'.strip(),
+                    e["client_dialect"], e["method"] or "-", e["code"], e.get("reason") or "-", e.get("by", "-")]
+                   for e in data["recent_errors"][:20]])]
+    for shadow in data.get("shadow") or ():
+        out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%; this process, since its start)",
+                table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "match rate"],
+                      [[r["method"], r["tool"] or "-", *(str(r[k]) for k in ("match", "differ", "candidate_error", "primary_error",
+                                                                               "timeout", "dropped")),
+                        "-" if r["match_rate"] is None else f"{r['match_rate'] * 100:.1f}%"] for r in shadow["rows"]])]
+        out += [f"  {d['method']} {d['tool'] or ''}: {line}" for d in shadow["last_differences"][:5] for line in d["diff"].split("\n")]
     return "\n".join(out)
 
 

@@ -82,7 +82,7 @@ class V1OverV2:
         self.modern = ModernClient(backend.connector)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                      store=parts.follower.store, backend=backend.name)
-        backend.metrics.track_live(lambda: len(self.registry))
+        backend.metrics.track_live(self.registry.unfinished, backend.name)
         self.push = TaskPush(self.registry, backend, functools.partial(_Call, self))
         """Followers of the sessions' tasks while their GET streams are open (§5.7, §5.8)."""
         self.lists = ListPush(backend, self.modern, self._meta)

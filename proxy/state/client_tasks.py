@@ -114,6 +114,11 @@ class TaskRegistry:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def unfinished(self) -> int:
+        """Entries held here whose task is not known to be finished (not terminal as last seen,
+        not cancelled, not failed through the proxy): `mcp_tasks_proxy_live_tasks`."""
+        return sum(1 for entry in list(self._entries.values()) if not (entry.last.terminal or entry.cancelled or entry.failure))
+
 
 def held_result_payload(entry: Entry) -> dict[str, Any] | None:
     """The result a held task carries (its hub task is `completed` with it)."""

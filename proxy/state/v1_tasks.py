@@ -62,7 +62,7 @@ class V1Follower:
         try:
             wire = await self._read("tasks/get", ref, session, headers)
         except SessionLost:
-            await self.inputs.finish(ref)
+            await self._lost(ref, session)
             raise unknown_task(FORGOTTEN) from None
         except McpError as exc:
             if exc.code == INVALID_PARAMS:
@@ -112,7 +112,7 @@ class V1Follower:
         except SessionLost:
             # The backend forgot the session (restarted, replaced) between the status and the
             # payload: the task is unknown, as on `tasks/get` — not "failed", which would be wrong.
-            await self.inputs.finish(ref)
+            await self._lost(ref, session)
             raise unknown_task(FORGOTTEN) from None
         except TimeoutError:
             return V1Payload("unobtainable")
@@ -140,8 +140,15 @@ class V1Follower:
         try:
             await inputs.answer(responses, headers)
         except SessionLost:
-            await self.inputs.finish(ref)
+            await self._lost(ref, session)
             raise unknown_task(FORGOTTEN) from None
+
+    async def _lost(self, ref: TaskRef, session: UpstreamSession) -> None:
+        """The backend forgot `session` (restarted, replaced): `ref` and every other task followed on
+        it are gone with it, and no longer live (docs/decisions.md §101)."""
+        await self.inputs.finish(ref)
+        for inputs in self.inputs.tasks_of(session):
+            await self.inputs.finish(inputs.ref)
 
     async def forget(self, ref: TaskRef) -> None:
         """Drop what is remembered of a task (e.g. after a cancel)."""
@@ -150,6 +157,11 @@ class V1Follower:
     def __len__(self) -> int:
         """Tasks followed now: those with input state plus the terminal ones remembered."""
         return len(self.inputs) + self.store.outcome_count(self.backend)
+
+    def unfinished(self) -> int:
+        """Tasks followed now that are not known to be finished: those with input state (a task
+        leaves it when it is seen terminal, or unknown to the backend)."""
+        return len(self.inputs)
 
     def close(self) -> None:
         self.inputs.close()

@@ -8,6 +8,7 @@ import os
 import re
 from pathlib import Path
 
+import aiohttp
 import pytest
 from support import running_proxy
 
@@ -102,6 +103,9 @@ async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(refe
             if answer["result"]["status"] == "completed":
                 break
             await asyncio.sleep(0.2)
+        async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/status.json") as response:
+            status = await response.json()
+    assert status["leaning"] == []  # the README's commands send every header a v2 server requires
     assert answer["id"] == 2
     assert answer["result"]["result"] == {
         "content": [{"type": "text", "text": "computed hello"}],

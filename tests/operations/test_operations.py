@@ -81,7 +81,7 @@ async def test_metrics_count_each_answered_request_and_time_upstream_requests(re
         'mcp_tasks_proxy_upstream_seconds_bucket{backend="main",le="+Inf",method="tools/list"} ' + count.rsplit(" ", 1)[1]
         in lines
     )
-    assert "mcp_tasks_proxy_live_tasks 0.0" in lines
+    assert 'mcp_tasks_proxy_live_tasks{backend="main"} 0.0' in lines
     assert not any(line.startswith("mcp_tasks_proxy_dropped_fields_total") for line in lines)
 
 
@@ -113,7 +113,7 @@ async def test_live_tasks_gauge_counts_a_task_the_proxy_follows(reference_v1_ser
         assert created.result["resultType"] == "task"
         lines = _metric_lines(await _scrape(http, proxy.base_url))
         await client.call("tasks/cancel", {"taskId": created.result["taskId"]})
-    assert "mcp_tasks_proxy_live_tasks 1.0" in lines
+    assert 'mcp_tasks_proxy_live_tasks{backend="main"} 1.0' in lines
     assert 'mcp_tasks_proxy_requests_total{backend_dialect="v1",face="v2-modern",method="tools/call",outcome="ok"} 1.0' in lines
 
 

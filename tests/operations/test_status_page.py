@@ -27,6 +27,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 LEGACY = {"name": "legacy-cli", "version": "1.2.0"}
 MODERN_APP = {"name": "modern-app", "version": "3.0.0"}
 BRIDGE = {"name": "bridge-agent", "version": "0.9.0"}
+CURL = {"name": "curl-walk", "version": "1.0"}
 
 
 class NamedCaller(Caller):
@@ -83,6 +84,14 @@ async def drive(http: aiohttp.ClientSession, url: str) -> None:
         -32602,
         DOES_NOT_UNSEAL,
     )
+    # A client like the README's curl without the routing headers: it works only because the proxy
+    # adds Mcp-Method and Mcp-Name upstream (pick 7: old, translated; pick 8: new, relayed).
+    curl = NamedCaller(http, url, CURL)
+    for name in ("c1", "c2"):
+        body = json.dumps(curl.body("tools/call", {"name": "greet", "arguments": {"name": name}}))
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        greeted = await curl.raw(body, {**headers, "MCP-Protocol-Version": "2026-07-28"})
+        assert greeted.body["result"]["content"] == [{"type": "text", "text": f"Hello, {name}!"}]
 
 
 def _upstream(reference_v1_server, reference_v2_server) -> list[dict[str, str]]:
@@ -107,13 +116,13 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
 
     backends = {b["name"]: b for b in status["backends"]}
     assert list(backends) == ["old", "new"]
-    for name, dialect, versions, requests, errors, sessions in (
-        ("old", "v1", ["2025-11-25"], 9, 1, 2),  # the relayed v1 session and the translated v2-session one
-        ("new", "v2-modern", ["2026-07-28"], 5, 0, 1),  # the translated v1 session
+    for name, dialect, versions, requests, refusals, sessions in (
+        ("old", "v1", ["2025-11-25"], 10, 1, 2),  # the relayed v1 session and the translated v2-session one
+        ("new", "v2-modern", ["2026-07-28"], 6, 0, 1),  # the translated v1 session
     ):
         b = backends[name]
         latency = b.pop("upstream_latency_ms")
-        assert latency["samples"] >= requests - errors and latency["p50"] <= latency["p90"] <= latency["p99"], latency
+        assert latency["samples"] >= requests - refusals and latency["p50"] <= latency["p90"] <= latency["p99"], latency
         assert b["last_probe_ms"] == b["dialect_since_ms"]  # probed once, at start
         assert status["started_ms"] <= b["last_probe_ms"] <= status["now_ms"]
         assert {k: v for k, v in b.items() if k not in ("last_probe_ms", "dialect_since_ms")} == {
@@ -126,11 +135,13 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
             "down_reason": None,
             "live_tasks": 0,
             "requests_last_minute": b["requests_last_minute"],
-            "errors_last_minute": b["errors_last_minute"],
+            "errors_last_minute": 0,
+            "refusals_last_minute": b["refusals_last_minute"],
             "requests_last_hour": requests,
-            "errors_last_hour": errors,
+            "errors_last_hour": 0,  # the forged id is the proxy's refusal, not the backend's error
+            "refusals_last_hour": refusals,
             "requests_per_minute": round(requests / 60, 3),
-            "errors_per_minute": round(errors / 60, 3),
+            "errors_per_minute": 0.0,
             "weight": 1,
             "new_work_share": 0.5,
             "drain": None,
@@ -141,30 +152,74 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
         {"client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "requests": 4, "errors": 0},
         {"client_dialect": "v1", "backend_dialect": "v2-modern", "mode": "translated", "requests": 3, "errors": 0},
         {"client_dialect": "v2-session", "backend_dialect": "v1", "mode": "translated", "requests": 3, "errors": 0},
-        {"client_dialect": "v2-modern", "backend_dialect": "v1", "mode": "translated", "requests": 2, "errors": 1},
-        {"client_dialect": "v2-modern", "backend_dialect": "v2-modern", "mode": "relayed", "requests": 2, "errors": 0},
+        {"client_dialect": "v2-modern", "backend_dialect": "v1", "mode": "translated", "requests": 3, "errors": 1},
+        {"client_dialect": "v2-modern", "backend_dialect": "v2-modern", "mode": "relayed", "requests": 3, "errors": 0},
     ]
     assert status["matrix"] == {"last_hour": matrix, "last_day": matrix}
-    rows = [{k: v for k, v in row.items() if k not in ("first_seen_ms", "last_seen_ms")} for row in status["clients"]]
-    assert rows == [  # most recently seen first
-        {"dialect": "v2-modern", "name": "modern-app", "version": "3.0.0", "requests": 4, "backends": ["new", "old"]},
-        {"dialect": "v1", "name": "legacy-cli", "version": "1.2.0", "requests": 7, "backends": ["new", "old"]},
-        {"dialect": "v2-session", "name": "bridge-agent", "version": "0.9.0", "requests": 3, "backends": ["old"]},
+    failures = [
+        {
+            "backend": "old",
+            "client_dialect": "v2-modern",
+            "backend_dialect": "v1",
+            "mode": "translated",
+            "reason": "task_unknown",
+            "by": "proxy",
+            "count": 1,
+        }
     ]
-    assert status["v1_clients"] == [status["clients"][1]]
-    assert status["last_v1_ms"] == status["clients"][1]["last_seen_ms"]
+    assert status["failures"] == {"last_hour": failures, "last_day": failures}
+    rows = [
+        (row["dialect"], row["name"], row["version"], row["requests"], row["backends"], row["errors"], row["failures"])
+        for row in status["clients"]
+    ]
+    assert rows == [  # most recently seen first
+        ("v2-modern", "curl-walk", "1.0", 2, ["new", "old"], 0, {}),
+        ("v2-modern", "modern-app", "3.0.0", 4, ["new", "old"], 1, {"task_unknown": 1}),
+        ("v1", "legacy-cli", "1.2.0", 7, ["new", "old"], 0, {}),
+        ("v2-session", "bridge-agent", "0.9.0", 3, ["old"], 0, {}),
+    ]
+    assert status["v1_clients"] == [status["clients"][2]]
+    assert status["last_v1_ms"] == status["clients"][2]["last_seen_ms"]
+    # Leaning on the proxy: the curl-like client sent no routing header; the test's own modern
+    # caller sends Mcp-Method but not Mcp-Name (its two tools/call and its tasks/get).
+    assert [{k: v for k, v in row.items() if k != "last_leaning_ms"} for row in status["leaning"]] == [
+        {
+            "dialect": "v2-modern",
+            "name": "modern-app",
+            "version": "3.0.0",
+            "requests": 4,
+            "leaning": 3,
+            "repairs": {"mcp-name": 3},
+        },
+        {
+            "dialect": "v2-modern",
+            "name": "curl-walk",
+            "version": "1.0",
+            "requests": 2,
+            "leaning": 2,
+            "repairs": {"mcp-method": 2, "mcp-name": 2},
+        },
+    ]
+    assert status["leaning"][1]["last_leaning_ms"] == status["clients"][0]["last_seen_ms"]
     timeline = status["timeline"]
-    assert (timeline["minutes"], sum(timeline["v1"]), sum(timeline["v2-session"]), sum(timeline["v2-modern"])) == (60, 7, 3, 4)
+    assert (timeline["minutes"], sum(timeline["v1"]), sum(timeline["v2-session"]), sum(timeline["v2-modern"])) == (60, 7, 3, 6)
     errors = status["recent_errors"]
     assert [{k: v for k, v in e.items() if k != "at_ms"} for e in errors] == [
         {
             "backend": "old",
             "client_dialect": "v2-modern",
+            "backend_dialect": "v1",
+            "client": "modern-app",
+            "client_version": "3.0.0",
             "method": "tasks/get",
             "code": "-32602",
-            "reason": DOES_NOT_UNSEAL,
+            "reason": "task_unknown",
+            "by": "proxy",
+            "detail": DOES_NOT_UNSEAL,
         },
     ]
+    assert set(status["reasons"]) >= {"session_lost", "task_unknown", "backend_refused", "proxy_refused"}
+    assert list(status["repairs"]) == ["mcp-method", "mcp-name", "accept"]
 
 
 async def test_status_page_in_headless_chromium(reference_v1_server, reference_v2_server, tmp_path):
@@ -187,7 +242,7 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
         await screenshot(proxy.base_url + "/status", png)
     assert '<meta http-equiv="refresh" content="10">' in served and "<script" not in served and "<svg" in served
     rendered = tables(dom)
-    backends = [[cell for i, cell in enumerate(row) if i not in (5, 6, 10)] for row in rendered["backends"]]
+    backends = [[cell for i, cell in enumerate(row) if i not in (5, 6, 11)] for row in rendered["backends"]]
     assert [row[-2:] for row in backends] == [
         ["weight (share of new sessions and calls)", "drain"],
         ["1 (50%)", "—"],
@@ -203,27 +258,39 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
             "health",
             "live tasks",
             "requests (last min / hour)",
-            "errors (last min / hour)",
+            "backend errors (last min / hour)",
+            "proxy refusals (last min / hour)",
         ],
-        ["old", "http", "v1", "2025-11-25", "up", "0", backends[1][6], backends[1][7]],
-        ["new", "http", "v2-modern", "2026-07-28", "up", "0", backends[2][6], backends[2][7]],
+        ["old", "http", "v1", "2025-11-25", "up", "0", backends[1][6], backends[1][7], backends[1][8]],
+        ["new", "http", "v2-modern", "2026-07-28", "up", "0", backends[2][6], backends[2][7], backends[2][8]],
     ]
-    assert (backends[1][6].split(" / ")[1], backends[1][7].split(" / ")[1]) == ("9", "1")
-    assert (backends[2][6].split(" / ")[1], backends[2][7].split(" / ")[1]) == ("5", "0")
+    assert [cell.split(" / ")[1] for cell in backends[1][6:9]] == ["10", "0", "1"]
+    assert [cell.split(" / ")[1] for cell in backends[2][6:9]] == ["6", "0", "0"]
     v1_clients = rendered["v1-clients"]
-    assert v1_clients[0] == ["client", "version", "requests", "last seen", "backends used"]
-    assert [row[:3] + row[4:] for row in v1_clients[1:]] == [["legacy-cli", "1.2.0", "7", "new, old"]]
-    assert v1_clients[1][3].endswith("s ago)")
+    assert v1_clients[0] == ["client", "version", "requests", "errors", "by reason", "last seen", "backends used"]
+    assert [row[:5] + row[6:] for row in v1_clients[1:]] == [["legacy-cli", "1.2.0", "7", "0", "—", "new, old"]]
+    assert v1_clients[1][5].endswith("s ago)")
     assert "v1 clients are still here: 7 requests in the last day" in dom
     # Colour by meaning: a migration under way is information (blue), nothing here is an alarm.
-    assert re.findall(r'<div class="verdict (\w+)">', dom) == ["info", "info", "info"]
+    assert re.findall(r'<div class="verdict (\w+)">', dom) == ["info", "info", "info", "info"]
+    assert "Clients leaning on the proxy: 2 (modern-app 3.0.0, curl-walk 1.0)." in dom
+    leaning = rendered["leaning"]
+    assert [row[:6] for row in leaning] == [
+        ["dialect", "client", "version", "requests", "requests repaired", "repairs"],
+        ["v2-modern", "modern-app", "3.0.0", "4", "3", "mcp-name 3"],
+        ["v2-modern", "curl-walk", "1.0", "2", "2", "mcp-method 2, mcp-name 2"],
+    ]
+    assert rendered["failures-day"] == [
+        ["backend", "client dialect", "backend dialect", "how", "reason", "by", "count"],
+        ["old", "v2-modern", "v1", "translated", "task_unknown", "proxy", "1"],
+    ]
     assert rendered["matrix-backend-hour"] == [
         ["backend", "client dialect", "backend dialect", "how", "requests", "errors"],
         ["old", "v1", "v1", "relayed", "4", "0"],
         ["old", "v2-session", "v1", "translated", "3", "0"],
-        ["old", "v2-modern", "v1", "translated", "2", "1"],
+        ["old", "v2-modern", "v1", "translated", "3", "1"],
         ["new", "v1", "v2-modern", "translated", "3", "0"],
-        ["new", "v2-modern", "v2-modern", "relayed", "2", "0"],
+        ["new", "v2-modern", "v2-modern", "relayed", "3", "0"],
     ]
     # The chart: a y scale at round steps, a time axis, lines with their own dash patterns
     # (exact scales for known data: tests/unit/test_status_page_render.py).
@@ -237,7 +304,7 @@ async def test_status_page_in_headless_chromium(reference_v1_server, reference_v
         ("v2-session", ["7 4"]),
         ("v2-modern", ["2 3"]),
     ]
-    assert re.findall(r'<text class="legend"[^>]*>([^<]+)</text>', dom) == ["v1 (7)", "v2-session (3)", "v2-modern (4)"]
+    assert re.findall(r'<text class="legend"[^>]*>([^<]+)</text>', dom) == ["v1 (7)", "v2-session (3)", "v2-modern (6)"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("MCP_TASKS_PROXY_UPDATE_DOCS") == "1":
         shutil.copyfile(png, DOCS / "status-page.png")
@@ -274,26 +341,34 @@ async def test_status_command_prints_the_tables(reference_v1_server, reference_v
         ["v1", "v1", "relayed", "4", "0"],
         ["v1", "v2-modern", "translated", "3", "0"],
         ["v2-session", "v1", "translated", "3", "0"],
-        ["v2-modern", "v1", "translated", "2", "1"],
-        ["v2-modern", "v2-modern", "relayed", "2", "0"],
+        ["v2-modern", "v1", "translated", "3", "1"],
+        ["v2-modern", "v2-modern", "relayed", "3", "0"],
     ]
     start = lines.index("Migration matrix by backend, last hour")
     assert [line.split() for line in lines[start + 3 : start + 8]] == [
         ["old", "v1", "v1", "relayed", "4", "0"],
         ["old", "v2-session", "v1", "translated", "3", "0"],
-        ["old", "v2-modern", "v1", "translated", "2", "1"],
+        ["old", "v2-modern", "v1", "translated", "3", "1"],
         ["new", "v1", "v2-modern", "translated", "3", "0"],
-        ["new", "v2-modern", "v2-modern", "relayed", "2", "0"],
+        ["new", "v2-modern", "v2-modern", "relayed", "3", "0"],
     ]
     start = next(i for i, line in enumerate(lines) if line.startswith("Clients still on v1"))
     row = lines[start + 3].split()
     assert (row[:3], row[-1]) == (["legacy-cli", "1.2.0", "7"], "new,old")
     start = lines.index("All clients")  # the client inventory of docs/migration.md
-    assert [(r.split()[:4], r.split()[-1]) for r in lines[start + 3 : start + 6]] == [
-        (["v2-modern", "modern-app", "3.0.0", "4"], "new,old"),
-        (["v1", "legacy-cli", "1.2.0", "7"], "new,old"),
-        (["v2-session", "bridge-agent", "0.9.0", "3"], "old"),
+    assert [(r.split()[:5], r.split()[-1]) for r in lines[start + 3 : start + 7]] == [
+        (["v2-modern", "curl-walk", "1.0", "2", "0"], "new,old"),
+        (["v2-modern", "modern-app", "3.0.0", "4", "1"], "new,old"),
+        (["v1", "legacy-cli", "1.2.0", "7", "0"], "new,old"),
+        (["v2-session", "bridge-agent", "0.9.0", "3", "0"], "old"),
     ]
+    start = lines.index("Clients leaning on the proxy")
+    assert [line.split() for line in lines[start + 3 : start + 5]] == [
+        ["v2-modern", "modern-app", "3.0.0", "4", "3", "mcp-name=3"],
+        ["v2-modern", "curl-walk", "1.0", "2", "2", "mcp-method=2,mcp-name=2"],
+    ]
+    start = lines.index("Failures by reason, last hour")
+    assert lines[start + 3].split() == ["old", "v2-modern", "v1", "translated", "task_unknown", "proxy", "1"]
 
 
 async def test_a_post_that_is_neither_modern_nor_a_sessions_is_counted_in_a_row_of_its_own(reference_v1_server, tmp_path):

@@ -80,13 +80,17 @@ def test_verdicts_are_coloured_by_meaning():
         ("clear", "No v1 client has spoken for 24 hours (last: never)."),
         ("clear", "v1 backends: none."),
         ("clear", "Translated requests in the last day: 0."),
+        ("clear", "Clients leaning on the proxy: none."),
     ]
     down = {**_data()["backends"][0], "health": "down", "down_reason": "connection refused"}
     row = {"client_dialect": "v1", "backend_dialect": "v2-modern", "mode": "translated", "requests": 3, "errors": 0}
-    under_way = render(_data(backends=[down], last_v1_ms=NOW - 5_000, matrix={"last_hour": [row], "last_day": [row]}), 10)
-    assert [cls for cls, _ in _verdicts(under_way)] == ["alarm", "info", "info", "info"]
+    under_way = render(
+        _data(backends=[down], last_v1_ms=NOW - 5_000, matrix={"last_hour": [row], "last_day": [row]}, leaning=[LEANING]), 10
+    )
+    assert [cls for cls, _ in _verdicts(under_way)] == ["alarm", "info", "info", "info", "info"]
     assert _verdicts(under_way)[0] == ("alarm", "Backend old is down: connection refused.")
     assert _verdicts(under_way)[3] == ("info", "Translated requests in the last day: 3.")
+    assert _verdicts(under_way)[4] == ("info", "Clients leaning on the proxy: 1 (curl-walk 1.0).")
 
 
 def test_silence_is_no_verdict_before_a_day_of_counting():
@@ -120,3 +124,89 @@ def test_the_replicas_and_the_fleet_total_are_shown():
         ("<b>fleet total</b>", "3", "10 / 14", "2", "6"),
     ]
     assert "Counts cover the fleet (3 replicas)" in html  # the silent one's clients are still counted
+
+
+LEANING = {
+    "dialect": "v2-modern",
+    "name": "curl-walk",
+    "version": "1.0",
+    "requests": 3,
+    "leaning": 2,
+    "repairs": {"mcp-method": 2, "mcp-name": 1},
+    "last_leaning_ms": NOW - 5_000,
+}
+
+
+def _rows(html: str, table_id: str) -> list[list[str]]:
+    table = re.search(rf'<table id="{table_id}">(.*?)</table>', html, re.S)
+    assert table is not None, table_id
+    return [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in re.findall(r"<tr>(.*?)</tr>", table.group(1))]
+
+
+def test_failures_leaning_clients_and_recent_errors_are_tables_of_their_own():
+    failure = {
+        "backend": "old",
+        "client_dialect": "v1",
+        "backend_dialect": "v1",
+        "mode": "relayed",
+        "reason": "session_lost",
+        "by": "backend",
+        "count": 4,
+    }
+    client = {
+        "dialect": "v1",
+        "name": "legacy-cli",
+        "version": "1.2.0",
+        "requests": 9,
+        "first_seen_ms": NOW - 60_000,
+        "last_seen_ms": NOW - 1_000,
+        "backends": ["old"],
+        "errors": 5,
+        "failures": {"session_lost": 4, "task_unknown": 1},
+        "leaning": 0,
+        "repairs": {},
+    }
+    error = {
+        "at_ms": NOW - 2_000,
+        "backend": "old",
+        "client_dialect": "v1",
+        "backend_dialect": "v1",
+        "client": "legacy-cli",
+        "client_version": "1.2.0",
+        "method": "tasks/get",
+        "code": "http_404",
+        "reason": "session_lost",
+        "by": "backend",
+        "detail": None,
+    }
+    html = render(
+        _data(
+            failures={"last_hour": [failure], "last_day": [failure]},
+            clients=[client],
+            v1_clients=[client],
+            leaning=[LEANING],
+            recent_errors=[error],
+            reasons={"session_lost": "the session is gone"},
+            repairs={"mcp-method": "no Mcp-Method"},
+        ),
+        10,
+    )
+    assert _rows(html, "failures-hour") == [
+        ["backend", "client dialect", "backend dialect", "how", "reason", "by", "count"],
+        ["old", "v1", "v1", "relayed", "session_lost", "backend", "4"],
+    ]
+    assert _rows(html, "clients")[1][:6] == ["v1", "legacy-cli", "1.2.0", "9", "5", "session_lost 4, task_unknown 1"]
+    assert _rows(html, "leaning")[1][:6] == ["v2-modern", "curl-walk", "1.0", "3", "2", "mcp-method 2, mcp-name 1"]
+    assert _rows(html, "errors")[1][1:] == [
+        "—",
+        "old",
+        "legacy-cli 1.2.0",
+        "v1",
+        "v1",
+        "tasks/get",
+        "http_404",
+        "session_lost",
+        "backend",
+        "—",
+    ]
+    assert "<dt><code>session_lost</code></dt><dd>the session is gone</dd>" in html

@@ -1,0 +1,428 @@
+"""The shadow mirror (docs/behaviour.md §8 "Shadow", docs/decisions.md §89-§93): a candidate backend
+(`shadow_of` on its `[[upstream]]`) is asked what its primary was asked, after the client has its
+answer, and the two answers are compared in canonical form (`translators/shadow.py`).
+
+    entry ── answer written to the client ──► Shadowing.offer ──► candidate's bounded queue ──► worker
+                                                 (cheap: a set lookup,                       asks the candidate
+                                                  a sample, put_nowait;                      (and the primary, when
+                                                  full: counted "dropped")                   the client's answer was
+                                                                                             not held whole), follows
+                                                                                             tasks, compares, counts
+
+What is mirrored (`translators.shadow.MIRRORED`): the first page of listings, `resources/read`,
+`prompts/get`, and `tools/call` of a tool the PRIMARY's `tools/list` annotates `readOnlyHint: true`
+or the candidate's `shadow_tools` names; never anything else. A candidate is asked as a 2026-07-28
+client that declares the tasks extension and no elicitation, sampling or roots: a question it asks
+is never put to anyone (its outcome is `{"asks": [...]}`), and it never sees a client stream.
+
+Outcomes, counted in `mcp_tasks_proxy_shadow_total{backend, method, tool, outcome}` (backend: the
+candidate) and shown on the status page: "match", "differ" (one log line each), "candidate_error"
+(the candidate could not be asked, or gave no MCP answer), "primary_error" (the primary, asked again,
+could not be), "timeout" (`shadow_timeout_ms`, tasks followed included) and "dropped" (the queue was
+full).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import Counter
+
+from translators import jsonrpc
+from translators import shadow as canon
+from translators.envelope import ModernMeta
+from translators.errors import McpError
+from translators.protocol import MODERN_VERSION, TASKS_EXTENSION
+
+from .config import Settings, Upstream
+from .faces.modern import ModernRequest
+from .upstream.backend import UnsupportedBackend
+from .upstream.modern_wire import ModernClient
+
+if TYPE_CHECKING:
+    from .fleet import Fleet, FleetMember
+    from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+SHADOW_META = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, {"name": "mcp-tasks-proxy-shadow", "version": "1"})
+"""The envelope a mirrored request carries: tasks declared, nothing a backend could ask a user with."""
+TOOLS_TTL_S = 60.0
+"""How long a primary's read-only tools are trusted before its `tools/list` is asked again."""
+TOOLS_PAGES = 10
+"""The most `tools/list` pages read for the read-only tools."""
+POLL_MIN_S, POLL_MAX_S = 0.05, 2.0
+"""Bounds on the wait between two `tasks/get` of a followed task (its `pollInterval`, else 0.2 s)."""
+LAST_DIFFERENCES = 20
+MAX_TOOL_LABELS = 100
+"""Distinct tool label values a candidate counts under; more fold into "other"."""
+OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
+
+
+class _Failed(Exception):
+    """A side could not be asked (`side` "candidate" or "primary")."""
+
+    def __init__(self, side: str, reason: str):
+        super().__init__(reason)
+        self.side = side
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class Job:
+    """One mirrored request: the primary's member, the method and params, the client's principal and
+    headers for upstream, and the primary's answer as the client got it (`primary`: a v2-modern
+    result, `{"error": ...}`, the bytes of a relayed JSON answer, parsed by the worker, or None when
+    it was not held whole and must be asked again), with `follow`: whether a task in it can be
+    followed on the primary (False, a relayed answer's sealed ids: asked again instead)."""
+
+    primary: FleetMember
+    method: str
+    params: dict[str, Any]
+    principal: str
+    headers: dict[str, str]
+    answer: dict[str, Any] | bytes | None
+    follow: bool = True
+
+
+@dataclass
+class _Stats:
+    counts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    last: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LAST_DIFFERENCES))
+
+
+class Mirror:
+    """One candidate's bounded queue and workers (`shadow_queue`, `shadow_concurrency`)."""
+
+    def __init__(self, owner: Shadowing, config: Upstream):
+        self.owner = owner
+        self.name = config.name
+        self.config = config
+        self.queue: asyncio.Queue[Job] = asyncio.Queue(maxsize=config.shadow_queue)
+        self.workers: list[asyncio.Task[None]] = []
+        self.ignore = [canon.parse_path(p) for p in config.shadow_ignore]
+        self.stats = _Stats()
+
+    def offer(self, job: Job) -> None:
+        if not self.workers:
+            self.workers = [asyncio.ensure_future(self._work()) for _ in range(self.config.shadow_concurrency)]
+        try:
+            self.queue.put_nowait(job)
+        except asyncio.QueueFull:
+            self.owner.count(self, job.method, canon.tool_name(job.method, job.params), "dropped")
+
+    async def _work(self) -> None:
+        while True:
+            job = await self.queue.get()
+            await asyncio.sleep(0)  # what the clients sent meanwhile is read first
+            try:
+                await self.owner.run(self, job)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a proxy bug must not stop the mirror
+                log.exception("shadow %s: comparing %s failed", self.name, job.method)
+
+    async def close(self) -> None:
+        for worker in self.workers:
+            worker.cancel()
+        for worker in self.workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+        self.workers = []
+
+
+class Shadowing:
+    """Every candidate's mirror in one application; `offer` is called by the entry after an answer."""
+
+    def __init__(self, settings: Settings, fleet: Fleet, metrics: Metrics):
+        self.settings = settings
+        self.fleet = fleet
+        self._seen: list[Upstream] | None = None
+        self._by_primary: dict[str, list[Upstream]] = {}
+        self.mirrors: dict[str, Mirror] = {}
+        self._tools: dict[str, tuple[float, frozenset[str], frozenset[str]]] = {}
+        """primary name → (when learnt, read-only tools, listed tools)."""
+        self._counter: Counter | None = None
+        if getattr(metrics, "registry", None) is not None:
+            self._counter = Counter("mcp_tasks_proxy_shadow", "Shadow comparisons by candidate backend, method, tool and outcome",
+                                    ["backend", "method", "tool", "outcome"], registry=metrics.registry)
+        self._tool_labels: dict[str, set[str]] = {}
+        self._children: dict[tuple[str, str, str, str], Any] = {}
+        """Pre-bound counter children (bounded: backends, `MIRRORED`, tool labels, `OUTCOMES`)."""
+
+    # -- the entry's side: cheap ----------------------------------------------------------------------
+
+    def _candidates(self, primary: str) -> list[Upstream]:
+        upstream = self.settings.upstream
+        if upstream is not self._seen:  # a reload replaced the list (proxy/fleet_config.py)
+            self._seen = upstream
+            self._by_primary = {}
+            for config in upstream:
+                if config.shadow_of is not None:
+                    self._by_primary.setdefault(config.shadow_of, []).append(config)
+            shadows = {config.name for configs in self._by_primary.values() for config in configs}
+            for name in [name for name in self.mirrors if name not in shadows]:  # removed by the reload
+                for worker in self.mirrors.pop(name).workers:
+                    worker.cancel()
+        return self._by_primary.get(primary, [])
+
+    def wants(self, primary: str, method: str | None) -> bool:
+        """Whether an answer of `primary` to `method` may be mirrored (before any parsing)."""
+        return method in canon.MIRRORED and bool(self._candidates(primary))
+
+    def wants_any(self, method: str | None) -> bool:
+        """Whether an answer to `method` may be mirrored for some backend (before its backend is known)."""
+        if method not in canon.MIRRORED:
+            return False
+        self._candidates("")
+        return bool(self._by_primary)
+
+    def offer(self, primary: FleetMember, method: str, params: Mapping[str, Any], principal: str, headers: dict[str, str],
+              answer: dict[str, Any] | None, *, follow: bool = True) -> None:
+        """Queue the comparison of `primary`'s answer (see `Job`) with each of its candidates'
+        (sampled by `shadow_percent`); never waits, never raises."""
+        if not canon.mirrorable(method, params):
+            return
+        for config in self._candidates(primary.name):
+            if config.shadow_percent < 100 and random.random() * 100 >= config.shadow_percent:
+                continue
+            mirror = self.mirrors.get(config.name)
+            if mirror is None:
+                mirror = self.mirrors[config.name] = Mirror(self, config)
+            mirror.config = config  # after a reload: an equal table (its shadow keys cannot change)
+            mirror.offer(Job(primary, method, canon.mirror_params(params), principal, headers, answer, follow))
+
+    # -- the worker's side ----------------------------------------------------------------------------
+
+    async def run(self, mirror: Mirror, job: Job) -> None:
+        tool = canon.tool_name(job.method, job.params)
+        candidate = self.fleet.get(mirror.name)
+        if candidate is None:  # removed by a reload
+            return
+        try:
+            async with asyncio.timeout(mirror.config.shadow_timeout_ms / 1000):
+                if job.method == "tools/call" and tool not in mirror.config.shadow_tools:
+                    read_only = await self._read_only(job)
+                    if read_only is None or tool not in read_only:
+                        return  # never asked: not annotated read-only by the primary, nor listed
+                held = _held(job)
+                if held is not None:  # the client's answer, final: only the candidate is asked
+                    primary, theirs = held, await self._outcome(candidate, job, "candidate")
+                else:
+                    primary, theirs = await _both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
+        except TimeoutError:
+            self.count(mirror, job.method, tool, "timeout")
+            return
+        except _Failed as exc:
+            log.info("shadow %s: %s %s: the %s could not be asked: %s", mirror.name, job.method, tool or "", exc.side, exc.reason)
+            self.count(mirror, job.method, tool, f"{exc.side}_error")
+            return
+        found = canon.differences(primary, theirs, mirror.ignore)
+        if job.method == "tools/list" and "result" in primary:
+            self._learn(job.primary.name, primary["result"])
+        if not found:
+            self.count(mirror, job.method, tool, "match")
+            return
+        diff = canon.compact_diff(found)
+        log.warning("shadow %s differs from %s on %s%s: %s", mirror.name, job.primary.name, job.method,
+                    f" {tool}" if tool else "", diff.replace("\n", "; "))
+        mirror.stats.last.appendleft({"at_ms": int(time.time() * 1000), "method": job.method, "tool": tool, "diff": diff,
+                                      "paths": [where for where, _p, _c in found]})
+        self.count(mirror, job.method, tool, "differ")
+
+    async def _primary_outcome(self, job: Job) -> dict[str, Any]:
+        answer = relayed_answer(job.answer) if isinstance(job.answer, bytes) else job.answer
+        if answer is None or (not job.follow and canon.result_kind(answer) == "task"):
+            return await self._outcome(job.primary, job, "primary")
+        if "error" in answer and isinstance(answer["error"], dict) and len(answer) == 1:
+            return canon.canonical_error(answer["error"])
+        return await self._settled(job.primary, job, answer, "primary")
+
+    async def _outcome(self, member: FleetMember, job: Job, side: str) -> dict[str, Any]:
+        """`member` asked `job`'s request, its answer followed to its end, in canonical form."""
+        try:
+            result = await self._ask(member, job.method, job.params, job)
+        except McpError as exc:
+            if exc.http_status is not None and exc.http_status >= 500:
+                raise _Failed(side, exc.message) from None
+            return canon.canonical_error({"code": exc.code})
+        except UnsupportedBackend as exc:
+            raise _Failed(side, str(exc)) from None
+        return await self._settled(member, job, result, side)
+
+    async def _settled(self, member: FleetMember, job: Job, result: dict[str, Any], side: str) -> dict[str, Any]:
+        """A task in `result` followed by `tasks/get` on `member` until it ends or asks for input."""
+        if canon.result_kind(result) != "task":
+            return canon.canonical_answer(job.method, result)
+        task_id = canon.created_task_id(result)
+        wait = _poll_wait(result)
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                got = await self._ask(member, "tasks/get", {"taskId": task_id}, job)
+            except McpError as exc:
+                if exc.http_status is not None and exc.http_status >= 500:
+                    raise _Failed(side, exc.message) from None
+                return canon.canonical_error({"code": exc.code})
+            if canon.task_ended(got):
+                return canon.canonical_task_end(job.method, got)
+            wait = _poll_wait(got)
+
+    async def _ask(self, member: FleetMember, method: str, params: dict[str, Any], job: Job) -> dict[str, Any]:
+        """One request to `member` as a 2026-07-28 client (`SHADOW_META`): straight to a v2-modern
+        backend, through the member's own pairing to the others (its answer in v2 shape). Raises `McpError`."""
+        backend = member.backend
+        profile = backend.fresh() or await backend.current({"Authorization": job.headers["Authorization"]}
+                                                           if "Authorization" in job.headers else None)
+        if profile.dialect == "v2-modern":
+            return await ModernClient(backend.connector).request(method, params, SHADOW_META, headers=job.headers)
+        pairing = member.pairing("v2-modern", profile.dialect)
+        reply = await pairing.answer(ModernRequest(method, dict(params), SHADOW_META, job.principal, job.headers))  # type: ignore[union-attr]
+        return reply.result
+
+    async def _read_only(self, job: Job) -> frozenset[str] | None:
+        """The primary's read-only tools (`TOOLS_TTL_S` old at most; its `tools/list` asked, all pages
+        up to `TOOLS_PAGES`, when not known); None when the primary's list cannot be had."""
+        known = self._tools.get(job.primary.name)
+        if known is not None and time.monotonic() - known[0] < TOOLS_TTL_S:
+            return known[1]
+        tools: list[Any] = []
+        params: dict[str, Any] = {}
+        try:
+            for _page in range(TOOLS_PAGES):
+                page = await self._ask(job.primary, "tools/list", params, job)
+                tools.extend(page.get("tools") or ())
+                cursor = page.get("nextCursor")
+                if not isinstance(cursor, str):
+                    break
+                params = {"cursor": cursor}
+        except McpError as exc:
+            log.info("shadow: the read-only tools of %s are not known: %s", job.primary.name, exc.message)
+            return None
+        return self._learn(job.primary.name, {"tools": tools})
+
+    def _learn(self, primary: str, tools_list: dict[str, Any]) -> frozenset[str]:
+        read_only = canon.read_only_tools(tools_list)
+        self._tools[primary] = (time.monotonic(), read_only, canon.listed_tools(tools_list))
+        return read_only
+
+    # -- reporting ------------------------------------------------------------------------------------
+
+    def count(self, mirror: Mirror, method: str, tool: str | None, outcome: str) -> None:
+        label = self._tool_label(mirror, tool)
+        counts = mirror.stats.counts.setdefault((method, label), dict.fromkeys(OUTCOMES, 0))
+        counts[outcome] += 1
+        if self._counter is not None:
+            key = (mirror.name, method, label, outcome)
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self._counter.labels(*key)
+            child.inc()
+
+    def _tool_label(self, mirror: Mirror, tool: str | None) -> str:
+        if tool is None:
+            return ""
+        labels = self._tool_labels.setdefault(mirror.name, set())
+        if tool in labels:
+            return tool
+        known = self._tools.get(mirror.config.shadow_of or "")
+        if (tool in mirror.config.shadow_tools or (known is not None and tool in known[2])) and len(labels) < MAX_TOOL_LABELS:
+            labels.add(tool)
+            return tool
+        return "other"
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Each candidate: `{backend, shadow_of, percent, queued, rows: [{method, tool, match, differ,
+        candidate_error, primary_error, timeout, dropped, match_rate}], last_differences: [{at_ms, method,
+        tool, diff, paths}]}`; `match_rate` is match / (match + differ), None before any comparison."""
+        out = []
+        for config in self.settings.upstream:
+            if config.shadow_of is None:
+                continue
+            mirror = self.mirrors.get(config.name)
+            stats = mirror.stats if mirror is not None else _Stats()
+            rows = []
+            for (method, tool), counts in sorted(stats.counts.items()):
+                compared = counts["match"] + counts["differ"]
+                rows.append({"method": method, "tool": tool, **counts,
+                             "match_rate": round(counts["match"] / compared, 4) if compared else None})
+            out.append({"backend": config.name, "shadow_of": config.shadow_of, "percent": config.shadow_percent,
+                        "queued": mirror.queue.qsize() if mirror is not None else 0, "rows": rows,
+                        "last_differences": list(stats.last)})
+        return out
+
+    async def close(self) -> None:
+        for mirror in self.mirrors.values():
+            await mirror.close()
+
+
+def _poll_wait(task: Mapping[str, Any]) -> float:
+    interval = task.get("pollInterval")
+    seconds = interval / 1000 if isinstance(interval, int | float) and not isinstance(interval, bool) else 0.2
+    return min(max(seconds, POLL_MIN_S), POLL_MAX_S)
+
+
+def _held(job: Job) -> dict[str, Any] | None:
+    """The canonical outcome of the client's answer when it is held and final (no task to follow)."""
+    answer = job.answer
+    if not isinstance(answer, dict) or canon.result_kind(answer) == "task":
+        return None
+    if "error" in answer and isinstance(answer["error"], dict) and len(answer) == 1:
+        return canon.canonical_error(answer["error"])
+    return canon.canonical_answer(job.method, answer)
+
+
+async def _both(primary: Any, candidate: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both outcomes, asked at once; when one side fails the other is cancelled."""
+    tasks = [asyncio.ensure_future(primary), asyncio.ensure_future(candidate)]
+    try:
+        return await tasks[0], await tasks[1]
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+
+def held_body(response: web.StreamResponse) -> bytes | None:
+    """The body of a relayed answer held whole (a 200 JSON `web.Response`), None for a streamed one."""
+    if isinstance(response, web.Response) and response.status == 200 and isinstance(response.body, bytes):
+        return response.body
+    return None
+
+
+def relayed_answer(body: bytes) -> dict[str, Any] | None:
+    """The answer in a relayed JSON body (its `result`, or `{"error": ...}`), None for one that is
+    not a JSON-RPC answer (then the primary is asked again)."""
+    try:
+        message = jsonrpc.parse(body).raw
+    except (McpError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(message.get("result"), dict):
+        return dict(message["result"])
+    if isinstance(message.get("error"), dict):
+        return {"error": message["error"]}
+    return None
+
+
+async def written(request: web.Request, response: web.StreamResponse) -> bool:
+    """Send `response` to the client now (aiohttp then skips what is already done), so that shadow
+    work queued after it never comes before the client's answer; False when the client has gone."""
+    try:
+        if not response.prepared:
+            await response.prepare(request)
+        await response.write_eof()
+    except (ConnectionError, RuntimeError):
+        return False
+    return True
