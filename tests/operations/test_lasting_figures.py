@@ -123,7 +123,8 @@ async def test_after_a_restart_the_page_still_names_the_v1_clients_seen_before_i
                 ["legacy-cli", "1.2.0", "5"],
             ]
             stamp = datetime.datetime.fromtimestamp(seen["last_seen_ms"] / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-            assert rendered["v1-clients"][1][3].startswith(stamp + " (")  # its last-seen time from before the restart
+            last_seen = rendered["v1-clients"][0].index("last seen")
+            assert rendered["v1-clients"][1][last_seen].startswith(stamp + " (")  # its last-seen time from before the restart
             printed = await _status_command(base)
             assert "Counts cover this proxy: kept in its store across restarts; counted since " in printed
 
@@ -196,6 +197,9 @@ async def test_with_two_workers_every_read_gives_the_totals_sent(reference_v1_se
             assert (replica["name"], replica["processes"], replica["requests_last_hour"]) == (f"{HOST}:{port}", 2, 40)
             assert (status["counting"]["covers"], status["counting"]["late"]) == ("fleet", [])
             assert status["backends"][0]["requests_last_hour"] == 40
+            assert [(r["name"], r["requests"], r["leaning"], r["repairs"]) for r in status["leaning"]] == [
+                ("modern-app", 28, 28, {"mcp-name": 28})
+            ]
 
             async with http.get(base + "/status") as page:
                 rendered = tables(await page.text())
@@ -212,7 +216,11 @@ async def test_with_two_workers_every_read_gives_the_totals_sent(reference_v1_se
             assert re.findall(
                 r'^mcp_tasks_proxy_upstream_seconds_count\{backend="main",method="tools/call"\} (\S+)$', text, re.M
             ) == ["38.0"]
-            assert re.findall(r"^mcp_tasks_proxy_live_tasks (\S+)$", text, re.M) == ["0.0"]
+            assert re.findall(r'^mcp_tasks_proxy_live_tasks\{backend="main"\} (\S+)$', text, re.M) == ["0.0"]
+            # The repairs too: the modern caller leaves Mcp-Name out of each tools/call.
+            assert re.findall(
+                r'^mcp_tasks_proxy_repairs_total\{client_dialect="v2-modern",repair="mcp-name"\} (\S+)$', text, re.M
+            ) == ["28.0"]
             assert totals == {
                 ("v1", "v1", "initialize"): 1,
                 ("v1", "v1", "notifications/initialized"): 1,
@@ -286,3 +294,55 @@ async def test_what_was_read_before_a_sigkill_is_there_after_the_restart(referen
     assert [(c["name"], c["requests"], c["last_seen_ms"]) for c in after["v1_clients"]] == [
         ("legacy-cli", 3, before["v1_clients"][0]["last_seen_ms"])
     ]
+
+
+async def test_after_a_restart_a_failure_with_its_reason_and_a_leaning_client_are_still_shown(reference_v1_server, tmp_path):
+    """Issue 23 parts 3 and 4 kept like the rest (docs/decisions.md §98): a session the v1 backend
+    does not know (relayed: its 404 is the backend's `session_lost`) and a client the proxy repaired requests for, read back after a
+    restart from the store: `/status.json`, the page and `mcp-tasks-proxy status`."""
+    port, env = free_port(), _env(tmp_path, new_key_text())
+    base = f"http://127.0.0.1:{port}"
+    args = ("--upstream", reference_v1_server.url, "--listen", f"127.0.0.1:{port}")
+    failure = {"backend": "main", "client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "reason": "session_lost",
+               "by": "backend", "count": 1}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        async with serving(*args, env=env):
+            await _modern_greets(http, base + "/mcp", 3)  # Mcp-Method sent, Mcp-Name left out: repaired
+            stray = SessionCaller(http, base + "/mcp")
+            stray.session_id = "a-session-this-proxy-never-gave"
+            assert (await stray.call("tools/list"))["_status"] == 404  # relayed to the v1 backend, which does not know it
+            before = await _status(http, base)
+        assert before["failures"] == {"last_hour": [failure], "last_day": [failure]}
+        [leaning] = before["leaning"]
+        [modern] = [c for c in before["clients"] if c["name"] == "modern-app"]
+        assert {k: v for k, v in leaning.items() if k != "last_leaning_ms"} == {
+            "dialect": "v2-modern", "name": "modern-app", "version": "3.0.0", "requests": 3, "leaning": 3, "repairs": {"mcp-name": 3}
+        }  # fmt: skip
+        assert leaning["last_leaning_ms"] == modern["last_seen_ms"]  # its last request was repaired
+        assert [(c["name"], c["errors"], c["failures"]) for c in before["clients"]] == [
+            ("unknown", 1, {"session_lost": 1}),
+            ("modern-app", 0, {}),
+        ]
+        assert [(e["client_dialect"], e["method"], e["reason"], e["by"]) for e in before["recent_errors"]] == [
+            ("v1", "tools/list", "session_lost", "backend")
+        ]
+
+        async with serving(*args, env=env):
+            after = await _status(http, base)
+            assert after["started_ms"] > before["started_ms"]
+            assert after["failures"] == before["failures"]
+            assert after["leaning"] == before["leaning"]
+            assert [(c["name"], c["errors"], c["failures"], c["leaning"], c["repairs"]) for c in after["clients"]] == [
+                ("unknown", 1, {"session_lost": 1}, 0, {}),
+                ("modern-app", 0, {}, 3, {"mcp-name": 3}),
+            ]
+            assert [(e["client_dialect"], e["method"], e["reason"], e["by"]) for e in after["recent_errors"]] == [
+                ("v1", "tools/list", "session_lost", "backend")
+            ]
+            assert (after["backends"][0]["errors_last_hour"], after["backends"][0]["refusals_last_hour"]) == (1, 0)
+            rendered = tables(await dump_dom(base + "/status"))
+            assert rendered["failures-day"][1:] == [["main", "v1", "v1", "relayed", "session_lost", "backend", "1"]]
+            assert rendered["leaning"][1][:6] == ["v2-modern", "modern-app", "3.0.0", "3", "3", "mcp-name 3"]
+            printed = (await _status_command(base)).splitlines()
+            start = printed.index("Clients leaning on the proxy")
+            assert printed[start + 3].split() == ["v2-modern", "modern-app", "3.0.0", "3", "3", "mcp-name=3"]
