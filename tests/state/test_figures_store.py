@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from proxy.observe.figures import REQUESTS, fleet_figures
+from proxy.observe.figures import CLIENT_FAILURES, FAILURES, LEANING, REPAIRS, REQUESTS, fleet_figures
 from proxy.observe.lasting import Lasting
 from proxy.observe.recorder import StatusRecorder
 from proxy.state.figures_redis import RedisFigures
@@ -44,23 +44,28 @@ def test_take_hands_over_what_was_counted_since_the_last_take():
     recorder.remember_session("s-1", client=LEGACY)
     first = recorder.take()
     minute = int(T0 // 60)
-    assert first.counts == {(minute, (REQUESTS, "old", "v1", "v1", False)): 1, (minute, (REQUESTS, "old", "v1", "v1", True)): 1}
+    assert first.counts == {
+        (minute, (REQUESTS, "old", "v1", "v1", False)): 1,
+        (minute, (REQUESTS, "old", "v1", "v1", True)): 1,
+        (minute, (FAILURES, "old", "v1", "v1", "task_unknown", "proxy")): 1,  # the proxy's message: its refusal
+        (minute, (CLIENT_FAILURES, "v1", *LEGACY, "task_unknown")): 1,
+    }
     at = int(T0 * 1000)
     assert first.clients == {("v1", *LEGACY): (2, at, at, ["old"])}
     assert first.sessions == {"s-1": LEGACY}
-    assert [(e["code"], e["reason"]) for e in first.errors] == [("-32602", "Unknown task")]
+    assert [(e["code"], e["reason"], e["detail"]) for e in first.errors] == [("-32602", "task_unknown", "Unknown task")]
     assert not recorder.take()  # nothing new
 
     clock.now += 10
     recorder.request("old", "v1", "v1", "ok", LEGACY)
     clock.now += MINUTE
     recorder.request("new", "v2-modern", "v2-modern", "ok", MODERN)
-    recorder.count(("leaning", "modern-app", "Mcp-Method"))  # another kind of count: handed over the same way
+    recorder.count(("example", "modern-app", "Mcp-Method"))  # another kind of count: handed over the same way
     second = recorder.take()
     assert second.counts == {
         (minute, (REQUESTS, "old", "v1", "v1", False)): 1,
         (minute + 1, (REQUESTS, "new", "v2-modern", "v2-modern", False)): 1,
-        (minute + 1, ("leaning", "modern-app", "Mcp-Method")): 1,
+        (minute + 1, ("example", "modern-app", "Mcp-Method")): 1,
     }
     assert second.clients == {
         ("v2-modern", *MODERN): (1, at + 70_000, at + 70_000, ["new"]),
@@ -106,7 +111,8 @@ async def test_two_replicas_add_into_one_store_and_read_back_exactly(figures):
     a2.request("old", "v1", "v1", "ok", LEGACY)  # a second worker of replica a
     a2.remember_session("s-1", client=LEGACY)
     clock.now += 5
-    b.request("new", "v2-modern", "v1", "-32602", MODERN, "tools/call", "Unknown task")
+    b.request("new", "v2-modern", "v1", "-32602", MODERN, "tools/call", "Unknown task", failure=("task_unknown", "proxy"),
+              repairs=("mcp-method",))  # fmt: skip
     now = int(clock.now * 1000)
     await figures.add("a:1", "p1", a1.take(), started, now)
     await figures.add("a:1", "p2", a2.take(), started + 1000, now)
@@ -116,8 +122,18 @@ async def test_two_replicas_add_into_one_store_and_read_back_exactly(figures):
     assert [(r.name, r.since_ms, r.last_flush_ms) for r in replicas] == [("a:1", started, now), ("b:2", started + 2000, now)]
     minute = int(T0 // 60)
     assert replicas[0].minutes == {minute: {(REQUESTS, "old", "v1", "v1", False): 4}}
-    assert replicas[1].minutes == {minute: {(REQUESTS, "new", "v2-modern", "v1", True): 1}}
-    assert [(e["replica"], e["code"], e["reason"]) for e in errors] == [("b:2", "-32602", "Unknown task")]
+    assert replicas[1].minutes == {
+        minute: {
+            (REQUESTS, "new", "v2-modern", "v1", True): 1,
+            (LEANING, "v2-modern", "modern-app", "3.0.0"): 1,
+            (REPAIRS, "v2-modern", "modern-app", "3.0.0", "mcp-method"): 1,
+            (FAILURES, "new", "v2-modern", "v1", "task_unknown", "proxy"): 1,
+            (CLIENT_FAILURES, "v2-modern", "modern-app", "3.0.0", "task_unknown"): 1,
+        }
+    }
+    assert [(e["replica"], e["code"], e["reason"], e["by"], e["detail"]) for e in errors] == [
+        ("b:2", "-32602", "task_unknown", "proxy", "Unknown task")
+    ]
     assert await figures.session_client("s-1") == LEGACY
     assert await figures.session_client("s-2") is None
 
@@ -129,9 +145,19 @@ async def test_two_replicas_add_into_one_store_and_read_back_exactly(figures):
     ]
     assert fleet.clients() == [
         {"dialect": "v2-modern", "name": "modern-app", "version": "3.0.0", "requests": 1, "first_seen_ms": now, "last_seen_ms": now,
-         "backends": ["new"], "replicas": ["b:2"]},
+         "backends": ["new"], "errors": 1, "failures": {"task_unknown": 1}, "leaning": 1, "repairs": {"mcp-method": 1},
+         "replicas": ["b:2"]},
         {"dialect": "v1", "name": "legacy-cli", "version": "1.2.0", "requests": 4, "first_seen_ms": started, "last_seen_ms": started,
-         "backends": ["old"], "replicas": ["a:1"]},
+         "backends": ["old"], "errors": 0, "failures": {}, "leaning": 0, "repairs": {}, "replicas": ["a:1"]},
+    ]  # fmt: skip
+    assert fleet.failures(60) == [
+        {"backend": "new", "client_dialect": "v2-modern", "backend_dialect": "v1", "mode": "translated", "reason": "task_unknown",
+         "by": "proxy", "count": 1}
+    ]  # fmt: skip
+    assert fleet.backend_failures("new", 60) == (0, 1)
+    assert fleet.leaning() == [
+        {"dialect": "v2-modern", "name": "modern-app", "version": "3.0.0", "requests": 1, "leaning": 1, "repairs": {"mcp-method": 1},
+         "last_leaning_ms": now}
     ]  # fmt: skip
     assert fleet.last_v1_ms() == started
 
