@@ -186,9 +186,10 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
             "clients": [],
             "recent_errors": [],
             "shadow": [shadow],
+            "counting": {"covers": "process", "store": "memory", "since_ms": 0, "replica": None, "replicas": [], "late": []},
         }
     )
-    lines = printed.split("Shadow comparison: next shadows legacy (100%)\n", 1)[1].splitlines()
+    lines = printed.split("Shadow comparison: next shadows legacy (100%; this process, since its start)\n", 1)[1].splitlines()
     assert [line.split() for line in lines[2:10]] == [
         ["prompts/get", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
         ["prompts/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],

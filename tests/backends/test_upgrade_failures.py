@@ -238,9 +238,9 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
         ["unknown", "—", "1", "session_lost 1"],
         ["legacy-cli", "1.2.0", "1", "backend_unreachable 1"],
     ]
-    assert rendered["errors"][0][1:] == ["backend", "client", "client dialect", "backend dialect", "method", "code", "reason", "by",
+    assert rendered["errors"][0][1:] == ["replica", "backend", "client", "client dialect", "backend dialect", "method", "code", "reason", "by",
                                          "detail"]  # fmt: skip
-    assert [row[2:9] for row in rendered["errors"][1:]] == [
+    assert [row[3:10] for row in rendered["errors"][1:]] == [
         ["unknown", "v1", "v2-modern", "tools/list", "-32600", "session_lost", "proxy"],
         ["modern-app 3.0.0", "v2-modern", "v2-modern", "tasks/get", "-32602", "task_unknown", "proxy"],
         ["billing-worker 1.30.0", "v1", "v1", "tasks/get", "http_404", "session_lost", "backend"],
