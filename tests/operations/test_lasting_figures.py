@@ -235,6 +235,29 @@ async def test_with_two_workers_every_read_gives_the_totals_sent(reference_v1_se
                 ["v2-modern", "v1", "translated", "28", "0"],
             ]
 
+        # Failures add up over the workers too: six requests of a session the v1 backend does not
+        # know, each on a connection of its own (relayed: the backend's session_lost).
+        for _ in range(6):
+            stray = SessionCaller(http, base + "/mcp")
+            stray.session_id = "a-session-no-one-gave"
+            assert (await stray.call("tools/list"))["_status"] == 404
+        failure = {"backend": "main", "client_dialect": "v1", "backend_dialect": "v1", "mode": "relayed", "reason": "session_lost",
+                   "by": "backend", "count": 6}  # fmt: skip
+        for _ in range(3):
+            status = await _status(http, base)
+            assert status["failures"]["last_hour"] == [failure]
+            assert [(c["name"], c["errors"], c["failures"]) for c in status["clients"] if c["name"] == "unknown"] == [
+                ("unknown", 6, {"session_lost": 6})
+            ]
+            async with http.get(base + "/metrics") as response:
+                text = await response.text()
+            assert re.findall(
+                r'^mcp_tasks_proxy_failures_total\{backend="main",backend_dialect="v1",by="backend",client_dialect="v1",'
+                r'reason="session_lost"\} (\S+)$',
+                text,
+                re.M,
+            ) == ["6.0"]
+
 
 async def test_two_replicas_on_redis_show_each_replica_and_the_fleet_total(reference_v1_server, redis_url, tmp_path):
     key = new_key_text()  # one fleet: one sealing key
