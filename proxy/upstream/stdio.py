@@ -351,7 +351,8 @@ class StdioEndpoint(Endpoint):
                                               cookie_jar=aiohttp.DummyCookieJar())
             self._runner = runner
 
-    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
+                   lean: bool = False) -> aiohttp.ClientResponse:
         await self.ensure_started()
         return await super().post(body, headers, idempotent=idempotent)
 
