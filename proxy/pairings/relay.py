@@ -57,14 +57,16 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
                 rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
-                request_id: Any = None, v2: bool = False, modern: bool = False) -> web.StreamResponse:
+                request_id: Any = None, v2: bool = False, modern: bool = False,
+                parsed: dict[str, Any] | None = None) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
     client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
     JSON-RPC method of a POST, whose time to the backend's response headers is recorded in
     `mcp_tasks_proxy_upstream_seconds`; `request_id` its id (for an error the proxy answers in the
-    backend's stead).
+    backend's stead); `parsed` the message `body` holds, when known (a stdio backend then does not
+    parse it again, docs/decisions.md §116).
 
     `v2`: the backend speaks v2 (v2-modern, v2-session), so an error answer's draft code `-32003`
     becomes `-32021` (`translators.errors.legacy_code_renumbered`; only a JSON body or SSE event
@@ -95,7 +97,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     started = clock()
     try:
         if request.method == "POST":
-            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, lean=True)
+            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, lean=True, parsed=parsed)
             if method is not None:
                 backend.metrics.upstream(backend.name, method, clock() - started)
         else:
@@ -362,7 +364,8 @@ class Relay:
         plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
         outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
                                   functools.partial(self._relayed_state, principal=principal))
-        body = jsonrpc.dumps(outbound)
+        if outbound is not message.raw:  # an id was opened; else the client's bytes go as they came
+            body = jsonrpc.dumps(outbound)
         params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
         def seal_task(task: str) -> str:
@@ -377,7 +380,7 @@ class Relay:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
         return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
-                           method=message.method, request_id=answer_id, v2=True, modern=True)
+                           method=message.method, request_id=answer_id, v2=True, modern=True, parsed=outbound)
 
     def _relayed_task(self, task_id: str, *, principal: str, plain: set[str] | None = None) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -414,7 +417,10 @@ class Relay:
         (a sealed session id). Raises `McpError(-32602)` for a task id not sealed for it (never sent
         upstream)."""
         task_ids = self.session_task_ids(upstream_id)
-        return body if task_ids is None else jsonrpc.dumps(task_ids[0](message.raw))
+        if task_ids is None:
+            return body
+        outbound = task_ids[0](message.raw)
+        return body if outbound is message.raw else jsonrpc.dumps(outbound)  # no id opened: the client's bytes
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
                       upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
@@ -438,6 +444,13 @@ class Relay:
                            session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
                            method=message.method, request_id=message.id if message.kind == "request" else None,
                            v2=self.backend.dialect == "v2-session")
+
+    def _parsed(self, message: jsonrpc.Message, task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | None:
+        """The message a session's POST body holds (`session_body` made it), for a connector that
+        takes it parsed (a stdio backend: `Endpoint.TAKES_PARSED`); None for the others."""
+        if not self.backend.connector.TAKES_PARSED:
+            return None
+        return message.raw if task_ids is None else task_ids[0](message.raw)
 
     def session_sealer(self) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the

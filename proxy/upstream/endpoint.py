@@ -15,7 +15,7 @@ import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -122,6 +122,9 @@ class Endpoint:
     """
 
     HEALTH_CHECKS = True
+    TAKES_PARSED = False
+    """Whether `post` uses the `parsed` message it is given (a stdio connector, which would
+    otherwise parse the body again); over HTTP the bytes are sent and `parsed` is not read."""
     PROBE_TIMEOUT_S: float | None = 15.0
     """How long a whole probe may take (s): a backend that accepts connections and never answers is
     down after it, instead of holding the start, a reload or the probe lock for
@@ -173,7 +176,7 @@ class Endpoint:
         return False
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
-                   lean: bool = False) -> aiohttp.ClientResponse | LeanResponse:
+                   lean: bool = False, parsed: dict[str, Any] | None = None) -> aiohttp.ClientResponse | LeanResponse:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
         `lean`: sent on the relay's own keep-alive HTTP/1.1 client (`lean.LeanPool`, docs/decisions.md

@@ -26,17 +26,18 @@ def request_head(method: str, target: str, host: str, headers: Mapping[str, str]
     `length` is given, `Content-Length` (any given one is dropped). Field values are sent as UTF-8
     (surrogates escaped, as aiohttp's server decoded them). Raises `ValueError` for a name or value
     holding CR or LF (a header would be smuggled)."""
-    lines = [f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n"]
-    for name, value in headers.items():
-        if "\n" in value or "\r" in value or "\n" in name or "\r" in name or ":" in name:
-            raise ValueError(f"a header field {name!r} that cannot be sent")
-        if name.lower() in ("content-length", "host", "transfer-encoding", "connection"):
-            continue
-        lines.append(f"{name}: {value}\r\n")
-    if length is not None:
-        lines.append(f"Content-Length: {length}\r\n")
-    lines.append("\r\n")
-    return "".join(lines).encode("utf-8", "surrogateescape")
+    sent = [(name, value) for name, value in headers.items() if name.lower() not in _FRAMING]
+    fields = "".join([f"{name}: {value}\r\n" for name, value in sent])
+    # Each line ends in the one CRLF put there: any other CR or LF came in a name or value.
+    if fields.count("\n") != len(sent) or fields.count("\r") != len(sent) or any(":" in name for name, _ in sent):
+        bad = next(name for name, value in sent if "\r" in name + value or "\n" in name + value or ":" in name)
+        raise ValueError(f"a header field {bad!r} that cannot be sent")
+    framing = f"Content-Length: {length}\r\n\r\n" if length is not None else "\r\n"
+    return f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n{fields}{framing}".encode("utf-8", "surrogateescape")
+
+
+_FRAMING = frozenset({"content-length", "host", "transfer-encoding", "connection"})
+"""Fields the head sets itself (or that would frame the body otherwise); a caller's are dropped."""
 
 
 class ResponseHead:

@@ -253,7 +253,8 @@ class _Connection(asyncio.Protocol):
         waiter = self.head_waiter = self.loop.create_future()
         if read_timeout_s is not None:
             self.last_read = self.loop.time()
-            self.timer = self.loop.call_at(self.last_read + read_timeout_s, self._check_read, read_timeout_s)
+            if self.timer is None:  # one timer a connection, checked when due rather than reset per read
+                self.timer = self.loop.call_at(self.last_read + read_timeout_s, self._check_read, read_timeout_s)
         self.transport.write(head + body if len(body) < 65_536 else head)
         if len(body) >= 65_536:
             self.transport.write(body)
@@ -267,7 +268,7 @@ class _Connection(asyncio.Protocol):
 
     def _check_read(self, timeout_s: float) -> None:
         self.timer = None
-        if self.parser is None:
+        if self.parser is None:  # idle: the next request starts the timer again
             return
         due = self.last_read + timeout_s
         if self.loop.time() < due:
@@ -280,7 +281,6 @@ class _Connection(asyncio.Protocol):
         parser, response = self.parser, self.response
         self.parser = None
         self.response = None
-        self._stop_timer()
         if response is not None:
             response._finish()
         assert parser is not None and parser.head is not None
@@ -334,6 +334,7 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _close(self) -> None:
+        self._stop_timer()
         if not self.closed:
             self.closed = True
             self.pool.forget(self)
@@ -350,6 +351,15 @@ class _NoInfo:
 _NO_INFO = _NoInfo()  # type: ignore[assignment]
 
 
+def _place(url: str) -> tuple[tuple[str, int], str, str]:
+    """((host, port), request target, `Host` value) of a plain `http` URL. Raises `ValueError`."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"the relay's client speaks plain http, not {url!r}")
+    target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+    return (parts.hostname, parts.port or 80), target, parts.netloc
+
+
 class LeanPool:
     """Keep-alive connections to one backend's host and port (`http` URLs; `unix`: a Unix socket
     path instead)."""
@@ -359,6 +369,8 @@ class LeanPool:
         self.read_timeout_s = read_timeout_s
         self.unix = unix
         self._idle: dict[tuple[str, int], deque[_Connection]] = {}
+        self._places: dict[str, tuple[tuple[str, int], str, str]] = {}
+        """URL → ((host, port), request target, Host header): split once (a backend has one or two)."""
         self._all: set[_Connection] = set()
         self.closed = False
 
@@ -367,16 +379,12 @@ class LeanPool:
         """Send `method url` with `body` and `headers`; the answer once its head is in (the caller
         releases it, or reads it whole). `read_timeout_s` -1: the pool's. Raises aiohttp's
         exceptions (see the module docstring) and `ValueError` for a URL that is not `http`."""
-        parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"the relay's client speaks plain http, not {url!r}")
-        host = parts.hostname
-        port = parts.port or 80
-        key = (host, port)
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        head = request_head(method, target, parts.netloc, headers, len(body) if body or method == "POST" else None)
+        place = self._places.get(url)
+        if place is None:
+            place = self._places[url] = _place(url)
+        key, target, netloc = place
+        host, port = key
+        head = request_head(method, target, netloc, headers, len(body) if body or method == "POST" else None)
         timeout = self.read_timeout_s if read_timeout_s == -1.0 else read_timeout_s
         idle = self._idle.get(key)
         now = asyncio.get_running_loop().time()

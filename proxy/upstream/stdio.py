@@ -186,6 +186,7 @@ class StdioEndpoint(Endpoint):
     health check: the bridge always accepts, and a lost process marks the backend down itself."""
 
     HEALTH_CHECKS = False
+    TAKES_PARSED = True
     PROBE_TIMEOUT_S = None  # the process's start wait and liveness bound it (decision 72)
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
@@ -235,8 +236,8 @@ class StdioEndpoint(Endpoint):
                                               cookie_jar=aiohttp.DummyCookieJar())
             self._runner = runner
 
-    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
-                   lean: bool = False) -> BridgeResponse:  # type: ignore[override]
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,  # type: ignore[override]
+                   lean: bool = False, parsed: dict[str, Any] | None = None) -> BridgeResponse:
         """POST `body` to the bridge in this event loop, without the socket (docs/decisions.md §116):
         the answer a `BridgeResponse`. Traced like any upstream POST. Raises `McpError` (HTTP 502)
         once the connector is closed."""
@@ -244,15 +245,15 @@ class StdioEndpoint(Endpoint):
         trace = TRACE.get()
         if trace is not None:
             return await trace.upstream(self, body, dict(headers), self._answer)  # type: ignore[no-any-return]
-        return await self._answer(body, headers)
+        return await self._answer(body, headers, parsed)
 
-    async def _answer(self, body: bytes, headers: Mapping[str, str]) -> BridgeResponse:
+    async def _answer(self, body: bytes, headers: Mapping[str, str], parsed: dict[str, Any] | None = None) -> BridgeResponse:
         if self._closed:
             raise backend_unavailable(self.name, "cannot reach it (its connector is closed)")
         all_headers = CIMultiDict(self.extra_headers)
         all_headers.update(headers)
         timeout_s = self._request_timeout_s
-        return BridgeResponse(await self.bridge.answer(body, all_headers, timeout_s), timeout_s)
+        return BridgeResponse(await self.bridge.answer(body, all_headers, timeout_s, parsed=parsed), timeout_s)
 
     def process_down(self, reason: str) -> None:
         """A process was lost: the backend is down until a probe answers again (`/readyz`)."""

@@ -88,16 +88,18 @@ class Bridge:
         self.probe_secret = probe_secret.encode()
         self.max_body = max_body
 
-    async def answer(self, body: bytes, headers: Mapping[str, str], timeout_s: float | None = None) -> Answer:
+    async def answer(self, body: bytes, headers: Mapping[str, str], timeout_s: float | None = None, *,
+                     parsed: dict[str, Any] | None = None) -> Answer:
         """Answer one POST of `body` with these `headers` (case-insensitive: `Mcp-Session-Id`,
-        `Authorization`, `PROBE_HEADER`). A request's answer is JSON when its response comes first,
+        `Authorization`, `PROBE_HEADER`); `parsed`: the message `body` holds, when the caller has it
+        (classified, not decoded again). A request's answer is JSON when its response comes first,
         else a stream (`Answer.pending`: the caller takes it to its end or abandons it, see
         `BridgeResponse`). Raises aiohttp's `SocketTimeoutError` after `timeout_s` without a message."""
         if len(body) > self.max_body:
             text = f"Maximum request body size {self.max_body} exceeded, actual body size {len(body)}"
             return Answer(413, {"Content-Type": "text/plain; charset=utf-8"}, text.encode())
         try:
-            message = jsonrpc.parse(body)
+            message = jsonrpc.parse(body) if parsed is None else jsonrpc.classify(parsed)
         except McpError as exc:
             return Answer.json(jsonrpc.error_response(None, exc), 400)
         session_id = headers.get(H_SESSION_ID)
