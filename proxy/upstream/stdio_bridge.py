@@ -69,11 +69,8 @@ def _abandon(session: VirtualSession, pending: Pending) -> None:
 async def _next(pending: Pending, timeout_s: float | None) -> tuple[dict[str, Any], bool]:
     """The next (message, final) of a request's stream, within `timeout_s` (aiohttp's `sock_read`:
     raises its `SocketTimeoutError`)."""
-    if timeout_s is None:
-        return await pending.queue.get()
     try:
-        async with asyncio.timeout(timeout_s):
-            return await pending.queue.get()
+        return await pending.queue.get(timeout_s)
     except TimeoutError:
         raise aiohttp.SocketTimeoutError("Timeout on reading data from socket") from None
 
