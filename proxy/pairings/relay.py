@@ -362,9 +362,10 @@ class Relay:
         """Relay a checked modern request to this v2-modern backend, its answer back."""
         name = self.backend.name
         plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
-        outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
-                                  functools.partial(self._relayed_state, principal=principal))
-        if outbound is not message.raw:  # an id was opened; else the client's bytes go as they came
+        outbound = message.raw
+        if may_carry_ids(body):  # else no id to open: the client's bytes go as they came (decision 117)
+            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
+                                      functools.partial(self._relayed_state, principal=principal))
             body = jsonrpc.dumps(outbound)
         params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
@@ -419,8 +420,9 @@ class Relay:
         task_ids = self.session_task_ids(upstream_id)
         if task_ids is None:
             return body
-        outbound = task_ids[0](message.raw)
-        return body if outbound is message.raw else jsonrpc.dumps(outbound)  # no id opened: the client's bytes
+        if not may_carry_ids(body):  # no id to open: the client's bytes go as they came (decision 117)
+            return body
+        return jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
                       upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
@@ -443,14 +445,17 @@ class Relay:
         return await relay(request, self.backend.connector, body, self.settings.forward_headers,
                            session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
                            method=message.method, request_id=message.id if message.kind == "request" else None,
-                           v2=self.backend.dialect == "v2-session")
+                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids))
 
-    def _parsed(self, message: jsonrpc.Message, task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | None:
-        """The message a session's POST body holds (`session_body` made it), for a connector that
+    def _parsed(self, message: jsonrpc.Message, body: bytes | None,
+                task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | None:
+        """The message a session's POST `body` holds (`session_body` made it), for a connector that
         takes it parsed (a stdio backend: `Endpoint.TAKES_PARSED`); None for the others."""
         if not self.backend.connector.TAKES_PARSED:
             return None
-        return message.raw if task_ids is None else task_ids[0](message.raw)
+        if task_ids is None or body is None or not may_carry_ids(body):
+            return message.raw
+        return task_ids[0](message.raw)
 
     def session_sealer(self) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the
