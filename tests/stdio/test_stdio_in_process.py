@@ -59,7 +59,11 @@ async def test_a_json_answer_and_a_streamed_one_read_like_the_sockets(endpoint: 
         assert (response.status, response.headers["Content-Type"]) == (200, "application/json")
         body = await response.read()
         assert response.content_length == len(body)
-        assert json.loads(body) == {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "hi"}], "isError": False}}
+        assert json.loads(body) == {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "result": {"content": [{"type": "text", "text": "hi"}], "isError": False},
+        }
     params = {"name": "progress", "arguments": {"count": 3}, "_meta": {"progressToken": "p"}}
     async with await stdio.post(_body(8, "tools/call", params), headers) as response:
         assert (response.status, response.headers["Content-Type"], response.content_length) == (200, "text/event-stream", None)
@@ -115,4 +119,6 @@ async def test_a_closed_connector_refuses_a_post(endpoint: tuple[StdioEndpoint, 
     with pytest.raises(McpError) as refused:
         await stdio.post(_body(5, "ping", {}), {**ACCEPT, H_SESSION_ID: session_id})
     assert (refused.value.http_status, refused.value.message) == (
-        502, "Backend 'fast' unavailable: cannot reach it (its connector is closed)")
+        502,
+        "Backend 'fast' unavailable: cannot reach it (its connector is closed)",
+    )

@@ -16,16 +16,18 @@ from aiohttp import web
 from proxy.upstream.http1 import ProtocolError, ResponseParser, request_head
 from proxy.upstream.lean import LeanPool
 
-CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-           b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n")
-LENGTH = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nMcp-Session-Id: s1\r\nX-Two: a\r\nX-Two: b\r\n\r\n{\"result\":{}}"
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n"
+)
+LENGTH = b'HTTP/1.1 200 OK\r\nContent-Length: 13\r\nMcp-Session-Id: s1\r\nX-Two: a\r\nX-Two: b\r\n\r\n{"result":{}}'
 
 
 def _parse(raw: bytes, step: int) -> tuple[ResponseParser, bytes]:
     parser = ResponseParser()
     body = b""
     for at in range(0, len(raw), step):
-        body += b"".join(parser.feed(raw[at:at + step]))
+        body += b"".join(parser.feed(raw[at : at + step]))
     return parser, body
 
 
@@ -63,13 +65,16 @@ def test_a_body_without_framing_ends_with_the_connection() -> None:
     assert parser.done and parser.head is not None and not parser.head.keep_alive
 
 
-@pytest.mark.parametrize("raw", [
-    b"HTTP/2 200\r\n\r\n",
-    b"HTTP/1.1 20 OK\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nbroken line\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/2 200\r\n\r\n",
+        b"HTTP/1.1 20 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nbroken line\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
 def test_what_is_not_http_1_1_is_refused(raw: bytes) -> None:
     with pytest.raises(ProtocolError):
         ResponseParser().feed(raw)
@@ -137,7 +142,9 @@ async def test_one_connection_carries_many_requests_and_an_sse_answer_streams() 
 
 async def test_a_compressed_answer_is_read_decoded() -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=gzip.compress(b'{"ok":true}'), headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        return web.Response(
+            body=gzip.compress(b'{"ok":true}'), headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        )
 
     runner, url = await _aiohttp_server(handler)
     pool = LeanPool()
@@ -149,7 +156,9 @@ async def test_a_compressed_answer_is_read_decoded() -> None:
         await runner.cleanup()
 
 
-async def _raw_server(answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]) -> tuple[asyncio.Server, str]:
+async def _raw_server(
+    answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> tuple[asyncio.Server, str]:
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     return server, f"http://127.0.0.1:{port}/mcp"
@@ -165,7 +174,7 @@ async def test_a_chunked_answer_cut_anywhere_arrives_whole() -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
         for at in range(len(CHUNKED)):
-            writer.write(CHUNKED[at:at + 1])
+            writer.write(CHUNKED[at : at + 1])
             await writer.drain()
         writer.close()
 
