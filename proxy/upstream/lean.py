@@ -25,6 +25,7 @@ import zlib
 from collections import deque
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -250,7 +251,8 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.parser = ResponseParser()
         self.response = None
-        waiter = self.head_waiter = self.loop.create_future()
+        waiter: asyncio.Future[LeanResponse] = self.loop.create_future()
+        self.head_waiter = waiter
         if read_timeout_s is not None:
             self.last_read = self.loop.time()
             if self.timer is None:  # one timer a connection, checked when due rather than reset per read
@@ -348,7 +350,7 @@ class _NoInfo:
     real_url = "(relayed request)"
 
 
-_NO_INFO = _NoInfo()  # type: ignore[assignment]
+_NO_INFO: Any = _NoInfo()
 
 
 def _place(url: str) -> tuple[tuple[str, int], str, str]:
@@ -414,7 +416,7 @@ class LeanPool:
             raise aiohttp.ConnectionTimeoutError(f"Connection timeout to host http://{host}:{port}") from None
         except OSError as exc:
             key = ConnectionKey(host, port, False, True, None, None, None)
-            raise aiohttp.ClientConnectorError(key, exc) from None  # type: ignore[arg-type]
+            raise aiohttp.ClientConnectorError(key, exc) from None
         self._all.add(conn)
         return conn
 
