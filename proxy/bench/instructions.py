@@ -40,8 +40,11 @@ ROWS = {
     "relay": ("v1", SessionClient, "relaying, v1 client → v1 upstream"),
     "relay-modern": ("modern", ModernClient, "relaying, v2 client → modern upstream"),
     "translate": ("v1", ModernClient, "translating, v2 client → v1 upstream"),
+    "stdio": ("stdio", SessionClient, "relaying, v1 client → v1 upstream on stdio"),
+    "stdio-translate": ("stdio", ModernClient, "translating, v2 client → v1 upstream on stdio"),
 }
-"""Row → (the upstream's wire, the client, what it measures)."""
+"""Row → (the upstream's wire, the client, what it measures). On the "stdio" wire the proxy runs the
+fast upstream as its child (`--upstream-command`); callgrind counts the proxy alone, not the child."""
 SCENARIOS = {"a": "echo", "b": "lifecycle", "c": "progress"}
 """Scenario letter → the client's method (`proxy.bench.clients`): (a) a sync echo `tools/call`,
 (b) a no-work task's whole lifecycle (how often it is polled depends on timing: compare (a) first),
@@ -86,14 +89,19 @@ def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio",
     valgrind, control = ensure_valgrind(log)
     wire, client_class, _what = ROWS[row]
     workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-instructions-"))
-    upstream = targets.start_fast_upstream(wire, poll_interval_ms=POLL_INTERVAL_MS)
+    upstream = None if wire == "stdio" else targets.start_fast_upstream(wire, poll_interval_ms=POLL_INTERVAL_MS)
     proxy: targets.ServerProcess | None = None
     try:
         config = workdir / "proxy.toml"
         config.write_text(f'state_dir = "{workdir / "state"}"\n')
         dump = workdir / "callgrind.out"
+        if upstream is None:
+            command = f"{sys.executable} -m proxy.bench.upstream --wire stdio --poll-interval-ms {POLL_INTERVAL_MS}"
+            target = ["--upstream-command", command]
+        else:
+            target = ["--upstream", upstream.url]
         argv = [valgrind, "--tool=callgrind", f"--callgrind-out-file={dump}", sys.executable, "-m", "proxy", "serve",
-                "--config", str(config), "--listen", "127.0.0.1:0", "--upstream", upstream.url]
+                "--config", str(config), "--listen", "127.0.0.1:0", *target]
         log(f"starting the proxy under callgrind for {row} {scenario}")
         proxy = targets.AnnouncingProcess.start(argv, env={"MCP_TASKS_PROXY_KEY": new_key_text(), ENV_EVENT_LOOP: event_loop},
                                                 ready_timeout_s=600)
@@ -108,7 +116,8 @@ def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio",
     finally:
         if proxy is not None:
             proxy.stop()
-        upstream.stop()
+        if upstream is not None:
+            upstream.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -40,9 +40,10 @@ from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 
 from ..faces.checks import takes_sse
 from ..metrics import clock
-from ..sse import Event, SseParser
+from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
 from .parts import MemberParts
+from .relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body  # noqa: F401 (the first: its tests')
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,16 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
                 rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
-                request_id: Any = None, v2: bool = False, modern: bool = False) -> web.StreamResponse:
+                request_id: Any = None, v2: bool = False, modern: bool = False,
+                parsed: dict[str, Any] | None = None) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
     client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
     JSON-RPC method of a POST, whose time to the backend's response headers is recorded in
     `mcp_tasks_proxy_upstream_seconds`; `request_id` its id (for an error the proxy answers in the
-    backend's stead).
+    backend's stead); `parsed` the message `body` holds, when known (a stdio backend then does not
+    parse it again, docs/decisions.md §116).
 
     `v2`: the backend speaks v2 (v2-modern, v2-session), so an error answer's draft code `-32003`
     becomes `-32021` (`translators.errors.legacy_code_renumbered`; only a JSON body or SSE event
@@ -95,7 +98,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     started = clock()
     try:
         if request.method == "POST":
-            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS)
+            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, lean=True, parsed=parsed)
             if method is not None:
                 backend.metrics.upstream(backend.name, method, clock() - started)
         else:
@@ -149,60 +152,6 @@ def _error_answer(error: McpError, request_id: Any) -> web.Response:
 
 def _with_renumbering(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda message: legacy_code_renumbered(rewrite(message))
-
-
-def _renumbered_body(raw: bytes) -> bytes:
-    """A JSON body that may hold `-32003`, with the code renumbered (unchanged bytes when it
-    is not a JSON-RPC message or holds the bytes elsewhere)."""
-    try:
-        message = jsonrpc.parse(raw).raw
-    except McpError:
-        return raw
-    renumbered = legacy_code_renumbered(message)
-    return raw if renumbered is message else jsonrpc.dumps(renumbered)
-
-
-def _frame(event: Event, data: bytes) -> bytes:
-    """One SSE event as the relay writes it again (`id`, `event`, `data` lines)."""
-    frame = b"" if event.id is None else b"id: " + event.id.encode() + b"\n"
-    frame += b"event: " + event.event.encode() + b"\n"
-    for line in data.split(b"\n"):
-        frame += b"data: " + line + b"\n"
-    return frame + b"\n"
-
-
-_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
-_LONGEST_END = max(map(len, _EVENT_ENDS)) - 1
-"""Bytes of an event end that can be in the chunk before the one it ends in."""
-
-
-def _complete_events_end(buffer: bytes) -> int:
-    """Where the last complete event in `buffer` ends (0: none yet). A boundary of mixed line ends
-    may be found later than it is, which only delays those bytes."""
-    return max(((at + len(end)) if (at := buffer.rfind(end)) >= 0 else 0) for end in _EVENT_ENDS)
-
-
-async def _relay_sse_renumbered(upstream: aiohttp.ClientResponse, response: web.StreamResponse) -> None:
-    """An SSE answer of a v2 backend, passed on as it arrives but whole events at a time, so that an
-    event holding `-32003` can be parsed and renumbered (`_renumbered_body`); other bytes pass
-    unchanged. Events are only parsed when their bytes hold the code."""
-    pending: list[bytes] = []  # what came after the last complete event, as it came (joined once)
-    tail = b""  # its last bytes: the start of an event end split between two chunks
-    async for chunk in upstream.content.iter_any():
-        window = tail + chunk
-        cut = _complete_events_end(window) - len(tail)  # an event end lies in the new bytes, or none
-        if cut <= 0:
-            pending.append(chunk)
-            tail = window[-_LONGEST_END:]
-            continue
-        ready, rest = b"".join([*pending, chunk[:cut]]), chunk[cut:]
-        pending, tail = ([rest] if rest else []), rest[-_LONGEST_END:]
-        if may_carry_legacy_code(ready):
-            parser = SseParser()
-            ready = b"".join(_frame(event, _renumbered_body(event.data.encode())) for event in parser.feed(ready))
-        await response.write(ready)
-    if pending:
-        await response.write(b"".join(pending))
 
 
 async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any,
@@ -360,9 +309,11 @@ class Relay:
         """Relay a checked modern request to this v2-modern backend, its answer back."""
         name = self.backend.name
         plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
-        outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
-                                  functools.partial(self._relayed_state, principal=principal))
-        body = jsonrpc.dumps(outbound)
+        outbound = message.raw
+        if may_carry_ids(body):  # else no id to open: the client's bytes go as they came (decision 117)
+            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
+                                      functools.partial(self._relayed_state, principal=principal))
+            body = jsonrpc.dumps(outbound)
         params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
         def seal_task(task: str) -> str:
@@ -377,7 +328,7 @@ class Relay:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
         return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
-                           method=message.method, request_id=answer_id, v2=True, modern=True)
+                           method=message.method, request_id=answer_id, v2=True, modern=True, parsed=outbound)
 
     def _relayed_task(self, task_id: str, *, principal: str, plain: set[str] | None = None) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -414,7 +365,11 @@ class Relay:
         (a sealed session id). Raises `McpError(-32602)` for a task id not sealed for it (never sent
         upstream)."""
         task_ids = self.session_task_ids(upstream_id)
-        return body if task_ids is None else jsonrpc.dumps(task_ids[0](message.raw))
+        if task_ids is None:
+            return body
+        if not may_carry_ids(body):  # no id to open: the client's bytes go as they came (decision 117)
+            return body
+        return jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
                       upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
@@ -437,7 +392,17 @@ class Relay:
         return await relay(request, self.backend.connector, body, self.settings.forward_headers,
                            session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
                            method=message.method, request_id=message.id if message.kind == "request" else None,
-                           v2=self.backend.dialect == "v2-session")
+                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids))
+
+    def _parsed(self, message: jsonrpc.Message, body: bytes | None,
+                task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | None:
+        """The message a session's POST `body` holds (`session_body` made it), for a connector that
+        takes it parsed (a stdio backend: `Endpoint.TAKES_PARSED`); None for the others."""
+        if not self.backend.connector.TAKES_PARSED:
+            return None
+        if task_ids is None or body is None or not may_carry_ids(body):
+            return message.raw
+        return task_ids[0](message.raw)
 
     def session_sealer(self) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the

@@ -15,7 +15,7 @@ import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -25,6 +25,7 @@ from translators.oauth import AuthChallenge, bearer_challenge, is_bearer_challen
 
 from ..metrics import NO_METRICS, Metrics
 from ..observe.hooks import TRACE
+from .lean import LeanPool, LeanResponse
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ async def read_again(read: Callable[[], Awaitable[_T]]) -> _T:
         await asyncio.sleep(READ_AGAIN_PAUSE_S)
 
 
-async def raise_for_challenge(response: aiohttp.ClientResponse, backend: str) -> None:
+async def raise_for_challenge(response: aiohttp.ClientResponse | LeanResponse, backend: str) -> None:
     """Raise `AuthChallenge` (the response read and released) when `response` is a backend's Bearer
     challenge: HTTP 401 or 403 with `WWW-Authenticate: Bearer …` (MCP "Authorization"; RFC 6750 §3).
     Any other response is left as it is."""
@@ -121,6 +122,9 @@ class Endpoint:
     """
 
     HEALTH_CHECKS = True
+    TAKES_PARSED = False
+    """Whether `post` uses the `parsed` message it is given (a stdio connector, which would
+    otherwise parse the body again); over HTTP the bytes are sent and `parsed` is not read."""
     PROBE_TIMEOUT_S: float | None = 15.0
     """How long a whole probe may take (s): a backend that accepts connections and never answers is
     down after it, instead of holding the start, a reload or the probe lock for
@@ -151,6 +155,8 @@ class Endpoint:
         """Headers the proxy's own probe adds to its `initialize` (none over HTTP; a stdio connector's
         secret, which tells its probe from every client: docs/decisions.md §70)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
+        self._lean: LeanPool | None = None
+        self._request_timeout_s = request_timeout_ms / 1000
         self.refused_since: float | None = None
         """When the backend began to refuse connections (event-loop time, s): set by the first
         refusal a request or a health check meets, cleared by any connection made since."""
@@ -169,26 +175,41 @@ class Endpoint:
         connector's first process before it answered `initialize`, e.g. while `npx` fetches it)."""
         return False
 
-    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
+                   lean: bool = False, parsed: dict[str, Any] | None = None) -> aiohttp.ClientResponse | LeanResponse:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
+        `lean`: sent on the relay's own keep-alive HTTP/1.1 client (`lean.LeanPool`, docs/decisions.md
+        §115) when the URL is plain `http`; its `LeanResponse` reads like aiohttp's response.
         Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
         The caller must release the returned response. Inside a traced request (`TRACE`), the POST
         is a client span and carries the trace context (`proxy/observe/tracing.py`).
         """
         trace = TRACE.get()
         if trace is not None:
-            return await trace.upstream(self, body, dict(headers), lambda b, h: self._post(b, h, idempotent=idempotent))
-        return await self._post(body, headers, idempotent=idempotent)
+            return await trace.upstream(self, body, dict(headers), lambda b, h: self._post(b, h, idempotent=idempotent, lean=lean))
+        return await self._post(body, headers, idempotent=idempotent, lean=lean)
 
-    async def _post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
+    def lean_pool(self) -> LeanPool:
+        """The relay's own connection pool to this backend (made on first use)."""
+        if self._lean is None:
+            self._lean = LeanPool(connect_timeout_s=10.0, read_timeout_s=self._request_timeout_s)
+        return self._lean
+
+    async def _post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
+                    lean: bool = False) -> aiohttp.ClientResponse | LeanResponse:
         all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
         deadline: float | None = None
         redirects = 0
         resends = RESEND_ATTEMPTS if idempotent else 0
         while redirects < 4:
             try:
-                response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False, timeout=self.timeout)
+                response: aiohttp.ClientResponse | LeanResponse
+                if lean and self.url.startswith("http://"):
+                    response = await self.lean_pool().request(self.url, body, all_headers)
+                else:
+                    response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False,
+                                                    timeout=self.timeout)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 if resends > 0 and isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)) \
                         and not isinstance(exc, aiohttp.ClientConnectorError):
@@ -218,7 +239,8 @@ class Endpoint:
             if response.status in (307, 308) and "Location" in response.headers:
                 location = response.headers["Location"]
                 response.release()
-                self.url = str(response.url.join(URL(location)))
+                base = response.url if isinstance(response, aiohttp.ClientResponse) else URL(self.url)
+                self.url = str(base.join(URL(location)))
                 redirects += 1
                 continue
             try:
@@ -277,8 +299,11 @@ class Endpoint:
         return None
 
     async def close(self) -> None:
-        """Release what the connector holds beyond the shared HTTP client (nothing over HTTP; a
-        stdio connector stops its processes)."""
+        """Release what the connector holds beyond the shared HTTP client (over HTTP: the relay's
+        own connections; a stdio connector stops its processes)."""
+        if self._lean is not None:
+            await self._lean.close()
+            self._lean = None
 
     def unreachable(self, exc: BaseException) -> BackendUnreachable:
         """The error for a connection that could not be made (see `BackendUnreachable`)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import hmac
 import json
 import logging
 import os
@@ -31,23 +30,21 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
-from translators import jsonrpc
-from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, backend_unavailable
-from translators.protocol import H_SESSION_ID
+from translators.errors import INTERNAL_ERROR, McpError, backend_unavailable
 
 from ..config import Upstream
 from ..metrics import Metrics
+from ..observe.hooks import TRACE
 from .endpoint import BackendUnreachable, Endpoint
-from .stdio_mux import Pending, ProcessSlot, VirtualSession
+from .stdio_bridge import PROBE_HEADER, Bridge, BridgeResponse
+from .stdio_mux import ProcessSlot, VirtualSession
 
 log = logging.getLogger(__name__)
 
 START_WAIT_S = 10.0
 """How long an `initialize` waits for its process to be (re)started before failing (HTTP 502)."""
-PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
-"""The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
-passes a client's header of that name on, and without the secret it means nothing."""
 BRIDGE_URL = "http://stdio.invalid/mcp"
 """The URL requests to the bridge are made to; the connection goes to its Unix socket whatever the host."""
 KEYED_CAPABILITIES = ("elicitation", "sampling", "roots")
@@ -182,121 +179,6 @@ class ProcessPool:
         self.probe_sessions.clear()
 
 
-def _json(message: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(body=jsonrpc.dumps(message), status=status, content_type="application/json", headers=headers)
-
-
-def _event(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + jsonrpc.dumps(message) + b"\n\n"
-
-
-class Bridge:
-    """The Streamable HTTP endpoint of one stdio backend on its private socket (POST, GET, DELETE
-    `/mcp`). `probe_secret`: the value of `PROBE_HEADER` that marks the proxy's own probe."""
-
-    def __init__(self, pool: ProcessPool, probe_secret: str):
-        self.pool = pool
-        self.probe_secret = probe_secret.encode()
-
-    async def post(self, request: web.Request) -> web.StreamResponse:
-        try:
-            message = jsonrpc.parse(await request.read())
-        except McpError as exc:
-            return _json(jsonrpc.error_response(None, exc), 400)
-        session_id = request.headers.get(H_SESSION_ID)
-        if session_id is None:
-            if message.kind != "request" or message.method != "initialize":
-                error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
-                return _json(jsonrpc.error_response(message.id, error), 400)
-            probe = hmac.compare_digest(request.headers.get(PROBE_HEADER, "").encode(), self.probe_secret)
-            try:
-                session = await self.pool.open_session(message.params, request.headers.get("Authorization"), probe=probe)
-            except McpError as exc:
-                return _json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
-            result = session.slot.initialize_result
-            return _json(jsonrpc.result_response(message.id, result), headers={H_SESSION_ID: session.id})
-        session = self.pool.get(session_id)
-        if session is None:
-            return _json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, "Session not found")), 404)
-        if message.kind == "notification":
-            session.slot.notify(session, message.raw)
-            return web.Response(status=202)
-        if message.kind == "response":
-            session.slot.answer(session, message.raw)
-            return web.Response(status=202)
-        if message.method == "initialize":
-            return _json(jsonrpc.result_response(message.id, session.slot.initialize_result), headers={H_SESSION_ID: session.id})
-        return await self._answer(request, session, session.slot.request(session, message.raw))
-
-    async def _answer(self, request: web.Request, session: VirtualSession, pending: Pending) -> web.StreamResponse:
-        """JSON when the response comes first, else an SSE stream up to and with the response."""
-        response: web.StreamResponse | None = None
-        try:
-            while True:
-                message, final = await pending.queue.get()
-                if final and response is None:
-                    return _json(message)
-                if response is None:
-                    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-                    await response.prepare(request)
-                await response.write(_event(message))
-                if final:
-                    await response.write_eof()
-                    return response
-        except (asyncio.CancelledError, ConnectionError):
-            for request_id, candidate in list(session.inflight.items()):
-                if candidate is pending:
-                    session.slot.cancel(session, request_id)
-            raise
-        finally:
-            session.slot.done(session, pending)
-
-    async def get(self, request: web.Request) -> web.StreamResponse:
-        session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
-        if session is None:
-            return web.Response(status=404 if H_SESSION_ID in request.headers else 405)
-        if session.stream is not None:
-            return web.Response(status=409, text="Only one GET stream per session")
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        while session.backlog:
-            queue.put_nowait(session.backlog.popleft())
-        session.stream = queue
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        unsent: dict[str, Any] | None = None
-        try:
-            await response.prepare(request)
-            while not session.lost:
-                unsent = await queue.get()
-                if not unsent:
-                    break
-                await response.write(_event(unsent))
-                unsent = None
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            if session.stream is queue:
-                session.stream = None
-            # What this stream took and did not write (the client went away while a question was on
-            # its way) goes back to the backlog, first, for the next stream or asking request: a
-            # question the process sent once is never dropped with a stream that ended.
-            left = [unsent] if unsent else []
-            while not queue.empty():
-                queued = queue.get_nowait()
-                if queued:
-                    left.append(queued)
-            for message in reversed(left):
-                session.backlog.appendleft(message)
-        return response
-
-    async def delete(self, request: web.Request) -> web.StreamResponse:
-        session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
-        if session is None:
-            return web.Response(status=404)
-        session.slot.end_session(session)
-        self.pool.sessions.pop(session.id, None)
-        return web.Response(status=200)
-
-
 class StdioEndpoint(Endpoint):
     """An `Endpoint` whose backend is a stdio server the proxy runs (see the module docstring).
     Its bridge starts with the first POST, on a Unix socket in a new 0700 directory, reached by a
@@ -304,6 +186,7 @@ class StdioEndpoint(Endpoint):
     health check: the bridge always accepts, and a lost process marks the backend down itself."""
 
     HEALTH_CHECKS = False
+    TAKES_PARSED = True
     PROBE_TIMEOUT_S = None  # the process's start wait and liveness bound it (decision 72)
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
@@ -313,7 +196,9 @@ class StdioEndpoint(Endpoint):
         self.config = config
         self.pool = ProcessPool(config, self)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
+        self.bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER], config.max_line_bytes)
         self._runner: web.AppRunner | None = None
+        self._closed = False
         self.socket_path: str | None = None
         """The bridge's Unix socket, in a directory of mode 0700 of its own (None until started)."""
         self._starting = asyncio.Lock()
@@ -336,7 +221,7 @@ class StdioEndpoint(Endpoint):
         async with self._starting:
             if self._runner is not None:
                 return
-            bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER])
+            bridge = self.bridge
             app = web.Application(client_max_size=self.config.max_line_bytes)
             app.router.add_post("/mcp", bridge.post)
             app.router.add_get("/mcp", bridge.get, allow_head=False)
@@ -351,9 +236,24 @@ class StdioEndpoint(Endpoint):
                                               cookie_jar=aiohttp.DummyCookieJar())
             self._runner = runner
 
-    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False) -> aiohttp.ClientResponse:
-        await self.ensure_started()
-        return await super().post(body, headers, idempotent=idempotent)
+    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,  # type: ignore[override]
+                   lean: bool = False, parsed: dict[str, Any] | None = None) -> BridgeResponse:
+        """POST `body` to the bridge in this event loop, without the socket (docs/decisions.md §116):
+        the answer a `BridgeResponse`. Traced like any upstream POST. Raises `McpError` (HTTP 502)
+        once the connector is closed."""
+        await self.ensure_started()  # GET streams and DELETEs still go over the socket
+        trace = TRACE.get()
+        if trace is not None:
+            return await trace.upstream(self, body, dict(headers), self._answer)  # type: ignore[no-any-return]
+        return await self._answer(body, headers, parsed)
+
+    async def _answer(self, body: bytes, headers: Mapping[str, str], parsed: dict[str, Any] | None = None) -> BridgeResponse:
+        if self._closed:
+            raise backend_unavailable(self.name, "cannot reach it (its connector is closed)")
+        all_headers = CIMultiDict(self.extra_headers)
+        all_headers.update(headers)
+        timeout_s = self._request_timeout_s
+        return BridgeResponse(await self.bridge.answer(body, all_headers, timeout_s, parsed=parsed), timeout_s)
 
     def process_down(self, reason: str) -> None:
         """A process was lost: the backend is down until a probe answers again (`/readyz`)."""
@@ -363,6 +263,7 @@ class StdioEndpoint(Endpoint):
 
     async def close(self) -> None:
         """Stop every process (EOF, SIGTERM, SIGKILL; reaped), the bridge and its socket."""
+        self._closed = True
         await self.pool.close()
         if self._runner is not None:
             await self.http.close()

@@ -29,6 +29,7 @@ from translators import jsonrpc, line_ids, multiplex
 from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, unknown_task
 from translators.protocol import LEGACY_VERSION
 
+from .inbox import Inbox
 from .stdio_liveness import Liveness
 from .stdio_process import LongLine, StdioProcess
 
@@ -52,7 +53,7 @@ class Pending:
     client_id: jsonrpc.RequestId | None
     method: str
     task: str | None
-    queue: asyncio.Queue[tuple[dict[str, Any], bool]] = field(default_factory=asyncio.Queue)
+    queue: Inbox[tuple[dict[str, Any], bool]] = field(default_factory=Inbox)
     questions: list[dict[str, Any]] = field(default_factory=list)
     """Server→client requests put on this request's stream (offered again elsewhere if the
     response comes while one is still unanswered)."""

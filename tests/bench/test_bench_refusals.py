@@ -34,7 +34,7 @@ NOT_COUNTED = (
         (["--instructions", "--calls", "-5"], "mcp-tasks-proxy bench --instructions: --calls must be at least 1\n"),
         (
             ["--instructions", "--rows", ","],
-            "mcp-tasks-proxy bench --instructions: --rows names at least one row (relay, relay-modern, translate)\n",
+            "mcp-tasks-proxy bench --instructions: --rows names at least one row (relay, relay-modern, translate, stdio, stdio-translate)\n",
         ),
         (["--instructions", "--workers", "2"], NOT_COUNTED),
         (["--instructions", "--store", "redis"], NOT_COUNTED),

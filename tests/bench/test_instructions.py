@@ -70,4 +70,7 @@ def test_an_unknown_row_is_refused_before_anything_starts() -> None:
         timeout=60,
     )
     assert done.returncode == 2
-    assert done.stderr == "mcp-tasks-proxy bench --instructions: unknown row 'relya' (rows: relay, relay-modern, translate)\n"
+    assert (
+        done.stderr
+        == "mcp-tasks-proxy bench --instructions: unknown row 'relya' (rows: relay, relay-modern, translate, stdio, stdio-translate)\n"
+    )

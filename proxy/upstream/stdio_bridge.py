@@ -1,0 +1,275 @@
+"""The Streamable HTTP face of one stdio backend's processes (docs/decisions.md §55, §70, §116).
+
+`Bridge.answer` is what the endpoint answers a POST (`Answer`: a JSON body, an empty 202, or an
+SSE stream carrying what the process sends for the request up to its response), whoever asks.
+Two callers: the bridge's HTTP handlers on the private Unix socket (`post`, `get`, `delete`),
+which GET streams, DELETEs and anything outside the proxy's own code use; and the connector's
+POSTs (`StdioEndpoint.post`), which take the answer in the proxy's own event loop as a
+`BridgeResponse` (it reads like aiohttp's client response) without crossing the socket: a
+relayed or translated call costs no HTTP hop more than over an HTTP backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from translators import jsonrpc
+from translators.errors import INVALID_REQUEST, McpError
+from translators.protocol import H_SESSION_ID
+
+from .stdio_mux import Pending, VirtualSession
+
+PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
+"""The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
+passes a client's header of that name on, and without the secret it means nothing."""
+JSON = "application/json"
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + jsonrpc.dumps(message) + b"\n\n"
+
+
+class Answer:
+    """The bridge's answer to one POST: `status`, `headers`, and either `body` (bytes: JSON, or
+    empty) or a stream (`pending` of `session`, whose first message `first` is already taken)."""
+
+    __slots__ = ("status", "headers", "body", "session", "pending", "first")
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes = b"", *, session: VirtualSession | None = None,
+                 pending: Pending | None = None, first: dict[str, Any] | None = None):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.session = session
+        self.pending = pending
+        self.first = first
+
+    @classmethod
+    def json(cls, message: dict[str, Any], status: int = 200, session_id: str | None = None) -> Answer:
+        headers = {"Content-Type": JSON} if session_id is None else {"Content-Type": JSON, H_SESSION_ID: session_id}
+        return cls(status, headers, jsonrpc.dumps(message))
+
+
+def _abandon(session: VirtualSession, pending: Pending) -> None:
+    """The POST carrying `pending` went away before its response: the process is told."""
+    for request_id, candidate in list(session.inflight.items()):
+        if candidate is pending:
+            session.slot.cancel(session, request_id)
+
+
+async def _next(pending: Pending, timeout_s: float | None) -> tuple[dict[str, Any], bool]:
+    """The next (message, final) of a request's stream, within `timeout_s` (aiohttp's `sock_read`:
+    raises its `SocketTimeoutError`)."""
+    try:
+        return await pending.queue.get(timeout_s)
+    except TimeoutError:
+        raise aiohttp.SocketTimeoutError("Timeout on reading data from socket") from None
+
+
+class Bridge:
+    """The Streamable HTTP endpoint of one stdio backend (POST, GET, DELETE `/mcp`).
+    `probe_secret`: the value of `PROBE_HEADER` that marks the proxy's own probe; `max_body`: the
+    longest request body taken (413 beyond, as aiohttp's `client_max_size`)."""
+
+    def __init__(self, pool: Any, probe_secret: str, max_body: int):
+        self.pool = pool
+        self.probe_secret = probe_secret.encode()
+        self.max_body = max_body
+
+    async def answer(self, body: bytes, headers: Mapping[str, str], timeout_s: float | None = None, *,
+                     parsed: dict[str, Any] | None = None) -> Answer:
+        """Answer one POST of `body` with these `headers` (case-insensitive: `Mcp-Session-Id`,
+        `Authorization`, `PROBE_HEADER`); `parsed`: the message `body` holds, when the caller has it
+        (classified, not decoded again). A request's answer is JSON when its response comes first,
+        else a stream (`Answer.pending`: the caller takes it to its end or abandons it, see
+        `BridgeResponse`). Raises aiohttp's `SocketTimeoutError` after `timeout_s` without a message."""
+        if len(body) > self.max_body:
+            text = f"Maximum request body size {self.max_body} exceeded, actual body size {len(body)}"
+            return Answer(413, {"Content-Type": "text/plain; charset=utf-8"}, text.encode())
+        try:
+            message = jsonrpc.parse(body) if parsed is None else jsonrpc.classify(parsed)
+        except McpError as exc:
+            return Answer.json(jsonrpc.error_response(None, exc), 400)
+        session_id = headers.get(H_SESSION_ID)
+        if session_id is None:
+            if message.kind != "request" or message.method != "initialize":
+                error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
+                return Answer.json(jsonrpc.error_response(message.id, error), 400)
+            probe = hmac.compare_digest(headers.get(PROBE_HEADER, "").encode(), self.probe_secret)
+            try:
+                session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe)
+            except McpError as exc:
+                return Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
+            return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
+        session = self.pool.get(session_id)
+        if session is None:
+            return Answer.json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, "Session not found")), 404)
+        if message.kind == "notification":
+            session.slot.notify(session, message.raw)
+            return Answer(202, {})
+        if message.kind == "response":
+            session.slot.answer(session, message.raw)
+            return Answer(202, {})
+        if message.method == "initialize":
+            return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
+        pending = session.slot.request(session, message.raw)
+        try:
+            first, final = await _next(pending, timeout_s)
+        except BaseException:
+            _abandon(session, pending)
+            session.slot.done(session, pending)
+            raise
+        if final:
+            session.slot.done(session, pending)
+            return Answer.json(first)
+        return Answer(200, dict(SSE_HEADERS), session=session, pending=pending, first=first)
+
+    # the HTTP handlers on the private socket ----------------------------------------------------------
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        answer = await self.answer(await request.read(), request.headers)
+        pending, session = answer.pending, answer.session
+        if pending is None or session is None:
+            return web.Response(body=answer.body or None, status=answer.status, headers=answer.headers)
+        response = web.StreamResponse(headers=answer.headers)
+        try:
+            await response.prepare(request)
+            message: dict[str, Any] | None = answer.first
+            while message is not None:
+                await response.write(_event(message))
+                message, final = await pending.queue.get()
+                if final:
+                    await response.write(_event(message))
+                    message = None
+            await response.write_eof()
+            return response
+        except (asyncio.CancelledError, ConnectionError):
+            _abandon(session, pending)
+            raise
+        finally:
+            session.slot.done(session, pending)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
+        if session is None:
+            return web.Response(status=404 if H_SESSION_ID in request.headers else 405)
+        if session.stream is not None:
+            return web.Response(status=409, text="Only one GET stream per session")
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        while session.backlog:
+            queue.put_nowait(session.backlog.popleft())
+        session.stream = queue
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        unsent: dict[str, Any] | None = None
+        try:
+            await response.prepare(request)
+            while not session.lost:
+                unsent = await queue.get()
+                if not unsent:
+                    break
+                await response.write(_event(unsent))
+                unsent = None
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if session.stream is queue:
+                session.stream = None
+            # What this stream took and did not write (the client went away while a question was on
+            # its way) goes back to the backlog, first, for the next stream or asking request: a
+            # question the process sent once is never dropped with a stream that ended.
+            left = [unsent] if unsent else []
+            while not queue.empty():
+                queued = queue.get_nowait()
+                if queued:
+                    left.append(queued)
+            for message in reversed(left):
+                session.backlog.appendleft(message)
+        return response
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
+        if session is None:
+            return web.Response(status=404)
+        session.slot.end_session(session)
+        self.pool.sessions.pop(session.id, None)
+        return web.Response(status=200)
+
+
+class BridgeResponse:
+    """A bridge's `Answer` taken in the proxy's own event loop, read like aiohttp's client
+    response (`status`, `headers`, `content_length`, `read()`, `content.iter_any()`, `release()`,
+    `async with`). A stream's SSE events are framed as the socket would carry them; releasing it
+    before its response tells the process the request is abandoned (`notifications/cancelled`)."""
+
+    __slots__ = ("status", "headers", "content_length", "_answer", "_timeout_s", "_over")
+
+    def __init__(self, answer: Answer, timeout_s: float | None):
+        self.status = answer.status
+        self.headers: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict(answer.headers))
+        streamed = answer.pending is not None
+        self.content_length = None if streamed else len(answer.body)
+        self._answer = answer
+        self._timeout_s = timeout_s
+        self._over = False
+        """Every byte was handed out (or the response was released)."""
+
+    @property
+    def content(self) -> BridgeResponse:
+        return self
+
+    def iter_any(self) -> BridgeResponse:
+        return self
+
+    def __aiter__(self) -> BridgeResponse:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._over:
+            raise StopAsyncIteration
+        answer = self._answer
+        pending = answer.pending
+        if pending is None or answer.session is None:
+            self._over = True
+            if not answer.body:
+                raise StopAsyncIteration
+            return answer.body
+        if answer.first is not None:
+            first, answer.first = answer.first, None
+            return _event(first)
+        message, final = await _next(pending, self._timeout_s)
+        if final:
+            self._over = True
+            answer.session.slot.done(answer.session, pending)
+        return _event(message)
+
+    async def read(self) -> bytes:
+        if self._answer.pending is None:
+            self._over = True
+            return self._answer.body
+        return b"".join([chunk async for chunk in self])
+
+    def release(self) -> None:
+        answer = self._answer
+        if not self._over:
+            self._over = True
+            if answer.pending is not None and answer.session is not None:
+                _abandon(answer.session, answer.pending)
+                answer.session.slot.done(answer.session, answer.pending)
+
+    def close(self) -> None:
+        self.release()
+
+    async def __aenter__(self) -> BridgeResponse:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,124 @@
+"""A stdio backend's POSTs answered in the proxy's own event loop (docs/decisions.md §116): the
+connector's `post` gives a `BridgeResponse` (no socket crossed), JSON or a stream of SSE events
+framed as the socket carried them, with the bridge's rules: 413 over `max_line_bytes`, the read
+bound of `upstream_timeout_ms`, a request given up is cancelled in the process, a closed
+connector refuses. The backend is the benchmark's fast upstream on stdio (`proxy.bench.upstream`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from proxy.config import Upstream
+from proxy.sse import SseParser
+from proxy.upstream.stdio import StdioEndpoint
+from proxy.upstream.stdio_bridge import BridgeResponse
+from translators.errors import McpError
+from translators.protocol import H_SESSION_ID
+
+COMMAND = [sys.executable, "-m", "proxy.bench.upstream", "--wire", "stdio", "--poll-interval-ms", "100"]
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def _body(request_id: int, method: str, params: dict[str, object]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
+
+
+async def _endpoint(request_timeout_ms: int = 300_000, **config: object) -> AsyncIterator[tuple[StdioEndpoint, str]]:
+    upstream = Upstream(name="fast", command=COMMAND, process_scope="shared", **config)
+    async with aiohttp.ClientSession() as http:
+        endpoint = StdioEndpoint(upstream, http, request_timeout_ms=request_timeout_ms)
+        try:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            response = await endpoint.post(_body(1, "initialize", init), ACCEPT)
+            assert isinstance(response, BridgeResponse)
+            async with response:
+                assert response.status == 200
+                session_id = response.headers[H_SESSION_ID]
+                assert json.loads(await response.read())["result"]["serverInfo"]["name"]
+            yield endpoint, session_id
+        finally:
+            await endpoint.close()
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[tuple[StdioEndpoint, str]]:
+    async for pair in _endpoint():
+        yield pair
+
+
+async def test_a_json_answer_and_a_streamed_one_read_like_the_sockets(endpoint: tuple[StdioEndpoint, str]) -> None:
+    stdio, session_id = endpoint
+    headers = {**ACCEPT, H_SESSION_ID: session_id}
+    async with await stdio.post(_body(7, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}), headers) as response:
+        assert (response.status, response.headers["Content-Type"]) == (200, "application/json")
+        body = await response.read()
+        assert response.content_length == len(body)
+        assert json.loads(body) == {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "result": {"content": [{"type": "text", "text": "hi"}], "isError": False},
+        }
+    params = {"name": "progress", "arguments": {"count": 3}, "_meta": {"progressToken": "p"}}
+    async with await stdio.post(_body(8, "tools/call", params), headers) as response:
+        assert (response.status, response.headers["Content-Type"], response.content_length) == (200, "text/event-stream", None)
+        events = [json.loads(e.data) for chunk in [c async for c in response.content.iter_any()] for e in SseParser().feed(chunk)]
+    assert [e.get("params", {}).get("progress") for e in events[:-1]] == [1, 2, 3]
+    assert {e["params"]["progressToken"] for e in events[:-1]} == {"p"}  # the client's own token back
+    assert events[-1]["id"] == 8 and "result" in events[-1]
+
+
+async def test_a_body_over_max_line_bytes_is_refused_with_413() -> None:
+    async for stdio, session_id in _endpoint(max_line_bytes=1024):
+        text = "x" * 2000
+        body = _body(2, "tools/call", {"name": "echo", "arguments": {"text": text}})
+        async with await stdio.post(body, {**ACCEPT, H_SESSION_ID: session_id}) as response:
+            assert response.status == 413
+            assert await response.read() == f"Maximum request body size 1024 exceeded, actual body size {len(body)}".encode()
+
+
+async def _blocking_result(stdio: StdioEndpoint, session_id: str) -> bytes:
+    """The body of a `tasks/result` that blocks: the task of `sleep` stays working for 30 s."""
+    headers = {**ACCEPT, H_SESSION_ID: session_id}
+    params = {"name": "sleep", "arguments": {"seconds": 30}, "task": {"ttl": 60_000}}
+    async with await stdio.post(_body(3, "tools/call", params), headers) as response:
+        task_id = json.loads(await response.read())["result"]["task"]["taskId"]
+    return _body(4, "tasks/result", {"taskId": task_id})
+
+
+async def test_a_silent_answer_ends_at_the_read_bound_and_is_given_up_in_the_process() -> None:
+    async for stdio, session_id in _endpoint(request_timeout_ms=300):
+        body = await _blocking_result(stdio, session_id)
+        [session] = stdio.pool.sessions.values()
+        with pytest.raises(aiohttp.SocketTimeoutError):
+            await stdio.post(body, {**ACCEPT, H_SESSION_ID: session_id})
+        assert session.inflight == {}
+
+
+async def test_a_caller_that_goes_away_cancels_its_request_in_the_process(endpoint: tuple[StdioEndpoint, str]) -> None:
+    stdio, session_id = endpoint
+    body = await _blocking_result(stdio, session_id)
+    [session] = stdio.pool.sessions.values()
+    waiting = asyncio.ensure_future(stdio.post(body, {**ACCEPT, H_SESSION_ID: session_id}))
+    while not session.inflight:
+        await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert session.inflight == {}
+
+
+async def test_a_closed_connector_refuses_a_post(endpoint: tuple[StdioEndpoint, str]) -> None:
+    stdio, session_id = endpoint
+    await stdio.close()
+    with pytest.raises(McpError) as refused:
+        await stdio.post(_body(5, "ping", {}), {**ACCEPT, H_SESSION_ID: session_id})
+    assert (refused.value.http_status, refused.value.message) == (
+        502,
+        "Backend 'fast' unavailable: cannot reach it (its connector is closed)",
+    )
