@@ -393,8 +393,12 @@ class SqliteTaskStore:
 
     @_spills
     async def drop_inputs(self, ref: TaskRef) -> None:
+        key = _ref(ref)
+        # Most tasks never asked for input: a read finds nothing, and no write transaction is run.
+        if self._db.execute(f"SELECT 1 FROM input_tasks WHERE {_REF}", key).fetchone() is None:
+            return
         with self._tx():
-            self._delete_input_task(_ref(ref))
+            self._delete_input_task(key)
 
     # -- the proxy's own sessions ------------------------------------------------------------------
 
@@ -470,5 +474,10 @@ class SqliteTaskStore:
         return self._db.execute("SELECT coalesce(max(ord), 0) FROM entries WHERE backend = ?", (backend,)).fetchone()[0]
 
     async def next_order(self, backend: str) -> int:
-        order = self._orders[backend] = max(self._orders.get(backend, 0), self.highest_order(backend)) + 1
+        # The file is read once per backend (its rows from before a restart); from then on this
+        # process hands out every order (one process per file), so memory holds the highest.
+        previous = self._orders.get(backend)
+        if previous is None:
+            previous = self.highest_order(backend)
+        order = self._orders[backend] = previous + 1
         return order
