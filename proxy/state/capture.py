@@ -424,7 +424,7 @@ class InputBook:
         if ephemeral and session.session_id:
             self._ephemeral.add(session.session_id)
         listener = self.listener(session, headers)
-        if listener is not None:
+        if listener is not None and not listener.ready.is_set():  # set: no waiter task to make
             try:
                 await asyncio.wait_for(listener.ready.wait(), timeout_s)
             except TimeoutError:
