@@ -45,20 +45,13 @@ from translators.inputs import input_key
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
+from . import sqlite_wal
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 30.0
 """How often expired rows are deleted and the write-ahead log is checkpointed at the latest."""
-WAL_CHECK_S = 1.0
-"""How often `maintain()` looks at the write-ahead log's size..."""
-WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
-"""...and checkpoints it in its worker thread once it holds this much (about SQLite's own automatic
-checkpoint of 1000 pages); the log is cut back to this size when it starts over (decision 121)."""
-CHECKPOINT_PASSES = 2
-"""Passive checkpoints the worker thread runs back to back (the second copies what was appended
-during the first)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -134,14 +127,6 @@ def _ref(ref: TaskRef) -> tuple[str, str, str]:
     return (ref.backend, ref.session, ref.task)
 
 
-def _size(path: Path) -> int:
-    """The file's size in bytes (0 when it is not there)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
 class SqliteTaskStore:
     """`TaskStateStore` in the SQLite file `path` (created, mode 0600, with its directory).
 
@@ -163,7 +148,7 @@ class SqliteTaskStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=2000")
-            self._db.execute(f"PRAGMA journal_size_limit={WAL_CHECKPOINT_BYTES}")
+            sqlite_wal.limit_log(self._db)
             self._check()
             self._db.executescript(_SCHEMA)
         except BaseException:
@@ -298,19 +283,17 @@ class SqliteTaskStore:
     async def maintain(self) -> None:
         """Run until cancelled: every `SWEEP_INTERVAL_S`, `sweep()`; a checkpoint of the
         write-ahead log in a worker thread (so that no write ever runs one) as often, and sooner
-        once the log holds `WAL_CHECKPOINT_BYTES` (looked at every `WAL_CHECK_S`). Without the
-        early checkpoints a busy proxy's log grew by gigabytes between two, and the index SQLite
-        maps beside it (the `-shm` file, part of the process's RSS) with it (decision 121)."""
+        once the log holds `sqlite_wal.WAL_CHECKPOINT_BYTES` (looked at every `WAL_CHECK_S`), each
+        ending with a short pass here so that the log starts over (`proxy/state/sqlite_wal.py`)."""
         self._db.execute("PRAGMA wal_autocheckpoint=0")
-        wal = self.path.with_name(self.path.name + "-wal")
         checkpointed = time.monotonic()
         try:
             while True:
-                await asyncio.sleep(min(WAL_CHECK_S, SWEEP_INTERVAL_S))
+                await asyncio.sleep(min(sqlite_wal.WAL_CHECK_S, SWEEP_INTERVAL_S))
                 due = time.monotonic() - checkpointed >= SWEEP_INTERVAL_S
                 if time.monotonic() - self._swept >= SWEEP_INTERVAL_S:
                     self.sweep()
-                if self.in_memory or not (due or _size(wal) > WAL_CHECKPOINT_BYTES):
+                if self.in_memory or not (due or sqlite_wal.log_size(self.path) > sqlite_wal.WAL_CHECKPOINT_BYTES):
                     continue
                 await asyncio.to_thread(self._checkpoint)
                 self._finish_checkpoint()
@@ -319,27 +302,10 @@ class SqliteTaskStore:
             self._db.execute("PRAGMA wal_autocheckpoint=1000")
 
     def _checkpoint(self) -> None:
-        """The bulk of a checkpoint, in a worker thread on a connection of its own (its syncs
-        wait for the disk there, never on the event loop)."""
-        db = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            for _ in range(CHECKPOINT_PASSES):
-                busy, logged, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if busy or logged == copied:
-                    break
-        finally:
-            db.close()
+        sqlite_wal.checkpoint(self.path)
 
     def _finish_checkpoint(self) -> None:
-        """Copy, on the event loop's thread, what was written while the worker thread
-        checkpointed (usually nothing or a few pages): with the log then wholly in the database
-        and no write in between, the next write starts the log over, and cuts its file back to
-        `WAL_CHECKPOINT_BYTES`. A checkpoint of another thread never gets there while writes go
-        on, so without this the log only grew (decision 121)."""
-        try:
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error as exc:  # the next round tries again; a write that fails spills (§45)
-            log.warning("checkpoint of %s failed: %s", self.path, exc)
+        sqlite_wal.finish_checkpoint(self._db, self.path)
 
     async def close(self) -> None:
         self._db.close()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from proxy.state import sqlite_store
+from proxy.state import sqlite_store, sqlite_wal
 from proxy.state.sqlite_store import SqliteTaskStore
 from proxy.state.store import CapturedInput, Entry, SessionRecord
 from translators.model import CanonicalTask, InputRequest, TaskError
@@ -231,7 +231,7 @@ async def test_a_checkpoint_with_writes_during_it_still_starts_the_log_over(tmp_
     # is never wholly copied when the next write comes, and it only grew (gigabytes in a busy
     # minute, and the index SQLite maps beside it with it); the last pass on the loop's thread
     # copies what came meanwhile, and the next write starts the log over and cuts its file back.
-    monkeypatch.setattr(sqlite_store, "WAL_CHECKPOINT_BYTES", 32_768)
+    monkeypatch.setattr(sqlite_wal, "WAL_CHECKPOINT_BYTES", 32_768)
     store = _open(tmp_path, max_tasks=1000)
     wal = store.path.with_name(store.path.name + "-wal")
     await _write_outcomes(store, 0, 40)
