@@ -7,8 +7,10 @@ without fsync. A killed process (SIGKILL, out of memory, a crash) therefore lose
 committed: the kernel still holds and writes those pages. No write waits for the disk; only a power
 loss or kernel crash may lose the last commits, and never corrupts the file. The one step that
 syncs, copying the log into the database (a checkpoint), is run by `maintain()` in a worker thread
-every `SWEEP_INTERVAL_S`, never by a write (without `maintain()`, SQLite's automatic checkpoint
-applies). The relay never calls the store; the translated faces await it, and each call runs one short
+every `SWEEP_INTERVAL_S` and once the log holds 4 MiB, never by a write, with a last short pass on
+the event loop's thread so that the log starts over (`proxy/state/sqlite_wal.py`, decision 121;
+without `maintain()`, SQLite's automatic checkpoint applies). A poll writes nothing; a request that
+ends a task commits once. The relay never calls the store; the translated faces await it, and each call runs one short
 statement or transaction (microseconds) on the event loop's thread without suspending.
 
 Bounds. Every row has a wall-clock `expires_at` (seconds since the epoch); a read of an expired row
