@@ -288,6 +288,7 @@ class SqliteTaskStore:
         once the log holds `sqlite_wal.WAL_CHECKPOINT_BYTES` (looked at every `WAL_CHECK_S`), each
         ending with a short pass here so that the log starts over (`proxy/state/sqlite_wal.py`)."""
         self._db.execute("PRAGMA wal_autocheckpoint=0")
+        wal = str(sqlite_wal.log_path(self.path))
         checkpointed = time.monotonic()
         try:
             while True:
@@ -295,7 +296,7 @@ class SqliteTaskStore:
                 due = time.monotonic() - checkpointed >= SWEEP_INTERVAL_S
                 if time.monotonic() - self._swept >= SWEEP_INTERVAL_S:
                     self.sweep()
-                if self.in_memory or not (due or sqlite_wal.log_size(self.path) > sqlite_wal.WAL_CHECKPOINT_BYTES):
+                if self.in_memory or not (due or sqlite_wal.log_size(wal) > sqlite_wal.WAL_CHECKPOINT_BYTES):
                     continue
                 await asyncio.to_thread(self._checkpoint)
                 self._finish_checkpoint()

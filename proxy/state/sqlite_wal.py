@@ -15,6 +15,7 @@ write then starts the log over, and cuts its file back to `WAL_CHECKPOINT_BYTES`
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from pathlib import Path
 
@@ -40,10 +41,10 @@ def log_path(path: Path) -> Path:
     return path.with_name(path.name + "-wal")
 
 
-def log_size(path: Path) -> int:
-    """The size in bytes of the log of the database file `path` (0 when there is none)."""
+def log_size(wal: str) -> int:
+    """The size in bytes of the log file `wal` (`log_path`; 0 when there is none)."""
     try:
-        return log_path(path).stat().st_size
+        return os.stat(wal).st_size
     except OSError:
         return 0
 
