@@ -49,16 +49,37 @@ def relabel(message: dict[str, Any], task_id: Relabel, request_state: Relabel) -
     The input is never mutated: the containers on the way to a changed value are copied, every other
     value is shared with the input."""
 
-    def body(holder: dict[str, Any]) -> dict[str, Any]:
-        holder = _mapped(holder, "taskId", task_id)
-        holder = _mapped(holder, "requestState", request_state)
-        holder = _related_task(holder, task_id)
-        holder = _nested(holder, "inputRequests", lambda requests: _input_requests(requests, task_id))
-        holder = _nested(holder, "task", lambda task: _mapped(task, "taskId", task_id))
-        holder = _listed_tasks(holder, task_id)
-        return _nested(holder, "notifications", lambda wanted: _task_ids(wanted, task_id))
+    out = dict(message)
+    for part in ("params", "result"):
+        holder = out.get(part)
+        if isinstance(holder, dict) and not _BODY_KEYS.isdisjoint(holder):  # most params and results hold none
+            out[part] = _body(holder, task_id, request_state)
+    return out
 
-    return _nested(_nested(dict(message), "params", body), "result", body)
+
+_BODY_KEYS = frozenset(("taskId", "requestState", "_meta", "inputRequests", "task", "tasks", "notifications"))
+"""The members of `params` or `result` under which `relabel` may change something."""
+
+
+def _body(holder: dict[str, Any], task_id: Relabel, request_state: Relabel) -> dict[str, Any]:
+    """`params` or `result` with every place of a task id or requestState mapped (see the module docstring)."""
+    holder = _mapped(holder, "taskId", task_id)
+    holder = _mapped(holder, "requestState", request_state)
+    holder = _related_task(holder, task_id)
+    requests = holder.get("inputRequests")
+    if isinstance(requests, dict):
+        changed = _input_requests(requests, task_id)
+        holder = holder if changed is requests else {**holder, "inputRequests": changed}
+    task = holder.get("task")
+    if isinstance(task, dict):
+        changed = _mapped(task, "taskId", task_id)
+        holder = holder if changed is task else {**holder, "task": changed}
+    holder = _listed_tasks(holder, task_id)
+    wanted = holder.get("notifications")
+    if isinstance(wanted, dict):
+        changed = _task_ids(wanted, task_id)
+        holder = holder if changed is wanted else {**holder, "notifications": changed}
+    return holder
 
 
 def listened_task_ids(params: dict[str, Any]) -> list[Any]:
@@ -101,9 +122,13 @@ def _nested(holder: dict[str, Any], key: str, fn: Callable[[dict[str, Any]], dic
 
 def _related_task(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
     """`holder` with `_meta["io.modelcontextprotocol/related-task"].taskId` mapped."""
-    return _nested(
-        holder, "_meta", lambda meta: _nested(meta, META_RELATED_TASK, lambda related: _mapped(related, "taskId", task_id))
-    )
+    meta = holder.get("_meta")
+    if not isinstance(meta, dict):
+        return holder
+    related = meta.get(META_RELATED_TASK)
+    if not isinstance(related, dict) or not isinstance(related.get("taskId"), str):
+        return holder
+    return {**holder, "_meta": {**meta, META_RELATED_TASK: {**related, "taskId": task_id(related["taskId"])}}}
 
 
 def _input_requests(requests: dict[str, Any], task_id: Relabel) -> dict[str, Any]:

@@ -89,5 +89,9 @@ class CanonicalTask(BaseModel):
         return self.status in TERMINAL_STATUSES
 
     def evolve(self, **changes: Any) -> CanonicalTask:
-        """A copy with `changes` applied and validated (the model is immutable)."""
-        return CanonicalTask.model_validate({**self.model_dump(), **changes})
+        """A copy with `changes` applied and validated (the model is immutable).
+
+        Built from the fields as they are (a shallow copy: nested models are taken as they are,
+        not dumped and validated again), so only what changed costs validation
+        (docs/decisions.md §120)."""
+        return CanonicalTask.model_validate({**self.__dict__, **changes})

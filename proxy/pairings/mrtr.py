@@ -53,7 +53,8 @@ class Exchange:
         self.outstanding: dict[str, tuple[jsonrpc.RequestId, InputRequest]] = {}
         self.upstream: asyncio.Task[dict[str, Any]] | None = None
         self._count = 0
-        self._arrived = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []
+        """One per `next_round` waiting: resolved by the next request for input or the upstream call's end."""
         self.notify: Notify | None = None
         """Where notifications about the request go while a client waits on one of its rounds
         (None between rounds: they are dropped, no client is waiting)."""
@@ -76,15 +77,24 @@ class Exchange:
         """Run `call(on_server_request=..., on_notification=...)` (the upstream request) in the
         background."""
         self.upstream = asyncio.ensure_future(call(on_server_request=self._on_server_request, on_notification=self._on_notification))
-        # An abandoned exchange's outcome is nobody's business; don't log it as unretrieved.
-        self.upstream.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self.upstream.add_done_callback(self._ended)
+
+    def _ended(self, done: asyncio.Task[dict[str, Any]]) -> None:
+        if not done.cancelled():
+            done.exception()  # an abandoned exchange's outcome is nobody's business: not logged as unretrieved
+        self._wake()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def _on_server_request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         if not is_input_request(message):
             return await refuse_server_request(message)
         self._count += 1
         self.outstanding[input_key("r", self._count)] = (message.get("id"), input_request_from_v1(message))  # type: ignore[assignment]
-        self._arrived.set()
+        self._wake()
         return None
 
     async def deliver(self, responses: Mapping[str, Any]) -> None:
@@ -105,12 +115,15 @@ class Exchange:
         for input are outstanding (returned by key)."""
         assert self.upstream is not None
         if not self.outstanding:
-            self._arrived.clear()
-            arrival = asyncio.ensure_future(self._arrived.wait())
-            try:
-                await asyncio.wait({self.upstream, arrival}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                arrival.cancel()
+            if not self.upstream.done():
+                # One future, resolved by `_wake` (no waiter task, no `asyncio.wait`: a sync call
+                # pays for one await). A cancelled round cancels only this future, never the call.
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    self._waiters.remove(waiter)
             if self.outstanding and not self.upstream.done():
                 await asyncio.sleep(BATCH_S)
         if self.upstream.done():

@@ -68,7 +68,13 @@ class TaskInputs:
     `payload` is filled when a held `tasks/result` returns; `nonblocking` is set for backends whose
     `tasks/result` answers at once for a running task (FastMCP 3), which are followed by
     `tasks/get` alone.
+
+    Slotted, and its event made on the first wait only: one is kept per live task, and an
+    `asyncio.Event` is about 0.75 KiB (docs/decisions.md §122).
     """
+
+    __slots__ = ("ref", "session", "keep_s", "store", "status", "announced", "payload", "nonblocking", "_arrived", "_holder",
+                 "_held_error", "_captured")
 
     def __init__(self, ref: TaskRef, session: UpstreamSession, keep_s: float, store: TaskStateStore):
         self.ref = ref
@@ -81,19 +87,20 @@ class TaskInputs:
         attributed yet (FastMCP 3 announces, then sends the request without related-task `_meta`)."""
         self.payload: V1Payload | None = None
         self.nonblocking = False
-        self._arrived = asyncio.Event()
+        self._arrived: asyncio.Event | None = None
+        """Set when a request is captured; made by the first `wait_for_request`."""
         self._holder: asyncio.Task[None] | None = None
         self._held_error: McpError | None = None
-        self._captured: dict[str, CapturedInput] = {}
+        self._captured: dict[str, CapturedInput] | None = None
         """With a shared store: the requests this process captured that it has not seen answered,
-        put back if the store loses them (`restore`, docs/decisions.md §77)."""
+        put back if the store loses them (`restore`, docs/decisions.md §77); None until one is."""
 
     # -- capture and answer ----------------------------------------------------------------------
 
     async def outstanding(self) -> dict[str, CapturedInput]:
         """Requests held and not answered yet, by key, in the order they arrived."""
         held = await self.store.inputs(self.ref)
-        if any(key not in held for key in self._captured):
+        if self._captured and any(key not in held for key in self._captured):
             # Answered through another process (the store still knows its upstream id), or lost
             # with the store's data (it does not: kept, to be put back).
             seen = await self.store.seen_ids(self.ref)  # type: ignore[attr-defined]
@@ -109,19 +116,25 @@ class TaskInputs:
         key = await self.store.capture_input(self.ref, message.get("id"), request, self.keep_s)  # type: ignore[arg-type]
         if key is not None:
             if self.store.shared:
+                if self._captured is None:
+                    self._captured = {}
                 self._captured[key] = CapturedInput(key, message.get("id"), request)  # type: ignore[arg-type]
-            self._arrived.set()
+            self._wake()
         return key
+
+    def _wake(self) -> None:
+        if self._arrived is not None:
+            self._arrived.set()
 
     async def restore(self) -> int:
         """The shared store lost its data: put back the requests this process captured and has not
         seen answered, under their keys (`RedisTaskStore.restore_input`); how many were put back."""
         restored = 0
-        for captured in list(self._captured.values()):
+        for captured in list((self._captured or {}).values()):
             if await self.store.restore_input(self.ref, captured, self.keep_s):  # type: ignore[attr-defined]
                 restored += 1
         if restored:
-            self._arrived.set()
+            self._wake()
         return restored
 
     async def answer(self, responses: Mapping[str, Any], headers: Mapping[str, str]) -> list[str]:
@@ -138,7 +151,8 @@ class TaskInputs:
                 await self.store.release_input(self.ref, key)  # the backend did not take it: the key stays outstanding
                 raise
             await self.store.answered(self.ref, key)
-            self._captured.pop(key, None)
+            if self._captured is not None:
+                self._captured.pop(key, None)
             delivered.append(key)
         return delivered
 
@@ -150,6 +164,8 @@ class TaskInputs:
         """Wait up to `timeout_s` for a request to be captured (returns at once if one is held)."""
         if await self.outstanding():
             return
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
         self._arrived.clear()
         try:
             await asyncio.wait_for(self._arrived.wait(), timeout_s)
@@ -408,7 +424,7 @@ class InputBook:
         if ephemeral and session.session_id:
             self._ephemeral.add(session.session_id)
         listener = self.listener(session, headers)
-        if listener is not None:
+        if listener is not None and not listener.ready.is_set():  # set: no waiter task to make
             try:
                 await asyncio.wait_for(listener.ready.wait(), timeout_s)
             except TimeoutError:

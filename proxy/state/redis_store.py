@@ -130,6 +130,9 @@ def _guarded(method: Callable[..., Awaitable[Result]]) -> Callable[..., Awaitabl
     return guarded
 
 
+PRUNE_AT = 1024
+"""Size of the map of kept outcomes (`RedisTaskStore._outcomes`) beyond which expired ones are dropped."""
+
 class RedisTaskStore:
     """`TaskStateStore` in the Redis database `url` (`redis://host:port/db`). Opening makes no
     connection; the first call does. Every operation waits at most `timeout_ms` (ms), then raises
@@ -148,7 +151,10 @@ class RedisTaskStore:
         self._restore = self.redis.register_script(_RESTORE)
         self._claim = self.redis.register_script(_CLAIM)
         self._outcomes: dict[TaskRef, float] = {}
-        """Outcomes this process kept and their deadlines (monotonic): `outcome_count` answers from it."""
+        """Outcomes this process kept and their deadlines (monotonic): `outcome_count` answers from it.
+        Expired ones are dropped when it is asked, and whenever the map has doubled since the last
+        drop: without a metrics scrape it would otherwise hold every task of the last `keep_s`."""
+        self._prune_at = PRUNE_AT
         self._run: tuple[str, str] | None = None
         """(the `run` token, Redis' `run_id`) this process last saw; None before the first heartbeat."""
         self._when_lost: list[Callable[[], Awaitable[int]]] = []
@@ -230,6 +236,14 @@ class RedisTaskStore:
     async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         await self.redis.set(PREFIX + "o:" + _ref(ref), task.model_dump_json(), px=_ms(keep_s))
         self._outcomes[ref] = time.monotonic() + keep_s
+        if len(self._outcomes) > self._prune_at:
+            self._prune()
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        for ref in [r for r, deadline in self._outcomes.items() if deadline <= now]:
+            del self._outcomes[ref]
+        self._prune_at = max(PRUNE_AT, 2 * len(self._outcomes))
 
     @_guarded
     async def forget_outcome(self, ref: TaskRef) -> None:
@@ -239,9 +253,7 @@ class RedisTaskStore:
     def outcome_count(self, backend: str) -> int:
         """Outcomes of `backend` this process kept and that are not expired (another process's
         are counted by it)."""
-        now = time.monotonic()
-        for ref in [r for r, deadline in self._outcomes.items() if deadline <= now]:
-            del self._outcomes[ref]
+        self._prune()
         return sum(1 for ref in self._outcomes if ref.backend == backend)
 
     # -- captured requests for input -------------------------------------------------------------

@@ -7,8 +7,10 @@ without fsync. A killed process (SIGKILL, out of memory, a crash) therefore lose
 committed: the kernel still holds and writes those pages. No write waits for the disk; only a power
 loss or kernel crash may lose the last commits, and never corrupts the file. The one step that
 syncs, copying the log into the database (a checkpoint), is run by `maintain()` in a worker thread
-every `SWEEP_INTERVAL_S`, never by a write (without `maintain()`, SQLite's automatic checkpoint
-applies). The relay never calls the store; the translated faces await it, and each call runs one short
+every `SWEEP_INTERVAL_S` and once the log holds 4 MiB, never by a write, with a last short pass on
+the event loop's thread so that the log starts over (`proxy/state/sqlite_wal.py`, decision 121;
+without `maintain()`, SQLite's automatic checkpoint applies). A poll writes nothing; a request that
+ends a task commits once. The relay never calls the store; the translated faces await it, and each call runs one short
 statement or transaction (microseconds) on the event loop's thread without suspending.
 
 Bounds. Every row has a wall-clock `expires_at` (seconds since the epoch); a read of an expired row
@@ -45,12 +47,13 @@ from translators.inputs import input_key
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
+from . import sqlite_wal
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 30.0
-"""How often expired rows are deleted and the write-ahead log is checkpointed."""
+"""How often expired rows are deleted and the write-ahead log is checkpointed at the latest."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -147,6 +150,7 @@ class SqliteTaskStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=2000")
+            sqlite_wal.limit_log(self._db)
             self._check()
             self._db.executescript(_SCHEMA)
         except BaseException:
@@ -285,24 +289,32 @@ class SqliteTaskStore:
         self._swept = time.monotonic()
 
     async def maintain(self) -> None:
-        """Run until cancelled: every `SWEEP_INTERVAL_S`, `sweep()` and a checkpoint of the
-        write-ahead log in a worker thread (so that no write ever runs one)."""
+        """Run until cancelled: every `SWEEP_INTERVAL_S`, `sweep()`; a checkpoint of the
+        write-ahead log in a worker thread (so that no write ever runs one) as often, and sooner
+        once the log holds `sqlite_wal.WAL_CHECKPOINT_BYTES` (looked at every `WAL_CHECK_S`), each
+        ending with a short pass here so that the log starts over (`proxy/state/sqlite_wal.py`)."""
         self._db.execute("PRAGMA wal_autocheckpoint=0")
+        wal = str(sqlite_wal.log_path(self.path))
+        checkpointed = time.monotonic()
         try:
             while True:
-                await asyncio.sleep(SWEEP_INTERVAL_S)
-                self.sweep()
-                if not self.in_memory:
-                    await asyncio.to_thread(self._checkpoint)
+                await asyncio.sleep(min(sqlite_wal.WAL_CHECK_S, SWEEP_INTERVAL_S))
+                due = time.monotonic() - checkpointed >= SWEEP_INTERVAL_S
+                if time.monotonic() - self._swept >= SWEEP_INTERVAL_S:
+                    self.sweep()
+                if self.in_memory or not (due or sqlite_wal.log_size(wal) > sqlite_wal.WAL_CHECKPOINT_BYTES):
+                    continue
+                await asyncio.to_thread(self._checkpoint)
+                self._finish_checkpoint()
+                checkpointed = time.monotonic()
         finally:
             self._db.execute("PRAGMA wal_autocheckpoint=1000")
 
     def _checkpoint(self) -> None:
-        db = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        finally:
-            db.close()
+        sqlite_wal.checkpoint(self.path)
+
+    def _finish_checkpoint(self) -> None:
+        sqlite_wal.finish_checkpoint(self._db, self.path)
 
     async def close(self) -> None:
         self._db.close()
@@ -399,8 +411,12 @@ class SqliteTaskStore:
 
     @_spills
     async def drop_inputs(self, ref: TaskRef) -> None:
+        key = _ref(ref)
+        # Most tasks never asked for input: a read finds nothing, and no write transaction is run.
+        if self._db.execute(f"SELECT 1 FROM input_tasks WHERE {_REF}", key).fetchone() is None:
+            return
         with self._tx():
-            self._delete_input_task(_ref(ref))
+            self._delete_input_task(key)
 
     # -- the proxy's own sessions ------------------------------------------------------------------
 
@@ -476,5 +492,10 @@ class SqliteTaskStore:
         return self._db.execute("SELECT coalesce(max(ord), 0) FROM entries WHERE backend = ?", (backend,)).fetchone()[0]
 
     async def next_order(self, backend: str) -> int:
-        order = self._orders[backend] = max(self._orders.get(backend, 0), self.highest_order(backend)) + 1
+        # The file is read once per backend (its rows from before a restart); from then on this
+        # process hands out every order (one process per file), so memory holds the highest.
+        previous = self._orders.get(backend)
+        if previous is None:
+            previous = self.highest_order(backend)
+        order = self._orders[backend] = previous + 1
         return order

@@ -24,6 +24,8 @@ Starting = Callable[[UpstreamSession], Awaitable[None]]
 
 
 def _capability_key(capabilities: Mapping[str, Any]) -> str:
+    if not capabilities:
+        return "{}"  # a client that declares no input capability: most calls
     return json.dumps(capabilities, sort_keys=True, separators=(",", ":"))
 
 
@@ -46,6 +48,9 @@ class SessionPool:
         re-initialised when the backend lost it; `before_initialized` runs when this call opens
         the session (`UpstreamSession.initialize`). Raises `McpError` when `initialize` fails."""
         key = (principal, _capability_key(capabilities))
+        session = self._shared.get(key)
+        if session is not None and not session.lost and session.session_id:
+            return session  # the common case: no lock to take (the lock only orders openings)
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()

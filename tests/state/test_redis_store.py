@@ -270,3 +270,21 @@ async def test_with_an_append_only_file_a_restart_loses_nothing_and_puts_nothing
     finally:
         await store.close()
         server.stop()
+
+
+async def test_the_count_of_kept_outcomes_drops_expired_ones_without_being_asked(redis_url, monkeypatch):
+    # Only a metrics scrape or the status page asked for the count, and only then were expired
+    # outcomes dropped from this process's map: without either it held every task of `keep_s`.
+    from proxy.state import redis_store
+
+    monkeypatch.setattr(redis_store, "PRUNE_AT", 8)
+    store = RedisTaskStore(redis_url, process="a")
+    try:
+        for number in range(8):
+            await store.keep_outcome(TaskRef("main", "s", f"gone-{number}"), _task(), 0.01)
+        await asyncio.sleep(0.05)
+        await store.keep_outcome(TaskRef("main", "s", "kept-1"), _task(), 60)  # the ninth: expired ones dropped
+        assert (list(store._outcomes), store._prune_at) == ([TaskRef("main", "s", "kept-1")], 8)
+        assert store.outcome_count("main") == 1
+    finally:
+        await store.close()

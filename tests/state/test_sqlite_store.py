@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from proxy.state import sqlite_store
+from proxy.state import sqlite_store, sqlite_wal
 from proxy.state.sqlite_store import SqliteTaskStore
 from proxy.state.store import CapturedInput, Entry, SessionRecord
 from translators.model import CanonicalTask, InputRequest, TaskError
@@ -219,3 +219,44 @@ async def test_maintain_sweeps_and_checkpoints_off_the_write_path(tmp_path, monk
     with pytest.raises(asyncio.CancelledError):
         await keeper
     assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+
+
+async def _write_outcomes(store: SqliteTaskStore, first: int, count: int) -> None:
+    for number in range(first, first + count):
+        await store.keep_outcome(TaskRef("main", "session-1", f"task-{number}"), _task(task_id=f"task-{number}"), 60)
+
+
+async def test_a_checkpoint_with_writes_during_it_still_starts_the_log_over(tmp_path, monkeypatch):
+    # Decision 121: the worker thread's checkpoint copies the log while writes go on, so the log
+    # is never wholly copied when the next write comes, and it only grew (gigabytes in a busy
+    # minute, and the index SQLite maps beside it with it); the last pass on the loop's thread
+    # copies what came meanwhile, and the next write starts the log over and cuts its file back.
+    monkeypatch.setattr(sqlite_wal, "WAL_CHECKPOINT_BYTES", 32_768)
+    store = _open(tmp_path, max_tasks=1000)
+    wal = store.path.with_name(store.path.name + "-wal")
+    await _write_outcomes(store, 0, 40)
+    reader = sqlite3.connect(store.path, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM outcomes").fetchone() == (40,)  # holds the log at this point
+    await _write_outcomes(store, 40, 1)  # as if written while the thread checkpointed
+    store._checkpoint()  # copies up to the reader's point only
+    reader.close()
+    grown = wal.stat().st_size
+    await _write_outcomes(store, 41, 1)  # without the last pass: appended to the log
+    assert wal.stat().st_size > grown > 32_768
+    store._finish_checkpoint()
+    await _write_outcomes(store, 42, 2)
+    assert (wal.stat().st_size, _rows(store, "outcomes")) == (32_768, 44)
+    await store.close()
+
+
+async def test_a_finished_task_that_asked_nothing_writes_nothing(tmp_path):
+    store = _open(tmp_path)
+    await store.keep_outcome(OTHER, _task(task_id="task-2"), 60)
+    changes = store._db.total_changes
+    await store.drop_inputs(REF)
+    assert (store._db.total_changes, store._db.in_transaction) == (changes, False)
+    await store.capture_input(REF, 7, ASK, 60)
+    await store.drop_inputs(REF)
+    assert (await store.inputs(REF), _rows(store, "input_requests"), _rows(store, "input_tasks")) == ({}, 0, 0)
+    await store.close()
