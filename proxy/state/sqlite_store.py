@@ -170,8 +170,7 @@ class SqliteTaskStore:
 
     @property
     def db(self) -> sqlite3.Connection:
-        """The open connection (the file's, or its in-memory copy after a spill), for the other
-        tables kept in the same file (the status page's figures, `proxy/state/figures_sqlite.py`)."""
+        """The open connection (file or spilled copy) for the figures' tables (`figures_sqlite.py`)."""
         return self._db
 
     # -- housekeeping ------------------------------------------------------------------------------
