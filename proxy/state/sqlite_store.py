@@ -45,6 +45,7 @@ from translators.inputs import input_key
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
+from .held_tasks import HeldTaskStore, SqliteHeldStore
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,7 @@ class SqliteTaskStore:
         self._swept = 0.0
         self.in_memory = False
         """Set once the file could not be written: the state is then kept in memory only."""
+        self._held = SqliteHeldStore(lambda: self._db, max_rows=max_tasks)
         self.sweep()
 
     # -- housekeeping ------------------------------------------------------------------------------
@@ -297,6 +299,9 @@ class SqliteTaskStore:
             db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         finally:
             db.close()
+
+    def held_tasks(self) -> HeldTaskStore:
+        return self._held
 
     async def close(self) -> None:
         self._db.close()
