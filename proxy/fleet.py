@@ -25,6 +25,7 @@ from translators.sealing import Keyring
 from .config import Settings, Upstream
 from .metrics import Metrics
 from .pairings import PAIRINGS, Pairing, Relay
+from .pairings.held import held_calls
 from .pairings.mrtr import ExchangeBook
 from .pairings.parts import MemberParts
 from .state.store import TaskStateStore
@@ -56,7 +57,8 @@ class FleetMember:
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         metrics.track_live(lambda: len(self.follower))
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
-        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges)
+        self.held = held_calls(settings, self.backend, self.exchanges, store, metrics, keyring)
+        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, self.held)
         self._pairings: dict[type, Pairing] = {cls: cls(parts) for cls in dict.fromkeys(PAIRINGS.values())}
         self._revive_lock = asyncio.Lock()
         self._revive_at = 0.0
@@ -92,6 +94,7 @@ class FleetMember:
     async def close(self) -> None:
         """Release the member's state (upstream sessions stay open: docs/decisions.md §2)."""
         self.exchanges.close()
+        self.held.close()
         self.follower.close()
         await self.backend.close()
 

@@ -54,6 +54,9 @@ class Exchange:
         self.upstream: asyncio.Task[dict[str, Any]] | None = None
         self._count = 0
         self._arrived = asyncio.Event()
+        self.version = 0
+        """Counts changes of `outstanding` (a request arrived, one was answered): `changed` waits for one."""
+        self._changed = asyncio.Event()
         self.notify: Notify | None = None
         """Where notifications about the request go while a client waits on one of its rounds
         (None between rounds: they are dropped, no client is waiting)."""
@@ -85,7 +88,24 @@ class Exchange:
         self._count += 1
         self.outstanding[input_key("r", self._count)] = (message.get("id"), input_request_from_v1(message))  # type: ignore[assignment]
         self._arrived.set()
+        self._note_change()
         return None
+
+    def _note_change(self) -> None:
+        self.version += 1
+        self._changed.set()
+
+    async def changed(self, seen: int) -> None:
+        """Wait until `version` is no longer `seen` (requests for input arrived or were answered)
+        or the upstream call ended (a held task's driver, `proxy/pairings/held.py`)."""
+        assert self.upstream is not None
+        while self.version == seen and not self.upstream.done():
+            self._changed.clear()
+            waiter = asyncio.ensure_future(self._changed.wait())
+            try:
+                await asyncio.wait({self.upstream, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
 
     async def deliver(self, responses: Mapping[str, Any]) -> None:
         """Answer upstream each outstanding key present in `responses`; other keys are ignored.
@@ -99,6 +119,7 @@ class Exchange:
             except BaseException:
                 self.outstanding[key] = held  # the backend did not take it: the key stays outstanding
                 raise
+            self._note_change()
 
     async def next_round(self) -> dict[str, InputRequest] | None:
         """Wait until the upstream call ends (None; its result is `upstream.result()`) or requests
