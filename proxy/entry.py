@@ -228,6 +228,11 @@ class Entry:
         dialect = backend.dialect  # relayed: the client speaks the backend's dialect
         initialize = message.method == "initialize"
         client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(request.headers.get(H_SESSION_ID))
+        if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §8)
+            held = await member.held_sessions.intercept(request, message, upstream_id)
+            if held is not None:
+                _count(member, message.method, relay_outcome(held), "v1", client, dialect)
+                return held
         try:
             body = relay.session_body(message, body, upstream_id)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream

@@ -26,6 +26,7 @@ from .config import Settings, Upstream
 from .metrics import Metrics
 from .pairings import PAIRINGS, Pairing, Relay
 from .pairings.held import held_calls
+from .pairings.held_v1 import HeldSessions
 from .pairings.mrtr import ExchangeBook
 from .pairings.parts import MemberParts
 from .state.store import TaskStateStore
@@ -58,6 +59,8 @@ class FleetMember:
         metrics.track_live(lambda: len(self.follower))
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
         self.held = held_calls(settings, self.backend, self.exchanges, store, metrics, keyring)
+        self.held_sessions = HeldSessions(self.held, settings, keyring)
+        """Held tasks of v1 clients on sessions relayed to this backend (`proxy/pairings/held_v1.py`)."""
         parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, self.held)
         self._pairings: dict[type, Pairing] = {cls: cls(parts) for cls in dict.fromkeys(PAIRINGS.values())}
         self._revive_lock = asyncio.Lock()

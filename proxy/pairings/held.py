@@ -138,7 +138,8 @@ class HeldCalls:
         """Held calls this process has open now."""
         return len(self._live)
 
-    def _room_for(self, principal: str) -> bool:
+    def has_room(self, principal: str) -> bool:
+        """Whether the bounds leave room for one more held call of `principal`."""
         if len(self._live) >= self.max_calls:
             return False
         return sum(1 for h in self._live.values() if h.record.principal == principal) < self.max_per_principal
@@ -187,16 +188,18 @@ class HeldCalls:
 
         return before
 
-    async def promote(self, exchange: Exchange, principal: str, name: str) -> Holding | None:
+    async def promote(self, exchange: Exchange, principal: str, name: str, *, ttl_ms: int | None = None,
+                      at_once: bool = False) -> Holding | None:
         """Make the call a held task (its record written, its driver started), or None when the
-        bounds leave no room (the call stays synchronous)."""
-        if not self._room_for(principal):
+        bounds leave no room (the call stays synchronous). `ttl_ms`: the client's (bounded by the
+        proxy's); `at_once`: a v1 client's `params.task` (no `hold_after_ms` wait)."""
+        if not self.has_room(principal):
             log.warning("held task: %s on %s not promoted: %d held calls (at most %d, %d per principal); it stays synchronous",
                         name, self.backend.name, len(self._live), self.max_calls, self.max_per_principal)
             self.metrics.refused()
             return None
         held_id = secrets.token_urlsafe(18)
-        state = new_held(held_id, _now_ms(), self.ttl_ms, POLL_MS)
+        state = new_held(held_id, _now_ms(), min(ttl_ms, self.ttl_ms) if ttl_ms else self.ttl_ms, POLL_MS)
         record = HeldRecord(state, principal, self.backend.name, name, exchange.session.session_id or "", exchange.id, self.process)
         holding = Holding(record, exchange)
         self._live[held_id] = holding
@@ -204,8 +207,11 @@ class HeldCalls:
         exchange.attend(self._progress_of(holding), None)
         holding.driver = asyncio.ensure_future(self._drive(holding))
         holding.timer = asyncio.get_running_loop().call_later(self.hold_max_s, self._expire, holding)
-        log.info("held task: %s on %s promoted to a task after %d ms (task %s…)", name, self.backend.name,
-                 int(self.hold_after_s * 1000), held_id[:8])
+        if at_once:
+            log.info("held task: %s on %s held as a task at once (params.task; task %s…)", name, self.backend.name, held_id[:8])
+        else:
+            log.info("held task: %s on %s promoted to a task after %d ms (task %s…)", name, self.backend.name,
+                     int(self.hold_after_s * 1000), held_id[:8])
         self.metrics.promoted()
         return holding
 
@@ -293,6 +299,10 @@ class HeldCalls:
 
     def holding(self, held_id: str) -> Holding | None:
         return self._live.get(held_id)
+
+    def holdings(self) -> list[Holding]:
+        """The held calls open here now."""
+        return list(self._live.values())
 
     async def read(self, held_id: str, principal: str) -> HeldRecord:
         """The record of a held task of `principal`; one whose holder is gone is made `failed`
