@@ -122,7 +122,9 @@ class V2OverV1:
     async def discover(self) -> dict[str, Any]:
         """`server/discover` answered by the proxy (docs/behaviour.md §4.9)."""
         profile = await self.backend.current()
-        return discover_result(profile.capabilities, profile.instructions, offers_tool_tasks=profile.offers_tool_tasks,
+        held = self.parts.held  # holding on: the proxy offers tasks for every tool (docs/behaviour.md §8)
+        return discover_result(profile.capabilities, profile.instructions,
+                               offers_tool_tasks=profile.offers_tool_tasks or (held is not None and held.on),
                                cache_ttl_ms=self.settings.cache_ttl_ms)
 
     async def forward(self, call: ModernRequest) -> Reply:

@@ -185,3 +185,12 @@ def test_progress_token_and_message():
     assert progress_message(note) == "m"
     assert progress_message({"method": "notifications/progress", "params": {"progress": 1}}) is None
     assert progress_message({"method": "notifications/message", "params": {"message": "m"}}) is None
+
+
+def test_a_v2_session_initialize_shows_the_extension_when_the_proxy_holds_tasks():
+    from translators.results import initialize_result_v2_session
+
+    plain = initialize_result_v2_session({"tools": {}}, None, backend_dialect="v1", offers_tool_tasks=False)
+    held = initialize_result_v2_session({"tools": {}}, None, backend_dialect="v1", offers_tool_tasks=False, holds_tasks=True)
+    assert "extensions" not in plain["capabilities"]
+    assert held["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
