@@ -85,3 +85,11 @@ def test_verdicts_are_coloured_by_meaning():
     assert [cls for cls, _ in _verdicts(under_way)] == ["alarm", "info", "info", "info"]
     assert _verdicts(under_way)[0] == ("alarm", "Backend old is down: connection refused.")
     assert _verdicts(under_way)[3] == ("info", "Translated requests in the last day: 3.")
+
+
+def test_held_tasks_show_under_the_live_tasks_once_there_were_any():
+    quiet = _data()
+    assert "held:" not in render(quiet)
+    busy = _data()
+    busy["backends"][0]["held_tasks"] = {"now": 2, "promoted": 7, "ended": {"completed": 4, "cancelled": 1}}
+    assert "held: 2 now, 7 in all (1 cancelled, 4 completed)" in render(busy)

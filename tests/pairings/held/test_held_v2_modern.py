@@ -151,3 +151,41 @@ async def test_a_client_without_the_extension_gets_the_plain_result(untasked, tm
         caller = Caller(http, proxy.url, declare=False)
         answer = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "plain"}})
         assert answer.result == text("computed plain")
+
+
+async def test_hold_max_ms_cancels_the_call_upstream_and_fails_the_task(untasked, tmp_path):
+    table, events = untasked
+    async with held_proxy(table, tmp_path / "state", hold_max_ms=1500) as proxy, aiohttp.ClientSession() as http:
+        caller = Caller(http, proxy.url)
+        created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"}})
+        final = await caller.poll(created.result["taskId"], timeout=20)
+        assert (final["status"], final["error"]) == (
+            "failed",
+            {"code": -32603, "message": "The call ran longer than hold_max_ms (1500 ms): it was cancelled on the backend"},
+        )
+        await wait_for_event(events, {"event": "cancelled", "tool": "slow_compute", "label": "long"})
+
+
+async def test_beyond_the_bounds_a_slow_call_stays_synchronous_and_metrics_count_it(untasked, tmp_path):
+    table, _ = untasked
+    async with held_proxy(table, tmp_path / "state", max_held_per_principal=1) as proxy, aiohttp.ClientSession() as http:
+        caller = Caller(http, proxy.url)
+        await warm(caller)
+        first = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 3, "label": "one"}})
+        assert first.result["resultType"] == "task"
+        second = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "two"}})
+        assert second.result == text("computed two")  # no room for a second held call of this principal: synchronous
+        other = Caller(http, proxy.url, authorization="Bearer someone-else")
+        third = await other.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "three"}})
+        assert third.result["resultType"] == "task"  # another principal has room
+        async with http.get(proxy.base_url + "/metrics") as response:
+            metrics = await response.text()
+        assert 'mcp_tasks_proxy_held_tasks{backend="main"} 2.0' in metrics
+        assert 'mcp_tasks_proxy_held_tasks_promoted_total{backend="main"} 2.0' in metrics
+        assert 'mcp_tasks_proxy_held_tasks_refused_total{backend="main"} 1.0' in metrics
+        await caller.poll(first.result["taskId"])
+        await other.poll(third.result["taskId"])
+        async with http.get(proxy.base_url + "/metrics") as response:
+            metrics = await response.text()
+        assert 'mcp_tasks_proxy_held_tasks{backend="main"} 0.0' in metrics
+        assert 'mcp_tasks_proxy_held_tasks_ended_total{backend="main",outcome="completed"} 2.0' in metrics
