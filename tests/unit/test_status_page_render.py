@@ -89,7 +89,7 @@ def test_verdicts_are_coloured_by_meaning():
 
 def test_held_tasks_show_under_the_live_tasks_once_there_were_any():
     quiet = _data()
-    assert "held:" not in render(quiet)
+    assert "held:" not in render(quiet, 10)
     busy = _data()
     busy["backends"][0]["held_tasks"] = {"now": 2, "promoted": 7, "ended": {"completed": 4, "cancelled": 1}}
-    assert "held: 2 now, 7 in all (1 cancelled, 4 completed)" in render(busy)
+    assert "held: 2 now, 7 in all (1 cancelled, 4 completed)" in render(busy, 10)
