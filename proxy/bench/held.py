@@ -5,10 +5,12 @@ their own; the upstream's `wait(ms)` is a plain call without task support, which
 as a task once it has run `hold_after_ms` (docs/behaviour.md §8). A 2026-07-28 client declaring
 the tasks extension drives it.
 
+0. Fast calls: `calls` plain `wait(0)` calls (answered within `hold_after_ms`, no task) through
+   a proxy with `hold_tasks = "off"` and one with `"auto"`: proxy CPU per call and wall time per
+   round of `clients` concurrent calls, both ways (what holding adds to a call that is not held).
 1. Lifecycle CPU: `clients` clients run `calls` held lifecycles in all (a `wait` of `wait_ms`:
    promoted after `hold_after_ms`, then `tasks/get` every `poll_ms` until `completed` with the
-   result inlined). The figure is the proxy's CPU seconds over those calls ÷ calls, beside the
-   same for a plain synchronous `wait(0)` (answered within `hold_after_ms`, no task) and the
+   result inlined). The figure is the proxy's CPU seconds over those calls ÷ calls, and the
    polls a lifecycle took.
 2. Memory per held task: `live` held calls are opened (a `wait` of ten minutes, from `clients`
    principals) and left running; the figure is (RSS with them − RSS before) ÷ live. Each held
@@ -34,16 +36,16 @@ from .clients import BenchError, ModernClient
 OP_TIMEOUT_S = 60.0
 
 
-def start_held_proxy(upstream_url: str, workdir: Path, *, hold_after_ms: int, live: int) -> targets.ChildServer:
+def start_held_proxy(upstream_url: str, workdir: Path, *, hold_after_ms: int, live: int, hold: str = "auto") -> targets.ChildServer:
     """`python -m proxy serve` in front of `upstream_url` with `hold_after_ms` on its backend and
-    bounds that leave room for `live` held calls."""
+    bounds that leave room for `live` held calls (`hold`: its `hold_tasks`)."""
     from proxy.keys import new_key_text
 
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "proxy.toml"
     config.write_text(f'state_dir = "{workdir / "state"}"\nlisten = "127.0.0.1:0"\nmax_held_calls = {live + 100}\n'
                       f'max_held_per_principal = {live + 100}\n[[upstream]]\nname = "main"\nurl = "{upstream_url}"\n'
-                      f"hold_after_ms = {hold_after_ms}\n")
+                      f'hold_after_ms = {hold_after_ms}\nhold_tasks = "{hold}"\n')
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config)]
     return targets.ChildServer("mcp-tasks-proxy", targets.AnnouncingProcess.start(argv, env={"MCP_TASKS_PROXY_KEY": new_key_text()},
                                                                                    ready_timeout_s=60))
@@ -70,6 +72,25 @@ async def _plain(client: ModernClient) -> None:
         raise BenchError(f"wait(0) was held or failed: {str(result)[:200]}")
 
 
+async def _sync_only(proxy: targets.ChildServer, *, calls: int, clients: int, out: dict[str, Any], prefix: str) -> None:
+    """`calls` plain `wait(0)` calls from `clients` clients: proxy CPU and wall time per call."""
+    sessions = [aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S)) for _ in range(clients)]
+    callers = [ModernClient(http, proxy.url, authorization=f"Bearer bench-held-{i}") for i, http in enumerate(sessions)]
+    try:
+        for caller in callers:
+            await _plain(caller)
+        per_client = max(1, calls // clients)
+        started, wall = proxy.cpu(), time.monotonic()
+        for _ in range(per_client):
+            await asyncio.gather(*(_plain(c) for c in callers))
+        done = per_client * clients
+        out[prefix + "cpu_ms_per_call"] = (proxy.cpu() - started) * 1000 / done
+        out[prefix + "wall_ms_per_round"] = (time.monotonic() - wall) * 1000 / per_client
+    finally:
+        for http in sessions:
+            await http.close()
+
+
 async def _phases(proxy: targets.ChildServer, *, calls: int, clients: int, live: int, hold_after_ms: int, wait_ms: int,
                   poll_ms: int, out: dict[str, Any], log: Callable[[str], None]) -> None:
     sessions = [aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=OP_TIMEOUT_S)) for _ in range(clients)]
@@ -79,11 +100,7 @@ async def _phases(proxy: targets.ChildServer, *, calls: int, clients: int, live:
             await _plain(caller)
             await _held_lifecycle(caller, wait_ms, poll_ms / 1000)
         per_client = max(1, calls // clients)
-        started = proxy.cpu()
-        for _ in range(per_client):
-            await asyncio.gather(*(_plain(c) for c in callers))
         out["sync_calls"] = per_client * clients
-        out["sync_cpu_ms_per_call"] = (proxy.cpu() - started) * 1000 / out["sync_calls"]
         started, wall = proxy.cpu(), time.monotonic()
         polls = 0
         for _ in range(per_client):
@@ -126,7 +143,13 @@ def run_held(*, calls: int = 200, clients: int = 10, live: int = 1000, hold_afte
     proxy: targets.ChildServer | None = None
     started = time.monotonic()
     try:
-        proxy = start_held_proxy(upstream.url, workdir, hold_after_ms=hold_after_ms, live=live)
+        unheld = start_held_proxy(upstream.url, workdir / "off", hold_after_ms=hold_after_ms, live=live, hold="off")
+        try:
+            asyncio.run(_sync_only(unheld, calls=calls, clients=clients, out=out, prefix="sync_off_"))
+        finally:
+            unheld.stop()
+        proxy = start_held_proxy(upstream.url, workdir / "auto", hold_after_ms=hold_after_ms, live=live)
+        asyncio.run(_sync_only(proxy, calls=calls, clients=clients, out=out, prefix="sync_"))
         asyncio.run(_phases(proxy, calls=calls, clients=clients, live=live, hold_after_ms=hold_after_ms, wait_ms=wait_ms,
                             poll_ms=poll_ms, out=out, log=log))
     finally:
@@ -142,7 +165,10 @@ def format_held(held: dict[str, Any]) -> str:
     """The held-task row of the report."""
     lines = ["Held tasks (a plain upstream call held as a task by the proxy, docs/behaviour.md §8):",
              f"  sync call answered within hold_after_ms ({held['hold_after_ms']} ms): "
-             f"{held.get('sync_cpu_ms_per_call', float('nan')):.2f} ms proxy CPU per call",
+             f"{held.get('sync_cpu_ms_per_call', float('nan')):.2f} ms proxy CPU per call "
+             f"(holding off: {held.get('sync_off_cpu_ms_per_call', float('nan')):.2f}); "
+             f"{held.get('sync_wall_ms_per_round', float('nan')):.2f} ms per round of {held['clients']} concurrent calls "
+             f"(off: {held.get('sync_off_wall_ms_per_round', float('nan')):.2f})",
              f"  held lifecycle (wait {held['wait_ms']} ms, polled every {held['poll_ms']} ms, "
              f"{held.get('polls_per_call', float('nan')):.1f} polls): {held.get('held_cpu_ms_per_call', float('nan')):.2f} ms "
              "proxy CPU per call"]
