@@ -233,11 +233,11 @@ class HeldCalls:
 
         return note
 
-    async def _change(self, holding: Holding, state: HeldState) -> None:
-        """Write a changed state (nothing when `state` is the current one)."""
-        if state is holding.state:
+    async def _change(self, holding: Holding, state: HeldState, questions: dict[str, Any] | None = None) -> None:
+        """Write a changed state or set of questions (nothing when both are the current ones)."""
+        if state is holding.state and (questions is None or questions == holding.record.questions):
             return
-        holding.record = holding.record.evolve(state)
+        holding.record = holding.record.evolve(state, questions if not state.terminal else {})
         holding.changed.set()
         try:
             await self.store.put(holding.record)
@@ -252,7 +252,8 @@ class HeldCalls:
             while not upstream.done():
                 seen = exchange.version
                 requests = {key: request for key, (_, request) in exchange.outstanding.items()}
-                await self._change(holding, asking(holding.state, requests, _now_ms()))
+                ids = {key: upstream_id for key, (upstream_id, _) in exchange.outstanding.items()}
+                await self._change(holding, asking(holding.state, requests, _now_ms()), ids)
                 await exchange.changed(seen)
             await self._change(holding, self._outcome(holding.state, upstream))
         except Exception:
@@ -330,8 +331,9 @@ class HeldCalls:
         holding = self._live.get(record.task_id)
         if holding is not None:
             await holding.exchange.deliver(responses)
-            remaining = {key: request for key, (_, request) in holding.exchange.outstanding.items()}
-            await self._change(holding, asking(holding.state, remaining, _now_ms()))
+            outstanding = holding.exchange.outstanding
+            remaining = {key: request for key, (_, request) in outstanding.items()}
+            await self._change(holding, asking(holding.state, remaining, _now_ms()), {k: i for k, (i, _) in outstanding.items()})
             return
         if not record.state.terminal and self.handover is not None:
             await self.handover.held(record.holder, {"op": "answer", "backend": self.backend.name, "task": record.task_id,

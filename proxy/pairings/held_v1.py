@@ -33,6 +33,7 @@ from translators.differences import drop_task_param
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
 from translators.held import HELD_SESSION, cancelled_v1, created_v1, get_v1, list_v1, result_v1, tools_list_held_v1
 from translators.inputs import input_request_to_v1
+from translators.model import InputRequest
 
 from ..faces.checks import json_response
 from ..sse import sse_frame
@@ -150,10 +151,12 @@ class HeldSessions:
                 await stream.write(sse_frame(event, answer))
                 await stream.write_eof()
                 return stream
-            if holding is None:  # held by another process: read its record again
-                await asyncio.sleep(POLL_MS / 2000)
-                continue
-            for key, (upstream_id, question) in list(holding.exchange.outstanding.items()):
+            if holding is not None:
+                questions = [(key, upstream_id, question) for key, (upstream_id, question) in holding.exchange.outstanding.items()]
+            else:  # held by another process: its record names the questions
+                questions = [(key, record.questions[key], InputRequest.model_validate(wire))
+                             for key, wire in record.state.input_requests.items() if key in record.questions]
+            for key, upstream_id, question in questions:
                 if key in sent:
                     continue
                 if stream is None:
@@ -162,6 +165,9 @@ class HeldSessions:
                 event += 1
                 await stream.write(sse_frame(event, input_request_to_v1(question, upstream_id, sealed)))
                 sent.add(key)
+            if holding is None:
+                await asyncio.sleep(POLL_MS / 2000)  # read the record again
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(holding.changed.wait(), POLL_MS / 1000)
 
@@ -177,4 +183,10 @@ class HeldSessions:
                 if upstream_id == raw.get("id"):
                     await self.held.answer(holding.record, {key: raw["result"]})
                     return web.Response(status=202)
+        if self.held.handover is not None:  # a call another replica holds: handed to it
+            for record in await self.held.store.of_principal(self.backend.name, owner):
+                for key, upstream_id in record.questions.items():
+                    if upstream_id == raw.get("id") and not record.state.terminal:
+                        await self.held.answer(record, {key: raw["result"]})
+                        return web.Response(status=202)
         return None

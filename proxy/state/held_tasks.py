@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from translators.held import HeldState
@@ -28,7 +28,9 @@ PREFIX = "mcp-tasks-proxy:"
 class HeldRecord:
     """One held task: its `state` (ids, status, outcome, times in ms), the `principal` whose it is,
     the `backend` and `tool` called, the upstream `session` id and JSON-RPC `upstream_id` of the
-    plain call, and the `holder` process (its store name) that has the upstream call open."""
+    plain call, the `holder` process (its store name) that has the upstream call open, and the
+    backend's JSON-RPC id of each question outstanding (`questions`, by input key: a v1 client's
+    answer names it, and any replica can show it on a `tasks/result` stream)."""
 
     state: HeldState
     principal: str
@@ -37,13 +39,14 @@ class HeldRecord:
     session: str
     upstream_id: str
     holder: str
+    questions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def task_id(self) -> str:
         return self.state.task_id
 
-    def evolve(self, state: HeldState) -> HeldRecord:
-        return replace(self, state=state)
+    def evolve(self, state: HeldState, questions: dict[str, Any] | None = None) -> HeldRecord:
+        return replace(self, state=state, questions=self.questions if questions is None else questions)
 
     def to_json(self) -> str:
         body = asdict(self)

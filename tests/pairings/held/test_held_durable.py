@@ -124,3 +124,27 @@ def _checks_script():
     from pathlib import Path
 
     return Path(__file__).resolve().parents[2] / "peers" / "fastmcp4_client_checks.py"
+
+
+MCP1_CHECKS = ["create_task_shape", "get_is_flat", "result_related_meta", "cancel", "list_tasks", "elicitation_in_task"]
+
+
+async def test_mcp1_client_through_two_replicas_in_round_robin(replicas):
+    """The relayed v1 session's requests alternate between the replicas: a question of a call the
+    other replica holds is shown from the record, and its answer is handed to the holder."""
+    from pathlib import Path
+
+    a, b, events = replicas
+    nginx = await asyncio.to_thread(start_nginx, a.url, more=[b.url])
+    script = Path(__file__).resolve().parents[2] / "peers" / "mcp1_client_checks.py"
+    try:
+        argv = [str(ensure_peer_env("mcp-v1")), str(script), "--url", nginx.url]
+        for name in MCP1_CHECKS:
+            argv += ["--check", name]
+        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 400)
+    finally:
+        await asyncio.to_thread(nginx.stop)
+    lines = {line["check"]: line for line in map(json.loads, out.decode().splitlines()) if "check" in line}
+    assert {name: line["ok"] for name, line in lines.items()} == dict.fromkeys(MCP1_CHECKS, True), (lines, err.decode()[-2000:])
+    await wait_for_event(events, {"event": "cancelled", "tool": "slow_compute", "label": "cancel"})
