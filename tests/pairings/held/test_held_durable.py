@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -20,6 +21,7 @@ from proxy.demo.peers import ensure_peer_env
 from translators.held import INTERRUPTED
 
 pytestmark = pytest.mark.peers
+PEERS = Path(__file__).resolve().parents[2] / "peers"
 FASTMCP4_CHECKS = ["greet", "slow_compute", "task_lifecycle", "tool_error", "protocol_error", "elicitation", "cancel"]
 
 
@@ -121,9 +123,7 @@ async def test_fastmcp4_client_through_two_replicas_in_round_robin(replicas):
 
 
 def _checks_script():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[2] / "peers" / "fastmcp4_client_checks.py"
+    return PEERS / "fastmcp4_client_checks.py"
 
 
 MCP1_CHECKS = ["create_task_shape", "get_is_flat", "result_related_meta", "cancel", "list_tasks", "elicitation_in_task"]
@@ -132,11 +132,9 @@ MCP1_CHECKS = ["create_task_shape", "get_is_flat", "result_related_meta", "cance
 async def test_mcp1_client_through_two_replicas_in_round_robin(replicas):
     """The relayed v1 session's requests alternate between the replicas: a question of a call the
     other replica holds is shown from the record, and its answer is handed to the holder."""
-    from pathlib import Path
-
     a, b, events = replicas
     nginx = await asyncio.to_thread(start_nginx, a.url, more=[b.url])
-    script = Path(__file__).resolve().parents[2] / "peers" / "mcp1_client_checks.py"
+    script = PEERS / "mcp1_client_checks.py"
     try:
         argv = [str(ensure_peer_env("mcp-v1")), str(script), "--url", nginx.url]
         for name in MCP1_CHECKS:
@@ -148,3 +146,31 @@ async def test_mcp1_client_through_two_replicas_in_round_robin(replicas):
     lines = {line["check"]: line for line in map(json.loads, out.decode().splitlines()) if "check" in line}
     assert {name: line["ok"] for name, line in lines.items()} == dict.fromkeys(MCP1_CHECKS, True), (lines, err.decode()[-2000:])
     await wait_for_event(events, {"event": "cancelled", "tool": "slow_compute", "label": "cancel"})
+
+
+async def test_a_replica_killed_mid_call_leaves_the_task_failed_interrupted_for_the_other(untasked, redis_url, tmp_path):
+    """With Redis the holder's heartbeat decides: once the killed replica's has expired, the other
+    replica reads its held task as interrupted."""
+    from fleet.test_replica_killed import _spawn
+    from support import TEST_KEY, free_port
+
+    from proxy.keys import encode_key
+
+    server, events = untasked
+    port = free_port()
+    killed = await _spawn(server.url, port, redis_url, encode_key(TEST_KEY), tmp_path / "killed")
+    try:
+        async with held_proxy(backend("http", server.url, events), tmp_path / "other", store=redis_url) as other:
+            async with aiohttp.ClientSession() as http:
+                on_killed, on_other = Caller(http, f"http://127.0.0.1:{port}/mcp"), Caller(http, other.url)
+                created = await on_killed.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "k"}})
+                task_id = created.result["taskId"]
+                assert (await on_other.call("tasks/get", {"taskId": task_id})).result["status"] == "working"
+                killed.kill()
+                await killed.wait()
+                final = await on_other.poll(task_id, timeout=20)  # working until the heartbeat key expires (5 s)
+    finally:
+        if killed.returncode is None:
+            killed.kill()
+            await killed.wait()
+    assert (final["status"], final["error"]) == ("failed", {"code": -32603, "message": INTERRUPTED})
