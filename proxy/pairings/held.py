@@ -203,7 +203,12 @@ class HeldCalls:
         record = HeldRecord(state, principal, self.backend.name, name, exchange.session.session_id or "", exchange.id, self.process)
         holding = Holding(record, exchange)
         self._live[held_id] = holding
-        await self.store.put(record)
+        try:
+            await self.store.put(record)
+        except BaseException:  # the store is down: no task can be handed out, the call ends here
+            self._live.pop(held_id, None)
+            exchange.abandon()
+            raise
         exchange.attend(self._progress_of(holding), None)
         holding.driver = asyncio.ensure_future(self._drive(holding))
         holding.timer = asyncio.get_running_loop().call_later(self.hold_max_s, self._expire, holding)
