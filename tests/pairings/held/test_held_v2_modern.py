@@ -189,3 +189,25 @@ async def test_beyond_the_bounds_a_slow_call_stays_synchronous_and_metrics_count
             metrics = await response.text()
         assert 'mcp_tasks_proxy_held_tasks{backend="main"} 0.0' in metrics
         assert 'mcp_tasks_proxy_held_tasks_ended_total{backend="main",outcome="completed"} 2.0' in metrics
+
+
+async def test_server_everythings_long_running_operation_on_stdio_is_held(tmp_path):
+    """server-everything (npm, on stdio) runs v1 tasks for its own task tool; its
+    `trigger-long-running-operation` has no task support and takes 10 s: held, polled to its exact result."""
+    from proxy.demo.processes import stdio_commands
+
+    table = {"name": "main", "command": stdio_commands()["everything"], "hold_after_ms": HOLD_AFTER_MS}
+    async with held_proxy(table, tmp_path / "state") as proxy, aiohttp.ClientSession() as http:
+        caller = Caller(http, proxy.url)
+        created = await caller.call(
+            "tools/call", {"name": "trigger-long-running-operation", "arguments": {"duration": 10, "steps": 5}}
+        )
+        assert (created.result["resultType"], created.result["status"]) == ("task", "working")
+        final = await caller.poll(created.result["taskId"], timeout=40)
+    assert (final["status"], final["result"]) == (
+        "completed",
+        {
+            "content": [{"type": "text", "text": "Long running operation completed. Duration: 10 seconds, Steps: 5."}],
+            "resultType": "complete",
+        },
+    )
