@@ -146,6 +146,11 @@ async def test_mcp1_client_through_two_replicas_in_round_robin(replicas):
     lines = {line["check"]: line for line in map(json.loads, out.decode().splitlines()) if "check" in line}
     assert {name: line["ok"] for name, line in lines.items()} == dict.fromkeys(MCP1_CHECKS, True), (lines, err.decode()[-2000:])
     await wait_for_event(events, {"event": "cancelled", "tool": "slow_compute", "label": "cancel"})
+    async with aiohttp.ClientSession() as http:
+        for replica in (a, b):  # round robin: both replicas served the sessions' requests
+            async with http.get(replica.base_url + "/status.json") as response:
+                [main] = (await response.json())["backends"]
+            assert main["requests_last_hour"] > 10, main
 
 
 async def test_a_replica_killed_mid_call_leaves_the_task_failed_interrupted_for_the_other(untasked, redis_url, tmp_path):
