@@ -92,3 +92,18 @@ async def test_the_raw_v1_wire_of_a_held_task(untasked, tmp_path):
         await other.initialize()
         assert (await other.call("tasks/list"))["result"] == {"tasks": []}
         assert (await other.call("tasks/get", {"taskId": task["taskId"]}))["error"]["code"] == -32602
+
+
+async def test_beyond_the_bounds_params_task_is_refused_before_anything_goes_upstream(untasked, tmp_path):
+    table, events = untasked
+    async with held_proxy(table, tmp_path / "state", max_held_per_principal=1) as proxy, aiohttp.ClientSession() as http:
+        caller = SessionCaller(http, proxy.url)
+        await caller.initialize()
+        first = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "a"}, "task": {}})
+        assert first["result"]["task"]["status"] == "working"
+        second = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "b"}, "task": {}})
+        assert second["error"] == {
+            "code": -32603,
+            "message": "Too many held calls (at most 1000, 1 per principal): try again later",
+        }
+    assert [e["label"] for e in events_of(events) if e["event"] == "started" and e["tool"] == "slow_compute"] == ["a"]
