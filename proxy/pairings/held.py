@@ -193,6 +193,10 @@ class HeldCalls:
         """Make the call a held task (its record written, its driver started), or None when the
         bounds leave no room (the call stays synchronous). `ttl_ms`: the client's (bounded by the
         proxy's); `at_once`: a v1 client's `params.task` (no `hold_after_ms` wait)."""
+        if self.backend.unreachable_at is not None:
+            # The backend refuses connections: the call waits for it (reconnect_wait_ms) and has not
+            # reached it, so there is nothing to hold yet; it ends as it would without holding.
+            return None
         if not self.has_room(principal):
             log.warning("held task: %s on %s not promoted: %d held calls (at most %d, %d per principal); it stays synchronous",
                         name, self.backend.name, len(self._live), self.max_calls, self.max_per_principal)

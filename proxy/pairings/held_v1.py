@@ -104,8 +104,8 @@ class HeldSessions:
             return None
         profile = await self.backend.current()
         support = await self.backend.tool_support(name) if profile.offers_tool_tasks else "forbidden"
-        if support != "forbidden":
-            return None  # the backend runs it as a task itself
+        if support != "forbidden" or self.backend.unreachable_at is not None:
+            return None  # the backend runs it as a task itself, or refuses connections now: relayed as before
         if not self.held.has_room(owner):
             raise McpError(INTERNAL_ERROR, f"Too many held calls (at most {self.held.max_calls}, {self.held.max_per_principal} "
                                            "per principal): try again later")

@@ -180,13 +180,13 @@ class V2OverV1:
         exchange = held.start(call.principal, name, params, session, call.upstream_headers)
         exchange.attend(held.client_notify(call.notify), call.meta.log_level)
         answered, requests = await held.first_round(exchange)
-        if not answered:
+        try:
+            if answered:
+                return await self._answered(call, exchange, requests)
             holding = await held.promote(exchange, call.principal, name)
             if holding is not None:
                 return held.created_reply(holding)
-            return await self._round(call, exchange)  # no room to hold it: it stays synchronous
-        try:
-            return await self._answered(call, exchange, requests)
+            return await self._round(call, exchange)  # not held (bounds, backend refusing): it stays synchronous
         except SessionLost:  # the backend forgot the pooled session before processing anything
             return await self._exchange(call, name, params)
 
