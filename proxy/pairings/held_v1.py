@@ -37,6 +37,7 @@ from translators.model import InputRequest
 
 from ..faces.checks import json_response
 from ..sse import sse_frame
+from ..upstream.session_wire import SessionLost
 from .held import POLL_MS, HeldCalls
 
 
@@ -92,9 +93,15 @@ class HeldSessions:
             return json_response(jsonrpc.error_response(message.id, exc))
         return None
 
-    async def _tools_list(self, request: web.Request, message: jsonrpc.Message, upstream_id: str) -> web.Response:
+    async def _tools_list(self, request: web.Request, message: jsonrpc.Message, upstream_id: str) -> web.Response | None:
+        """The backend's `tools/list` on the client's session, rewritten; when it does not answer a
+        list (a session it forgot, an error, unreachable) the request is relayed as before, so the
+        client gets the backend's own answer (a 404 included)."""
         session = self.backend.pool.by_id(upstream_id)
-        result = await session.request("tools/list", message.params, headers=self.settings.upstream_headers(request.headers))
+        try:
+            result = await session.request("tools/list", message.params, headers=self.settings.upstream_headers(request.headers))
+        except (SessionLost, McpError):
+            return None
         return json_response(jsonrpc.result_response(message.id, tools_list_held_v1(result)))
 
     async def _call(self, request: web.Request, message: jsonrpc.Message, upstream_id: str, owner: str) -> web.Response | None:
