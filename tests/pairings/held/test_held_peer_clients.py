@@ -111,3 +111,21 @@ async def test_ext_tasks_client_a_fast_call_settles_at_once(ext_tasks):
         "outcome": {"status": "completed", "result": text_result("Hello, TS!")},
         "result": text_result("Hello, TS!"),
     }
+
+
+async def test_fastmcp4_client_a_ten_second_call_is_a_task_polled_to_its_result(untasked, tmp_path):
+    table, _ = untasked
+    async with held_proxy(table, tmp_path / "state") as proxy:
+        argv = [str(ensure_peer_env("fastmcp4")), str(PEERS / "fastmcp4_held_call.py"), "--url", proxy.url, "--seconds", "10"]
+        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()[-2000:]
+    answer = json.loads(out.decode().splitlines()[-1])
+    assert answer["created_s"] < 5, answer  # a task within hold_after_ms (400 ms; a stdio process may start first)
+    assert {k: v for k, v in answer.items() if k != "created_s"} == {
+        "created": {"resultType": "task", "status": "working"},
+        "first": "working",
+        "final": "completed",
+        "texts": ["computed held"],
+        "is_error": False,
+    }, answer
