@@ -288,8 +288,10 @@ def _handover(store: TaskStateStore, fleet: Fleet) -> asyncio.Future[None]:
         return member.exchanges if member is not None else None
 
     handover = Handover(store, book_for)
+    handover.held_for = lambda name: member.held if (member := fleet.get(name)) is not None else None
     for member in fleet.members:
         member.exchanges.handover = handover
+        member.held.handover = handover
     return asyncio.ensure_future(handover.listen())
 
 

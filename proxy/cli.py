@@ -23,7 +23,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, object] | None:
     'CMD ARGS'`, split as a shell splits words; no shell runs it); None (and a message) for bad flags."""
     import shlex
 
-    overrides = {"listen": getattr(args, "listen", None), "store": args.store, "workers": getattr(args, "workers", None)}
+    overrides = {"listen": getattr(args, "listen", None), "store": args.store, "workers": getattr(args, "workers", None),
+                 "hold_tasks": getattr(args, "hold_tasks", None)}
     if args.upstream and args.upstream_command:
         print("mcp-tasks-proxy: give --upstream or --upstream-command, not both", file=sys.stderr)
         return None
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, metavar="N", help="worker processes sharing the port (SO_REUSEPORT; needs a Redis store)")
     serve.add_argument("--upstream-command", metavar="'CMD ARGS'",
                        help="a stdio backend: the server command the proxy runs (split like shell words, no shell)")
+    serve.add_argument("--hold-tasks", choices=["auto", "off"],
+                       help="held tasks for tools without task support (default auto; a backend's own hold_tasks wins)")
     serve.set_defaults(run=_serve)
     stdio = commands.add_parser("stdio", help="be a stdio MCP server (for desktop clients) in front of a backend")
     stdio.add_argument("--upstream", metavar="URL", help="the backend's MCP endpoint")
@@ -277,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     stdio.add_argument("--config", metavar="FILE", help="TOML configuration file (see config.example.toml)")
     stdio.add_argument("--store", choices=["sqlite", "memory"], default="memory",
                        help="where task state lives (default here: memory)")
+    stdio.add_argument("--hold-tasks", choices=["auto", "off"],
+                       help="held tasks for tools without task support (default auto; a backend's own hold_tasks wins)")
     stdio.set_defaults(run=_stdio)
     demo = commands.add_parser("demo", help="walk a v2 client through the proxy in front of the reference v1 server")
     demo.add_argument("--quiet", action="store_true", help="print only the step titles and the summary (and any check that failed)")

@@ -59,6 +59,11 @@ class Upstream(BaseModel):
     drain: bool = False
     plain_ids: bool = False
     probe_headers: dict[str, str] = Field(default_factory=dict)
+    hold_tasks: Literal["auto", "off"] | None = None
+    """Held tasks for this backend's tools without task support (None: the top-level `hold_tasks`;
+    docs/behaviour.md §9)."""
+    hold_after_ms: int = Field(default=1_000, ge=0, le=3_600_000)
+    """How long a call may run before it becomes a held task."""
     shadow_of: str | None = None
     """This backend is a candidate shadowing the backend named (docs/configuration.md "Shadowing")."""
     shadow_percent: float = Field(default=100.0, ge=0, le=100)
@@ -181,6 +186,10 @@ class Settings(BaseModel):
     reconnect_wait_ms: int = Field(default=5_000, ge=0)
     health_interval_ms: int = Field(default=1_000, ge=0)
     wait_poll_ms: int = Field(default=500, gt=0)
+    hold_tasks: Literal["auto", "off"] = "auto"
+    hold_max_ms: int = Field(default=3_600_000, gt=0)
+    max_held_calls: int = Field(default=1_000, ge=0)
+    max_held_per_principal: int = Field(default=100, ge=0)
     advertise_task_support: Literal["required", "optional", "forbidden"] = "optional"
     list_page_size: int = Field(default=50, gt=0, le=1000)
     max_sessions: int = Field(default=10_000, gt=0)

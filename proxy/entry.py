@@ -290,6 +290,11 @@ class Entry:
         if client is UNKNOWN_CLIENT and not initialize and backend.metrics.lasting is not None and H_SESSION_ID in request.headers:
             # Begun before a restart, or on another worker or replica: the store may know its client.
             client = await backend.metrics.lasting.session_client(request.headers[H_SESSION_ID])
+        if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §9)
+            held = await member.held_sessions.intercept(request, message, upstream_id)
+            if held is not None:
+                _count(member, message.method, relay_outcome(held), "v1", client, dialect, backend_dialect=dialect)
+                return held
         try:
             body = relay.session_body(message, body, upstream_id)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream

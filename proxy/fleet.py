@@ -25,6 +25,8 @@ from translators.sealing import Keyring
 from .config import Settings, Upstream
 from .metrics import Metrics
 from .pairings import PAIRINGS, Pairing, Relay
+from .pairings.held import held_calls
+from .pairings.held_v1 import HeldSessions
 from .pairings.mrtr import ExchangeBook
 from .pairings.parts import MemberParts
 from .state.store import TaskStateStore
@@ -57,7 +59,10 @@ class FleetMember:
         # Followed v1 tasks not finished; a backend no longer v1 (upgraded in place) forgot them.
         metrics.track_live(lambda: self.follower.unfinished() if self.backend.dialect == "v1" else 0, upstream.name)
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
-        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges)
+        self.held = held_calls(settings, self.backend, self.exchanges, store, metrics, keyring)
+        self.held_sessions = HeldSessions(self.held, settings, keyring)
+        """Held tasks of v1 clients on sessions relayed to this backend (`proxy/pairings/held_v1.py`)."""
+        parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, self.held)
         self._pairings: dict[type, Pairing] = {cls: cls(parts) for cls in dict.fromkeys(PAIRINGS.values())}
         self._revive_lock = asyncio.Lock()
         self._revive_at = 0.0
@@ -93,6 +98,7 @@ class FleetMember:
     async def close(self) -> None:
         """Release the member's state (upstream sessions stay open: docs/decisions.md §2)."""
         self.exchanges.close()
+        self.held.close()
         self.follower.close()
         await self.backend.close()
 

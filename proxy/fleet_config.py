@@ -117,6 +117,7 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
         handover = fleet.first.exchanges.handover
         if handover is not None:
             member.exchanges.handover = handover
+            member.held.handover = handover
     changes: list[str] = []
     by_name = {member.name: member for member in fresh}
     for upstream in new.upstream:

@@ -83,18 +83,25 @@ def initialize_result_v1(capabilities: dict[str, Any], instructions: str | None,
 
 
 def initialize_result_v2_session(
-    capabilities: dict[str, Any], instructions: str | None, *, backend_dialect: str, offers_tool_tasks: bool
+    capabilities: dict[str, Any],
+    instructions: str | None,
+    *,
+    backend_dialect: str,
+    offers_tool_tasks: bool,
+    holds_tasks: bool = False,
 ) -> dict[str, Any]:
     """The proxy's `InitializeResult` for a v2-session client, without `protocolVersion`: the
     backend's capabilities as v2 shows them (no `tasks` key), with the tasks extension (a v1
     backend's comes from its `tasks.requests.tools.call`; a v2-modern backend's when it offers
     tool tasks). In front of a v1 or v2-modern backend `listChanged`, `resources.subscribe` and
     `logging` are shown where the backend declares them (`carried_capabilities`: the proxy carries
-    them to the session's GET stream and to each request's stream, docs/behaviour.md §3)."""
+    them to the session's GET stream and to each request's stream, docs/behaviour.md §3).
+    `holds_tasks`: the proxy holds tasks for the backend's tools (docs/behaviour.md §9), so the
+    extension is shown whatever the backend offers."""
     shown = server_capabilities_to_v2(capabilities)
     if backend_dialect in ("v1", "v2-modern"):
         shown = carried_capabilities(capabilities, shown)
-    if backend_dialect == "v2-modern" and offers_tool_tasks:
+    if (backend_dialect == "v2-modern" and offers_tool_tasks) or holds_tasks:
         shown = with_tasks_extension(shown)
     result: dict[str, Any] = {"capabilities": shown, "serverInfo": SERVER_INFO}
     if instructions:

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.held:
+        from .held import format_held, run_held
+
+        held = run_held(calls=args.held_calls, live=args.held_live, log=lambda m: print(f"[bench] {m}", file=sys.stderr, flush=True))
+        print(format_held(held), flush=True)
+        if args.json:
+            import json
+            from pathlib import Path
+
+            Path(args.json).write_text(json.dumps({"held": held}, indent=2) + "\n")
+        return 0
     if args.instructions:
         from .instructions import main as count_instructions
 
@@ -55,6 +67,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
                             "two replicas on Redis behind round-robin nginx (about --soak-minutes)")
     bench.add_argument("--soak-clients", type=int, default=500, metavar="N", help="concurrent soak clients, half v1 (default 500)")
     bench.add_argument("--soak-minutes", type=float, default=5.0, metavar="M", help="soak duration in minutes (default 5)")
+    bench.add_argument("--held", action="store_true",
+                       help="instead of the table: held tasks (docs/behaviour.md §9): proxy CPU per held lifecycle and per "
+                            "sync call, memory per open held task")
+    bench.add_argument("--held-calls", type=int, default=200, metavar="N", help="held lifecycles for --held (default 200)")
+    bench.add_argument("--held-live", type=int, default=1000, metavar="N", help="held calls left open for --held (default 1000)")
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bench.set_defaults(run=_run)

@@ -31,6 +31,8 @@ progress    (none)       with a ``progressToken``: an SSE answer of ``count`` (d
 ask(text)   required     session wire only: a task that asks one question (``confirm
                          <text>``, an ``elicitation/create`` on the ``tasks/result``
                          stream) and completes with ``<text> -> <reply>``
+wait(ms)    (none)       session wire only: a plain call answered ``waited`` after ``ms``
+                         milliseconds (the proxy holds it as a task: bench ``--held``)
 ==========  ===========  ===============================================================
 
 State is bounded: at most `MAX_TASKS` tasks and `MAX_SESSIONS` sessions (oldest dropped first).
@@ -212,6 +214,9 @@ class FastUpstream:
                 return {"task": created.v1(self.poll_ms, time.monotonic(), "working")}
             if name == "progress":
                 return {"content": [{"type": "text", "text": "progress done"}], "isError": False}
+            if name == "wait":
+                await asyncio.sleep(float(arguments.get("ms", 0)) / 1000)
+                return {"content": [{"type": "text", "text": "waited"}], "isError": False}
             raise RpcError(-32602, f"Unknown tool: {name}")
         if method == "tasks/get":
             return self._task(session.id, params).v1(self.poll_ms, time.monotonic())

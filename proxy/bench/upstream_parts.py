@@ -42,8 +42,10 @@ TOOLS_V1: list[dict[str, Any]] = [
      "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}},
     {"name": "ask", "description": "A task that asks one question (confirm `text`) and answers `text -> reply`.",
      "inputSchema": _TEXT, "execution": {"taskSupport": "required"}},
+    {"name": "wait", "description": "A plain call (no task support) answered `waited` after `ms` milliseconds.",
+     "inputSchema": {"type": "object", "properties": {"ms": {"type": "number"}}}},
 ]
-TOOLS_MODERN = [{k: v for k, v in tool.items() if k != "execution"} for tool in TOOLS_V1 if tool["name"] != "ask"]
+TOOLS_MODERN = [{k: v for k, v in tool.items() if k != "execution"} for tool in TOOLS_V1 if tool["name"] not in ("ask", "wait")]
 TASK_TOOLS = frozenset({"nowork", "sleep"})
 DONE = {"content": [{"type": "text", "text": "done"}], "isError": False}
 REPLY_SCHEMA = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}

@@ -65,6 +65,15 @@ def _latency(latency: dict[str, Any]) -> str:
     return f"{latency['p50']} / {latency['p90']} / {latency['p99']} ({latency['samples']})"
 
 
+def _held(backend: dict[str, Any]) -> str:
+    """Held tasks under the live tasks (docs/behaviour.md §9): open now, promoted in all, ended by outcome."""
+    held = backend.get("held_tasks") or {}
+    if not held.get("promoted"):
+        return ""
+    ended = ", ".join(f"{n} {outcome}" for outcome, n in sorted(held["ended"].items())) or "none ended"
+    return f'<br><span class="muted">held: {held["now"]} now, {held["promoted"]} in all ({escape(ended)})</span>'
+
+
 def _backends(data: dict[str, Any]) -> str:
     now = data["now_ms"]
     rows = []
@@ -77,7 +86,7 @@ def _backends(data: dict[str, Any]) -> str:
         drain = escape(b["drain"] or "—") + (f'<br><span class="muted">{left["sessions"]} sessions, {left["requests"]} requests, '
                                               f'{left["tasks"]} tasks followed</span>' if b["drain"] == "draining" else "")
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
-                     escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]),
+                     escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]) + _held(b),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',
                      f'{b.get("refusals_last_minute", 0)} / {b.get("refusals_last_hour", 0)}', escape(_latency(b["upstream_latency_ms"])),
                      f'{b["weight"]} ({round(b["new_work_share"] * 100)}%)', drain])

@@ -116,8 +116,10 @@ class V2SessionCarriage:
         extension (v2 style, no `tasks` key), `logging`, `listChanged` and `subscribe` where the
         backend declares them (the proxy carries them)."""
         profile = await self.backend.current()
+        held = self.modern_pairing.parts.held
         return initialize_result_v2_session(profile.capabilities, profile.instructions, backend_dialect=profile.dialect,
-                                            offers_tool_tasks=profile.offers_tool_tasks)
+                                            offers_tool_tasks=profile.offers_tool_tasks,
+                                            holds_tasks=held is not None and held.on and profile.dialect == "v1")
 
     def _meta(self, session: ProxySession) -> ModernMeta:
         return session_meta(session.client_capabilities, session.client_info, session.state.get(LOG_LEVEL))

@@ -20,6 +20,9 @@ Messages (JSON objects with `kind` and `id`, the asker's request id):
 * `notify` (holder → asker): `message` (a JSON-RPC notification for the client).
 * `reply` (holder → asker): `requests` (key → `{method, params}`), or `answer` with `session`,
   `context` and `method` (what `finish` needs), or `error` (`{code, message, data}`).
+* `held` (asker → holder): an answer or cancel of a held task (`proxy/pairings/held.py`): `op`
+  ("answer" or "cancel"), `backend`, `task`, `principal`, `responses`, `reply`; the holder
+  replies with an empty `reply` or its `error`.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class Handover:
         self._waiting: dict[str, tuple[asyncio.Future[dict[str, Any]], Notify]] = {}
         self._serving: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._telling: set[asyncio.Future[None]] = set()
+        self.held_for: Callable[[str], Any] | None = None
+        """The `HeldCalls` of a backend here (None for a backend not configured), for held tasks' answers and cancels."""
 
     async def listen(self) -> None:
         """Run until cancelled: serve the messages on this process's channel."""
@@ -111,6 +116,40 @@ class Handover:
         except Exception as exc:  # the store is down: the other side's liveness check decides
             log.warning("handover: message to process %s not sent: %s", process, exc)
 
+    async def held(self, holder: str, payload: dict[str, Any]) -> None:
+        """Hand an answer or cancel of a held task to the process `holder` that has its call open
+        (`proxy/pairings/held.py`; `payload`: `op`, `backend`, `task`, `principal`, `responses`)
+        and wait for its acknowledgement. Raises the holder's error, and nothing when the holder
+        is gone (its record then reads `interrupted`)."""
+        request_id = secrets.token_hex(8)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = (future, _ignore)
+        try:
+            listeners = await self.store.publish(CHANNEL + holder, {**payload, "kind": "held", "id": request_id, "reply": self.process})
+            while listeners and not future.done():
+                await asyncio.wait({future}, timeout=LIVENESS_S)
+                if not future.done() and not await self.store.alive(holder):
+                    return
+        finally:
+            self._waiting.pop(request_id, None)
+        error = future.result().get("error") if future.done() else None
+        if isinstance(error, dict):
+            raise McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")), error.get("data"))
+
+    async def _serve_held(self, payload: dict[str, Any]) -> None:
+        asker, request_id = str(payload.get("reply")), str(payload.get("id"))
+        reply: dict[str, Any] = {}
+        held = self.held_for(str(payload.get("backend"))) if self.held_for is not None else None
+        try:
+            if held is not None:
+                await held.handed(payload)
+        except McpError as exc:
+            reply = {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
+        except Exception as exc:
+            log.exception("handover: serving a held task's %s for process %s", payload.get("op"), asker)
+            reply = {"error": {"code": INTERNAL_ERROR, "message": f"Internal error: {type(exc).__name__}"}}
+        await self._tell(asker, {"kind": "reply", "id": request_id, **reply})
+
     # -- both: messages arriving -------------------------------------------------------------------
 
     async def deliver(self, payload: dict[str, Any]) -> None:
@@ -130,6 +169,10 @@ class Handover:
             task = asyncio.ensure_future(self._serve(payload))
             self._serving[key] = task
             task.add_done_callback(lambda _: self._serving.pop(key, None))
+        elif kind == "held":
+            task = asyncio.ensure_future(self._serve_held(payload))
+            self._serving[(str(payload.get("reply")), request_id)] = task
+            task.add_done_callback(lambda _: self._serving.pop((str(payload.get("reply")), request_id), None))
         elif kind == "cancel":
             task = self._serving.get((str(payload.get("reply")), request_id))
             if task is not None:
@@ -181,6 +224,10 @@ class Handover:
         assert exchange.upstream is not None
         return {"answer": exchange.upstream.result(), "session": exchange.session.session_id or "",
                 "context": exchange.context, "method": exchange.method}
+
+
+async def _ignore(_message: dict[str, Any]) -> None:
+    return None
 
 
 def requests_of(reply: Mapping[str, Any]) -> dict[str, InputRequest]:

@@ -55,6 +55,10 @@ class Exchange:
         self._count = 0
         self._waiters: list[asyncio.Future[None]] = []
         """One per `next_round` waiting: resolved by the next request for input or the upstream call's end."""
+        self.version = 0
+        """Counts changes of `outstanding` (a request arrived, one was answered): `changed` waits for one."""
+        self._change_waiters: list[asyncio.Future[None]] = []
+        """One per `changed` waiting: resolved by the next change or the upstream call's end."""
         self.notify: Notify | None = None
         """Where notifications about the request go while a client waits on one of its rounds
         (None between rounds: they are dropped, no client is waiting)."""
@@ -83,9 +87,10 @@ class Exchange:
         if not done.cancelled():
             done.exception()  # an abandoned exchange's outcome is nobody's business: not logged as unretrieved
         self._wake()
+        self._wake(self._change_waiters)
 
-    def _wake(self) -> None:
-        for waiter in self._waiters:
+    def _wake(self, waiters: list[asyncio.Future[None]] | None = None) -> None:
+        for waiter in self._waiters if waiters is None else waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -95,7 +100,24 @@ class Exchange:
         self._count += 1
         self.outstanding[input_key("r", self._count)] = (message.get("id"), input_request_from_v1(message))  # type: ignore[assignment]
         self._wake()
+        self._note_change()
         return None
+
+    def _note_change(self) -> None:
+        self.version += 1
+        self._wake(self._change_waiters)
+
+    async def changed(self, seen: int) -> None:
+        """Wait until `version` is no longer `seen` (requests for input arrived or were answered)
+        or the upstream call ended (a held task's driver, `proxy/pairings/held.py`)."""
+        assert self.upstream is not None
+        while self.version == seen and not self.upstream.done():
+            waiter = asyncio.get_running_loop().create_future()
+            self._change_waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                self._change_waiters.remove(waiter)
 
     async def deliver(self, responses: Mapping[str, Any]) -> None:
         """Answer upstream each outstanding key present in `responses`; other keys are ignored.
@@ -109,6 +131,7 @@ class Exchange:
             except BaseException:
                 self.outstanding[key] = held  # the backend did not take it: the key stays outstanding
                 raise
+            self._note_change()
 
     async def next_round(self) -> dict[str, InputRequest] | None:
         """Wait until the upstream call ends (None; its result is `upstream.result()`) or requests

@@ -33,6 +33,7 @@ from translators.errors import (
     missing_tasks_extension,
     unknown_task,
 )
+from translators.held import HELD_SESSION
 from translators.inputs import input_required_result, read_input_responses, strip_mrtr
 from translators.policy import creation_decision
 from translators.protocol import (
@@ -121,7 +122,9 @@ class V2OverV1:
     async def discover(self) -> dict[str, Any]:
         """`server/discover` answered by the proxy (docs/behaviour.md §4.9)."""
         profile = await self.backend.current()
-        return discover_result(profile.capabilities, profile.instructions, offers_tool_tasks=profile.offers_tool_tasks,
+        held = self.parts.held  # holding on: the proxy offers tasks for every tool (docs/behaviour.md §9)
+        return discover_result(profile.capabilities, profile.instructions,
+                               offers_tool_tasks=profile.offers_tool_tasks or (held is not None and held.on),
                                cache_ttl_ms=self.settings.cache_ttl_ms)
 
     async def forward(self, call: ModernRequest) -> Reply:
@@ -154,6 +157,9 @@ class V2OverV1:
                 f"Tool {name!r} requires the tasks extension (io.modelcontextprotocol/tasks); the client did not declare it for this request."
             )
         if decision == "sync":
+            held = self.parts.held
+            if held is not None and held.holds(support if profile.offers_tool_tasks else "forbidden", call.meta.declares_tasks):
+                return await self._held_call(call, name, params)
             return await self._exchange(call, name, params)
         ephemeral = self.settings.v1_session_scope == "task"
         if ephemeral:
@@ -163,6 +169,26 @@ class V2OverV1:
         await self.follower.inputs.listening(session, call.upstream_headers, ephemeral=ephemeral)
         params["task"] = task_param_v1(self.settings.task_ttl_ms)
         return await self._exchange(call, name, params, session=session, creates_task=decision)
+
+    async def _held_call(self, call: ModernRequest, name: str, params: dict[str, Any]) -> Reply:
+        """A plain call that becomes a held task if it runs past `hold_after_ms`
+        (`proxy/pairings/held.py`, docs/behaviour.md §9); answered in time, it is answered as
+        any synchronous call (its result, or the MRTR round the backend asked for)."""
+        held = self.parts.held
+        assert held is not None
+        session = await self._session(call)
+        exchange = held.start(call.principal, name, params, session, call.upstream_headers)
+        exchange.attend(held.client_notify(call.notify), call.meta.log_level)
+        answered, requests = await held.first_round(exchange)
+        try:
+            if answered:
+                return await self._answered(call, exchange, requests)
+            holding = await held.promote(exchange, call.principal, name)
+            if holding is not None:
+                return held.created_reply(holding)
+            return await self._round(call, exchange)  # not held (bounds, backend refusing): it stays synchronous
+        except SessionLost:  # the backend forgot the pooled session before processing anything
+            return await self._exchange(call, name, params)
 
     # -- MRTR: synchronous calls that may ask for input, over a held upstream exchange ---------------
 
@@ -233,6 +259,10 @@ class V2OverV1:
             if not self.exchanges.is_held(exchange):
                 exchange.abandon()
             raise
+        return await self._answered(call, exchange, requests)
+
+    async def _answered(self, call: ModernRequest, exchange: Exchange, requests: dict[str, Any] | None) -> Reply:
+        """A round's answer: an `InputRequiredResult` (the exchange held) or the final result."""
         exchange.notify = None  # nobody waits on the exchange until the client's retry
         if requests is not None:
             self.exchanges.hold(exchange)
@@ -262,7 +292,10 @@ class V2OverV1:
     # -- tasks/* --------------------------------------------------------------------------------------
 
     async def task(self, call: ModernRequest, ref: TaskRef) -> Reply:
-        """`tasks/get`, `tasks/update` or `tasks/cancel` of a task this backend holds."""
+        """`tasks/get`, `tasks/update` or `tasks/cancel` of a task this backend holds (or the proxy
+        holds itself: a held task, `proxy/pairings/held.py`)."""
+        if ref.session == HELD_SESSION and self.parts.held is not None:
+            return await self.parts.held.task_v2(call, ref)
         if call.method == "tasks/get":
             return await self.get_task(call, ref)
         if call.method == "tasks/update":

@@ -46,6 +46,7 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
 from .health import StoreHealth, StoreUnreachable, display_url
+from .held_tasks import HeldTaskStore, RedisHeldStore
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,7 @@ class RedisTaskStore:
         """(the `run` token, Redis' `run_id`) this process last saw; None before the first heartbeat."""
         self._when_lost: list[Callable[[], Awaitable[int]]] = []
         self._loss: str | None = None
+        self._held = RedisHeldStore(self)
         """How the database lost its data, while the questions held here are not all put back yet."""
 
     def when_lost(self, restore: Callable[[], Awaitable[int]]) -> None:
@@ -301,6 +303,14 @@ class RedisTaskStore:
         await self.redis.delete(PREFIX + "i:" + _ref(ref))
 
     # -- the proxy's own sessions ------------------------------------------------------------------
+
+    def held_tasks(self) -> HeldTaskStore:
+        return self._held
+
+    @_guarded
+    async def guard(self, work: Callable[[], Awaitable[Result]]) -> Result:
+        """`work()` under the store's bound and health (for `proxy/state/held_tasks.py`)."""
+        return await work()
 
     @_guarded
     async def keep_session(self, record: SessionRecord, keep_s: float) -> None:

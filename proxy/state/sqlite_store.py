@@ -1,28 +1,28 @@
 """`TaskStateStore` in a SQLite file in `state_dir`: what only this proxy knows survives a crash and
 restart (docs/decisions.md, "State that survives a restart"; the interface is `proxy/state/store.py`).
 
-Durability and cost. The database runs in WAL mode with `synchronous=NORMAL`: a commit appends its
-pages to the write-ahead log with write(2) — into the operating system's page cache — and returns
-without fsync. A killed process (SIGKILL, out of memory, a crash) therefore loses nothing it
-committed: the kernel still holds and writes those pages. No write waits for the disk; only a power
-loss or kernel crash may lose the last commits, and never corrupts the file. The one step that
-syncs, copying the log into the database (a checkpoint), is run by `maintain()` in a worker thread
-every `SWEEP_INTERVAL_S` and once the log holds 4 MiB, never by a write, with a last short pass on
-the event loop's thread so that the log starts over (`proxy/state/sqlite_wal.py`, decision 121;
-without `maintain()`, SQLite's automatic checkpoint applies). A poll writes nothing; a request that
-ends a task commits once. The relay never calls the store; the translated faces await it, and each call runs one short
-statement or transaction (microseconds) on the event loop's thread without suspending.
+Durability and cost. The database runs in WAL mode with `synchronous=NORMAL`: a commit appends its pages
+to the write-ahead log with write(2) — into the operating system's page cache — and returns without
+fsync. A killed process (SIGKILL, out of memory, a crash) therefore loses nothing it committed: the
+kernel still holds and writes those pages. No write waits for the disk; only a power loss or kernel crash
+may lose the last commits, and never corrupts the file. The one step that syncs, copying the log into the
+database (a checkpoint), is run by `maintain()` in a worker thread every `SWEEP_INTERVAL_S` and once the
+log holds 4 MiB, never by a write, with a last short pass on the event loop's thread so that the log
+starts over (`proxy/state/sqlite_wal.py`, decision 121; without `maintain()`, SQLite's automatic
+checkpoint applies). A poll writes nothing; a request that ends a task commits once. The relay never
+calls the store; the translated faces await it, and each call runs one short statement or transaction
+(microseconds) on the event loop's thread without suspending.
 
 Bounds. Every row has a wall-clock `expires_at` (seconds since the epoch); a read of an expired row
-deletes it and answers as if it were absent, and `sweep()` (run by `maintain()`, and by any write
-once `SWEEP_INTERVAL_S` has passed) deletes every expired row. Each table holds at most its limit
-(`max_tasks` task rows of each kind, `max_sessions` sessions): beyond it the rows soonest to expire
-go first (for equal lifetimes, the least recently written).
+deletes it and answers as if it were absent, and `sweep()` (run by `maintain()`, and by any write once
+`SWEEP_INTERVAL_S` has passed) deletes every expired row. Each table holds at most its limit (`max_tasks`
+task rows of each kind, `max_sessions` sessions): beyond it the rows soonest to expire go first (for
+equal lifetimes, the least recently written).
 
-One process per file, enforced: the store holds a POSIX lock on `<file>.lock` while open, and a
-second process is refused (docs/decisions.md §44). At open, claims on requests for input that a process left when it died are
-released: that process may or may not have delivered its answer, so the request is shown again
-(docs/decisions.md, "State that survives a restart").
+One process per file, enforced: the store holds a POSIX lock on `<file>.lock` while open, and a second
+process is refused (docs/decisions.md §44). At open, claims on requests for input that a process left
+when it died are released: that process may or may not have delivered its answer, so the request is shown
+again (docs/decisions.md, "State that survives a restart").
 """
 
 from __future__ import annotations
@@ -31,16 +31,14 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import functools
-import inspect
 import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from translators import jsonrpc
 from translators.inputs import input_key
@@ -48,6 +46,8 @@ from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
 from . import sqlite_wal
+from .held_tasks import HeldTaskStore, SqliteHeldStore
+from .sqlite_faults import StoreDamaged, StoreInUse, _spills
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
@@ -79,50 +79,6 @@ _KEYS = {"outcomes": ("backend", "session", "task"), "input_tasks": ("backend", 
 """Each bounded table and its primary key columns."""
 _REF = "backend = ? AND session = ? AND task = ?"
 _LIVE = ("outstanding", "claimed")
-
-
-class StoreDamaged(sqlite3.DatabaseError):
-    """The state file is damaged (SQLite's quick check failed); the message names it and the remedy."""
-
-
-class StoreInUse(OSError):
-    """Another process has the state file open (its `<file>.lock` is held)."""
-
-
-_UNWRITABLE = {8, 10, 13}
-"""SQLite's primary result codes for a file that cannot be written: READONLY, IOERR, FULL."""
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _spills(method: _F) -> _F:
-    """A store method that, when the file cannot be written (a full disk, an I/O error, a file
-    made read-only), moves the store into memory once and runs again (docs/decisions.md §45)."""
-
-    def spills(self: SqliteTaskStore, exc: sqlite3.OperationalError) -> None:
-        if self.in_memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
-            raise exc
-        self._spill(exc)
-
-    if inspect.iscoroutinefunction(method):
-        @functools.wraps(method)
-        async def spilling_async(self: SqliteTaskStore, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return await method(self, *args, **kwargs)
-            except sqlite3.OperationalError as exc:
-                spills(self, exc)
-            return await method(self, *args, **kwargs)
-
-        return spilling_async  # type: ignore[return-value]
-
-    @functools.wraps(method)
-    def spilling(self: SqliteTaskStore, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.OperationalError as exc:
-            spills(self, exc)
-        return method(self, *args, **kwargs)
-
-    return spilling  # type: ignore[return-value]
 
 
 def _ref(ref: TaskRef) -> tuple[str, str, str]:
@@ -166,6 +122,7 @@ class SqliteTaskStore:
         self._swept = 0.0
         self.in_memory = False
         """Set once the file could not be written: the state is then kept in memory only."""
+        self._held = SqliteHeldStore(lambda: self._db, max_rows=max_tasks)
         self.sweep()
 
     @property
@@ -314,6 +271,9 @@ class SqliteTaskStore:
 
     def _finish_checkpoint(self) -> None:
         sqlite_wal.finish_checkpoint(self._db, self.path)
+
+    def held_tasks(self) -> HeldTaskStore:
+        return self._held
 
     async def close(self) -> None:
         self._db.close()

@@ -42,6 +42,8 @@ from translators.inputs import input_key
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
+from .held_tasks import HeldTaskStore, MemoryHeldStore
+
 
 @dataclass(frozen=True, slots=True)
 class CapturedInput:
@@ -168,6 +170,9 @@ class TaskStateStore(Protocol):
         """A new `Entry.order` for `backend`, higher than every one handed out before (by any
         process sharing the store, and before a restart): new entries sort after the others."""
 
+    def held_tasks(self) -> HeldTaskStore:
+        """The held tasks' records in this store (`proxy/state/held_tasks.py`), the same object each time."""
+
     async def close(self) -> None:
         """Release what the store holds open (its file)."""
 
@@ -209,6 +214,7 @@ class MemoryTaskStore:
 
     def __init__(self, *, max_tasks: int):
         self._orders: dict[str, int] = {}
+        self._held: MemoryHeldStore | None = None
         self._outcomes: TLRUCache[TaskRef, tuple[CanonicalTask, float]] = TLRUCache(
             maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry[1], timer=time.monotonic)
         self._inputs: _Forgetful = _Forgetful(maxsize=max_tasks, ttu=lambda _ref, entry, now: now + entry.keep_s, timer=time.monotonic)
@@ -295,6 +301,11 @@ class MemoryTaskStore:
     async def next_order(self, backend: str) -> int:
         self._orders[backend] = order = self._orders.get(backend, 0) + 1
         return order
+
+    def held_tasks(self) -> HeldTaskStore:
+        if self._held is None:
+            self._held = MemoryHeldStore()
+        return self._held
 
     async def close(self) -> None:
         pass

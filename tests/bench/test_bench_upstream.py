@@ -47,6 +47,7 @@ async def test_session_wire_scenarios(v1_url):
             "sleep": "required",
             "progress": None,
             "ask": "required",
+            "wait": None,
         }
         await client.close()
 

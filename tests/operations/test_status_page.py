@@ -134,6 +134,7 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
             "health": "up",
             "down_reason": None,
             "live_tasks": 0,
+            "held_tasks": {"now": 0, "promoted": 0, "ended": {}},
             "requests_last_minute": b["requests_last_minute"],
             "errors_last_minute": 0,
             "refusals_last_minute": b["refusals_last_minute"],

@@ -5,6 +5,10 @@ Real clients where public ones exist: FastMCP 4 (v2-modern) and the official mcp
 No public v2-session client or server runs here, so those sides are the tests' raw session-wire
 caller (`session_support.SessionCaller` declaring the extension) and the minimal v2-session peer
 (`tests/peers/v2_session_server.py`).
+
+Held tasks (docs/behaviour.md §9) have a folder of their own, `held/`, one module per face in
+front of the task-less mcp 1.30 server over HTTP and on stdio (every cell where holding applies:
+v2-modern, v1 and v2-session clients × HTTP and stdio backends), and `held/test_held_durable.py`.
 """
 
 from __future__ import annotations

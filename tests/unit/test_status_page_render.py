@@ -210,3 +210,11 @@ def test_failures_leaning_clients_and_recent_errors_are_tables_of_their_own():
         "—",
     ]
     assert "<dt><code>session_lost</code></dt><dd>the session is gone</dd>" in html
+
+
+def test_held_tasks_show_under_the_live_tasks_once_there_were_any():
+    quiet = _data()
+    assert "held:" not in render(quiet, 10)
+    busy = _data()
+    busy["backends"][0]["held_tasks"] = {"now": 2, "promoted": 7, "ended": {"completed": 4, "cancelled": 1}}
+    assert "held: 2 now, 7 in all (1 cancelled, 4 completed)" in render(busy, 10)

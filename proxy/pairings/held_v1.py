@@ -1,0 +1,199 @@
+"""Held tasks for v1 clients on a session relayed to a v1 backend (docs/behaviour.md §9 "v1 and
+v2-session clients"; the core is `proxy/pairings/held.py`).
+
+A relayed session passes the backend's bytes on (`relay.py`); while holding is on, the entry asks
+`HeldSessions.intercept` first, which answers these requests itself (None: relay as before):
+
+* `tools/list`: the backend's list, each tool without task support shown
+  `execution.taskSupport: "optional"` (`translators.held.tools_list_held_v1`);
+* `tools/call` with `params.task` to such a tool: the plain call goes upstream on the client's own
+  upstream session and the client gets a held task at once (`CreateTaskResult`, `ttl`,
+  `pollInterval`);
+* `tasks/get`, `tasks/result` (blocking; the backend's questions go out on its stream as the
+  backend's own requests, same id, with related-task `_meta`), `tasks/cancel` of a held task, and
+  `tasks/list` in front of a backend without tasks (the session's held tasks);
+* the client's JSON-RPC answer to such a question, delivered upstream by the process holding the
+  call (elsewhere it is relayed: the same session and request id reach the backend).
+
+Held tasks of a relayed session belong to that session (the backend's own tasks would too:
+docs/decisions.md §25): their owner is `session:<upstream session id>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from translators import jsonrpc
+from translators.differences import drop_task_param
+from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from translators.held import HELD_SESSION, cancelled_v1, created_v1, get_v1, list_v1, result_v1, tools_list_held_v1
+from translators.inputs import input_request_to_v1
+from translators.model import InputRequest
+
+from ..faces.checks import json_response
+from ..sse import sse_frame
+from ..upstream.session_wire import SessionLost
+from .held import POLL_MS, HeldCalls
+
+
+class HeldSessions:
+    """The v1 face of one backend's held calls (module docstring)."""
+
+    def __init__(self, held: HeldCalls, settings: Any, keyring: Any):
+        self.held = held
+        self.backend = held.backend
+        self.settings = settings
+        self.keyring = keyring
+
+    @staticmethod
+    def owner(upstream_id: str) -> str:
+        return "session:" + upstream_id
+
+    def _held_ref(self, task_id: Any, owner: str) -> str | None:
+        """The held id inside a client's task id, or None when it names no held task of `owner`."""
+        if not isinstance(task_id, str):
+            return None
+        try:
+            ref = self.keyring.unseal_task_id(task_id, owner)
+        except McpError:
+            return None
+        return ref.task if (ref.backend, ref.session) == (self.backend.name, HELD_SESSION) else None
+
+    async def intercept(self, request: web.Request, message: jsonrpc.Message, upstream_id: str | None) -> web.StreamResponse | None:
+        """Answer `message` on a relayed v1 session when it concerns held tasks; None: relay it."""
+        if not self.held.on or upstream_id is None or self.backend.dialect != "v1":
+            return None
+        owner = self.owner(upstream_id)
+        if message.kind == "response":
+            return await self._answer(message, owner)
+        if message.kind != "request":
+            return None
+        params = message.params
+        try:
+            if message.method == "tools/list":
+                return await self._tools_list(request, message, upstream_id)
+            if message.method == "tools/call" and isinstance(params.get("task"), dict):
+                return await self._call(request, message, upstream_id, owner)
+            if message.method == "tasks/list" and not (await self.backend.current()).offers_tool_tasks:
+                records = await self.held.store.of_principal(self.backend.name, owner)
+                states = [replace((await self.held.read(r.task_id, owner)).state, task_id=self.held.sealed(r.task_id, owner))
+                          for r in records]
+                return json_response(jsonrpc.result_response(message.id, list_v1(states)))
+            if message.method in ("tasks/get", "tasks/result", "tasks/cancel"):
+                held_id = self._held_ref(params.get("taskId"), owner)
+                if held_id is None:
+                    return None
+                return await self._task(request, message, held_id, owner)
+        except McpError as exc:
+            return json_response(jsonrpc.error_response(message.id, exc))
+        return None
+
+    async def _tools_list(self, request: web.Request, message: jsonrpc.Message, upstream_id: str) -> web.Response | None:
+        """The backend's `tools/list` on the client's session, rewritten; when it does not answer a
+        list (a session it forgot, an error, unreachable) the request is relayed as before, so the
+        client gets the backend's own answer (a 404 included)."""
+        session = self.backend.pool.by_id(upstream_id)
+        try:
+            result = await session.request("tools/list", message.params, headers=self.settings.upstream_headers(request.headers))
+        except (SessionLost, McpError):
+            return None
+        return json_response(jsonrpc.result_response(message.id, tools_list_held_v1(result)))
+
+    async def _call(self, request: web.Request, message: jsonrpc.Message, upstream_id: str, owner: str) -> web.Response | None:
+        """`params.task` on a tool the backend offers no task for: a held task at once."""
+        name = message.params.get("name")
+        if not isinstance(name, str):
+            return None
+        profile = await self.backend.current()
+        support = await self.backend.tool_support(name) if profile.offers_tool_tasks else "forbidden"
+        if support != "forbidden" or self.backend.unreachable_at is not None:
+            return None  # the backend runs it as a task itself, or refuses connections now: relayed as before
+        if not self.held.has_room(owner):
+            raise McpError(INTERNAL_ERROR, f"Too many held calls (at most {self.held.max_calls}, {self.held.max_per_principal} "
+                                           "per principal): try again later")
+        task = message.params.get("task") or {}
+        ttl = task.get("ttl") if isinstance(task.get("ttl"), int) and not isinstance(task.get("ttl"), bool) else None
+        headers = self.settings.upstream_headers(request.headers)
+        exchange = self.held.start(owner, name, drop_task_param(message.params), self.backend.pool.by_id(upstream_id), headers)
+        holding = await self.held.promote(exchange, owner, name, ttl_ms=ttl, at_once=True)
+        assert holding is not None  # room was checked just now, with no await between
+        sealed = self.held.sealed(holding.record.task_id, owner)
+        return json_response(jsonrpc.result_response(message.id, created_v1(replace(holding.state, task_id=sealed))))
+
+    async def _task(self, request: web.Request, message: jsonrpc.Message, held_id: str, owner: str) -> web.StreamResponse:
+        sealed = message.params["taskId"]
+        record = await self.held.read(held_id, owner)
+        if message.method == "tasks/get":
+            return json_response(jsonrpc.result_response(message.id, get_v1(replace(record.state, task_id=sealed))))
+        if message.method == "tasks/cancel":
+            if record.state.terminal:
+                raise McpError(INVALID_PARAMS, f"Cannot cancel task {sealed}: it is already {record.state.status}")
+            await self.held.cancel(record)
+            record = await self.held.read(held_id, owner)
+            return json_response(jsonrpc.result_response(message.id, cancelled_v1(replace(record.state, task_id=sealed))))
+        return await self._result(request, message, held_id, owner, sealed)
+
+    async def _result(self, request: web.Request, message: jsonrpc.Message, held_id: str, owner: str, sealed: str) -> web.StreamResponse:
+        """A blocking `tasks/result`: the backend's questions on its stream, then the payload."""
+        stream: web.StreamResponse | None = None
+        sent: set[str] = set()
+        event = 0
+        while True:
+            holding = self.held.holding(held_id)
+            if holding is not None:
+                holding.changed.clear()
+            record = await self.held.read(held_id, owner)
+            if record.state.terminal:
+                payload = result_v1(replace(record.state, task_id=sealed))
+                answer = (jsonrpc.error_response(message.id, payload) if isinstance(payload, McpError)
+                          else jsonrpc.result_response(message.id, payload))
+                if stream is None:
+                    return json_response(answer)
+                event += 1
+                await stream.write(sse_frame(event, answer))
+                await stream.write_eof()
+                return stream
+            if holding is not None:
+                questions = [(key, upstream_id, question) for key, (upstream_id, question) in holding.exchange.outstanding.items()]
+            else:  # held by another process: its record names the questions
+                questions = [(key, record.questions[key], InputRequest.model_validate(wire))
+                             for key, wire in record.state.input_requests.items() if key in record.questions]
+            for key, upstream_id, question in questions:
+                if key in sent:
+                    continue
+                if stream is None:
+                    stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+                    await stream.prepare(request)
+                event += 1
+                await stream.write(sse_frame(event, input_request_to_v1(question, upstream_id, sealed)))
+                sent.add(key)
+            if holding is None:
+                await asyncio.sleep(POLL_MS / 2000)  # read the record again
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(holding.changed.wait(), POLL_MS / 1000)
+
+    async def _answer(self, message: jsonrpc.Message, owner: str) -> web.Response | None:
+        """The client's answer to a question of a call held here: delivered upstream."""
+        raw = message.raw
+        if "result" not in raw:
+            return None  # an error answer is relayed (same session, same id)
+        for holding in self.held.holdings():
+            if holding.record.principal != owner:
+                continue
+            for key, (upstream_id, _) in list(holding.exchange.outstanding.items()):
+                if upstream_id == raw.get("id"):
+                    await self.held.answer(holding.record, {key: raw["result"]})
+                    return web.Response(status=202)
+        if self.held.handover is not None:  # a call another replica holds: handed to it
+            for record in await self.held.store.of_principal(self.backend.name, owner):
+                for key, upstream_id in record.questions.items():
+                    if upstream_id == raw.get("id") and not record.state.terminal:
+                        await self.held.answer(record, {key: raw["result"]})
+                        return web.Response(status=202)
+        return None

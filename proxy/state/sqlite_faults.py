@@ -1,0 +1,54 @@
+"""The SQLite store's faults (`proxy/state/sqlite_store.py`): its two errors, and the decorator that
+moves a store whose file cannot be written into memory (docs/decisions.md §45)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+
+class StoreDamaged(sqlite3.DatabaseError):
+    """The state file is damaged (SQLite's quick check failed); the message names it and the remedy."""
+
+
+class StoreInUse(OSError):
+    """Another process has the state file open (its `<file>.lock` is held)."""
+
+
+_UNWRITABLE = {8, 10, 13}
+"""SQLite's primary result codes for a file that cannot be written: READONLY, IOERR, FULL."""
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _spills(method: _F) -> _F:
+    """A store method that, when the file cannot be written (a full disk, an I/O error, a file
+    made read-only), moves the store into memory once and runs again (docs/decisions.md §45)."""
+
+    def spills(self: Any, exc: sqlite3.OperationalError) -> None:
+        if self.in_memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
+            raise exc
+        self._spill(exc)
+
+    if inspect.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def spilling_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                spills(self, exc)
+            return await method(self, *args, **kwargs)
+
+        return spilling_async  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def spilling(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            spills(self, exc)
+        return method(self, *args, **kwargs)
+
+    return spilling  # type: ignore[return-value]
