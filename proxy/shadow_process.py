@@ -1,0 +1,217 @@
+"""The shadow process (docs/behaviour.md §8 "Shadow", docs/decisions.md §125): a child of the
+proxy that asks a v2-modern candidate what its primary was asked and compares the answers, so
+that the comparison's CPU (the candidate's HTTP request and answer, the canonical forms, the
+diff: about 0.4 ms a call, docs/performance.md "Shadowing") runs beside the proxy's event loop,
+on another core, never in front of a client's next request.
+
+    proxy (ShadowProcess.submit) ── one JSON line per job on the child's stdin ──► child (main)
+    proxy (on_result)            ◄── one JSON line per outcome on its stdout ─────  asks, follows, compares
+
+A job, `{"id", "url", "extra_headers", "concurrency", "timeout_s", "method", "params", "headers",
+"primary", "ignore"}`: the candidate's address and the headers its connector adds, the candidate's
+`shadow_concurrency` (the child asks at most that many at once per `url`), the
+`shadow_timeout_ms` in s, the request, the client's headers for upstream, the primary's answer in
+canonical form (`translators.shadow`) and the `shadow_ignore` paths. An outcome, `{"id",
+"outcome", "reason"?, "diff"?, "paths"?}`: "match", "differ" (with the compact diff and the
+differing paths), "candidate_error" (with the reason) or "timeout". The proxy counts and logs them
+(`proxy/shadow.py`); the child only asks and compares. It is started by its handle on the first
+job and stopped by it (stdin closed, then terminated after `STOP_WAIT_S`); it ends by itself when
+the proxy's end of the pipe closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STOP_WAIT_S = 2.0
+"""How long the proxy waits for the child to end once its stdin is closed before terminating it."""
+LINE_LIMIT = 64 * 1024 * 1024
+"""The longest line either side reads (bytes): a job or an outcome carries one answer."""
+
+
+class ShadowProcess:
+    """The proxy's handle on its shadow child: `start` (once), `submit` (no await, never raises),
+    `close`. `on_result(job_id, outcome)` is called for each outcome, and `on_lost(job_ids)` with
+    the jobs still pending when the child ended without being asked to."""
+
+    def __init__(self, on_result: Callable[[int, dict[str, Any]], None], on_lost: Callable[[list[int]], None]):
+        self.on_result = on_result
+        self.on_lost = on_lost
+        self.process: asyncio.subprocess.Process | None = None
+        self.pending: set[int] = set()
+        self.submitted = 0
+        """Jobs sent to the child since it started."""
+        self.state = "new"
+        """"new", "starting", "running", "ended" (failed to start, died or closed: jobs stay in-process)."""
+        self._reader: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    def start_soon(self) -> None:
+        """Start the child in the background (the first job goes in-process meanwhile)."""
+        if self.state == "new":
+            self.state = "starting"
+            self._starting = asyncio.ensure_future(self._start())
+
+    async def _start(self) -> None:
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "proxy.shadow_process", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                limit=LINE_LIMIT)
+            assert self.process.stdout is not None
+            ready = await asyncio.wait_for(self.process.stdout.readline(), 30)
+            if ready.strip() != b'{"ready":true}':
+                raise RuntimeError(f"the shadow process said {ready[:200]!r}")
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            log.warning("shadow: no shadow process (%s); comparisons run in the proxy's event loop", exc)
+            self.state = "ended"
+            await self._stop_process()
+            return
+        if self.state != "starting":  # closed meanwhile
+            await self._stop_process()
+            return
+        self.state = "running"
+        self._reader = asyncio.ensure_future(self._read())
+
+    def submit(self, job: dict[str, Any]) -> bool:
+        """Send `job` (its "id" unique) to the child; False when the child is not running."""
+        process = self.process
+        if self.state != "running" or process is None or process.stdin is None or process.stdin.is_closing():
+            return False
+        try:
+            process.stdin.write(json.dumps(job, separators=(",", ":")).encode() + b"\n")
+        except (ConnectionError, RuntimeError):
+            return False
+        self.pending.add(job["id"])
+        self.submitted += 1
+        return True
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout
+        try:
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    break
+                outcome = json.loads(line)
+                job_id = outcome.pop("id")
+                self.pending.discard(job_id)
+                self.on_result(job_id, outcome)
+        except (ValueError, KeyError, asyncio.LimitOverrunError) as exc:
+            log.warning("shadow: the shadow process said something unreadable (%s)", exc)
+        if self.state == "running":
+            log.warning("shadow: the shadow process ended; comparisons run in the proxy's event loop")
+            self.state = "ended"
+            lost, self.pending = sorted(self.pending), set()
+            self.on_lost(lost)
+
+    async def close(self) -> None:
+        self.state = "ended"
+        if self._starting is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._starting
+        await self._stop_process()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+    async def _stop_process(self) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), STOP_WAIT_S)
+        except TimeoutError:
+            process.terminate()
+            await process.wait()
+
+
+# -- the child --------------------------------------------------------------------------------------
+
+
+async def _child() -> None:
+    import aiohttp
+
+    from translators import shadow as canon
+
+    from .shadow_ask import candidate_outcome
+    from .upstream.endpoint import Endpoint
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+    http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar())
+    endpoints: dict[tuple[str, str], Endpoint] = {}
+    limits: dict[str, asyncio.Semaphore] = {}
+    running: set[asyncio.Task[None]] = set()
+
+    def answer(outcome: dict[str, Any]) -> None:
+        out.write(json.dumps(outcome, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+        out.flush()
+
+    async def one(job: dict[str, Any]) -> None:
+        key = (job["url"], json.dumps(job["extra_headers"], sort_keys=True))
+        endpoint = endpoints.get(key)
+        if endpoint is None:
+            endpoint = endpoints[key] = Endpoint("candidate", job["url"], http, extra_headers=job["extra_headers"])
+        limit = limits.setdefault(job["url"], asyncio.Semaphore(job["concurrency"]))
+        try:
+            async with limit, asyncio.timeout(job["timeout_s"]):
+                theirs = await candidate_outcome(endpoint, job["method"], job["params"], job["headers"])
+        except TimeoutError:
+            answer({"id": job["id"], "outcome": "timeout"})
+            return
+        except Exception as exc:  # noqa: BLE001 - the candidate could not be asked
+            answer({"id": job["id"], "outcome": "candidate_error", "reason": str(exc) or exc.__class__.__name__})
+            return
+        ignore = [canon.parse_path(p) for p in job["ignore"]]
+        found = canon.differences(job["primary"], theirs, ignore)
+        if not found:
+            answer({"id": job["id"], "outcome": "match"})
+        else:
+            answer({"id": job["id"], "outcome": "differ", "diff": canon.compact_diff(found), "paths": [w for w, _p, _c in found]})
+
+    answer({"ready": True})
+    try:
+        while True:
+            line = await reader.readline()
+            if not line:
+                break
+            task = asyncio.ensure_future(one(json.loads(line)))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        if running:
+            await asyncio.wait(running)
+    finally:
+        await http.close()
+
+
+def main() -> None:
+    """`python -m proxy.shadow_process`: the child, until its stdin closes."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="shadow process: %(levelname)s %(message)s")
+    try:
+        import uvloop
+
+        uvloop.run(_child())
+    except ImportError:
+        asyncio.run(_child())
+
+
+if __name__ == "__main__":
+    main()
