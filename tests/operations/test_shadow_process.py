@@ -66,8 +66,10 @@ async def test_comparisons_run_in_the_shadow_process_and_are_counted_by_the_prox
     primary = await aiohttp_server(create_app("modern", poll_interval_ms=20))
     candidate = OtherEcho()
     served = await aiohttp_server(candidate.app())
-    upstream = [{"name": "legacy", "url": str(primary.make_url("/mcp"))},
-                {"name": "next", "url": str(served.make_url("/mcp")), "shadow_of": "legacy", "shadow_tools": ["echo"]}]
+    upstream = [
+        {"name": "legacy", "url": str(primary.make_url("/mcp"))},
+        {"name": "next", "url": str(served.make_url("/mcp")), "shadow_of": "legacy", "shadow_tools": ["echo"]},
+    ]
     async with running_proxy("", tmp_path, upstream=upstream, store="memory") as proxy, aiohttp.ClientSession() as http:
         shadowing = proxy.runner.app[STATE].fleet.shadow
         caller = Caller(http, proxy.url)
@@ -101,8 +103,10 @@ async def test_an_unreachable_candidate_is_a_candidate_error_in_the_shadow_proce
     primary = await aiohttp_server(create_app("modern", poll_interval_ms=20))
     candidate = OtherEcho()
     served = await aiohttp_server(candidate.app())
-    upstream = [{"name": "legacy", "url": str(primary.make_url("/mcp"))},
-                {"name": "next", "url": str(served.make_url("/mcp")), "shadow_of": "legacy"}]
+    upstream = [
+        {"name": "legacy", "url": str(primary.make_url("/mcp"))},
+        {"name": "next", "url": str(served.make_url("/mcp")), "shadow_of": "legacy"},
+    ]
     async with (
         running_proxy("", tmp_path, upstream=upstream, store="memory", health_interval_ms=0) as proxy,
         aiohttp.ClientSession() as http,
