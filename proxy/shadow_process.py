@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 STOP_WAIT_S = 2.0
 """How long the proxy waits for the child to end once its stdin is closed before terminating it."""
+BATCH_S = 0.005
+"""How long either side gathers lines before writing them (s): one write and one wake-up of the
+other side per batch, not per job (a comparison is never waited for)."""
 LINE_LIMIT = 64 * 1024 * 1024
 """The longest line either side reads (bytes): a job or an outcome carries one answer."""
 
@@ -53,6 +56,7 @@ class ShadowProcess:
         """"new", "starting", "running", "ended" (failed to start, died or closed: jobs stay in-process)."""
         self._reader: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
+        self._batch: list[bytes] = []
 
     @property
     def running(self) -> bool:
@@ -89,13 +93,22 @@ class ShadowProcess:
         process = self.process
         if self.state != "running" or process is None or process.stdin is None or process.stdin.is_closing():
             return False
-        try:
-            process.stdin.write(json.dumps(job, separators=(",", ":")).encode() + b"\n")
-        except (ConnectionError, RuntimeError):
-            return False
+        if not self._batch:
+            asyncio.get_running_loop().call_later(BATCH_S, self._write)
+        self._batch.append(json.dumps(job, separators=(",", ":")).encode() + b"\n")
         self.pending.add(job["id"])
         self.submitted += 1
         return True
+
+    def _write(self) -> None:
+        batch, self._batch = self._batch, []
+        process = self.process
+        if process is None or process.stdin is None or process.stdin.is_closing():
+            return  # ended meanwhile: its pending jobs are reported lost by `_read`
+        try:
+            process.stdin.write(b"".join(batch))
+        except (ConnectionError, RuntimeError):
+            pass
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
@@ -133,6 +146,7 @@ class ShadowProcess:
         if process is None or process.returncode is not None:
             return
         if process.stdin is not None:
+            self._write()
             process.stdin.close()
         try:
             await asyncio.wait_for(process.wait(), STOP_WAIT_S)
@@ -161,9 +175,17 @@ async def _child() -> None:
     limits: dict[str, asyncio.Semaphore] = {}
     running: set[asyncio.Task[None]] = set()
 
-    def answer(outcome: dict[str, Any]) -> None:
-        out.write(json.dumps(outcome, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+    batch: list[bytes] = []
+
+    def flush() -> None:
+        out.write(b"".join(batch))
         out.flush()
+        batch.clear()
+
+    def answer(outcome: dict[str, Any]) -> None:
+        if not batch:
+            loop.call_later(BATCH_S, flush)
+        batch.append(json.dumps(outcome, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
 
     async def one(job: dict[str, Any]) -> None:
         key = (job["url"], json.dumps(job["extra_headers"], sort_keys=True))
@@ -188,6 +210,7 @@ async def _child() -> None:
             answer({"id": job["id"], "outcome": "differ", "diff": canon.compact_diff(found), "paths": [w for w, _p, _c in found]})
 
     answer({"ready": True})
+    flush()
     try:
         while True:
             line = await reader.readline()
@@ -198,6 +221,8 @@ async def _child() -> None:
             task.add_done_callback(running.discard)
         if running:
             await asyncio.wait(running)
+        if batch:
+            flush()
     finally:
         await http.close()
 
