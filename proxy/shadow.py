@@ -116,8 +116,11 @@ class Mirror:
         if self.sent and self.sent + self.queue.qsize() >= self.config.shadow_queue + self.config.shadow_concurrency:
             self.owner.count(self, job.method, canon.tool_name(job.method, job.params), "dropped")
             return
-        if self.owner.sent_away(self, job):
-            return
+        try:
+            if self.owner.sent_away(self, job):
+                return
+        except Exception:  # a proxy bug must not reach the client: compared here instead
+            log.exception("shadow %s: sending %s to the shadow process failed", self.name, job.method)
         if not self.workers:
             self.workers = [asyncio.ensure_future(self._work()) for _ in range(self.config.shadow_concurrency)]
         try:
@@ -281,19 +284,17 @@ class Shadowing:
             if answer is None:
                 return False
             job.answer = answer
-        primary = _held(job)
-        if primary is None:
-            return False
+        if not isinstance(answer, dict) or canon.result_kind(answer) != "final":
+            return False  # a task to follow on the primary, or a question: in this event loop
         job_id = next(self._ids)
-        sent = self.process.submit({
-            "id": job_id, "url": connector.url, "extra_headers": connector.extra_headers,
-            "concurrency": mirror.config.shadow_concurrency, "timeout_s": mirror.config.shadow_timeout_ms / 1000,
-            "method": job.method, "params": job.params, "headers": job.headers, "primary": primary,
-            "ignore": list(mirror.config.shadow_ignore)})
-        if not sent:
+        candidate_config = {"url": connector.url, "extra_headers": connector.extra_headers,
+                            "concurrency": mirror.config.shadow_concurrency, "timeout_s": mirror.config.shadow_timeout_ms / 1000,
+                            "ignore": mirror.config.shadow_ignore}
+        job_line = {"id": job_id, "method": job.method, "params": job.params, "headers": job.headers, "answer": answer}
+        if not self.process.submit(mirror.name, candidate_config, job_line):
             return False
-        if job.method == "tools/list" and "result" in primary:
-            self._learn(job.primary.name, primary["result"])
+        if job.method == "tools/list" and "error" not in answer:
+            self._learn(job.primary.name, answer)
         self._sent[job_id] = (mirror, job.method, tool, job.primary.name)
         mirror.sent += 1
         return True

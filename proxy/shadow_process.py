@@ -7,11 +7,13 @@ on another core, never in front of a client's next request.
     proxy (ShadowProcess.submit) ── one JSON line per job on the child's stdin ──► child (main)
     proxy (on_result)            ◄── one JSON line per outcome on its stdout ─────  asks, follows, compares
 
-A job, `{"id", "url", "extra_headers", "concurrency", "timeout_s", "method", "params", "headers",
-"primary", "ignore"}`: the candidate's address and the headers its connector adds, the candidate's
-`shadow_concurrency` (the child asks at most that many at once per `url`), the
-`shadow_timeout_ms` in s, the request, the client's headers for upstream, the primary's answer in
-canonical form (`translators.shadow`) and the `shadow_ignore` paths. An outcome, `{"id",
+A candidate, sent before its first job and again when it changed, `{"candidate": n, "url",
+"extra_headers", "concurrency", "timeout_s", "ignore"}`: the candidate's address and the headers
+its connector adds, its `shadow_concurrency` (the child asks at most that many at once), its
+`shadow_timeout_ms` in s and its `shadow_ignore` paths. A job, `{"id", "candidate": n, "method",
+"params", "headers", "answer"}`: the request, the client's headers for upstream and the primary's
+answer as the client got it, final (a result, or `{"error": {...}}`), put in canonical form
+(`translators.shadow`) by the child. An outcome, `{"id",
 "outcome", "reason"?, "diff"?, "paths"?}`: "match", "differ" (with the compact diff and the
 differing paths), "candidate_error" (with the reason) or "timeout". The proxy counts and logs them
 (`proxy/shadow.py`); the child only asks and compares. It is started by its handle on the first
@@ -57,6 +59,8 @@ class ShadowProcess:
         self._reader: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
         self._batch: list[bytes] = []
+        self._candidates: dict[str, tuple[int, dict[str, Any]]] = {}
+        """Candidate name → (its number, what the child was told of it)."""
 
     @property
     def running(self) -> bool:
@@ -88,13 +92,20 @@ class ShadowProcess:
         self.state = "running"
         self._reader = asyncio.ensure_future(self._read())
 
-    def submit(self, job: dict[str, Any]) -> bool:
-        """Send `job` (its "id" unique) to the child; False when the child is not running."""
+    def submit(self, name: str, candidate: dict[str, Any], job: dict[str, Any]) -> bool:
+        """Send `job` (its "id" unique) for the candidate `name` (`candidate`: its "url",
+        "extra_headers", "concurrency", "timeout_s", "ignore") to the child; False when the child is
+        not running."""
         process = self.process
         if self.state != "running" or process is None or process.stdin is None or process.stdin.is_closing():
             return False
         if not self._batch:
             asyncio.get_running_loop().call_later(BATCH_S, self._write)
+        known = self._candidates.get(name)
+        if known is None or known[1] != candidate:
+            known = self._candidates[name] = (len(self._candidates) + 1 if known is None else known[0] + 1000, candidate)
+            self._batch.append(json.dumps({"candidate": known[0], **candidate}, separators=(",", ":")).encode() + b"\n")
+        job["candidate"] = known[0]
         self._batch.append(json.dumps(job, separators=(",", ":")).encode() + b"\n")
         self.pending.add(job["id"])
         self.submitted += 1
@@ -171,8 +182,7 @@ async def _child() -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = sys.stdout.buffer
     http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar())
-    endpoints: dict[tuple[str, str], Endpoint] = {}
-    limits: dict[str, asyncio.Semaphore] = {}
+    candidates: dict[int, tuple[Endpoint, asyncio.Semaphore, float, list[tuple[str, ...]]]] = {}
     running: set[asyncio.Task[None]] = set()
 
     batch: list[bytes] = []
@@ -188,13 +198,14 @@ async def _child() -> None:
         batch.append(json.dumps(outcome, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
 
     async def one(job: dict[str, Any]) -> None:
-        key = (job["url"], json.dumps(job["extra_headers"], sort_keys=True))
-        endpoint = endpoints.get(key)
-        if endpoint is None:
-            endpoint = endpoints[key] = Endpoint("candidate", job["url"], http, extra_headers=job["extra_headers"])
-        limit = limits.setdefault(job["url"], asyncio.Semaphore(job["concurrency"]))
+        endpoint, limit, timeout_s, ignore = candidates[job["candidate"]]
+        held = job["answer"]
+        if isinstance(held.get("error"), dict) and len(held) == 1:
+            primary = canon.canonical_error(held["error"])
+        else:
+            primary = canon.canonical_answer(job["method"], held)
         try:
-            async with limit, asyncio.timeout(job["timeout_s"]):
+            async with limit, asyncio.timeout(timeout_s):
                 theirs = await candidate_outcome(endpoint, job["method"], job["params"], job["headers"])
         except TimeoutError:
             answer({"id": job["id"], "outcome": "timeout"})
@@ -202,8 +213,7 @@ async def _child() -> None:
         except Exception as exc:  # noqa: BLE001 - the candidate could not be asked
             answer({"id": job["id"], "outcome": "candidate_error", "reason": str(exc) or exc.__class__.__name__})
             return
-        ignore = [canon.parse_path(p) for p in job["ignore"]]
-        found = canon.differences(job["primary"], theirs, ignore)
+        found = canon.differences(primary, theirs, ignore)
         if not found:
             answer({"id": job["id"], "outcome": "match"})
         else:
@@ -216,7 +226,13 @@ async def _child() -> None:
             line = await reader.readline()
             if not line:
                 break
-            task = asyncio.ensure_future(one(json.loads(line)))
+            message = json.loads(line)
+            if "candidate" in message and "id" not in message:
+                endpoint = Endpoint("candidate", message["url"], http, extra_headers=message["extra_headers"])
+                candidates[message["candidate"]] = (endpoint, asyncio.Semaphore(message["concurrency"]), message["timeout_s"],
+                                                    [canon.parse_path(p) for p in message["ignore"]])
+                continue
+            task = asyncio.ensure_future(one(message))
             running.add(task)
             task.add_done_callback(running.discard)
         if running:
