@@ -287,7 +287,7 @@ class Shadowing:
         if not isinstance(answer, dict) or canon.result_kind(answer) != "final":
             return False  # a task to follow on the primary, or a question: in this event loop
         job_id = next(self._ids)
-        candidate_config = {"url": connector.url, "extra_headers": connector.extra_headers,
+        candidate_config = {"name": mirror.name, "url": connector.url, "extra_headers": connector.extra_headers,
                             "concurrency": mirror.config.shadow_concurrency, "timeout_s": mirror.config.shadow_timeout_ms / 1000,
                             "ignore": mirror.config.shadow_ignore}
         job_line = {"id": job_id, "method": job.method, "params": job.params, "headers": job.headers, "answer": answer}

@@ -7,7 +7,7 @@ on another core, never in front of a client's next request.
     proxy (ShadowProcess.submit) ── one JSON line per job on the child's stdin ──► child (main)
     proxy (on_result)            ◄── one JSON line per outcome on its stdout ─────  asks, follows, compares
 
-A candidate, sent before its first job and again when it changed, `{"candidate": n, "url",
+A candidate, sent before its first job and again when it changed, `{"candidate": n, "name", "url",
 "extra_headers", "concurrency", "timeout_s", "ignore"}`: the candidate's address and the headers
 its connector adds, its `shadow_concurrency` (the child asks at most that many at once), its
 `shadow_timeout_ms` in s and its `shadow_ignore` paths. A job, `{"id", "candidate": n, "method",
@@ -228,7 +228,7 @@ async def _child() -> None:
                 break
             message = json.loads(line)
             if "candidate" in message and "id" not in message:
-                endpoint = Endpoint("candidate", message["url"], http, extra_headers=message["extra_headers"])
+                endpoint = Endpoint(message["name"], message["url"], http, extra_headers=message["extra_headers"])
                 candidates[message["candidate"]] = (endpoint, asyncio.Semaphore(message["concurrency"]), message["timeout_s"],
                                                     [canon.parse_path(p) for p in message["ignore"]])
                 continue
