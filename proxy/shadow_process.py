@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import sys
@@ -61,6 +62,7 @@ class ShadowProcess:
         self._batch: list[bytes] = []
         self._candidates: dict[str, tuple[int, dict[str, Any]]] = {}
         """Candidate name → (its number, what the child was told of it)."""
+        self._numbers = itertools.count(1)
 
     @property
     def running(self) -> bool:
@@ -103,7 +105,7 @@ class ShadowProcess:
             asyncio.get_running_loop().call_later(BATCH_S, self._write)
         known = self._candidates.get(name)
         if known is None or known[1] != candidate:
-            known = self._candidates[name] = (len(self._candidates) + 1 if known is None else known[0] + 1000, candidate)
+            known = self._candidates[name] = (next(self._numbers), candidate)
             self._batch.append(json.dumps({"candidate": known[0], **candidate}, separators=(",", ":")).encode() + b"\n")
         job["candidate"] = known[0]
         self._batch.append(json.dumps(job, separators=(",", ":")).encode() + b"\n")
@@ -198,12 +200,16 @@ async def _child() -> None:
         batch.append(json.dumps(outcome, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
 
     async def one(job: dict[str, Any]) -> None:
-        endpoint, limit, timeout_s, ignore = candidates[job["candidate"]]
-        held = job["answer"]
-        if isinstance(held.get("error"), dict) and len(held) == 1:
-            primary = canon.canonical_error(held["error"])
-        else:
-            primary = canon.canonical_answer(job["method"], held)
+        try:
+            endpoint, limit, timeout_s, ignore = candidates[job["candidate"]]
+            held = job["answer"]
+            if isinstance(held.get("error"), dict) and len(held) == 1:
+                primary = canon.canonical_error(held["error"])
+            else:
+                primary = canon.canonical_answer(job["method"], held)
+        except Exception as exc:  # noqa: BLE001 - a job this child cannot read is answered all the same
+            answer({"id": job.get("id"), "outcome": "candidate_error", "reason": f"the shadow process: {exc!r}"})
+            return
         try:
             async with limit, asyncio.timeout(timeout_s):
                 theirs = await candidate_outcome(endpoint, job["method"], job["params"], job["headers"])
