@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import itertools
 import logging
 import random
 import time
@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import Counter
 
-from translators import jsonrpc
 from translators import shadow as canon
-from translators.envelope import ModernMeta
 from translators.errors import McpError
-from translators.protocol import MODERN_VERSION, TASKS_EXTENSION
 
 from .config import Settings, Upstream
 from .faces.modern import ModernRequest
+from .shadow_ask import SHADOW_META, poll_wait, relayed_answer
+from .shadow_process import ShadowProcess
 from .upstream.backend import UnsupportedBackend
+from .upstream.endpoint import Endpoint
 from .upstream.modern_wire import ModernClient
 
 if TYPE_CHECKING:
@@ -55,14 +55,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHADOW_META = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, {"name": "mcp-tasks-proxy-shadow", "version": "1"})
-"""The envelope a mirrored request carries: tasks declared, nothing a backend could ask a user with."""
 TOOLS_TTL_S = 60.0
 """How long a primary's read-only tools are trusted before its `tools/list` is asked again."""
 TOOLS_PAGES = 10
 """The most `tools/list` pages read for the read-only tools."""
-POLL_MIN_S, POLL_MAX_S = 0.05, 2.0
-"""Bounds on the wait between two `tasks/get` of a followed task (its `pollInterval`, else 0.2 s)."""
 LAST_DIFFERENCES = 20
 MAX_TOOL_LABELS = 100
 """Distinct tool label values a candidate counts under; more fold into "other"."""
@@ -112,8 +108,19 @@ class Mirror:
         self.workers: list[asyncio.Task[None]] = []
         self.ignore = [canon.parse_path(p) for p in config.shadow_ignore]
         self.stats = _Stats()
+        self.sent = 0
+        """Jobs with the shadow process, not answered yet (they take room in the queue, `shadow_queue`
+        + `shadow_concurrency` jobs in all)."""
 
     def offer(self, job: Job) -> None:
+        if self.sent and self.sent + self.queue.qsize() >= self.config.shadow_queue + self.config.shadow_concurrency:
+            self.owner.count(self, job.method, canon.tool_name(job.method, job.params), "dropped")
+            return
+        try:
+            if self.owner.sent_away(self, job):
+                return
+        except Exception:  # a proxy bug must not reach the client: compared here instead
+            log.exception("shadow %s: sending %s to the shadow process failed", self.name, job.method)
         if not self.workers:
             self.workers = [asyncio.ensure_future(self._work()) for _ in range(self.config.shadow_concurrency)]
         try:
@@ -159,6 +166,11 @@ class Shadowing:
         self._tool_labels: dict[str, set[str]] = {}
         self._children: dict[tuple[str, str, str, str], Any] = {}
         """Pre-bound counter children (bounded: backends, `MIRRORED`, tool labels, `OUTCOMES`)."""
+        self.process = ShadowProcess(self._answered, self._lost)
+        """Where the comparisons of held answers with v2-modern candidates run (docs/decisions.md §125)."""
+        self._ids = itertools.count(1)
+        self._sent: dict[int, tuple[Mirror, str, str | None, str]] = {}
+        """Job id → (mirror, method, tool, primary's name) of the jobs with the shadow process."""
 
     # -- the entry's side: cheap ----------------------------------------------------------------------
 
@@ -233,12 +245,79 @@ class Shadowing:
         if not found:
             self.count(mirror, job.method, tool, "match")
             return
-        diff = canon.compact_diff(found)
-        log.warning("shadow %s differs from %s on %s%s: %s", mirror.name, job.primary.name, job.method,
-                    f" {tool}" if tool else "", diff.replace("\n", "; "))
-        mirror.stats.last.appendleft({"at_ms": int(time.time() * 1000), "method": job.method, "tool": tool, "diff": diff,
-                                      "paths": [where for where, _p, _c in found]})
-        self.count(mirror, job.method, tool, "differ")
+        self._differs(mirror, job.primary.name, job.method, tool, canon.compact_diff(found), [where for where, _p, _c in found])
+
+    def _differs(self, mirror: Mirror, primary: str, method: str, tool: str | None, diff: str, paths: list[str]) -> None:
+        log.warning("shadow %s differs from %s on %s%s: %s", mirror.name, primary, method, f" {tool}" if tool else "",
+                    diff.replace("\n", "; "))
+        mirror.stats.last.appendleft({"at_ms": int(time.time() * 1000), "method": method, "tool": tool, "diff": diff,
+                                      "paths": paths})
+        self.count(mirror, method, tool, "differ")
+
+    # -- the shadow process's side (proxy/shadow_process.py) ---------------------------------------------
+
+    def sent_away(self, mirror: Mirror, job: Job) -> bool:
+        """Send `job` to the shadow process when it can be compared there: the primary's answer held
+        and final, the candidate a v2-modern backend over HTTP whose profile is fresh, and, for a
+        `tools/call`, the primary's read-only tools known (else the job stays in this event loop,
+        which asks for them). True when it was sent, or needs no asking at all."""
+        if not self.process.running:
+            self.process.start_soon()
+            return False
+        candidate = self.fleet.get(mirror.name)
+        if candidate is None:
+            return True  # removed by a reload
+        profile = candidate.backend.fresh()
+        connector = candidate.backend.connector
+        if profile is None or profile.dialect != "v2-modern" or type(connector) is not Endpoint:
+            return False
+        tool = canon.tool_name(job.method, job.params)
+        if job.method == "tools/call" and tool not in mirror.config.shadow_tools:
+            known = self._tools.get(job.primary.name)
+            if known is None or time.monotonic() - known[0] >= TOOLS_TTL_S:
+                return False
+            if tool not in known[1]:
+                return True  # never asked: not annotated read-only by the primary, nor listed
+        answer = job.answer
+        if isinstance(answer, bytes):
+            answer = relayed_answer(answer)
+            if answer is None:
+                return False
+            job.answer = answer
+        if not isinstance(answer, dict) or canon.result_kind(answer) != "final":
+            return False  # a task to follow on the primary, or a question: in this event loop
+        job_id = next(self._ids)
+        candidate_config = {"name": mirror.name, "url": connector.url, "extra_headers": connector.extra_headers,
+                            "concurrency": mirror.config.shadow_concurrency, "timeout_s": mirror.config.shadow_timeout_ms / 1000,
+                            "ignore": mirror.config.shadow_ignore}
+        job_line = {"id": job_id, "method": job.method, "params": job.params, "headers": job.headers, "answer": answer}
+        if not self.process.submit(mirror.name, candidate_config, job_line):
+            return False
+        if job.method == "tools/list" and "error" not in answer:
+            self._learn(job.primary.name, answer)
+        self._sent[job_id] = (mirror, job.method, tool, job.primary.name)
+        mirror.sent += 1
+        return True
+
+    def _answered(self, job_id: int, outcome: dict[str, Any]) -> None:
+        """One outcome of the shadow process, counted (and logged) as `run` does."""
+        sent = self._sent.pop(job_id, None)
+        if sent is None:
+            return
+        mirror, method, tool, primary = sent
+        mirror.sent -= 1
+        kind = outcome.get("outcome")
+        if kind == "differ":
+            self._differs(mirror, primary, method, tool, str(outcome.get("diff", "")), list(outcome.get("paths") or ()))
+            return
+        if kind == "candidate_error":
+            log.info("shadow %s: %s %s: the candidate could not be asked: %s", mirror.name, method, tool or "", outcome.get("reason"))
+        self.count(mirror, method, tool, kind if kind in ("match", "timeout", "candidate_error") else "candidate_error")
+
+    def _lost(self, job_ids: list[int]) -> None:
+        """The jobs the shadow process had when it ended: counted as candidate errors."""
+        for job_id in job_ids:
+            self._answered(job_id, {"outcome": "candidate_error", "reason": "the shadow process ended"})
 
     async def _primary_outcome(self, job: Job) -> dict[str, Any]:
         answer = relayed_answer(job.answer) if isinstance(job.answer, bytes) else job.answer
@@ -265,7 +344,7 @@ class Shadowing:
         if canon.result_kind(result) != "task":
             return canon.canonical_answer(job.method, result)
         task_id = canon.created_task_id(result)
-        wait = _poll_wait(result)
+        wait = poll_wait(result)
         while True:
             await asyncio.sleep(wait)
             try:
@@ -276,7 +355,7 @@ class Shadowing:
                 return canon.canonical_error({"code": exc.code})
             if canon.task_ended(got):
                 return canon.canonical_task_end(job.method, got)
-            wait = _poll_wait(got)
+            wait = poll_wait(got)
 
     async def _ask(self, member: FleetMember, method: str, params: dict[str, Any], job: Job) -> dict[str, Any]:
         """One request to `member` as a 2026-07-28 client (`SHADOW_META`): straight to a v2-modern
@@ -357,19 +436,14 @@ class Shadowing:
                 rows.append({"method": method, "tool": tool, **counts,
                              "match_rate": round(counts["match"] / compared, 4) if compared else None})
             out.append({"backend": config.name, "shadow_of": config.shadow_of, "percent": config.shadow_percent,
-                        "queued": mirror.queue.qsize() if mirror is not None else 0, "rows": rows,
+                        "queued": mirror.queue.qsize() + mirror.sent if mirror is not None else 0, "rows": rows,
                         "last_differences": list(stats.last)})
         return out
 
     async def close(self) -> None:
         for mirror in self.mirrors.values():
             await mirror.close()
-
-
-def _poll_wait(task: Mapping[str, Any]) -> float:
-    interval = task.get("pollInterval")
-    seconds = interval / 1000 if isinstance(interval, int | float) and not isinstance(interval, bool) else 0.2
-    return min(max(seconds, POLL_MIN_S), POLL_MAX_S)
+        await self.process.close()
 
 
 def _held(job: Job) -> dict[str, Any] | None:
@@ -399,20 +473,6 @@ def held_body(response: web.StreamResponse) -> bytes | None:
     """The body of a relayed answer held whole (a 200 JSON `web.Response`), None for a streamed one."""
     if isinstance(response, web.Response) and response.status == 200 and isinstance(response.body, bytes):
         return response.body
-    return None
-
-
-def relayed_answer(body: bytes) -> dict[str, Any] | None:
-    """The answer in a relayed JSON body (its `result`, or `{"error": ...}`), None for one that is
-    not a JSON-RPC answer (then the primary is asked again)."""
-    try:
-        message = jsonrpc.parse(body).raw
-    except (McpError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if isinstance(message.get("result"), dict):
-        return dict(message["result"])
-    if isinstance(message.get("error"), dict):
-        return {"error": message["error"]}
     return None
 
 

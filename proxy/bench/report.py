@@ -219,6 +219,7 @@ def format_report(report: Report) -> str:
         lines += ["", "errors:"]
         lines += [f"  ({s}) {r}: {'; '.join(texts)}" for s, r, texts in errors]
     lines += format_workers(report)
+    lines += format_shadow(report)
     if report.memory:
         lines += ["", format_memory(report.memory)]
     lines += ["", "targets (read from the figures above):"]
@@ -231,6 +232,28 @@ def format_report(report: Report) -> str:
     if report.notes:
         lines += ["", "notes:"] + [f"  {n}" for n in report.notes]
     return "\n".join(lines)
+
+
+def format_shadow(report: Report) -> list[str]:
+    """The shadow rows' lines: what each comparison cost outside the proxy's event loop (its shadow
+    process and the candidate, CPU ms per client call, medians), and how many calls were compared
+    and how many dropped, as the proxy counted them."""
+    lines: list[str] = []
+    for scenario in SCENARIOS:
+        for row in report.rows:
+            cell = report.cell(scenario.key, row.key)
+            if row.proxy is None or not row.proxy.startswith("proxy-shadow") or cell is None or cell.skipped or not cell.windows:
+                continue
+            shadow = _ms(cell.median(lambda w: w.cpu_per_op("shadow")))
+            candidate = _ms(cell.median(lambda w: w.cpu_per_op("candidate")))
+            lines.append(f"  ({scenario.key}) {row.key}: shadow process CPU {_fmt(shadow, 3)} ms/call, candidate CPU "
+                         f"{_fmt(candidate, 3)} ms/call, {cell.ops} calls measured")
+    for name, counts in report.shadow.items():
+        compared = counts["match"] + counts["differ"]
+        lines.append(f"  {name}: {compared} compared ({counts['match']} match, {counts['differ']} differ), "
+                     f"{counts['dropped']} dropped, {counts['timeout']} timeouts, "
+                     f"{counts['candidate_error'] + counts['primary_error']} errors (since the proxy started, warm-up calls included)")
+    return ["", "shadow comparisons:", *lines] if lines else []
 
 
 def format_memory(memory: dict[str, Any]) -> str:
@@ -264,4 +287,4 @@ def report_json(report: Report) -> dict[str, Any]:
         }
     return {"options": report.options.__dict__ | {"rows": list(report.options.rows)}, "machine": report.machine,
             "started_at": report.started_at, "elapsed_s": report.elapsed_s, "cells": cells, "workers": workers_figures(report),
-            "memory": report.memory, "targets": [t.__dict__ for t in evaluate_targets(report)], "notes": report.notes}
+            "memory": report.memory, "shadow": report.shadow, "targets": [t.__dict__ for t in evaluate_targets(report)], "notes": report.notes}

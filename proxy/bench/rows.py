@@ -155,6 +155,8 @@ class Report:
     started_at: str
     elapsed_s: float = 0.0
     memory: dict[str, Any] | None = None
+    shadow: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The shadow rows' comparisons by outcome, as their proxies counted them (`Bench.shadow_counts`)."""
 
     def cell(self, scenario: str, row: str) -> Cell | None:
         return self.cells.get((scenario, row))

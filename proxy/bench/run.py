@@ -133,7 +133,36 @@ class Bench:
         out = {"upstream": self.procs[row.upstream]}
         if row.proxy is not None:
             out["proxy"] = self.procs[row.proxy]
+        if row.proxy is not None and row.proxy.startswith("proxy-shadow"):
+            out["shadow"] = targets.ChildrenOf("the proxy's shadow process", self.procs[row.proxy])
+            out["candidate"] = self.procs["upstream-modern"]
         return out
+
+    async def shadow_counts(self) -> dict[str, dict[str, int]]:
+        """Each shadow row's comparisons as its proxy counted them since its start (warm-up calls
+        included): `{row target: {match, differ, candidate_error, primary_error, timeout, dropped}}`."""
+        out: dict[str, dict[str, int]] = {}
+        async with aiohttp.ClientSession() as http:
+            for name in ("proxy-shadow", "proxy-shadow-10"):
+                if name not in self.procs:
+                    continue
+                base = self.procs[name].url.rsplit("/mcp", 1)[0]
+                try:
+                    async with http.get(base + "/status.json") as response:
+                        shadow = (await response.json())["shadow"]
+                except (aiohttp.ClientError, ValueError, KeyError) as exc:
+                    self.log(f"reading {name}'s shadow counts: {exc}")
+                    continue
+                totals = dict.fromkeys(SHADOW_OUTCOMES, 0)
+                for candidate in shadow:
+                    for counts in candidate["rows"]:
+                        for key in SHADOW_OUTCOMES:
+                            totals[key] += int(counts[key])
+                out[name] = totals
+        return out
+
+
+SHADOW_OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
 
 
 def shadow_tables(primary: str, candidate: str, percent: int = 100) -> str:
@@ -187,6 +216,7 @@ async def run_comparison(options: Options, log: Callable[[str], None] = lambda _
                     except Exception as exc:  # noqa: BLE001 - a row that cannot even open is all errors
                         window = Window(errors=1, error_texts=[f"{exc.__class__.__name__}: {exc}"[:300]])
                     cell.windows.append(window)
+        report.shadow = await bench.shadow_counts()
     finally:
         await asyncio.to_thread(bench.stop)
     for name, reason in bench.skipped.items():
