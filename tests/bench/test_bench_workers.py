@@ -30,6 +30,8 @@ def test_rows_are_repeated_per_worker_count_side_by_side() -> None:
         "stdio",
         "stdio-translate",
         "fastmcp3",
+        "shadow",
+        "shadow-10",
         "direct-modern",
         "relay-modern",
         "relay-modern-w2",
