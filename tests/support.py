@@ -131,12 +131,14 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def running_proxy(upstream_url: str, state_dir: Path, **overrides: Any) -> AsyncIterator[RunningProxy]:
-    """The proxy on 127.0.0.1:<ephemeral> in front of `upstream_url`, with a fixed test key."""
-    settings = load(
-        None,
-        {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": upstream_url}], "state_dir": str(state_dir), **overrides},
-    )
+async def running_proxy(
+    upstream_url: str, state_dir: Path, *, main_keys: dict[str, Any] | None = None, **overrides: Any
+) -> AsyncIterator[RunningProxy]:
+    """The proxy on 127.0.0.1:<ephemeral> in front of `upstream_url`, with a fixed test key
+    (`main_keys`: more keys of that backend's `[[upstream]]`; an `upstream` override replaces the
+    whole list)."""
+    main = {"name": "main", "url": upstream_url, **(main_keys or {})}
+    settings = load(None, {"listen": "127.0.0.1:0", "upstream": [main], "state_dir": str(state_dir), **overrides})
     running = await start(settings, keyring=Keyring(TEST_KEY))
     try:
         yield running
