@@ -118,6 +118,19 @@ class Caller:
             await asyncio.sleep(0.1)
 
 
+class NamedCaller(Caller):
+    """A modern caller that names itself `info` in every request's `_meta`."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, info: dict[str, str]):
+        super().__init__(http, url)
+        self.info = info
+
+    def body(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None) -> dict[str, Any]:
+        body = super().body(method, params, declare=declare)
+        body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = self.info
+        return body
+
+
 def proxy_port(proxy: RunningProxy) -> int:
     """The TCP port a running proxy listens on."""
     return int(proxy.base_url.rsplit(":", 1)[1])

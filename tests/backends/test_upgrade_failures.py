@@ -15,9 +15,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+import support
 from browser import dump_dom, tables
 from session_support import SessionCaller
-from support import Caller, free_port, running_proxy
+from support import free_port, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
@@ -31,17 +32,8 @@ MODERN = {"name": "modern-app", "version": "3.0.0"}
 LEGACY = {"name": "legacy-cli", "version": "1.2.0"}
 
 
-class NamedCaller(Caller):
-    """A modern caller that names itself in every request's `_meta`."""
-
-    def __init__(self, http: aiohttp.ClientSession, url: str, info: dict[str, str]):
-        super().__init__(http, url)
-        self.info = info
-
-    def body(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None) -> dict[str, Any]:
-        body = super().body(method, params, declare=declare)
-        body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = self.info
-        return body
+class NamedCaller(support.NamedCaller):
+    """A named modern caller that sends every header a v2 server requires (`named`)."""
 
     def headers(self, method: str) -> dict[str, str]:
         return {**super().headers(method), "Mcp-Name": self.name}

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from browser import dump_dom, screenshot, tables
 from session_support import SessionCaller
-from support import TASKS_EXT, Caller, running_proxy
+from support import TASKS_EXT, NamedCaller, running_proxy
 
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK
 
@@ -28,19 +28,6 @@ LEGACY = {"name": "legacy-cli", "version": "1.2.0"}
 MODERN_APP = {"name": "modern-app", "version": "3.0.0"}
 BRIDGE = {"name": "bridge-agent", "version": "0.9.0"}
 CURL = {"name": "curl-walk", "version": "1.0"}
-
-
-class NamedCaller(Caller):
-    """A modern caller that names itself `info` in every request's `_meta`."""
-
-    def __init__(self, http: aiohttp.ClientSession, url: str, info: dict[str, str]):
-        super().__init__(http, url)
-        self.info = info
-
-    def body(self, method: str, params: dict[str, Any] | None = None, *, declare: bool | None = None) -> dict[str, Any]:
-        body = super().body(method, params, declare=declare)
-        body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = self.info
-        return body
 
 
 async def _session(http: aiohttp.ClientSession, url: str, info: dict[str, str], *, v2: bool = False) -> SessionCaller:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from held_support import backend, events_of, held_proxy, start_untasked_server
+from held_support import events_of, held_proxy
 
 from proxy.demo.node_packages import OFFICIAL_SCHEMAS, ensure_npm_packages, node_binary
 from proxy.demo.peers import ensure_peer_env
@@ -21,19 +21,6 @@ pytestmark = pytest.mark.peers
 PEERS = Path(__file__).resolve().parents[2] / "peers"
 TASKS_CLIENT = Path(__file__).resolve().parents[2] / "node" / "tasks_client.mjs"
 FASTMCP4_CHECKS = ["greet", "slow_compute", "task_lifecycle", "tool_error", "protocol_error", "elicitation", "cancel"]
-
-
-@pytest.fixture(params=["http", "stdio"])
-def untasked(request, tmp_path):
-    events = tmp_path / "events.jsonl"
-    if request.param == "stdio":
-        yield backend("stdio", None, events), events
-        return
-    server = start_untasked_server(events)
-    try:
-        yield backend("http", server.url, events), events
-    finally:
-        server.stop()
 
 
 async def test_fastmcp4_client(untasked, tmp_path):

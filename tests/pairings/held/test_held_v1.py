@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from held_support import backend, events_of, held_proxy, start_untasked_server
+from held_support import events_of, held_proxy
 from session_support import SessionCaller
 
 from proxy.demo.peers import ensure_peer_env
@@ -33,19 +33,6 @@ MCP1_CHECKS = [
     "finished_still_readable",
     "elicitation_in_task",
 ]
-
-
-@pytest.fixture(params=["http", "stdio"])
-def untasked(request, tmp_path):
-    events = tmp_path / "events.jsonl"
-    if request.param == "stdio":
-        yield backend("stdio", None, events), events
-        return
-    server = start_untasked_server(events)
-    try:
-        yield backend("http", server.url, events), events
-    finally:
-        server.stop()
 
 
 async def test_mcp1_client_checks(untasked, tmp_path):

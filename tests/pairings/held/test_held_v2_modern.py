@@ -9,24 +9,11 @@ import time
 
 import aiohttp
 import pytest
-from held_support import HOLD_AFTER_MS, backend, events_of, held_proxy, start_untasked_server, wait_for_event
+from held_support import HOLD_AFTER_MS, events_of, held_proxy, wait_for_event
 from support import Caller
 
 pytestmark = pytest.mark.peers
 TASK_KEYS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs", "resultType"}
-
-
-@pytest.fixture(params=["http", "stdio"])
-def untasked(request, tmp_path):
-    events = tmp_path / "events.jsonl"
-    if request.param == "stdio":
-        yield backend("stdio", None, events), events
-        return
-    server = start_untasked_server(events)
-    try:
-        yield backend("http", server.url, events), events
-    finally:
-        server.stop()
 
 
 def text(value: str, *, is_error: bool = False) -> dict:

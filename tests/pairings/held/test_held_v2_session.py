@@ -9,24 +9,11 @@ import asyncio
 
 import aiohttp
 import pytest
-from held_support import backend, held_proxy, start_untasked_server, wait_for_event
+from held_support import held_proxy, wait_for_event
 from session_support import SessionCaller
 
 pytestmark = pytest.mark.peers
 EXT = "io.modelcontextprotocol/tasks"
-
-
-@pytest.fixture(params=["http", "stdio"])
-def untasked(request, tmp_path):
-    events = tmp_path / "events.jsonl"
-    if request.param == "stdio":
-        yield backend("stdio", None, events), events
-        return
-    server = start_untasked_server(events)
-    try:
-        yield backend("http", server.url, events), events
-    finally:
-        server.stop()
 
 
 async def _until(client: SessionCaller, task_id: str, statuses: tuple[str, ...]) -> dict:
