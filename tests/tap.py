@@ -30,6 +30,9 @@ class RecordingTap:
         self.bodies: list[Any] = []
         self.deletes = 0
         """DELETE requests seen (a client ending its session)."""
+        self.user_agents: list[str | None] = []
+        """The `User-Agent` of every POST seen (None: none sent), beside `methods`: aiohttp's client
+        sends one, the proxy's own keep-alive client (docs/decisions.md §115, §128) none."""
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -64,6 +67,7 @@ class RecordingTap:
         if request.method == "DELETE":
             self.deletes += 1
         if request.method == "POST":
+            self.user_agents.append(request.headers.get("User-Agent"))
             try:
                 parsed = json.loads(body)
                 self.bodies.append(parsed)

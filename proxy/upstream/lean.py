@@ -1,9 +1,10 @@
-"""The relay's own upstream client: keep-alive HTTP/1.1 connections on asyncio's transports
-(docs/decisions.md §115, docs/performance.md "Relay").
+"""The proxy's own upstream client for POSTs: keep-alive HTTP/1.1 connections on asyncio's
+transports (docs/decisions.md §115, §128; docs/performance.md "Relay"), used by relays and by the
+session and modern wires of translations.
 
-A relayed POST passes bytes: the request head and body go out in one write, the answer's body
+A POST passes bytes: the request head and body go out in one write, the answer's body
 comes back as the chunks the socket gives, never parsed here. `LeanPool.request` returns a
-`LeanResponse`, which offers what the relay and `Endpoint` read of an aiohttp response
+`LeanResponse`, which offers what the relay, the wires and `Endpoint` read of an aiohttp response
 (`status`, `headers`, `content_length`, `read()`, `content.iter_any()`, `release()`, `async with`),
 so the code after it does not tell the two apart. Failures are aiohttp's own exception classes
 (`ClientConnectorError` when no connection could be made, `ServerDisconnectedError` when the
