@@ -32,7 +32,11 @@ async def test_a_translated_sync_call_and_lifecycle_reach_a_v1_backend_on_the_pr
             mark = len(tap.methods)
             caller = Caller(http, proxy.url)
             answer = await caller.call("tools/call", GREET)
-            assert answer.result == {"content": [{"type": "text", "text": "Hello, Ada!"}], "isError": False, "resultType": "complete"}
+            assert answer.result == {
+                "content": [{"type": "text", "text": "Hello, Ada!"}],
+                "isError": False,
+                "resultType": "complete",
+            }
             assert _seen(tap, mark) == [("initialize", None), ("notifications/initialized", None), ("tools/call", None)]
 
             mark = len(tap.methods)
