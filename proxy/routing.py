@@ -116,4 +116,4 @@ class Router:
 def _visible_ascii(session_id: str) -> bool:
     """Whether `session_id` is a session id a backend may hand out: visible ASCII (0x21–0x7E),
     the characters the session wire allows (core 2025-11-25, Session Management)."""
-    return bool(session_id) and all("!" <= ch <= "~" for ch in session_id)
+    return bool(session_id) and session_id.isascii() and session_id.isprintable() and " " not in session_id
