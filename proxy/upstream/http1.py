@@ -166,8 +166,21 @@ class ResponseParser:
         data = self._buffer + data if self._buffer else data
         self._buffer = b""
         at = 0
-        while at < len(data):
+        size_of = len(data)
+        while at < size_of:
             state = self._chunk_state
+            if state == 0:  # fast path: a whole chunk (size line, data, CRLF) in what is here
+                end = data.find(b"\r\n", at, at + 64)
+                if end > at:
+                    try:
+                        length = int(data[at:end], 16)
+                    except ValueError:
+                        length = -1  # an extension or bad size: the general path below says which
+                    stop = end + 2 + length
+                    if length > 0 and data[stop:stop + 2] == b"\r\n":
+                        out.append(data[end + 2:stop])
+                        at = stop + 2
+                        continue
             if state == 1:
                 piece = data[at:at + self._remaining]
                 out.append(piece)

@@ -123,7 +123,8 @@ class LeanResponse:
         return body
 
     def iter_any(self) -> LeanResponse:
-        """An async iterator of the body's chunks as they come."""
+        """An async iterator of the body as it comes: each step everything that has come since
+        the last (as aiohttp's `iter_any`)."""
         return self
 
     def __aiter__(self) -> LeanResponse:
@@ -136,8 +137,14 @@ class LeanResponse:
                     raise self._error
                 raise StopAsyncIteration
             await self._wait()
-        chunk = self._chunks.popleft()
-        self._buffered -= len(chunk)
+        chunks = self._chunks
+        if len(chunks) == 1:
+            chunk = chunks.popleft()
+            self._buffered -= len(chunk)
+            return chunk
+        chunk = b"".join(chunks)  # everything that has come, as aiohttp's `iter_any` gives it
+        chunks.clear()
+        self._buffered = 0
         return chunk
 
     def release(self) -> None:
@@ -204,8 +211,8 @@ class _Connection(asyncio.Protocol):
             self.head_waiter = None
             if waiter is not None and not waiter.done():
                 waiter.set_result(response)
-        for chunk in body:
-            response._feed(chunk)
+        if body:  # the chunks of one read are passed on as one piece
+            response._feed(body[0] if len(body) == 1 else b"".join(body))
         if parser.done:
             self._complete()
 

@@ -49,6 +49,30 @@ def test_a_body_of_known_length_keeps_every_header_in_order(step: int) -> None:
     assert parser.head.headers.getall("X-Two") == ["a", "b"]
 
 
+EVENTS = [b'data: {"n":%d}\n\n' % n for n in range(100)]
+STREAM = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in EVENTS)
+    + b"0\r\n\r\n"
+)
+
+
+def test_whole_chunks_in_one_read_come_out_one_piece_each_and_split_ones_whole() -> None:
+    parser = ResponseParser()
+    assert parser.feed(STREAM) == EVENTS
+    assert parser.done and parser.extra == b""
+    for step in (1, 5, 33, 1000):
+        parser, body = _parse(STREAM, step)
+        assert (parser.done, body) == (True, b"".join(EVENTS))
+
+
+@pytest.mark.parametrize("size", [b"-5", b"zz", b"5 5"])
+def test_a_bad_chunk_size_before_a_whole_chunk_is_still_refused(size: bytes) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\nhello\r\n0\r\n\r\n"
+    with pytest.raises(ProtocolError, match="chunk size"):
+        ResponseParser().feed(raw)
+
+
 def test_interim_answers_are_skipped_and_bytes_after_the_message_are_kept() -> None:
     parser = ResponseParser()
     body = parser.feed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\nHTTP/1.1")
