@@ -98,7 +98,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     started = clock()
     try:
         if request.method == "POST":
-            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, lean=True, parsed=parsed)
+            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, parsed=parsed)
             if method is not None:
                 backend.metrics.upstream(backend.name, method, clock() - started)
         else:

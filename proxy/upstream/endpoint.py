@@ -176,12 +176,13 @@ class Endpoint:
         return False
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
-                   lean: bool = False, parsed: dict[str, Any] | None = None) -> aiohttp.ClientResponse | LeanResponse:
+                   lean: bool = True, parsed: dict[str, Any] | None = None) -> aiohttp.ClientResponse | LeanResponse:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
-        `lean`: sent on the proxy's own keep-alive HTTP/1.1 client (`lean.LeanPool`, docs/decisions.md
-        §115, §128: relays and the session and modern wires of translations; probes are not) when
-        the URL is plain `http`; its `LeanResponse` reads like aiohttp's response.
+        `lean` (default): sent on the proxy's own keep-alive HTTP/1.1 client (`lean.LeanPool`,
+        docs/decisions.md §115, §128: relays and the session and modern wires of translations; the
+        probe's `server/discover` passes False) when the URL is plain `http`; its `LeanResponse`
+        reads like aiohttp's response.
         Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
         The caller must release the returned response. Inside a traced request (`TRACE`), the POST
         is a client span and carries the trace context (`proxy/observe/tracing.py`).
@@ -198,7 +199,7 @@ class Endpoint:
         return self._lean
 
     async def _post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
-                    lean: bool = False) -> aiohttp.ClientResponse | LeanResponse:
+                    lean: bool = True) -> aiohttp.ClientResponse | LeanResponse:
         all_headers = {**self.extra_headers, **headers, "Content-Type": "application/json"}
         deadline: float | None = None
         redirects = 0

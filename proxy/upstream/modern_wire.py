@@ -59,7 +59,7 @@ class ModernClient:
             request_headers[H_NAME] = encode_header_value(name)
         started = clock()
         try:
-            response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS, lean=True)
+            response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS)
             async with response:
                 result = await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
         except McpError:

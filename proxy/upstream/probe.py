@@ -80,7 +80,7 @@ async def discover(backend: Endpoint) -> dict[str, Any] | None:
     meta = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, PROBE_CLIENT)
     body = jsonrpc.dumps(jsonrpc.request(1, "server/discover", add_envelope({}, meta)))
     headers = {"Accept": ACCEPT_BOTH, H_PROTOCOL_VERSION: MODERN_VERSION, H_METHOD: "server/discover"}
-    response = await backend.post(body, headers)
+    response = await backend.post(body, headers, lean=False)  # the probe stays on aiohttp's client (decision 115)
     async with response:
         raw = await response.read()
         content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()

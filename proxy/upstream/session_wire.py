@@ -123,7 +123,7 @@ class UpstreamSession:
         Raises `SessionLost` (404: the backend forgot the session) and `McpError` (HTTP 502) when the
         backend cannot be reached or refuses it, so the caller keeps the answer to send again.
         """
-        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), lean=True)
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
         async with response:
             self._raise_if_lost(response)
             if response.status >= 300:
@@ -133,7 +133,7 @@ class UpstreamSession:
         if self.backend.http.closed:
             return
         try:
-            response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), lean=True)
+            response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers))
         except McpError as exc:
             log.warning("backend %s: could not deliver %s: %s", self.backend.name, message.get("method", "response"), exc.message)
             return
@@ -184,8 +184,7 @@ class UpstreamSession:
 
     async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
                         on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
-        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS,
-                                           lean=True)
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS)
         async with response:
             self._raise_if_lost(response)
             if method == "initialize" and H_SESSION_ID in response.headers:

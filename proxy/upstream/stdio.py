@@ -237,7 +237,7 @@ class StdioEndpoint(Endpoint):
             self._runner = runner
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,  # type: ignore[override]
-                   lean: bool = False, parsed: dict[str, Any] | None = None) -> BridgeResponse:
+                   lean: bool = True, parsed: dict[str, Any] | None = None) -> BridgeResponse:
         """POST `body` to the bridge in this event loop, without the socket (docs/decisions.md §116):
         the answer a `BridgeResponse`. Traced like any upstream POST. Raises `McpError` (HTTP 502)
         once the connector is closed."""

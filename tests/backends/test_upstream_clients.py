@@ -6,6 +6,7 @@ Read by a recording tap (`tests/tap.py`) in front of the reference servers."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -13,13 +14,19 @@ from session_support import SessionCaller
 from support import Caller, running_proxy
 from tap import RecordingTap
 
+from proxy.demo.processes import ServerProcess
+
 pytestmark = pytest.mark.peers
 
 AIOHTTP_AGENT = f"Python/{sys.version_info.major}.{sys.version_info.minor} aiohttp/{aiohttp.__version__}"
 GREET = {"name": "greet", "arguments": {"name": "Ada"}}
 
 
-def _seen(tap: RecordingTap, mark: int = 0) -> list[tuple[str, str | None]]:
+Seen = tuple[str, str | None]
+"""(JSON-RPC method, `User-Agent`) of one POST the tap saw."""
+
+
+def _seen(tap: RecordingTap, mark: int = 0) -> list[Seen]:
     return list(zip(tap.methods[mark:], tap.user_agents[mark:], strict=True))
 
 
@@ -52,30 +59,30 @@ async def test_a_translated_sync_call_and_lifecycle_reach_a_v1_backend_on_the_pr
         await tap.stop()
 
 
-async def test_a_v1_session_reaches_a_v2_backend_on_the_proxys_own_client(reference_v2_server, tmp_path):
-    tap = await RecordingTap.start(reference_v2_server.url)
+async def _greet_in_a_session(server: ServerProcess, tmp_path: Path) -> tuple[list[Seen], dict, list[Seen]]:
+    """A session-wire client's `initialize` and one `greet` through the proxy in front of `server`:
+    (what the tap saw before the client came, the greet's answer, what it saw from then on)."""
+    tap = await RecordingTap.start(server.url)
     try:
         async with running_proxy(tap.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
-            assert _seen(tap)[0] == ("server/discover", AIOHTTP_AGENT)
+            before = _seen(tap)
             mark = len(tap.methods)
             session = SessionCaller(http, proxy.url)
             await session.initialize()
             answer = await session.call("tools/call", GREET)
-            assert answer["result"]["content"] == [{"text": "Hello, Ada!", "type": "text"}], answer
-            assert _seen(tap, mark) == [("tools/call", None)]
+            return before, answer, _seen(tap, mark)
     finally:
         await tap.stop()
+
+
+async def test_a_v1_session_reaches_a_v2_backend_on_the_proxys_own_client(reference_v2_server, tmp_path):
+    before, answer, seen = await _greet_in_a_session(reference_v2_server, tmp_path)
+    assert before[0] == ("server/discover", AIOHTTP_AGENT)
+    assert answer["result"]["content"] == [{"text": "Hello, Ada!", "type": "text"}], answer
+    assert seen == [("tools/call", None)]
 
 
 async def test_a_relayed_v1_session_reaches_its_backend_on_the_proxys_own_client(reference_v1_server, tmp_path):
-    tap = await RecordingTap.start(reference_v1_server.url)
-    try:
-        async with running_proxy(tap.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
-            mark = len(tap.methods)
-            session = SessionCaller(http, proxy.url)
-            await session.initialize()
-            answer = await session.call("tools/call", GREET)
-            assert answer["result"]["content"] == [{"type": "text", "text": "Hello, Ada!"}], answer
-            assert _seen(tap, mark) == [("initialize", None), ("notifications/initialized", None), ("tools/call", None)]
-    finally:
-        await tap.stop()
+    _before, answer, seen = await _greet_in_a_session(reference_v1_server, tmp_path)
+    assert answer["result"]["content"] == [{"type": "text", "text": "Hello, Ada!"}], answer
+    assert seen == [("initialize", None), ("notifications/initialized", None), ("tools/call", None)]
