@@ -402,8 +402,12 @@ class ProcessSlot:
         """The session a message belongs to and the request in flight to prefer (None, None when
         none can be told: broadcasts and resource updates are delivered here directly)."""
         if route.kind == "task" and isinstance(route.key, str) and route.key in self._task_owner:
+            # The task's own stream is a request naming it that may carry its messages (its
+            # `tasks/result`); never a `tasks/get` or `tasks/cancel`, whose readers take only their
+            # answer, as over HTTP, where servers put nothing else there (docs/decisions.md §129).
             session = self._task_owner[route.key]
-            prefer = next((p for p in session.inflight.values() if p.task == route.key), None)
+            prefer = next((p for p in session.inflight.values()
+                           if p.task == route.key and p.method not in multiplex.QUIET_METHODS), None)
             return session, prefer
         if route.kind == "progress" and isinstance(route.key, int):
             owner = self._token_owner.get(route.key)

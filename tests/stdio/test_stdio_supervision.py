@@ -149,6 +149,38 @@ async def test_a_question_asked_before_the_task_creating_call_is_answered_reache
         await proxy.stop()
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["no-related-task", "related-task"])
+async def test_a_task_that_asks_while_its_status_is_read_reaches_its_client(tmp_path, keyed):
+    """The task announces `input_required`, then asks, while its client's `tasks/get` is in flight
+    (FastMCP 3 on stdio, whose `tasks/get` says `working` and whose `tasks/result` does not wait):
+    neither goes on that `tasks/get`'s stream, whose reader takes only its answer, but where the
+    task's messages go over HTTP (docs/decisions.md §129). Before: the announcement went there and
+    was lost, so a question without the related task could never be told to be the task's, and one
+    with it was refused (-32601); the task stayed `working`."""
+    racing = [sys.executable, str(PEERS / "racing_stdio_server.py"), "--during-get", *(["--keyed"] if keyed else [])]
+    proxy = await _proxy(racing, tmp_path)
+    try:
+        async with aiohttp.ClientSession() as http:
+            client = Caller(http, proxy.url)
+            created = (await client.call("tools/call", {"name": "ask", "arguments": {}})).result
+            for _ in range(100):
+                task = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
+                if task["status"] != "working":
+                    break
+                await asyncio.sleep(0.05)
+            assert task["status"] == "input_required"
+            [(key, question)] = task["inputRequests"].items()
+            assert (question["method"], question["params"]["message"]) == ("elicitation/create", "Which word?")
+            await client.call(
+                "tasks/update",
+                {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"word": "reed"}}}},
+            )
+            final = await client.poll(created["taskId"])
+        assert final["result"]["content"] == [{"type": "text", "text": "answer: reed"}]
+    finally:
+        await proxy.stop()
+
+
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 LAUNCHER = [sys.executable, str(PEERS / "stdio_launcher.py")]
 DEADLINE_S = 20.0
