@@ -25,7 +25,7 @@ import logging
 import os
 import signal
 from asyncio.subprocess import SubprocessStreamProtocol
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,14 +52,86 @@ class LongLine:
         self.tail = piece[-KEEP_BYTES:] if len(piece) >= KEEP_BYTES else (self.tail + piece)[-KEEP_BYTES:]
 
 
-class _Protocol(SubprocessStreamProtocol):
-    """asyncio's stream protocol of a subprocess, which also says when the process itself has
-    exited: `Process.wait()` returns only once its pipes are closed too, which a grandchild
-    holding them (the node server `npx` starts) may never do."""
+class LineSplitter:
+    """The lines of a byte stream fed in pieces (sans-IO): `feed(chunk)` returns the lines it
+    completed, each as bytes without its newline, a line over `limit` bytes as a `LongLine`;
+    `end()` the last line when the stream ended without a newline. Each chunk is searched once
+    and the pieces of a line are joined once, when it ends."""
 
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop):
+    __slots__ = ("limit", "_pieces", "_size", "_long")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._long: LongLine | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes | LongLine]:
+        done: list[bytes | LongLine] = []
+        start = 0
+        while True:
+            cut = chunk.find(b"\n", start)
+            piece = chunk[start:] if cut < 0 else chunk[start:cut]
+            if self._long is not None:
+                self._long.add(piece)
+            elif self._size + len(piece) > self.limit:
+                line = b"".join([*self._pieces, piece])
+                self._long = LongLine(len(line), line[:KEEP_BYTES], line[-KEEP_BYTES:])
+                self._pieces, self._size = [], 0
+            elif piece:
+                self._pieces.append(piece)
+                self._size += len(piece)
+            if cut < 0:
+                return done
+            if self._long is not None:
+                done.append(self._long)
+            elif len(self._pieces) == 1:
+                done.append(self._pieces[0])
+            else:
+                done.append(b"".join(self._pieces))
+            self._pieces, self._size, self._long = [], 0, None
+            start = cut + 1
+
+    def end(self) -> list[bytes | LongLine]:
+        last: list[bytes | LongLine] = []
+        if self._long is not None:
+            last.append(self._long)
+        elif self._pieces:
+            last.append(b"".join(self._pieces))
+        self._pieces, self._size, self._long = [], 0, None
+        return last
+
+
+class _Protocol(SubprocessStreamProtocol):
+    """asyncio's stream protocol of a subprocess (kept for stdin's writer and its flow control),
+    with stdout and stderr taken as lines where the event loop hands their bytes over: no stream
+    reader, no task woken per message (issue 25). `on_stdout` / `on_stderr` get each line;
+    `stdout_closed` / `stderr_closed` are done when that pipe has closed (its last line given).
+    Also says when the process itself has exited: `Process.wait()` returns only once its pipes
+    are closed too, which a grandchild holding them (the node server `npx` starts) may never do."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop, max_line_bytes: int,
+                 on_stdout: Callable[[bytes | LongLine], None], on_stderr: Callable[[bytes | LongLine], None]):
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
+        self._lines = {1: (LineSplitter(max_line_bytes), on_stdout), 2: (LineSplitter(max_line_bytes), on_stderr)}
+        self.stdout_closed: asyncio.Future[None] = loop.create_future()
+        self.stderr_closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        splitter, deliver = self._lines[fd]
+        for line in splitter.feed(data if isinstance(data, bytes) else data.encode()):
+            deliver(line)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd in self._lines:
+            splitter, deliver = self._lines[fd]
+            for line in splitter.end():
+                deliver(line)
+            closed = self.stdout_closed if fd == 1 else self.stderr_closed
+            if not closed.done():
+                closed.set_result(None)
+        super().pipe_connection_lost(fd, exc)
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -88,7 +160,8 @@ class StdioProcess:
         self.pgid: int | None = None
         """The process group the process leads (its pid), None before it started."""
         self._exited = asyncio.Event()
-        self._readers: list[asyncio.Task[None]] = []
+        self._readers: list[asyncio.Future[None]] = []
+        """Done when stdout, stderr have closed (their last line given)."""
         self._waiter: asyncio.Task[None] | None = None
         self.stopping = False
 
@@ -100,17 +173,19 @@ class StdioProcess:
         """Start the process in a session and group of its own. Raises `OSError` when the
         command cannot be run."""
         loop = asyncio.get_running_loop()
+
+        def protocol_factory() -> _Protocol:
+            return _Protocol(READ_CHUNK, loop, self.max_line_bytes, self._stdout_line, self._stderr_line)
+
         transport, protocol = await loop.subprocess_exec(
-            lambda: _Protocol(READ_CHUNK, loop), *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            protocol_factory, *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd, start_new_session=True,
         )
         self.process = asyncio.subprocess.Process(transport, protocol, loop)
         self.pgid = self.process.pid  # start_new_session: the leader of a new session and group
         self._exited = protocol.exited
         log.info("backend %s: started %s (pid %d)", self.name, self.argv[0], self.process.pid)
-        assert self.process.stdout is not None and self.process.stderr is not None
-        self._readers = [asyncio.ensure_future(self._read_stdout(self.process.stdout)),
-                         asyncio.ensure_future(self._read_stderr(self.process.stderr))]
+        self._readers = [protocol.stdout_closed, protocol.stderr_closed]
         self._waiter = asyncio.ensure_future(self._wait())
 
     def send(self, message: dict[str, Any]) -> bool:
@@ -125,76 +200,40 @@ class StdioProcess:
             return False
         return True
 
-    async def _lines(self, stream: asyncio.StreamReader) -> AsyncIterator[bytes | LongLine]:
-        """Complete lines of `stream` (bytes), a line over the limit as a `LongLine`; the last line
-        may end at EOF instead of a newline. The pieces of a line are joined once, when it ends."""
-        pieces: list[bytes] = []
-        size = 0
-        long: LongLine | None = None
-        while True:
-            chunk = await stream.read(READ_CHUNK)
-            if not chunk:
-                if long is not None:
-                    yield long
-                elif pieces:
-                    yield b"".join(pieces)
-                return
-            start = 0
-            while True:
-                cut = chunk.find(b"\n", start)
-                piece = chunk[start:] if cut < 0 else chunk[start:cut]
-                if long is not None:
-                    long.add(piece)
-                elif size + len(piece) > self.max_line_bytes:
-                    line = b"".join([*pieces, piece])
-                    long = LongLine(len(line), line[:KEEP_BYTES], line[-KEEP_BYTES:])
-                    pieces, size = [], 0
-                elif piece:
-                    pieces.append(piece)
-                    size += len(piece)
-                if cut < 0:
-                    break
-                if long is not None:
-                    yield long
-                else:
-                    yield b"".join(pieces)
-                pieces, size, long = [], 0, None
-                start = cut + 1
+    def _stdout_line(self, line: bytes | LongLine) -> None:
+        """One stdout line: a JSON object goes to `on_message`, a long line to `on_long_line`,
+        anything else is logged and skipped. Never raises (a routing bug must not stop the reading)."""
+        if isinstance(line, LongLine):
+            log.warning("backend %s: stdout line over %d bytes skipped", self.name, self.max_line_bytes)
+            if self.on_long_line is not None:
+                try:
+                    self.on_long_line(line)
+                except Exception:
+                    log.exception("backend %s: a long line from the process could not be routed", self.name)
+            return
+        line = line.strip()
+        if not line:
+            return
+        try:
+            message = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            log.warning("backend %s: stdout line that is not JSON skipped: %.200r", self.name, line)
+            return
+        if not isinstance(message, dict):
+            log.warning("backend %s: stdout line that is not a JSON-RPC message skipped: %.200r", self.name, line)
+            return
+        try:
+            self.on_message(message)
+        except Exception:
+            log.exception("backend %s: message from the process could not be routed", self.name)
 
-    async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
-        async for line in self._lines(stream):
-            if isinstance(line, LongLine):
-                log.warning("backend %s: stdout line over %d bytes skipped", self.name, self.max_line_bytes)
-                if self.on_long_line is not None:
-                    try:
-                        self.on_long_line(line)
-                    except Exception:  # a routing bug must not stop the reading
-                        log.exception("backend %s: a long line from the process could not be routed", self.name)
-                continue
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                message = json.loads(line)
-            except (ValueError, UnicodeDecodeError):
-                log.warning("backend %s: stdout line that is not JSON skipped: %.200r", self.name, line)
-                continue
-            if not isinstance(message, dict):
-                log.warning("backend %s: stdout line that is not a JSON-RPC message skipped: %.200r", self.name, line)
-                continue
-            try:
-                self.on_message(message)
-            except Exception:  # a routing bug must not stop the reading
-                log.exception("backend %s: message from the process could not be routed", self.name)
-
-    async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
-        async for line in self._lines(stream):
-            if isinstance(line, LongLine):
-                log.warning("backend %s: stderr line over %d bytes skipped", self.name, self.max_line_bytes)
-                continue
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                log.info("backend %s stderr: %s", self.name, text)
+    def _stderr_line(self, line: bytes | LongLine) -> None:
+        if isinstance(line, LongLine):
+            log.warning("backend %s: stderr line over %d bytes skipped", self.name, self.max_line_bytes)
+            return
+        text = line.decode("utf-8", "replace").rstrip()
+        if text:
+            log.info("backend %s stderr: %s", self.name, text)
 
     def _signal_group(self, signal_to_send: int) -> None:
         """Send a signal to the process group the proxy created for the process (never to anything else)."""
@@ -232,8 +271,7 @@ class StdioProcess:
         if not self.stopping:
             log.warning("backend %s: process %d exited with status %s", self.name, self.process.pid, returncode)
         await self._end_group()
-        with contextlib.suppress(Exception):
-            await asyncio.gather(*self._readers)
+        await asyncio.gather(*self._readers, return_exceptions=True)  # given up ones are cancelled
         self.on_exit(returncode)
 
     async def stop(self) -> None:
