@@ -106,7 +106,7 @@ class _Protocol(SubprocessStreamProtocol):
     """asyncio's stream protocol of a subprocess (kept for stdin's writer and its flow control),
     with stdout and stderr taken as lines where the event loop hands their bytes over: no stream
     reader, no task woken per message (issue 25). `on_stdout` / `on_stderr` get each line;
-    `stdout_closed` / `stderr_closed` are done when that pipe has closed (its last line given).
+    `closed[fd]` (1, 2) is done when that pipe has closed (its last line given).
     Also says when the process itself has exited: `Process.wait()` returns only once its pipes
     are closed too, which a grandchild holding them (the node server `npx` starts) may never do."""
 
@@ -115,8 +115,7 @@ class _Protocol(SubprocessStreamProtocol):
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
         self._lines = {1: (LineSplitter(max_line_bytes), on_stdout), 2: (LineSplitter(max_line_bytes), on_stderr)}
-        self.stdout_closed: asyncio.Future[None] = loop.create_future()
-        self.stderr_closed: asyncio.Future[None] = loop.create_future()
+        self.closed: dict[int, asyncio.Future[None]] = {fd: loop.create_future() for fd in self._lines}
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         splitter, deliver = self._lines[fd]
@@ -128,9 +127,8 @@ class _Protocol(SubprocessStreamProtocol):
             splitter, deliver = self._lines[fd]
             for line in splitter.end():
                 deliver(line)
-            closed = self.stdout_closed if fd == 1 else self.stderr_closed
-            if not closed.done():
-                closed.set_result(None)
+            if not self.closed[fd].done():
+                self.closed[fd].set_result(None)
         super().pipe_connection_lost(fd, exc)
 
     def process_exited(self) -> None:
@@ -185,7 +183,7 @@ class StdioProcess:
         self.pgid = self.process.pid  # start_new_session: the leader of a new session and group
         self._exited = protocol.exited
         log.info("backend %s: started %s (pid %d)", self.name, self.argv[0], self.process.pid)
-        self._readers = [protocol.stdout_closed, protocol.stderr_closed]
+        self._readers = list(protocol.closed.values())
         self._waiter = asyncio.ensure_future(self._wait())
 
     def send(self, message: dict[str, Any]) -> bool:

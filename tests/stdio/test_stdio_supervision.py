@@ -127,6 +127,13 @@ async def test_a_question_asked_before_the_task_creating_call_is_answered_reache
     first, the question is offered again on the session's GET stream, where the task's client
     finds it (docs/decisions.md §56)."""
     racing = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "racing_stdio_server.py")]  # noqa: ASYNC240 - a path computed once
+    assert await _word_answered_through_the_proxy(racing, tmp_path, "tide") == [{"type": "text", "text": "answer: tide"}]
+
+
+async def _word_answered_through_the_proxy(racing: list[str], tmp_path: Path, word: str) -> list[dict]:
+    """A modern client through the proxy to `racing` (the racing stdio server): `ask`, `tasks/get`
+    every 50 ms while `working` (10 s at most), the one question found there answered with `word`;
+    the final result's content."""
     proxy = await _proxy(racing, tmp_path)
     try:
         async with aiohttp.ClientSession() as http:
@@ -134,17 +141,18 @@ async def test_a_question_asked_before_the_task_creating_call_is_answered_reache
             created = (await client.call("tools/call", {"name": "ask", "arguments": {}})).result
             for _ in range(200):  # the question is there at once with the fix; without it, never
                 task = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
-                if task["status"] == "input_required":
+                if task["status"] != "working":
                     break
                 await asyncio.sleep(0.05)
+            assert task["status"] == "input_required"
             [(key, question)] = task["inputRequests"].items()
             assert (question["method"], question["params"]["message"]) == ("elicitation/create", "Which word?")
             await client.call(
                 "tasks/update",
-                {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"word": "tide"}}}},
+                {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"word": word}}}},
             )
             final = await client.poll(created["taskId"])
-        assert final["result"]["content"] == [{"type": "text", "text": "answer: tide"}]
+        return final["result"]["content"]
     finally:
         await proxy.stop()
 
@@ -158,27 +166,7 @@ async def test_a_task_that_asks_while_its_status_is_read_reaches_its_client(tmp_
     was lost, so a question without the related task could never be told to be the task's, and one
     with it was refused (-32601); the task stayed `working`."""
     racing = [sys.executable, str(PEERS / "racing_stdio_server.py"), "--during-get", *(["--keyed"] if keyed else [])]
-    proxy = await _proxy(racing, tmp_path)
-    try:
-        async with aiohttp.ClientSession() as http:
-            client = Caller(http, proxy.url)
-            created = (await client.call("tools/call", {"name": "ask", "arguments": {}})).result
-            for _ in range(100):
-                task = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
-                if task["status"] != "working":
-                    break
-                await asyncio.sleep(0.05)
-            assert task["status"] == "input_required"
-            [(key, question)] = task["inputRequests"].items()
-            assert (question["method"], question["params"]["message"]) == ("elicitation/create", "Which word?")
-            await client.call(
-                "tasks/update",
-                {"taskId": created["taskId"], "inputResponses": {key: {"action": "accept", "content": {"word": "reed"}}}},
-            )
-            final = await client.poll(created["taskId"])
-        assert final["result"]["content"] == [{"type": "text", "text": "answer: reed"}]
-    finally:
-        await proxy.stop()
+    assert await _word_answered_through_the_proxy(racing, tmp_path, "reed") == [{"type": "text", "text": "answer: reed"}]
 
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
