@@ -213,8 +213,13 @@ def error_response(id: RequestId | None, error: McpError) -> dict[str, Any]:
 def dumps(message: dict[str, Any]) -> bytes:
     """Compact UTF-8 JSON bytes of a message. Strings holding lone surrogates (JSON allows the
     escape `\\ud800`, UTF-8 cannot carry it) are written as ASCII escapes instead."""
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    text = _COMPACT.encode(message)
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode()
+        return _COMPACT_ASCII.encode(message).encode()
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"))
+"""`dumps`'s encoders, made once (`json.dumps` makes one per call when given options)."""

@@ -44,6 +44,51 @@ def with_id(message: dict[str, Any], request_id: RequestId | None) -> dict[str, 
     return {**message, "id": request_id}
 
 
+_LINE_START = b'{"jsonrpc":"2.0","id":'
+"""How a message written by the Python SDK (and by the proxy) begins: its id is its second member."""
+
+
+def line_with_id(line: bytes, old_id: RequestId, new_id: RequestId) -> bytes | None:
+    """`line`, one JSON-RPC message as valid compact JSON on one line (a stdio pipe's, or a POST
+    body), with its top-level `id` `old_id` replaced by `new_id` without decoding it: what
+    `with_id` does to the decoded message, for the usual shapes; its own inverse (with the ids
+    swapped). None when the line's shape does not show that id's place for certain; the caller then
+    encodes the decoded message (`with_id`).
+
+    Certain means: the line holds the bytes `"id"` exactly once, and they are either its second
+    member after `{"jsonrpc":"2.0",` (as the Python SDK writes) or its last member before the
+    closing brace (as `JSON.stringify` of the TypeScript SDK's messages writes), with the value
+    `old_id` encoded compactly. A raw `,` or `{` cannot be inside a JSON string followed by `"id":`,
+    so that member is the top level's, the one a decoder reads."""
+    old = str(old_id).encode() if type(old_id) is int else _id_bytes(old_id)
+    new = str(new_id).encode() if type(new_id) is int else _id_bytes(new_id)
+    if old is None or new is None or line[:1] != b"{" or line.count(b'"id"') != 1:
+        return None  # (a line beginning otherwise has a byte order mark, or is not UTF-8)
+    start = len(_LINE_START)
+    if line.startswith(_LINE_START) and line.startswith(old + b",", start):
+        return _LINE_START + new + line[start + len(old) :]
+    tail = b'"id":' + old + b"}"
+    if line.endswith(tail) and line[-len(tail) - 1 : -len(tail)] in (b",", b"{"):
+        return line[: -len(tail)] + b'"id":' + new + b"}"
+    return None
+
+
+def _id_bytes(request_id: RequestId | None) -> bytes | None:
+    """A request id as compact JSON (an integer, or a string of printable ASCII without `"` or
+    `\\`, which has one spelling); None for any other value, whose spelling in a line may differ."""
+    if isinstance(request_id, int) and not isinstance(request_id, bool):
+        return str(request_id).encode()
+    if (
+        isinstance(request_id, str)
+        and request_id.isascii()
+        and request_id.isprintable()
+        and '"' not in request_id
+        and "\\" not in request_id
+    ):
+        return b'"' + request_id.encode() + b'"'
+    return None
+
+
 def progress_token(message: dict[str, Any]) -> RequestId | None:
     """The `params._meta.progressToken` of a request, None when it has none."""
     params = message.get("params")
@@ -72,7 +117,7 @@ def to_process(message: dict[str, Any], request_id: int, token: int | None) -> d
 
 def to_client(response: dict[str, Any], request_id: RequestId | None) -> dict[str, Any]:
     """The process's response as the virtual session's client gets it: its own request id back."""
-    return with_id(response, request_id)
+    return {**response, "id": request_id}  # `with_id`, on every response
 
 
 def cancelled_to_process(notification: dict[str, Any], request_id: int) -> dict[str, Any]:

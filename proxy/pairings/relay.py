@@ -59,7 +59,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
                 rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
                 request_id: Any = None, v2: bool = False, modern: bool = False,
-                parsed: dict[str, Any] | None = None) -> web.StreamResponse:
+                parsed: dict[str, Any] | jsonrpc.Message | None = None) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
@@ -395,13 +395,14 @@ class Relay:
                            v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids))
 
     def _parsed(self, message: jsonrpc.Message, body: bytes | None,
-                task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | None:
+                task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | jsonrpc.Message | None:
         """The message a session's POST `body` holds (`session_body` made it), for a connector that
-        takes it parsed (a stdio backend: `Endpoint.TAKES_PARSED`); None for the others."""
+        takes it parsed (a stdio backend: `Endpoint.TAKES_PARSED`): the client's own, classified
+        already, when the body is the client's; None for the other connectors."""
         if not self.backend.connector.TAKES_PARSED:
             return None
         if task_ids is None or body is None or not may_carry_ids(body):
-            return message.raw
+            return message
         return task_ids[0](message.raw)
 
     def session_sealer(self) -> Callable[[str], str]:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import aiohttp
 from yarl import URL
 
+from translators import jsonrpc
 from translators.errors import McpError, backend_unavailable
 from translators.oauth import AuthChallenge, bearer_challenge, is_bearer_challenge
 
@@ -176,7 +177,7 @@ class Endpoint:
         return False
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
-                   lean: bool = True, parsed: dict[str, Any] | None = None) -> aiohttp.ClientResponse | LeanResponse:
+                   lean: bool = True, parsed: dict[str, Any] | jsonrpc.Message | None = None) -> aiohttp.ClientResponse | LeanResponse:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
         `lean` (default): sent on the proxy's own keep-alive HTTP/1.1 client (`lean.LeanPool`,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 _T = TypeVar("_T")
@@ -30,20 +31,28 @@ class Inbox(Generic[_T]):
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def get(self, timeout_s: float | None = None) -> _T:
-        """The first item, waited for at most `timeout_s` seconds (None: for ever). Raises
-        `TimeoutError`."""
+    async def get(self, timeout_s: float | None = None, deadlines: Deadlines | None = None) -> _T:
+        """The first item, waited for at most `timeout_s` seconds (None: for ever), timed by
+        `deadlines` when given (one timer for many inboxes; raises its error), else by a timer of
+        its own (raises `TimeoutError`)."""
         while not self._items:
             if self._waiter is not None and not self._waiter.done():
                 raise RuntimeError("an Inbox has one reader at a time")
             loop = asyncio.get_running_loop()
             waiter = self._waiter = loop.create_future()
-            timer = None if timeout_s is None else loop.call_at(loop.time() + timeout_s, _expire, waiter)
+            timer = None
+            if timeout_s is not None:
+                if deadlines is not None:
+                    deadlines.watch(waiter, loop, timeout_s)
+                else:
+                    timer = loop.call_at(loop.time() + timeout_s, _expire, waiter)
             try:
                 await waiter
             finally:
                 if timer is not None:
                     timer.cancel()
+                elif deadlines is not None:
+                    deadlines.unwatch(waiter)
                 if self._waiter is waiter:
                     self._waiter = None
         return self._items.popleft()
@@ -64,3 +73,46 @@ class Inbox(Generic[_T]):
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_exception(TimeoutError())
+
+
+class Deadlines:
+    """The time limits of many waits, kept by one timer of the event loop (set for the earliest,
+    set again when it has passed) rather than by a timer set and cancelled for each wait: a wait
+    that ends in time costs a dict entry. A wait not ended by its limit fails with `error()`
+    (default `TimeoutError`)."""
+
+    __slots__ = ("_due", "_timer", "_timer_due", "_error")
+
+    def __init__(self, error: Callable[[], BaseException] = TimeoutError) -> None:
+        self._due: dict[asyncio.Future[None], float] = {}
+        """Each wait's limit, in the loop's clock (seconds)."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+        self._error = error
+
+    def watch(self, waiter: asyncio.Future[None], loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+        due = loop.time() + timeout_s
+        self._due[waiter] = due
+        timer = self._timer
+        if timer is None or due < self._timer_due:
+            if timer is not None:
+                timer.cancel()
+            self._timer, self._timer_due = loop.call_at(due, self._expire_due, loop), due
+
+    def unwatch(self, waiter: asyncio.Future[None]) -> None:
+        self._due.pop(waiter, None)
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = loop.time()
+        for waiter, due in list(self._due.items()):
+            if due <= now:
+                del self._due[waiter]
+                if not waiter.done():
+                    waiter.set_exception(self._error())
+        if self._due:
+            self._timer_due = min(self._due.values())
+            self._timer = loop.call_at(self._timer_due, self._expire_due, loop)

@@ -184,7 +184,8 @@ class UpstreamSession:
 
     async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
                         on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
-        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS)
+        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS,
+                                           parsed=message)
         async with response:
             self._raise_if_lost(response)
             if method == "initialize" and H_SESSION_ID in response.headers:
@@ -212,7 +213,8 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, method: st
         return await _read_stream(backend, response, request_id, on_server_request, on_notification, respond)
     if content_type == "application/json":
         try:
-            answer = json.loads(await response.read())
+            # A stdio backend's answer comes decoded already (`stdio_bridge.BridgeResponse.json_message`).
+            answer = getattr(response, "json_message", None) or json.loads(await response.read())
         except (ValueError, UnicodeDecodeError):
             raise backend_unavailable(backend, f"answered HTTP {response.status} with a body that is not JSON") from None
         except (TimeoutError, aiohttp.ClientError) as exc:

@@ -32,6 +32,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, McpError, backend_unavailable
 
 from ..config import Upstream
@@ -237,23 +238,28 @@ class StdioEndpoint(Endpoint):
             self._runner = runner
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,  # type: ignore[override]
-                   lean: bool = True, parsed: dict[str, Any] | None = None) -> BridgeResponse:
+                   lean: bool = True, parsed: dict[str, Any] | jsonrpc.Message | None = None) -> BridgeResponse:
         """POST `body` to the bridge in this event loop, without the socket (docs/decisions.md §116):
         the answer a `BridgeResponse`. Traced like any upstream POST. Raises `McpError` (HTTP 502)
         once the connector is closed."""
-        await self.ensure_started()  # GET streams and DELETEs still go over the socket
+        if self._runner is None:
+            await self.ensure_started()  # GET streams and DELETEs still go over the socket
         trace = TRACE.get()
         if trace is not None:
             return await trace.upstream(self, body, dict(headers), self._answer)  # type: ignore[no-any-return]
         return await self._answer(body, headers, parsed)
 
-    async def _answer(self, body: bytes, headers: Mapping[str, str], parsed: dict[str, Any] | None = None) -> BridgeResponse:
+    async def _answer(self, body: bytes, headers: Mapping[str, str], parsed: dict[str, Any] | jsonrpc.Message | None = None) -> BridgeResponse:
         if self._closed:
             raise backend_unavailable(self.name, "cannot reach it (its connector is closed)")
-        all_headers = CIMultiDict(self.extra_headers)
-        all_headers.update(headers)
+        if self.extra_headers:
+            all_headers = CIMultiDict(self.extra_headers)
+            all_headers.update(headers)
+        else:
+            all_headers = CIMultiDict(headers)
         timeout_s = self._request_timeout_s
-        return BridgeResponse(await self.bridge.answer(body, all_headers, timeout_s, parsed=parsed), timeout_s)
+        bridge = self.bridge
+        return BridgeResponse(await bridge.answer(body, all_headers, timeout_s, parsed=parsed), timeout_s, bridge.deadlines)
 
     def process_down(self, reason: str) -> None:
         """A process was lost: the backend is down until a probe answers again (`/readyz`)."""

@@ -21,16 +21,20 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from translators import jsonrpc
+from translators import jsonrpc, multiplex
 from translators.errors import INVALID_REQUEST, McpError
 from translators.protocol import H_SESSION_ID
 
+from .inbox import Deadlines
 from .stdio_mux import Pending, VirtualSession
 
 PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
 """The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
 passes a client's header of that name on, and without the secret it means nothing."""
 JSON = "application/json"
+JSON_HEADERS = {"Content-Type": JSON}
+"""A JSON answer's headers without a session id (shared: never changed)."""
+_JSON_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict(JSON_HEADERS))
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
@@ -40,23 +44,40 @@ def _event(message: dict[str, Any]) -> bytes:
 
 class Answer:
     """The bridge's answer to one POST: `status`, `headers`, and either `body` (bytes: JSON, or
-    empty) or a stream (`pending` of `session`, whose first message `first` is already taken)."""
+    empty) or a stream (`pending` of `session`, whose first message `first` is already taken).
+    A JSON answer keeps its `message` and is encoded only when its `body` is read: a caller that
+    takes the message itself (the proxy's own session wire) neither encodes nor parses it."""
 
-    __slots__ = ("status", "headers", "body", "session", "pending", "first")
+    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first")
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes = b"", *, session: VirtualSession | None = None,
-                 pending: Pending | None = None, first: dict[str, Any] | None = None):
+                 pending: Pending | None = None, first: dict[str, Any] | None = None, message: dict[str, Any] | None = None,
+                 line: tuple[bytes, int] | None = None):
         self.status = status
         self.headers = headers
-        self.body = body
+        self._body = body
+        self.message = message
+        """The JSON-RPC message a JSON answer's body holds (None for any other answer)."""
+        self.line = line
+        """The process's line `message` was decoded from and the process's id in it (`Pending.line`)."""
         self.session = session
         self.pending = pending
         self.first = first
 
+    @property
+    def body(self) -> bytes:
+        message = self.message
+        if message is not None and not self._body:
+            line = self.line
+            spliced = multiplex.line_with_id(line[0], line[1], message["id"]) if line is not None else None
+            self._body = spliced if spliced is not None else jsonrpc.dumps(message)
+        return self._body
+
     @classmethod
-    def json(cls, message: dict[str, Any], status: int = 200, session_id: str | None = None) -> Answer:
-        headers = {"Content-Type": JSON} if session_id is None else {"Content-Type": JSON, H_SESSION_ID: session_id}
-        return cls(status, headers, jsonrpc.dumps(message))
+    def json(cls, message: dict[str, Any], status: int = 200, session_id: str | None = None,
+             line: tuple[bytes, int] | None = None) -> Answer:
+        headers = JSON_HEADERS if session_id is None else {"Content-Type": JSON, H_SESSION_ID: session_id}
+        return cls(status, headers, message=message, line=line)
 
 
 def _abandon(session: VirtualSession, pending: Pending) -> None:
@@ -66,13 +87,10 @@ def _abandon(session: VirtualSession, pending: Pending) -> None:
             session.slot.cancel(session, request_id)
 
 
-async def _next(pending: Pending, timeout_s: float | None) -> tuple[dict[str, Any], bool]:
-    """The next (message, final) of a request's stream, within `timeout_s` (aiohttp's `sock_read`:
-    raises its `SocketTimeoutError`)."""
-    try:
-        return await pending.queue.get(timeout_s)
-    except TimeoutError:
-        raise aiohttp.SocketTimeoutError("Timeout on reading data from socket") from None
+def _read_timeout() -> aiohttp.SocketTimeoutError:
+    """What a request's stream raises when the process sent nothing for it within the read bound
+    (aiohttp's `sock_read`, as over HTTP)."""
+    return aiohttp.SocketTimeoutError("Timeout on reading data from socket")
 
 
 class Bridge:
@@ -84,9 +102,11 @@ class Bridge:
         self.pool = pool
         self.probe_secret = probe_secret.encode()
         self.max_body = max_body
+        self.deadlines = Deadlines(_read_timeout)
+        """The read bounds of the POSTs waiting for the process (one timer for them all)."""
 
     async def answer(self, body: bytes, headers: Mapping[str, str], timeout_s: float | None = None, *,
-                     parsed: dict[str, Any] | None = None) -> Answer:
+                     parsed: dict[str, Any] | jsonrpc.Message | None = None) -> Answer:
         """Answer one POST of `body` with these `headers` (case-insensitive: `Mcp-Session-Id`,
         `Authorization`, `PROBE_HEADER`); `parsed`: the message `body` holds, when the caller has it
         (classified, not decoded again). A request's answer is JSON when its response comes first,
@@ -96,7 +116,10 @@ class Bridge:
             text = f"Maximum request body size {self.max_body} exceeded, actual body size {len(body)}"
             return Answer(413, {"Content-Type": "text/plain; charset=utf-8"}, text.encode())
         try:
-            message = jsonrpc.parse(body) if parsed is None else jsonrpc.classify(parsed)
+            if isinstance(parsed, jsonrpc.Message):
+                message = parsed
+            else:
+                message = jsonrpc.parse(body) if parsed is None else jsonrpc.classify(parsed)
         except McpError as exc:
             return Answer.json(jsonrpc.error_response(None, exc), 400)
         session_id = headers.get(H_SESSION_ID)
@@ -121,16 +144,16 @@ class Bridge:
             return Answer(202, {})
         if message.method == "initialize":
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
-        pending = session.slot.request(session, message.raw)
+        pending = session.slot.request(session, message.raw, body)
         try:
-            first, final = await _next(pending, timeout_s)
+            first, final = await pending.queue.get(timeout_s, self.deadlines)
         except BaseException:
             _abandon(session, pending)
             session.slot.done(session, pending)
             raise
         if final:
             session.slot.done(session, pending)
-            return Answer.json(first)
+            return Answer.json(first, line=pending.line)
         return Answer(200, dict(SSE_HEADERS), session=session, pending=pending, first=first)
 
     # the HTTP handlers on the private socket ----------------------------------------------------------
@@ -210,17 +233,29 @@ class BridgeResponse:
     `async with`). A stream's SSE events are framed as the socket would carry them; releasing it
     before its response tells the process the request is abandoned (`notifications/cancelled`)."""
 
-    __slots__ = ("status", "headers", "content_length", "_answer", "_timeout_s", "_over")
+    __slots__ = ("status", "headers", "_answer", "_timeout_s", "_deadlines", "_over")
 
-    def __init__(self, answer: Answer, timeout_s: float | None):
+    def __init__(self, answer: Answer, timeout_s: float | None, deadlines: Deadlines):
         self.status = answer.status
-        self.headers: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict(answer.headers))
-        streamed = answer.pending is not None
-        self.content_length = None if streamed else len(answer.body)
+        self.headers: CIMultiDictProxy[str] = _JSON_HEADERS if answer.headers is JSON_HEADERS else CIMultiDictProxy(CIMultiDict(answer.headers))
         self._answer = answer
         self._timeout_s = timeout_s
+        self._deadlines = deadlines
         self._over = False
         """Every byte was handed out (or the response was released)."""
+
+    @property
+    def content_length(self) -> int | None:
+        return None if self._answer.pending is not None else len(self._answer.body)
+
+    @property
+    def json_message(self) -> dict[str, Any] | None:
+        """The JSON-RPC message of a JSON answer, decoded already (None for any other answer):
+        what `read()` would give, for a reader that would parse it (`session_wire.read_answer`)."""
+        answer = self._answer
+        if answer.message is not None:
+            self._over = True
+        return answer.message
 
     @property
     def content(self) -> BridgeResponse:
@@ -245,16 +280,17 @@ class BridgeResponse:
         if answer.first is not None:
             first, answer.first = answer.first, None
             return _event(first)
-        message, final = await _next(pending, self._timeout_s)
+        message, final = await pending.queue.get(self._timeout_s, self._deadlines)
         if final:
             self._over = True
             answer.session.slot.done(answer.session, pending)
         return _event(message)
 
     async def read(self) -> bytes:
-        if self._answer.pending is None:
+        answer = self._answer
+        if answer.pending is None:
             self._over = True
-            return self._answer.body
+            return answer._body or answer.body  # encoded already when its length was asked
         return b"".join([chunk async for chunk in self])
 
     def release(self) -> None:

@@ -57,6 +57,10 @@ class Pending:
     questions: list[dict[str, Any]] = field(default_factory=list)
     """Server→client requests put on this request's stream (offered again elsewhere if the
     response comes while one is still unanswered)."""
+    line: tuple[bytes, int] | None = None
+    """The process's line of the response and the process's id in it, when the response reaches
+    the client as it is but for its id (`translators.multiplex.line_with_id`): sent as those bytes
+    rather than encoded again."""
 
     def put(self, message: dict[str, Any]) -> None:
         if "id" in message and "method" in message:
@@ -288,10 +292,11 @@ class ProcessSlot:
         for task in session.tasks:
             self._task_owner.pop(task, None)
 
-    def request(self, session: VirtualSession, message: dict[str, Any]) -> Pending:
-        """Send a session's request; its answer arrives on the returned `Pending`'s queue. A task
-        request for a task this session did not create is answered "Unknown task" at once (never
-        sent), and so is every request when the process is not running."""
+    def request(self, session: VirtualSession, message: dict[str, Any], line: bytes | None = None) -> Pending:
+        """Send a session's request (`line`: the JSON it was decoded from, if known, sent with the
+        process's id where it can be, decision 130); its answer arrives on the returned `Pending`'s
+        queue. A task request for a task this session did not create is answered "Unknown task" at
+        once (never sent), and so is every request when the process is not running."""
         self.last_used = time.monotonic()
         method = message.get("method", "")
         task = multiplex.task_param(message)
@@ -311,7 +316,7 @@ class ProcessSlot:
             session.subscriptions.discard((message.get("params") or {}).get("uri"))
         self._pending[request_id] = pending
         session.inflight[request_id] = pending
-        if self.process is None or not self.ready.is_set() or not self.process.send(multiplex.to_process(message, request_id, new_token)):
+        if self.process is None or not self.ready.is_set() or not self._send_request(message, request_id, new_token, line):
             self._pending.pop(request_id, None)
             session.inflight.pop(request_id, None)
             error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: the process is not running")
@@ -322,6 +327,16 @@ class ProcessSlot:
         if session.backlog and method not in multiplex.QUIET_METHODS:
             session.flush_backlog(pending)
         return pending
+
+    def _send_request(self, message: dict[str, Any], request_id: int, token: int | None, line: bytes | None) -> bool:
+        assert self.process is not None
+        if line is not None and token is None:
+            line = line.strip()
+            if b"\n" not in line and b"\r" not in line:
+                out = multiplex.line_with_id(line, message.get("id"), request_id)  # type: ignore[arg-type]
+                if out is not None:
+                    return self.process.send_line(out)
+        return self.process.send(multiplex.to_process(message, request_id, token))
 
     def done(self, session: VirtualSession, pending: Pending) -> None:
         """The POST carrying `pending` has ended (answered, or its client went away)."""
@@ -368,11 +383,13 @@ class ProcessSlot:
 
     # -- routing what the process sends --------------------------------------------------------
 
-    def _from_process(self, message: dict[str, Any]) -> None:
+    def _from_process(self, message: dict[str, Any], line: bytes | None = None) -> None:
+        """One message from the process (`line`: the bytes it was decoded from, when they are
+        UTF-8 text that may be passed on as they are)."""
         if self.liveness is not None:
             self.liveness.heard()
         if "method" not in message:
-            self._response(message)
+            self._response(message, line)
             return
         if "id" in message and message.get("method") == "ping":
             if self.process is not None:
@@ -447,9 +464,10 @@ class ProcessSlot:
                     self.max_line_bytes)
         self._response(jsonrpc.error_response(request_id, error))
 
-    def _response(self, message: dict[str, Any]) -> None:
+    def _response(self, message: dict[str, Any], line: bytes | None = None) -> None:
         request_id = message.get("id")
-        if self.liveness is not None and self.liveness.answered(request_id):
+        liveness = self.liveness
+        if liveness is not None and liveness.pings and liveness.answered(request_id):
             return
         pending = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if pending is None:
@@ -468,7 +486,10 @@ class ProcessSlot:
                 session.running_tasks.discard(pending.task)
             elif pending.method == "tasks/list" and isinstance(result, dict):
                 message = {**message, "result": multiplex.own_tasks(result, session.tasks.__contains__)}
+                line = None
             message = multiplex.to_client(message, pending.client_id)
+            if line is not None:
+                pending.line = (line, request_id)  # type: ignore[assignment]
         pending.queue.put_nowait((message, True))
         if session is not None:
             # A question put on this stream and still unanswered when the response came (a task's

@@ -27,9 +27,14 @@ import signal
 from asyncio.subprocess import SubprocessStreamProtocol
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from translators import jsonrpc
 
 log = logging.getLogger(__name__)
+_SCAN = json.JSONDecoder().scan_once
+"""The JSON value at an index of a str and the index after it (raises `JSONDecodeError`, or
+`StopIteration` when no value begins there): `json.loads` without its checks of what it is given."""
 
 READ_CHUNK = 64 * 1024
 KEEP_BYTES = 4096
@@ -135,15 +140,57 @@ class _Protocol(SubprocessStreamProtocol):
         super().process_exited()
         self.exited.set()
 
+    def read_directly(self, transport: asyncio.SubprocessTransport) -> None:
+        """Take stdout's and stderr's bytes from their pipes' transports as they are read, in the
+        same callback. asyncio's subprocess transport hands each piece on with `call_soon`, one
+        more handle and turn of the loop per message; the pipes' own protocols still get every
+        other event (EOF, the pipe's end), so the process's exit is told exactly as before."""
+        for fd in self._lines:
+            pipe = transport.get_pipe_transport(fd)
+            if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
+                pipe.set_protocol(_DirectPipe(pipe.get_protocol(), fd, self.pipe_data_received))
+
+
+class _DirectPipe(asyncio.Protocol):
+    """A read pipe's protocol that gives its data to `deliver(fd, data)` at once and every other
+    event to the protocol it stands in for (`inner`, the subprocess transport's own)."""
+
+    __slots__ = ("inner", "fd", "deliver")
+
+    def __init__(self, inner: asyncio.BaseProtocol, fd: int, deliver: Callable[[int, bytes], None]):
+        self.inner = inner
+        self.fd = fd
+        self.deliver = deliver
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.deliver(self.fd, data)
+
+    def eof_received(self) -> bool | None:
+        eof_received = getattr(self.inner, "eof_received", None)
+        return eof_received() if eof_received is not None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
 
 class StdioProcess:
-    """A started server process. `on_message(obj)` gets each decoded stdout line (a dict),
+    """A started server process. `on_message(obj, line)` gets each decoded stdout line (a dict,
+    and the line's bytes when they are UTF-8 text that may be passed on as they are, else None),
     `on_long_line(line)` each stdout line over `max_line_bytes` (a `LongLine`); `on_exit(returncode)`
     is called once when the process has exited, its group has been ended and its output read."""
 
     def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
                  max_line_bytes: int = 16 * 1024 * 1024, grace_s: float = 2.0,
-                 on_message: Callable[[dict[str, Any]], None], on_exit: Callable[[int | None], None],
+                 on_message: Callable[[dict[str, Any], bytes | None], None], on_exit: Callable[[int | None], None],
                  on_long_line: Callable[[LongLine], None] | None = None):
         self.name = name
         self.argv = list(argv)
@@ -155,6 +202,9 @@ class StdioProcess:
         self.on_long_line = on_long_line
         self.on_exit = on_exit
         self.process: asyncio.subprocess.Process | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._stdin: asyncio.WriteTransport | None = None
+        """The process's stdin pipe, written directly (`send_line`)."""
         self.pgid: int | None = None
         """The process group the process leads (its pid), None before it started."""
         self._exited = asyncio.Event()
@@ -179,7 +229,10 @@ class StdioProcess:
             protocol_factory, *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd, start_new_session=True,
         )
+        protocol.read_directly(transport)
         self.process = asyncio.subprocess.Process(transport, protocol, loop)
+        self._transport = transport
+        self._stdin = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))  # (uvloop's need not subclass it)
         self.pgid = self.process.pid  # start_new_session: the leader of a new session and group
         self._exited = protocol.exited
         log.info("backend %s: started %s (pid %d)", self.name, self.argv[0], self.process.pid)
@@ -188,12 +241,17 @@ class StdioProcess:
 
     def send(self, message: dict[str, Any]) -> bool:
         """Write one message as a line to the process's stdin; False when the process is gone."""
-        process = self.process
-        if process is None or process.stdin is None or process.stdin.is_closing() or process.returncode is not None:
+        return self.send_line(jsonrpc.dumps(message))
+
+    def send_line(self, line: bytes) -> bool:
+        """Write one message's JSON (on one line, without its newline) to the process's stdin;
+        False when the process is gone."""
+        stdin, transport = self._stdin, self._transport
+        if stdin is None or transport is None or stdin.is_closing() or transport.get_returncode() is not None:
             return False
-        line = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        line += b"\n"
         try:
-            process.stdin.write(line)
+            stdin.write(line)  # the pipe's transport, as the stream writer would (the proxy never drains it)
         except (ConnectionError, RuntimeError):
             return False
         return True
@@ -212,16 +270,28 @@ class StdioProcess:
         line = line.strip()
         if not line:
             return
+        text: bytes | None = None
         try:
-            message = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+            if line[:1] == b"{":
+                try:
+                    decoded = line.decode()  # strict UTF-8 text: bytes that may be passed on
+                except UnicodeDecodeError:  # surrogates written as UTF-8: decoded as before, re-encoded
+                    message = json.loads(line)
+                else:
+                    message, end = _SCAN(decoded, 0)  # what `json.loads` does, for a line stripped already
+                    if end != len(decoded):
+                        raise ValueError("extra data after the JSON object")
+                    text = line
+            else:  # a BOM, UTF-16 or 32, or not an object
+                message = json.loads(line)
+        except (ValueError, UnicodeDecodeError, StopIteration):
             log.warning("backend %s: stdout line that is not JSON skipped: %.200r", self.name, line)
             return
         if not isinstance(message, dict):
             log.warning("backend %s: stdout line that is not a JSON-RPC message skipped: %.200r", self.name, line)
             return
         try:
-            self.on_message(message)
+            self.on_message(message, text)
         except Exception:
             log.exception("backend %s: message from the process could not be routed", self.name)
 

@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -122,3 +123,69 @@ async def test_a_closed_connector_refuses_a_post(endpoint: tuple[StdioEndpoint, 
         502,
         "Backend 'fast' unavailable: cannot reach it (its connector is closed)",
     )
+
+
+SHAPES = [sys.executable, str(Path(__file__).parent.parent / "peers" / "shape_stdio_server.py")]
+
+
+def _compact(message: object, *, ascii_only: bool) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=ascii_only).encode()
+
+
+@pytest.mark.parametrize("form", ["prefix", "suffix", "nested", "spaced"])
+async def test_the_process_and_the_client_get_each_others_bytes_with_only_the_id_changed(form: str) -> None:
+    """A compact request reaches the process as the client's bytes with the process's id, and
+    a response the process wrote compactly (its id first or last, the only `"id"`) reaches the
+    client as the process's bytes with the client's id (`multiplex.line_with_id`); any other shape
+    is decoded and encoded again (compact, UTF-8) to the same message. The bytes tell which:
+    an escaped `\\u00e9` passed on stays escaped, one encoded again is written as UTF-8."""
+    upstream = Upstream(name="shapes", command=SHAPES, process_scope="shared")
+    compact = b'{"jsonrpc":"2.0","id":"c-9","method":"tools/call","params":{"name":"shape","arguments":{"form":"%s","note":"caf\\u00e9"}}}'
+    spaced = (
+        b'{"jsonrpc": "2.0",\n "id": "c-10", "method": "tools/call", "params": {"name": "shape", "arguments": {"form": "%s"}}}'
+    )
+    async with aiohttp.ClientSession() as http:
+        stdio = StdioEndpoint(upstream, http)
+        try:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            async with await stdio.post(_body(1, "initialize", init), ACCEPT) as response:
+                session_id = response.headers[H_SESSION_ID]
+            headers = {**ACCEPT, H_SESSION_ID: session_id}
+            answers = []
+            for body in (compact % form.encode(), spaced % form.encode()):
+                async with await stdio.post(body, headers) as response:
+                    answers.append(await response.read())
+        finally:
+            await stdio.close()
+    decoded = [json.loads(answer) for answer in answers]
+    assert [d["id"] for d in decoded] == ["c-9", "c-10"]
+    received = [d["result"]["content"][0]["text"] for d in decoded]  # the lines the process read
+    process_ids = [json.loads(line)["id"] for line in received]
+    assert received[0].encode() == (compact % form.encode()).replace(b'"id":"c-9"', b'"id":%d' % process_ids[0])
+    assert received[1].encode() == _compact({**json.loads(spaced % form.encode()), "id": process_ids[1]}, ascii_only=False)
+    passed_on = form in ("prefix", "suffix")
+    for answer, message in zip(answers, decoded, strict=True):
+        assert message["result"]["note"] == "é"
+        assert answer == _compact(message, ascii_only=passed_on)
+
+
+async def test_a_json_answer_is_handed_over_decoded_and_a_stream_is_not(endpoint: tuple[StdioEndpoint, str]) -> None:
+    """`BridgeResponse.json_message`: what the proxy's own session wire takes instead of the body
+    (docs/decisions.md §130); the same message the body holds, and None for an SSE stream."""
+    stdio, session_id = endpoint
+    headers = {**ACCEPT, H_SESSION_ID: session_id}
+    async with await stdio.post(_body(5, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}), headers) as response:
+        decoded = response.json_message
+        assert (
+            decoded
+            == json.loads(await response.read())
+            == {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "result": {"content": [{"type": "text", "text": "hi"}], "isError": False},
+            }
+        )
+    params = {"name": "progress", "arguments": {"count": 1}, "_meta": {"progressToken": "p"}}
+    async with await stdio.post(_body(6, "tools/call", params), headers) as response:
+        assert (response.json_message, response.content_length) == (None, None)
+        assert [c async for c in response.content.iter_any()][-1].startswith(b"event: message\ndata: ")

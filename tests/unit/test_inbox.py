@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from proxy.upstream.inbox import Inbox
+from proxy.upstream.inbox import Deadlines, Inbox
 
 
 async def test_items_come_in_the_order_put_and_a_reader_waits_for_the_next() -> None:
@@ -44,3 +44,47 @@ async def test_a_cancelled_reader_leaves_the_item_for_the_next_and_a_second_read
         await first
     inbox.put_nowait("kept")
     assert await inbox.get() == "kept"
+
+
+async def test_deadlines_time_many_waits_with_one_timer_and_each_fails_at_its_own_limit() -> None:
+    deadlines = Deadlines()
+    loop = asyncio.get_running_loop()
+    late, soon, answered = Inbox[str](), Inbox[str](), Inbox[str]()
+    started = loop.time()
+    waits = [asyncio.ensure_future(inbox.get(limit, deadlines)) for inbox, limit in ((late, 1.0), (soon, 0.1), (answered, 0.1))]
+    await asyncio.sleep(0)
+    assert len(deadlines) == 3
+    answered.put_nowait("in time")
+    assert await waits[2] == "in time"
+    assert len(deadlines) == 2  # an answered wait leaves nothing behind
+    with pytest.raises(TimeoutError):
+        await waits[1]
+    soon_failed = loop.time() - started
+    assert not waits[0].done()  # the earlier limit passing does not end the later wait
+    with pytest.raises(TimeoutError):
+        await waits[0]
+    late_failed = loop.time() - started
+    assert (soon_failed >= 0.1, late_failed >= 1.0, len(deadlines)) == (True, True, 0)  # never before its limit
+
+
+async def test_a_cancelled_wait_is_forgotten_by_its_deadlines_and_the_inbox_keeps_its_item() -> None:
+    deadlines = Deadlines()
+    inbox: Inbox[str] = Inbox()
+    waiting = asyncio.ensure_future(inbox.get(30.0, deadlines))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert len(deadlines) == 0
+    inbox.put_nowait("kept")
+    assert await inbox.get(30.0, deadlines) == "kept"
+
+
+async def test_deadlines_fail_a_late_wait_with_their_own_error() -> None:
+    class ReadTimeout(TimeoutError):
+        pass
+
+    deadlines = Deadlines(lambda: ReadTimeout("nothing in time"))
+    with pytest.raises(ReadTimeout, match="nothing in time"):
+        await Inbox[str]().get(0.01, deadlines)
+    assert len(deadlines) == 0

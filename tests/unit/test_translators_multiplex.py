@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from translators import multiplex
 from translators.multiplex import Route
 
@@ -87,3 +91,55 @@ def test_task_list_keeps_only_the_callers_tasks_and_the_cursor():
         "nextCursor": "n",
     }
     assert multiplex.own_tasks(result, set().__contains__) == {"tasks": [], "nextCursor": "n"}
+
+
+# line_with_id: the id replaced in the bytes, for the shapes whose id's place is certain ----------
+
+
+def _decoded_with_id(line: bytes, new_id: object) -> dict:
+    return multiplex.with_id(json.loads(line), new_id)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}',
+        b'{"result":{"content":[{"type":"text","text":"hi"}]},"jsonrpc":"2.0","id":7}',
+        b'{"method":"tools/call","params":{"name":"echo"},"jsonrpc":"2.0","id":7}',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"x":"}"}}}',
+        b'{"id":7}',
+    ],
+)
+@pytest.mark.parametrize("new_id", [41, 0, -3, "c-7", "a}b,c", ""])
+def test_a_line_of_a_known_shape_gets_the_new_id_and_nothing_else_changes(line, new_id):
+    out = multiplex.line_with_id(line, 7, new_id)
+    assert out is not None
+    assert json.loads(out) == _decoded_with_id(line, new_id)
+    assert multiplex.line_with_id(out, new_id, 7) == line  # its own inverse
+
+
+@pytest.mark.parametrize(
+    ("line", "old_id", "why"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 7, "result": {}}', 7, "spaced: not the compact spelling"),
+        (b'{"jsonrpc":"2.0","id":7,"result":{"id":3}}', 7, "a second id, nested"),
+        (b'{"jsonrpc":"2.0","id":7,"result":{},"id":8}', 8, "a duplicate id: a decoder reads the last"),
+        (b'{"jsonrpc":"2.0","id":7,"result":{},"id":7}', 7, "a duplicate id of the same value"),
+        (b'{"result":{"k":"v"},"jsonrpc":"2.0","id":17}', 7, "another id ending in the same digit"),
+        (b'{"jsonrpc":"2.0","id":77,"result":{}}', 7, "another id beginning with the same digit"),
+        (b'{"result":{"a\\"id":7}}', 7, 'the bytes "id": end the key a"id'),
+        (b'{"result":{"x":{"id":7}}}', 7, "an id at the end, but nested"),
+        (b'{"jsonrpc":"2.0","id":"\\u0061","result":{}}', "a", "a string id spelt with an escape"),
+        (b'{"jsonrpc":"2.0","id":true,"result":{}}', True, "not an id"),
+        (b'{"jsonrpc":"2.0","result":{},"error":{"code":1}}', 7, "no id at all"),
+        (b'\xef\xbb\xbf{"result":{},"jsonrpc":"2.0","id":7}', 7, "a byte order mark first"),
+        ('{"result":{},"jsonrpc":"2.0","id":7}'.encode("utf-16-le"), 7, "UTF-16"),
+    ],
+)
+def test_a_line_whose_id_has_no_certain_place_is_left_to_the_encoder(line, old_id, why):
+    assert multiplex.line_with_id(line, old_id, 41) is None, why
+
+
+@pytest.mark.parametrize("new_id", ['say "hi"', "back\\slash", "é", "tab\there", True, 1.5, None])
+def test_ids_with_more_than_one_spelling_are_never_written_by_splicing(new_id):
+    assert multiplex.line_with_id(b'{"jsonrpc":"2.0","id":7,"result":{}}', 7, new_id) is None
