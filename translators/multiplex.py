@@ -55,15 +55,18 @@ def line_with_id(line: bytes, old_id: RequestId, new_id: RequestId) -> bytes | N
     swapped). None when the line's shape does not show that id's place for certain; the caller then
     encodes the decoded message (`with_id`).
 
-    Certain means: the line holds the bytes `"id"` exactly once, and they are either its second
+    Certain means: the line holds the bytes `"id"` exactly once and no `\\u006` (the escapes of
+    `i` and `d`, which would spell another `id` key), and they are either its second
     member after `{"jsonrpc":"2.0",` (as the Python SDK writes) or its last member before the
     closing brace (as `JSON.stringify` of the TypeScript SDK's messages writes), with the value
     `old_id` encoded compactly. A raw `,` or `{` cannot be inside a JSON string followed by `"id":`,
     so that member is the top level's, the one a decoder reads."""
     old = str(old_id).encode() if type(old_id) is int else _id_bytes(old_id)
     new = str(new_id).encode() if type(new_id) is int else _id_bytes(new_id)
-    if old is None or new is None or line[:1] != b"{" or line.count(b'"id"') != 1:
-        return None  # (a line beginning otherwise has a byte order mark, or is not UTF-8)
+    if old is None or new is None or line[:1] != b"{" or line.count(b'"id"') != 1 or b"\\u006" in line:
+        # Beginning otherwise: a byte order mark, or not UTF-8. `\u006`: a key spelt with escapes
+        # (`"\u0069d"` is `"id"` too, unseen by the count, and a decoder reads the last of two).
+        return None
     start = len(_LINE_START)
     if line.startswith(_LINE_START) and line.startswith(old + b",", start):
         return _LINE_START + new + line[start + len(old) :]

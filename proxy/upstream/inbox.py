@@ -81,16 +81,23 @@ class Deadlines:
     that ends in time costs a dict entry. A wait not ended by its limit fails with `error()`
     (default `TimeoutError`)."""
 
-    __slots__ = ("_due", "_timer", "_timer_due", "_error")
+    __slots__ = ("_due", "_timer", "_timer_due", "_loop", "_error")
 
     def __init__(self, error: Callable[[], BaseException] = TimeoutError) -> None:
         self._due: dict[asyncio.Future[None], float] = {}
         """Each wait's limit, in the loop's clock (seconds)."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the timer is set on: waits on another loop (a test's next) start over."""
         self._error = error
 
     def watch(self, waiter: asyncio.Future[None], loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+        if loop is not self._loop:  # the loop the timer was set on is gone: its waits with it
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._loop = None, loop
+            self._due = {w: d for w, d in self._due.items() if w.get_loop() is loop}
         due = loop.time() + timeout_s
         self._due[waiter] = due
         timer = self._timer

@@ -284,7 +284,7 @@ class StdioProcess:
                     text = line
             else:  # a BOM, UTF-16 or 32, or not an object
                 message = json.loads(line)
-        except (ValueError, UnicodeDecodeError, StopIteration):
+        except (ValueError, UnicodeDecodeError, StopIteration, RecursionError):  # (nested too deeply)
             log.warning("backend %s: stdout line that is not JSON skipped: %.200r", self.name, line)
             return
         if not isinstance(message, dict):

@@ -4,6 +4,7 @@ the read bound, and one reader at a time."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -88,3 +89,24 @@ async def test_deadlines_fail_a_late_wait_with_their_own_error() -> None:
     with pytest.raises(ReadTimeout, match="nothing in time"):
         await Inbox[str]().get(0.01, deadlines)
     assert len(deadlines) == 0
+
+
+def test_deadlines_kept_over_a_loop_that_ended_time_the_next_loops_waits() -> None:
+    """A timer set on a loop that ended never fires: a wait on the next loop whose limit is later
+    than that timer's is timed anew (it used to wait for ever)."""
+    deadlines = Deadlines()
+
+    async def first() -> None:
+        left = asyncio.ensure_future(Inbox[str]().get(0.5, deadlines))  # the timer for 0.5 s; the loop ends first
+        await asyncio.sleep(0)
+        assert not left.done()
+
+    async def second() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(Inbox[str]().get(1.0, deadlines), 10.0)
+        assert len(deadlines) == 0
+
+    asyncio.run(first())
+    started = time.monotonic()
+    asyncio.run(second())
+    assert time.monotonic() - started < 10.0  # failed at its own limit, not at wait_for's

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.upstream.stdio_process import KEEP_BYTES, LineSplitter, LongLine
+from proxy.upstream.stdio_process import KEEP_BYTES, LineSplitter, LongLine, StdioProcess
 
 TEXT = b'{"jsonrpc":"2.0","id":1,"result":{}}\n{"jsonrpc":"2.0","method":"notifications/progress"}\n\nlast'
 
@@ -61,3 +61,30 @@ def test_a_long_line_cut_off_by_the_end_of_the_stream_is_given_as_one() -> None:
     splitter = LineSplitter(4)
     assert splitter.feed(b"ok\n0123456789") == [b"ok"]
     assert splitter.end() == [LongLine(10, b"0123456789", b"0123456789")]
+
+
+@pytest.mark.parametrize(
+    ("line", "delivered"),
+    [
+        (
+            b'{"jsonrpc":"2.0","id":1,"result":{}}',
+            ({"jsonrpc": "2.0", "id": 1, "result": {}}, b'{"jsonrpc":"2.0","id":1,"result":{}}'),
+        ),
+        (b'  {"id":1}  ', ({"id": 1}, b'{"id":1}')),  # stripped: those bytes may be passed on
+        (b'{"k":"\xed\xa0\x80"}', ({"k": "\ud800"}, None)),  # a surrogate written as UTF-8: decoded, never passed on
+        (b'\xef\xbb\xbf{"id":1}', ({"id": 1}, None)),  # a byte order mark: decoded, never passed on
+        (b'{"id":1} {"id":2}', None),
+        (b'{"id":', None),
+        (b"[1]", None),
+        (b"[" * 100_000, None),  # nested too deeply for the decoder: skipped, not raised
+        (b'{"k":"\xff"}', None),
+    ],
+)
+def test_a_stdout_line_is_decoded_as_json_loads_does_and_given_with_its_bytes_when_they_may_pass(line, delivered) -> None:
+    got: list[tuple[object, bytes | None]] = []
+    process = StdioProcess(
+        "t", ["true"], on_message=lambda message, text: got.append((message, text)), on_exit=lambda _code: None
+    )
+    process._stdout_line(line)
+    process._stdout_line(b'{"after":true}')  # the next line still arrives
+    assert got == ([delivered] if delivered is not None else []) + [({"after": True}, b'{"after":true}')]
