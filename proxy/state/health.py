@@ -10,6 +10,12 @@ operation fails at once, without waiting again, unless `RETRY_S` passed since th
 times waits at most one bound. The change is logged once each way, WARNING, without a traceback:
 `task state store <url> is unreachable: <why>` and `task state store <url> is reachable again`.
 `/readyz` answers 503 while `reachable` is False (proxy/app.py).
+
+A store that answers but refuses to write (Redis out of memory under `noeviction`, a read-only
+replica, a snapshot that fails) raises `StoreRefused`: -32603, HTTP 503, "task state store <url>
+refused the write: <the store's reason>"; logged once, WARNING, without a traceback (`task state
+store <url> refuses writes: <reason>`), and once when a write is taken again (`... takes writes
+again`). Reads still answer meanwhile, and `/readyz` stays as it is.
 """
 
 from __future__ import annotations
@@ -33,6 +39,17 @@ class StoreUnreachable(McpError):
 
     def __init__(self, store: str, reason: str):
         super().__init__(INTERNAL_ERROR, f"task state store {store} unreachable: {reason}", http_status=503)
+        self.store = store
+        self.reason = reason
+
+
+class StoreRefused(McpError):
+    """-32603 (HTTP 503): the task state store answers but refuses to write (Redis at its
+    `maxmemory` with `noeviction`, a read-only replica, a failing snapshot); the message names the
+    store and the store's reason."""
+
+    def __init__(self, store: str, reason: str):
+        super().__init__(INTERNAL_ERROR, f"task state store {store} refused the write: {reason}", http_status=503)
         self.store = store
         self.reason = reason
 
@@ -72,6 +89,8 @@ class StoreHealth:
         self.reachable = True
         self.reason: str | None = None
         """Why the store is unreachable, as the last attempt found (None while it is reachable)."""
+        self.refusing: str | None = None
+        """Why the store refused the last write, until a write is taken again (None: it takes them)."""
         self._failed_at = 0.0
 
     def before(self) -> StoreUnreachable | None:
@@ -91,9 +110,23 @@ class StoreHealth:
             log.warning("task state store %s is unreachable: %s", self.name, reason)
         return StoreUnreachable(self.name, reason)
 
-    def answered(self) -> None:
-        """An operation reached the store: mark it reachable (logged once when it was not)."""
+    def refused(self, reason: str) -> StoreRefused:
+        """The store answered an operation by refusing to write (`reason`, the store's words): the
+        error to raise. Logged once while it goes on (again when the reason changes). The store is
+        still reachable and reads still answer, so `/readyz` is not changed by it."""
+        self.answered()
+        if self.refusing != reason:
+            self.refusing = reason
+            log.warning("task state store %s refuses writes: %s", self.name, reason)
+        return StoreRefused(self.name, reason)
+
+    def answered(self, *, wrote: bool = False) -> None:
+        """An operation reached the store (`wrote`: and wrote to it): mark it reachable (logged
+        once when it was not), and taking writes when it wrote (logged once when it refused them)."""
         if not self.reachable:
             self.reachable = True
             self.reason = None
             log.warning("task state store %s is reachable again", self.name)
+        if wrote and self.refusing is not None:
+            self.refusing = None
+            log.warning("task state store %s takes writes again", self.name)

@@ -190,7 +190,7 @@ class RedisHeldStore:
                     pipe.zadd(PREFIX + "hl", {record.task_id: state.expires_ms()})
                 await pipe.execute()
 
-        await self._guarded(work)
+        await self.store.guard_write(work)
 
     async def get(self, task_id: str) -> HeldRecord | None:
         raw = await self._guarded(lambda: self.store.redis.get(PREFIX + "h:" + task_id))

@@ -112,9 +112,10 @@ def _ms(seconds: float) -> int:
 Result = TypeVar("Result")
 
 
-def _guarded(method: Callable[..., Awaitable[Result]]) -> Callable[..., Awaitable[Result]]:
+def _guarded(method: Callable[..., Awaitable[Result]], *, writes: bool = False) -> Callable[..., Awaitable[Result]]:
     """`method` of the store, raising `StoreUnreachable` when Redis cannot be reached (at once
-    while it was just found so), and noting in `health` whether it answered."""
+    while it was just found so) and `StoreRefused` when it refuses to write, and noting in
+    `health` whether it answered (and, for a method that `writes`, whether it wrote)."""
 
     @functools.wraps(method)
     async def guarded(self: RedisTaskStore, *args: Any, **kwargs: Any) -> Result:
@@ -125,10 +126,41 @@ def _guarded(method: Callable[..., Awaitable[Result]]) -> Callable[..., Awaitabl
             result = await method(self, *args, **kwargs)
         except UNREACHABLE as exc:
             raise self.health.failed(exc) from None
-        self.health.answered()
+        except aioredis.ResponseError as exc:
+            reason = write_refusal(exc)
+            if reason is None:
+                raise
+            raise self.health.refused(reason) from None
+        self.health.answered(wrote=writes)
         return result
 
     return guarded
+
+
+def _writing(method: Callable[..., Awaitable[Result]]) -> Callable[..., Awaitable[Result]]:
+    """`_guarded` for a method that adds to what Redis holds (a write Redis refuses when full;
+    one that only deletes is taken even then, and does not show that writes are taken again)."""
+    return _guarded(method, writes=True)
+
+
+REFUSAL_CODES = ("OOM", "READONLY", "MISCONF", "NOREPLICAS")
+"""Redis's error codes for a write it refuses while it answers (out of memory under
+`noeviction`, a read-only replica, a failing snapshot, too few replicas for `min-replicas`)."""
+
+
+def write_refusal(exc: Exception) -> str | None:
+    """The reason Redis gave for refusing a write (its code and words, e.g. "OOM command not
+    allowed when used memory > 'maxmemory'."), None for any other error. In a pipeline or a script
+    the refusal is wrapped in other words; the reason is taken from where the code begins."""
+    text = str(exc)
+    if isinstance(exc, (aioredis.OutOfMemoryError, aioredis.ReadOnlyError)) and not text.startswith(REFUSAL_CODES):
+        code = "OOM" if isinstance(exc, aioredis.OutOfMemoryError) else "READONLY"
+        text = f"{code} {text}"
+    for code in REFUSAL_CODES:
+        at = text.find(code + " ")
+        if at >= 0 and (at == 0 or not text[at - 1].isalnum()):
+            return text[at:].splitlines()[0].strip()
+    return None
 
 
 PRUNE_AT = 1024
@@ -211,7 +243,7 @@ class RedisTaskStore:
         """Whether the process `process` renewed its heartbeat within `HEARTBEAT_TTL_S`."""
         return bool(await self.redis.exists(PREFIX + "hb:" + process))
 
-    @_guarded
+    @_writing
     async def restore_input(self, ref: TaskRef, captured: CapturedInput, keep_s: float) -> bool:
         """Put back a request for input this process captured, under its own key, unless the
         store still knows its upstream id (held, or answered): whether it was put back. The task's
@@ -234,7 +266,7 @@ class RedisTaskStore:
         body = await self.redis.get(PREFIX + "o:" + _ref(ref))
         return CanonicalTask.model_validate_json(body) if body is not None else None
 
-    @_guarded
+    @_writing
     async def keep_outcome(self, ref: TaskRef, task: CanonicalTask, keep_s: float) -> None:
         await self.redis.set(PREFIX + "o:" + _ref(ref), task.model_dump_json(), px=_ms(keep_s))
         self._outcomes[ref] = time.monotonic() + keep_s
@@ -260,7 +292,7 @@ class RedisTaskStore:
 
     # -- captured requests for input -------------------------------------------------------------
 
-    @_guarded
+    @_writing
     async def capture_input(self, ref: TaskRef, upstream_id: jsonrpc.RequestId, request: InputRequest, keep_s: float) -> str | None:
         key = await self._capture(keys=[PREFIX + "i:" + _ref(ref), PREFIX + "n:" + _ref(ref)],
                                   args=[json.dumps(upstream_id), request.model_dump_json(), max(1, int(keep_s + 0.999)), 1, "input-"])
@@ -312,7 +344,12 @@ class RedisTaskStore:
         """`work()` under the store's bound and health (for `proxy/state/held_tasks.py`)."""
         return await work()
 
-    @_guarded
+    @_writing
+    async def guard_write(self, work: Callable[[], Awaitable[Result]]) -> Result:
+        """`guard` for work that adds to what Redis holds."""
+        return await work()
+
+    @_writing
     async def keep_session(self, record: SessionRecord, keep_s: float) -> None:
         body = json.dumps({"principal": record.principal, "face": record.face, "backend": record.backend,
                            "params": record.params, "protocol_version": record.protocol_version})
@@ -332,7 +369,7 @@ class RedisTaskStore:
 
     # -- the v1 face's task registry ---------------------------------------------------------------
 
-    @_guarded
+    @_writing
     async def keep_entry(self, backend: str, entry: Entry, keep_s: float) -> None:
         if entry.held_expires_at is not None:
             keep_s = min(keep_s, entry.held_expires_at - time.time())
@@ -381,7 +418,7 @@ class RedisTaskStore:
         if raw is not None:
             await self.redis.zrem(f"{PREFIX}eo:{backend}:{json.loads(raw)['owner']}", task_id)
 
-    @_guarded
+    @_writing
     async def next_order(self, backend: str) -> int:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(f"{PREFIX}ord:{backend}")

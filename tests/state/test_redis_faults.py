@@ -260,3 +260,54 @@ async def test_a_question_lost_in_a_redis_restart_is_shown_again_by_the_other_re
         assert (ack.status, ack.result) == (200, {"resultType": "complete"})
         final = await on_b.poll(task_id)
         assert (final["status"], final["result"]["content"]) == ("completed", [{"type": "text", "text": "deleted two.txt"}])
+
+
+async def _first_refusal(client: Caller, task_id: str) -> dict:
+    """`tasks/get` until one is refused (the task finished upstream: its outcome is to be kept);
+    until then it is `working`."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        answer = await client.call("tasks/get", {"taskId": task_id})
+        if answer.status != 200:
+            return answer.body
+        assert answer.result["status"] == "working", answer.body
+        assert asyncio.get_running_loop().time() < deadline, answer.body
+        await asyncio.sleep(0.05)
+
+
+async def test_a_full_redis_refuses_writes_with_503_naming_the_store_and_takes_them_again(
+    reference_v1_server, own_redis, tmp_path, caplog
+):
+    """Redis at its `maxmemory` with `noeviction` answers writes with OOM: a request whose state
+    cannot be written (a `tasks/get` that would keep the task's outcome) is refused with HTTP 503,
+    -32603 naming the store and Redis's reason (it used to be HTTP 500 "Internal error in
+    mcp-tasks-proxy" with a traceback); `/readyz` stays ready (the store answers); one WARNING when
+    the store starts refusing, one when it takes writes again; nothing is lost: once Redis has room,
+    the same task completes with its result."""
+    import redis
+
+    caplog.set_level(logging.INFO)
+    admin = redis.Redis.from_url(own_redis.url)
+    async with _proxy(reference_v1_server.url, own_redis.url, tmp_path) as (running, http, client):
+        await _finished_task(client)
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", "1")  # below what it holds: every write is refused
+        try:
+            created = (
+                await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "full"}})
+            ).result
+            refused = await _first_refusal(client, created["taskId"])  # once it has finished upstream
+            again = (await client.call("tasks/get", {"taskId": created["taskId"]})).body
+            assert (await _readyz_until(http, running.base_url, 200)) == {"status": "ready"}
+        finally:
+            admin.config_set("maxmemory", "0")
+        final = await client.poll(created["taskId"])
+    reason = "OOM command not allowed when used memory > 'maxmemory'."
+    error = {"code": -32603, "message": f"task state store {own_redis.url} refused the write: {reason}"}
+    assert (refused["error"], again["error"]) == (error, error)
+    assert (final["status"], final["result"]["content"]) == ("completed", [{"type": "text", "text": "computed full"}])
+    assert _store_lines(caplog) == [
+        f"task state store {own_redis.url} refuses writes: {reason}",
+        f"task state store {own_redis.url} takes writes again",
+    ]
+    assert _tracebacks(caplog) == []
