@@ -189,3 +189,28 @@ async def test_a_json_answer_is_handed_over_decoded_and_a_stream_is_not(endpoint
     async with await stdio.post(_body(6, "tools/call", params), headers) as response:
         assert (response.json_message, response.content_length) == (None, None)
         assert [c async for c in response.content.iter_any()][-1].startswith(b"event: message\ndata: ")
+
+
+async def test_a_request_with_a_second_id_spelt_with_escapes_reaches_the_process_with_the_process_id_only() -> None:
+    """`{"id":99,...,"\\u0069d":99}` holds its id twice, the second spelt with escapes: passed on
+    with only the first replaced, the process would read 99 (another session's request, were that
+    its process id) and this request's answer would go astray (here: never come). It is encoded
+    again instead, with the process's id only."""
+    upstream = Upstream(name="shapes", command=SHAPES, process_scope="shared")
+    body = (
+        b'{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"shape","arguments":{"form":"prefix"}},"\\u0069d":99}'
+    )
+    async with aiohttp.ClientSession() as http:
+        stdio = StdioEndpoint(upstream, http, request_timeout_ms=5_000)
+        try:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            async with await stdio.post(_body(1, "initialize", init), ACCEPT) as response:
+                session_id = response.headers[H_SESSION_ID]
+            async with await stdio.post(body, {**ACCEPT, H_SESSION_ID: session_id}) as response:
+                answer = json.loads(await response.read())
+        finally:
+            await stdio.close()
+    assert answer["id"] == 99  # the client's id, as a decoder reads its body
+    received = json.loads(answer["result"]["content"][0]["text"])
+    assert received == {**json.loads(body), "id": received["id"]} and isinstance(received["id"], int) and received["id"] != 99
+    assert answer["result"]["content"][0]["text"] == json.dumps(received, separators=(",", ":"))
