@@ -38,6 +38,7 @@ from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
+from .pairings.held import drain
 from .state.health import StoreUnreachable
 from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
 from .state.store import TaskStateStore
@@ -91,6 +92,8 @@ class ProxyState:
     (None with `store = "memory"`: the page shows this process's own)."""
     flusher: asyncio.Future[None] | None = None
     """`Lasting.run`, cancelled at cleanup (then one last flush)."""
+    stopping_at: float | None = None
+    """The loop time the proxy began to stop (what `shutdown_timeout_ms` is counted from)."""
 
 
 async def _get_or_delete(request: web.Request) -> web.StreamResponse:
@@ -348,13 +351,26 @@ async def _heartbeat(store: TaskStateStore) -> None:
 async def _shutdown(app: web.Application) -> None:
     """The proxy is stopping (no longer listening): end the session face's long-lived GET streams
     so that only real requests in flight are waited for (up to `shutdown_timeout_ms`)."""
-    session_face = app[STATE].session_face
-    if session_face is not None:
-        session_face.close_streams()
+    state = app[STATE]
+    state.stopping_at = asyncio.get_running_loop().time()
+    if state.session_face is not None:
+        state.session_face.close_streams()
+
+
+async def _drain_held(state: ProxyState) -> None:
+    """Held calls still running once the requests in flight are done get what is left of
+    `shutdown_timeout_ms` to end, before what they need (the store's heartbeat, the backends'
+    clients) is closed (`proxy.pairings.held.drain`)."""
+    if state.fleet is not None:
+        budget_s = state.settings.shutdown_timeout_ms / 1000
+        if state.stopping_at is not None:
+            budget_s -= asyncio.get_running_loop().time() - state.stopping_at
+        await drain([member.held for member in state.fleet.members], budget_s)
 
 
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
+    await _drain_held(state)
     for loop_task in (state.prober, state.checker, state.flusher, state.maintainer, state.listener, state.handover):
         if loop_task is not None:
             loop_task.cancel()

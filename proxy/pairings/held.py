@@ -380,8 +380,21 @@ class HeldCalls:
         await self.cancel(record)
         return Reply(cancel_answer_v2())
 
+    async def drain(self, timeout_s: float) -> tuple[int, int]:
+        """The process is stopping: wait up to `timeout_s` for the held calls open here to end (each
+        writes its last state, which any process reads after). Returns (ended, still open); those
+        still open are left to `close`."""
+        open_now = list(self._live.values())
+        if not open_now:
+            return 0, 0
+        waits = [asyncio.ensure_future(holding.ended.wait()) for holding in open_now]
+        done, pending = await asyncio.wait(waits, timeout=max(0.0, timeout_s))
+        for wait in pending:
+            wait.cancel()
+        return len(done), len(pending)
+
     def close(self) -> None:
-        """The process stops: its held calls are left as they are (their records read
+        """The process stops: its held calls still open are left as they are (their records read
         `interrupted` once this process is gone)."""
         for holding in list(self._live.values()):
             if holding.timer is not None:
@@ -390,6 +403,23 @@ class HeldCalls:
                 holding.driver.cancel()
         for task in list(self._background):
             task.cancel()
+
+
+async def drain(calls: list[HeldCalls], timeout_s: float) -> None:
+    """The process is stopping: wait up to `timeout_s` for the held calls of every backend to end
+    (`HeldCalls.drain`); those still open then are left `interrupted`. Logged: how many were
+    waited for, and how many ended (a WARNING when some did not)."""
+    open_now = [each for each in calls if each.live()]
+    if not open_now:
+        return
+    count = sum(each.live() for each in open_now)
+    log.info("stopping: waiting up to %d ms for %d held call(s) to end", max(0, int(timeout_s * 1000)), count)
+    drained = await asyncio.gather(*(each.drain(timeout_s) for each in open_now))
+    ended, still_open = sum(d[0] for d in drained), sum(d[1] for d in drained)
+    if still_open:
+        log.warning("stopping: %d held call(s) ended, %d still running left interrupted", ended, still_open)
+    else:
+        log.info("stopping: %d held call(s) ended", ended)
 
 
 def held_calls(settings: Settings, backend: Backend, exchanges: ExchangeBook, store: Any, metrics: Any, keyring: Any) -> HeldCalls:

@@ -75,6 +75,49 @@ async def test_kill_9_mid_call_leaves_the_task_failed_interrupted_after_the_rest
     assert "held task: slow_compute on main promoted to a task after 1000 ms" in proxy.log.read_text()
 
 
+async def test_sigterm_mid_call_lets_the_held_call_end_and_the_restarted_proxy_answers_its_result(untasked, tmp_path):
+    """A graceful stop waits (within `shutdown_timeout_ms`) for a held call to end and write its
+    result, rather than leaving it "interrupted, may have run" (docs/behaviour.md §9)."""
+    server, _ = untasked
+    proxy = ProxyProcess(tmp_path, server.url)  # SQLite in its state directory; shutdown_timeout_ms 30000
+    await proxy.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            caller = Caller(http, proxy.url)
+            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 3, "label": "drained"}})
+            task_id = created.result["taskId"]
+            assert created.result["status"] == "working"
+            await proxy.stop()
+            assert proxy.process is not None and proxy.process.returncode == 0
+            await proxy.start()
+            after = (await caller.call("tasks/get", {"taskId": task_id})).result
+    finally:
+        await proxy.stop()
+    assert (after["status"], after["result"]) == ("completed", text("computed drained"))
+    log = proxy.log.read_text()
+    assert "stopping: waiting up to " in log and " ms for 1 held call(s) to end" in log
+    assert "stopping: 1 held call(s) ended\n" in log
+
+
+async def test_a_held_call_longer_than_the_stop_allows_is_left_interrupted(untasked, tmp_path):
+    server, _ = untasked
+    proxy = ProxyProcess(tmp_path, server.url)
+    proxy.config.write_text("shutdown_timeout_ms = 500\n" + proxy.config.read_text())
+    await proxy.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            caller = Caller(http, proxy.url)
+            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"}})
+            await proxy.stop()
+            assert proxy.process is not None and proxy.process.returncode == 0
+            await proxy.start()
+            after = (await caller.call("tasks/get", {"taskId": created.result["taskId"]})).result
+    finally:
+        await proxy.stop()
+    assert (after["status"], after["error"]) == ("failed", {"code": -32603, "message": INTERRUPTED})
+    assert "stopping: 0 held call(s) ended, 1 still running left interrupted" in proxy.log.read_text()
+
+
 @pytest.fixture
 async def replicas(untasked, redis_url, tmp_path):
     server, events = untasked
