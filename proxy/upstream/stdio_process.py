@@ -146,8 +146,8 @@ class _Protocol(SubprocessStreamProtocol):
         more handle and turn of the loop per message; the pipes' own protocols still get every
         other event (EOF, the pipe's end), so the process's exit is told exactly as before."""
         for fd in self._lines:
-            pipe = transport.get_pipe_transport(fd)
-            if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
+            pipe = transport.get_pipe_transport(fd)  # asyncio's or uvloop's read pipe (which need not subclass ReadTransport)
+            if pipe is not None and hasattr(pipe, "set_protocol") and not pipe.is_closing():
                 pipe.set_protocol(_DirectPipe(pipe.get_protocol(), fd, self.pipe_data_received))
 
 
