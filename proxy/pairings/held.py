@@ -27,7 +27,6 @@ synchronous call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import secrets
@@ -159,20 +158,15 @@ class HeldCalls:
         """Wait up to `hold_after_ms` for the call's first round: (True, requests or None) when it
         ended or asked for input in time, (False, None) when it should be promoted. A client that
         goes away cancels the upstream call."""
-        first = asyncio.ensure_future(exchange.next_round())
         try:
-            done, _ = await asyncio.wait({first}, timeout=self.hold_after_s)
+            async with asyncio.timeout(self.hold_after_s):  # in this task: no task and no `asyncio.wait` per call
+                return True, await exchange.next_round()
+        except TimeoutError:
+            return False, None
         except asyncio.CancelledError:
-            first.cancel()
             exchange.notify = None
             exchange.abandon()
             raise
-        if first in done:
-            return True, first.result()
-        first.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await first
-        return False, None
 
     @staticmethod
     def client_notify(notify: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[dict[str, Any]], Awaitable[None]]:
