@@ -154,6 +154,14 @@ def created_task(result: Any) -> str | None:
     return task_id if isinstance(task_id, str) else None
 
 
+def created_task_ttl_ms(result: Any) -> int | None:
+    """The `task.ttl` of a `CreateTaskResult` (ms the server keeps the task from its creation, core
+    2025-11-25 §Tasks), None when it is null, absent or not a non-negative integer."""
+    task = result.get("task") if isinstance(result, dict) else None
+    ttl = task.get("ttl") if isinstance(task, dict) else None
+    return ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0 else None
+
+
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 

@@ -32,6 +32,7 @@ from translators.protocol import LEGACY_VERSION
 from .inbox import Inbox
 from .stdio_liveness import Liveness
 from .stdio_process import LongLine, StdioProcess
+from .stdio_tasks import TaskOwners
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,7 @@ class ProcessSlot:
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
         self._pending: dict[int, Pending] = {}
-        self._task_owner: dict[str, VirtualSession] = {}
+        self._task_owner: TaskOwners[VirtualSession] = TaskOwners()
         self._token_owner: LRUCache[int, tuple[VirtualSession, jsonrpc.RequestId, int]] = LRUCache(maxsize=10_000)
         self._asked: LRUCache[jsonrpc.RequestId, VirtualSession] = LRUCache(maxsize=10_000)
         self._exited: asyncio.Event = asyncio.Event()
@@ -271,7 +272,8 @@ class ProcessSlot:
 
     @property
     def busy(self) -> bool:
-        """Whether a request is in flight or a task was created in the process."""
+        """Whether a request is in flight or a task created in the process may still be known to it."""
+        self._task_owner.forget_due(time.monotonic())
         return bool(self._pending) or bool(self._task_owner)
 
     # -- sessions ------------------------------------------------------------------------------
@@ -290,7 +292,7 @@ class ProcessSlot:
         session.lost = True
         self.sessions.pop(session.id, None)
         for task in session.tasks:
-            self._task_owner.pop(task, None)
+            self._task_owner.pop(task)
 
     def request(self, session: VirtualSession, message: dict[str, Any], line: bytes | None = None) -> Pending:
         """Send a session's request (`line`: the JSON it was decoded from, if known, sent with the
@@ -418,14 +420,14 @@ class ProcessSlot:
     def _owner(self, route: multiplex.Route, message: dict[str, Any]) -> tuple[VirtualSession | None, Pending | None]:
         """The session a message belongs to and the request in flight to prefer (None, None when
         none can be told: broadcasts and resource updates are delivered here directly)."""
-        if route.kind == "task" and isinstance(route.key, str) and route.key in self._task_owner:
+        creator = self._task_owner.get(route.key) if route.kind == "task" and isinstance(route.key, str) else None
+        if creator is not None:
             # The task's own stream is a request naming it that may carry its messages (its
             # `tasks/result`); never a `tasks/get` or `tasks/cancel`, whose readers take only their
             # answer, as over HTTP, where servers put nothing else there (docs/decisions.md §129).
-            session = self._task_owner[route.key]
-            prefer = next((p for p in session.inflight.values()
+            prefer = next((p for p in creator.inflight.values()
                            if p.task == route.key and p.method not in multiplex.QUIET_METHODS), None)
-            return session, prefer
+            return creator, prefer
         if route.kind == "progress" and isinstance(route.key, int):
             owner = self._token_owner.get(route.key)
             if owner is None:
@@ -479,9 +481,7 @@ class ProcessSlot:
             result = message.get("result")
             task = multiplex.created_task(result)
             if task is not None:
-                session.tasks.add(task)
-                session.running_tasks.add(task)
-                self._task_owner[task] = session
+                self._task_owner.add(task, session, multiplex.created_task_ttl_ms(result), time.monotonic())
             elif pending.task is not None and multiplex.terminal(result):
                 session.running_tasks.discard(pending.task)
             elif pending.method == "tasks/list" and isinstance(result, dict):

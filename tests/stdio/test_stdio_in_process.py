@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from proxy.config import Upstream
 from proxy.sse import SseParser
 from proxy.upstream.stdio import StdioEndpoint
 from proxy.upstream.stdio_bridge import BridgeResponse
-from translators.errors import McpError
+from proxy.upstream.stdio_tasks import GRACE_S
+from translators.errors import NOT_OF_SESSION, McpError
 from translators.protocol import H_SESSION_ID
 
 COMMAND = [sys.executable, "-m", "proxy.bench.upstream", "--wire", "stdio", "--poll-interval-ms", "100"]
@@ -214,3 +216,23 @@ async def test_a_request_with_a_second_id_spelt_with_escapes_reaches_the_process
     received = json.loads(answer["result"]["content"][0]["text"])
     assert received == {**json.loads(body), "id": received["id"]} and isinstance(received["id"], int) and received["id"] != 99
     assert answer["result"]["content"][0]["text"] == json.dumps(received, separators=(",", ":"))
+
+
+async def test_a_task_is_forgotten_by_the_mux_once_its_ttl_and_grace_have_passed(endpoint: tuple[StdioEndpoint, str]) -> None:
+    """A pooled session lives as long as the proxy: the mux's memory of which session created a
+    task ends `GRACE_S` after the task's ttl (docs/decisions.md §134); the task's requests are then
+    "Unknown task", as the server itself may answer by then. Time is moved by giving the mux's
+    sans-clock bookkeeping a later `now`."""
+    stdio, session_id = endpoint
+    headers = {**ACCEPT, H_SESSION_ID: session_id}
+    params = {"name": "nowork", "arguments": {}, "task": {"ttl": 1_000}}
+    async with await stdio.post(_body(3, "tools/call", params), headers) as response:
+        task_id = json.loads(await response.read())["result"]["task"]["taskId"]
+    async with await stdio.post(_body(4, "tasks/get", {"taskId": task_id}), headers) as response:
+        assert json.loads(await response.read())["result"]["taskId"] == task_id
+    [slot] = stdio.pool.slots.values()
+    assert slot.busy is True  # a task the process may still know
+    assert slot._task_owner.forget_due(time.monotonic() + 1.0 + GRACE_S) == 1
+    assert slot.busy is False
+    async with await stdio.post(_body(5, "tasks/get", {"taskId": task_id}), headers) as response:
+        assert json.loads(await response.read())["error"] == {"code": -32602, "message": f"Unknown task: {NOT_OF_SESSION}"}
