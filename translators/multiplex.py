@@ -61,8 +61,7 @@ def line_with_id(line: bytes, old_id: RequestId, new_id: RequestId) -> bytes | N
     closing brace (as `JSON.stringify` of the TypeScript SDK's messages writes), with the value
     `old_id` encoded compactly. A raw `,` or `{` cannot be inside a JSON string followed by `"id":`,
     so that member is the top level's, the one a decoder reads."""
-    old = str(old_id).encode() if type(old_id) is int else _id_bytes(old_id)
-    new = str(new_id).encode() if type(new_id) is int else _id_bytes(new_id)
+    old, new = _id_bytes(old_id), _id_bytes(new_id)
     if old is None or new is None or line[:1] != b"{" or line.count(b'"id"') != 1 or b"\\u006" in line:
         # Beginning otherwise: a byte order mark, or not UTF-8. `\u006`: a key spelt with escapes
         # (`"\u0069d"` is `"id"` too, unseen by the count, and a decoder reads the last of two).
@@ -79,7 +78,7 @@ def line_with_id(line: bytes, old_id: RequestId, new_id: RequestId) -> bytes | N
 def _id_bytes(request_id: RequestId | None) -> bytes | None:
     """A request id as compact JSON (an integer, or a string of printable ASCII without `"` or
     `\\`, which has one spelling); None for any other value, whose spelling in a line may differ."""
-    if isinstance(request_id, int) and not isinstance(request_id, bool):
+    if type(request_id) is int:  # (not a bool)
         return str(request_id).encode()
     if (
         isinstance(request_id, str)
@@ -120,7 +119,7 @@ def to_process(message: dict[str, Any], request_id: int, token: int | None) -> d
 
 def to_client(response: dict[str, Any], request_id: RequestId | None) -> dict[str, Any]:
     """The process's response as the virtual session's client gets it: its own request id back."""
-    return {**response, "id": request_id}  # `with_id`, on every response
+    return with_id(response, request_id)
 
 
 def cancelled_to_process(notification: dict[str, Any], request_id: int) -> dict[str, Any]:

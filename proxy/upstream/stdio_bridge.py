@@ -290,7 +290,7 @@ class BridgeResponse:
         answer = self._answer
         if answer.pending is None:
             self._over = True
-            return answer._body or answer.body  # encoded already when its length was asked
+            return answer.body
         return b"".join([chunk async for chunk in self])
 
     def release(self) -> None:

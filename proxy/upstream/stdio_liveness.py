@@ -26,9 +26,8 @@ class Liveness:
         self._send_ping = send_ping
         self._waiting = waiting
         self._ids = ids
-        self.pings: deque[int] = deque(maxlen=16)
-        """The ids of the last pings sent (a process that ignores pings leaves them unanswered);
-        empty while none is out, so that a response is checked against them only then."""
+        self._pings: deque[int] = deque(maxlen=16)
+        """The ids of the last pings sent (a process that ignores pings leaves them unanswered)."""
         self._last_heard = time.monotonic()
         self._busy = asyncio.Event()
 
@@ -44,8 +43,8 @@ class Liveness:
 
     def answered(self, request_id: object) -> bool:
         """Whether a response with this id answers one of the watch's pings (then it is taken here)."""
-        if isinstance(request_id, int) and request_id in self.pings:
-            self.pings.remove(request_id)
+        if self._pings and isinstance(request_id, int) and request_id in self._pings:
+            self._pings.remove(request_id)
             return True
         return False
 
@@ -64,7 +63,7 @@ class Liveness:
                 continue
             pinged_at = time.monotonic()
             ping_id = next(self._ids)
-            self.pings.append(ping_id)
+            self._pings.append(ping_id)
             self._send_ping(ping_id)
             await asyncio.sleep(half)
             if self._last_heard < pinged_at and self._waiting():

@@ -468,8 +468,7 @@ class ProcessSlot:
 
     def _response(self, message: dict[str, Any], line: bytes | None = None) -> None:
         request_id = message.get("id")
-        liveness = self.liveness
-        if liveness is not None and liveness.pings and liveness.answered(request_id):
+        if self.liveness is not None and self.liveness.answered(request_id):
             return
         pending = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if pending is None:

@@ -182,6 +182,22 @@ class _DirectPipe(asyncio.Protocol):
         self.inner.resume_writing()
 
 
+def _decoded(line: bytes) -> tuple[Any, bytes | None]:
+    """A stripped stdout line decoded as `json.loads` does, and the line again when it is strict
+    UTF-8 text that may be passed on as it is (else None: surrogates written as UTF-8, a byte order
+    mark, UTF-16 or 32, or not an object). Raises what `json.loads` raises, or `StopIteration`."""
+    if line[:1] != b"{":
+        return json.loads(line), None
+    try:
+        text = line.decode()
+    except UnicodeDecodeError:
+        return json.loads(line), None
+    message, end = _SCAN(text, 0)
+    if end != len(text):
+        raise ValueError("extra data after the JSON object")
+    return message, line
+
+
 class StdioProcess:
     """A started server process. `on_message(obj, line)` gets each decoded stdout line (a dict,
     and the line's bytes when they are UTF-8 text that may be passed on as they are, else None),
@@ -270,20 +286,8 @@ class StdioProcess:
         line = line.strip()
         if not line:
             return
-        text: bytes | None = None
         try:
-            if line[:1] == b"{":
-                try:
-                    decoded = line.decode()  # strict UTF-8 text: bytes that may be passed on
-                except UnicodeDecodeError:  # surrogates written as UTF-8: decoded as before, re-encoded
-                    message = json.loads(line)
-                else:
-                    message, end = _SCAN(decoded, 0)  # what `json.loads` does, for a line stripped already
-                    if end != len(decoded):
-                        raise ValueError("extra data after the JSON object")
-                    text = line
-            else:  # a BOM, UTF-16 or 32, or not an object
-                message = json.loads(line)
+            message, text = _decoded(line)
         except (ValueError, UnicodeDecodeError, StopIteration, RecursionError):  # (nested too deeply)
             log.warning("backend %s: stdout line that is not JSON skipped: %.200r", self.name, line)
             return
