@@ -6,6 +6,7 @@ mid-call leaves the task `failed` "interrupted, may have run" after the restart,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 
@@ -53,22 +54,33 @@ async def test_a_client_away_for_thirty_seconds_gets_the_result(untasked, tmp_pa
     assert (final["status"], final["result"]) == ("completed", text("computed away"))
 
 
-async def test_kill_9_mid_call_leaves_the_task_failed_interrupted_after_the_restart(untasked, tmp_path):
-    server, _ = untasked
-    proxy = ProxyProcess(tmp_path, server.url)  # SQLite in its state directory; hold_after_ms at its default (1000)
+@contextlib.asynccontextmanager
+async def _held_call_on_a_proxy_process(tmp_path, upstream: str, seconds: float, label: str, *, settings: str = ""):
+    """`serve` as a process of its own (SQLite in its state directory; `settings`: TOML lines put
+    first in its config) with a held `slow_compute` of `seconds` on it: (the process, a caller,
+    the call's answer). The process is stopped at the end."""
+    proxy = ProxyProcess(tmp_path, upstream)
+    proxy.config.write_text(settings + proxy.config.read_text())
     await proxy.start()
     try:
         async with aiohttp.ClientSession() as http:
             caller = Caller(http, proxy.url)
-            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "killed"}})
-            task_id = created.result["taskId"]
-            assert (await caller.call("tasks/get", {"taskId": task_id})).result["status"] == "working"
-            await proxy.kill()
-            await proxy.start()
-            after = (await caller.call("tasks/get", {"taskId": task_id})).result
-            again = (await caller.call("tasks/get", {"taskId": task_id})).result
+            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": label}})
+            yield proxy, caller, created
     finally:
         await proxy.stop()
+
+
+async def test_kill_9_mid_call_leaves_the_task_failed_interrupted_after_the_restart(untasked, tmp_path):
+    server, _ = untasked
+    # hold_after_ms at its default (1000)
+    async with _held_call_on_a_proxy_process(tmp_path, server.url, 60, "killed") as (proxy, caller, created):
+        task_id = created.result["taskId"]
+        assert (await caller.call("tasks/get", {"taskId": task_id})).result["status"] == "working"
+        await proxy.kill()
+        await proxy.start()
+        after = (await caller.call("tasks/get", {"taskId": task_id})).result
+        again = (await caller.call("tasks/get", {"taskId": task_id})).result
     assert (after["status"], after["error"]) == ("failed", {"code": -32603, "message": INTERRUPTED})
     assert again == after
     assert "may have run" in INTERRUPTED
@@ -79,20 +91,14 @@ async def test_sigterm_mid_call_lets_the_held_call_end_and_the_restarted_proxy_a
     """A graceful stop waits (within `shutdown_timeout_ms`) for a held call to end and write its
     result, rather than leaving it "interrupted, may have run" (docs/behaviour.md §9)."""
     server, _ = untasked
-    proxy = ProxyProcess(tmp_path, server.url)  # SQLite in its state directory; shutdown_timeout_ms 30000
-    await proxy.start()
-    try:
-        async with aiohttp.ClientSession() as http:
-            caller = Caller(http, proxy.url)
-            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 3, "label": "drained"}})
-            task_id = created.result["taskId"]
-            assert created.result["status"] == "working"
-            await proxy.stop()
-            assert proxy.process is not None and proxy.process.returncode == 0
-            await proxy.start()
-            after = (await caller.call("tasks/get", {"taskId": task_id})).result
-    finally:
+    # shutdown_timeout_ms at its default (30000)
+    async with _held_call_on_a_proxy_process(tmp_path, server.url, 3, "drained") as (proxy, caller, created):
+        task_id = created.result["taskId"]
+        assert created.result["status"] == "working"
         await proxy.stop()
+        assert proxy.process is not None and proxy.process.returncode == 0
+        await proxy.start()
+        after = (await caller.call("tasks/get", {"taskId": task_id})).result
     assert (after["status"], after["result"]) == ("completed", text("computed drained"))
     log = proxy.log.read_text()
     assert "stopping: waiting up to " in log and " ms for 1 held call(s) to end" in log
@@ -101,19 +107,12 @@ async def test_sigterm_mid_call_lets_the_held_call_end_and_the_restarted_proxy_a
 
 async def test_a_held_call_longer_than_the_stop_allows_is_left_interrupted(untasked, tmp_path):
     server, _ = untasked
-    proxy = ProxyProcess(tmp_path, server.url)
-    proxy.config.write_text("shutdown_timeout_ms = 500\n" + proxy.config.read_text())
-    await proxy.start()
-    try:
-        async with aiohttp.ClientSession() as http:
-            caller = Caller(http, proxy.url)
-            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"}})
-            await proxy.stop()
-            assert proxy.process is not None and proxy.process.returncode == 0
-            await proxy.start()
-            after = (await caller.call("tasks/get", {"taskId": created.result["taskId"]})).result
-    finally:
+    shorter = "shutdown_timeout_ms = 500\n"
+    async with _held_call_on_a_proxy_process(tmp_path, server.url, 60, "long", settings=shorter) as (proxy, caller, created):
         await proxy.stop()
+        assert proxy.process is not None and proxy.process.returncode == 0
+        await proxy.start()
+        after = (await caller.call("tasks/get", {"taskId": created.result["taskId"]})).result
     assert (after["status"], after["error"]) == ("failed", {"code": -32603, "message": INTERRUPTED})
     assert "stopping: 0 held call(s) ended, 1 still running left interrupted" in proxy.log.read_text()
 
