@@ -39,7 +39,7 @@ from .observe.recorder import CANCELLED, UNCLASSIFIED, UNKNOWN_CLIENT, ClientKey
 from .pairings import Relay
 from .routing import Router
 from .shadow import held_body, written
-from .state.health import StoreUnreachable
+from .state.health import StoreTrouble
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
 
@@ -370,7 +370,7 @@ class Entry:
 
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> str:
         """Log a refusal; returns its reason as logs and the status page may show it."""
-        if isinstance(exc, StoreUnreachable):  # the store logged it going away, once (decision 76)
+        if isinstance(exc, StoreTrouble):  # the store logged it going away (or refusing), once (decision 76)
             log.debug("task state store unreachable for principal=%s: %s", principal, exc.message)
             return exc.message
         if isinstance(exc, BackendUnreachable):  # the backend logged it going down, once

@@ -31,7 +31,7 @@ from ..config import Settings
 from ..observe.failures import REFUSAL, count_session_answer
 from ..observe.recorder import client_key
 from ..sse import sse_frame
-from ..state.health import StoreUnreachable
+from ..state.health import StoreTrouble
 from ..state.store import SessionRecord, TaskStateStore
 from .challenge import challenge_answer
 from .checks import session_outcome, version_refusal
@@ -399,7 +399,7 @@ class SessionFace:
         except McpError as exc:
             request[REFUSAL] = exc
             error = exc if v2 else for_v1_client(exc)
-            log.log(logging.DEBUG if isinstance(exc, StoreUnreachable) else logging.INFO,  # decision 76: logged once by the store
+            log.log(logging.DEBUG if isinstance(exc, StoreTrouble) else logging.INFO,  # decision 76: logged once by the store
                     "refused %s from principal=%s: %d %s", message.method, principal, error.code, error.message)
             if isinstance(exc, AuthChallenge) and reply.stream is None:  # the backend's challenge (decision 80)
                 return challenge_answer(exc, message.id, self.settings, request)

@@ -25,7 +25,7 @@ from translators.errors import INTERNAL_ERROR, McpError
 
 from ..faces.session import ASK_TIMEOUT_S, ProxySession
 from ..state.client_tasks import HELD, Entry, TaskRegistry
-from ..state.health import StoreUnreachable
+from ..state.health import StoreTrouble
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class TaskPush:
             while session.get_stream is not None and not session.get_stream_gone():
                 try:
                     entries = await self._open_tasks(session)
-                except StoreUnreachable:  # logged once by the store (decision 76): follow on when it is back
+                except StoreTrouble:  # logged once by the store (decision 76): follow on when it is back
                     await asyncio.sleep(MAX_POLL_S)
                     continue
                 if not entries:

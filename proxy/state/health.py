@@ -33,25 +33,30 @@ RETRY_S = 0.5
 """While the store is unreachable, operations fail at once for this long after an attempt failed."""
 
 
-class StoreUnreachable(McpError):
-    """-32603 (HTTP 503): the task state store did not answer within `store_timeout_ms` or refused
-    the connection; the message names the store (its URL without a password)."""
+class StoreTrouble(McpError):
+    """-32603 (HTTP 503): the task state store failed an operation for `reason`; the message names
+    the store (its URL without a password). Logged once by `StoreHealth` however many requests
+    meet it, so those who catch it log it no more than at DEBUG (decision 76)."""
+
+    WHAT = "failed"
 
     def __init__(self, store: str, reason: str):
-        super().__init__(INTERNAL_ERROR, f"task state store {store} unreachable: {reason}", http_status=503)
+        super().__init__(INTERNAL_ERROR, f"task state store {store} {self.WHAT}: {reason}", http_status=503)
         self.store = store
         self.reason = reason
 
 
-class StoreRefused(McpError):
-    """-32603 (HTTP 503): the task state store answers but refuses to write (Redis at its
-    `maxmemory` with `noeviction`, a read-only replica, a failing snapshot); the message names the
-    store and the store's reason."""
+class StoreUnreachable(StoreTrouble):
+    """The store did not answer within `store_timeout_ms` or refused the connection."""
 
-    def __init__(self, store: str, reason: str):
-        super().__init__(INTERNAL_ERROR, f"task state store {store} refused the write: {reason}", http_status=503)
-        self.store = store
-        self.reason = reason
+    WHAT = "unreachable"
+
+
+class StoreRefused(StoreTrouble):
+    """The store answers but refuses to write (Redis at its `maxmemory` with `noeviction`, a
+    read-only replica, a failing snapshot)."""
+
+    WHAT = "refused the write"
 
 
 def display_url(url: str) -> str:

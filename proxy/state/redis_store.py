@@ -45,7 +45,7 @@ from translators import jsonrpc
 from translators.model import CanonicalTask, InputRequest, TaskError
 from translators.sealing import TaskRef
 
-from .health import StoreHealth, StoreUnreachable, display_url
+from .health import StoreHealth, StoreTrouble, display_url
 from .held_tasks import HeldTaskStore, RedisHeldStore
 from .store import CapturedInput, Entry, SessionRecord
 
@@ -153,6 +153,8 @@ def write_refusal(exc: Exception) -> str | None:
     allowed when used memory > 'maxmemory'."), None for any other error. In a pipeline or a script
     the refusal is wrapped in other words; the reason is taken from where the code begins."""
     text = str(exc)
+    if "caused error: " in text:  # a pipeline's: 'Command # 1 (SET k v) of pipeline caused error: ("<words>",)'
+        text = text.split("caused error: ", 1)[1].strip("()\"', ")
     if isinstance(exc, (aioredis.OutOfMemoryError, aioredis.ReadOnlyError)) and not text.startswith(REFUSAL_CODES):
         code = "OOM" if isinstance(exc, aioredis.OutOfMemoryError) else "READONLY"
         text = f"{code} {text}"
@@ -205,13 +207,14 @@ class RedisTaskStore:
         """Run until cancelled: renew this process's heartbeat every `HEARTBEAT_S` (which also
         notes whether the store answers, and whether it lost its data)."""
         while True:
-            with contextlib.suppress(StoreUnreachable):  # logged once per outage by `health`
+            with contextlib.suppress(StoreTrouble):  # logged once per outage (or refusal) by `health`
                 await self.heartbeat()
             await asyncio.sleep(HEARTBEAT_S)
 
     async def heartbeat(self) -> None:
         """Renew this process's heartbeat once (also done by `maintain`), and check that the
-        database still holds what it held (`when_lost`). Raises `StoreUnreachable`."""
+        database still holds what it held (`when_lost`). Raises `StoreUnreachable`, or
+        `StoreRefused` when Redis refuses the heartbeat's write."""
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.set(PREFIX + "hb:" + self.process, "1", ex=HEARTBEAT_TTL_S)
@@ -223,7 +226,8 @@ class RedisTaskStore:
         except UNREACHABLE as exc:
             raise self.health.failed(exc) from None
         if isinstance(beat, Exception):
-            raise beat
+            reason = write_refusal(beat)
+            raise beat if reason is None else self.health.refused(reason)
         self.health.answered()
         # A Redis that refuses INFO (a managed service may) is followed by the run token alone.
         run = (str(token), str(info.get("run_id", "")) if isinstance(info, dict) else "")

@@ -25,17 +25,21 @@ import logging
 
 import aiohttp
 import pytest
+import redis.asyncio as aioredis
 from session_support import SessionCaller
 from support import TEST_KEY, Caller
 
-from proxy.app import start
+from proxy.app import STATE, start
 from proxy.config import load
 from proxy.sse import SseParser
+from proxy.state.health import StoreRefused
+from proxy.state.redis_store import write_refusal
 from translators.sealing import Keyring
 
 pytestmark = pytest.mark.peers
 
 TIMEOUT_MS = 500
+OOM_WORDS = "command not allowed when used memory > 'maxmemory'."
 CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
 
 
@@ -298,16 +302,43 @@ async def test_a_full_redis_refuses_writes_with_503_naming_the_store_and_takes_t
             ).result
             refused = await _first_refusal(client, created["taskId"])  # once it has finished upstream
             again = (await client.call("tasks/get", {"taskId": created["taskId"]})).body
+            with pytest.raises(StoreRefused) as beat:  # the heartbeat's write too: its loop goes on (it used to die)
+                await running.runner.app[STATE].store.heartbeat()
             assert (await _readyz_until(http, running.base_url, 200)) == {"status": "ready"}
         finally:
             admin.config_set("maxmemory", "0")
         final = await client.poll(created["taskId"])
     reason = "OOM command not allowed when used memory > 'maxmemory'."
     error = {"code": -32603, "message": f"task state store {own_redis.url} refused the write: {reason}"}
-    assert (refused["error"], again["error"]) == (error, error)
+    assert (refused["error"], again["error"], beat.value.message) == (error, error, error["message"])
     assert (final["status"], final["result"]["content"]) == ("completed", [{"type": "text", "text": "computed full"}])
     assert _store_lines(caplog) == [
         f"task state store {own_redis.url} refuses writes: {reason}",
         f"task state store {own_redis.url} takes writes again",
     ]
     assert _tracebacks(caplog) == []
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (aioredis.OutOfMemoryError(OOM_WORDS), f"OOM {OOM_WORDS}"),  # redis-py takes the code off
+        (aioredis.OutOfMemoryError(f'Command # 1 (SET k v) of pipeline caused error: ("{OOM_WORDS}",)'), f"OOM {OOM_WORDS}"),
+        (
+            aioredis.ReadOnlyError("You can't write against a read only replica."),
+            "READONLY You can't write against a read only replica.",
+        ),
+        (
+            aioredis.ResponseError("MISCONF Redis is configured to save RDB snapshots"),
+            "MISCONF Redis is configured to save RDB snapshots",
+        ),
+        (
+            aioredis.ResponseError("NOREPLICAS Not enough good replicas to write."),
+            "NOREPLICAS Not enough good replicas to write.",
+        ),
+        (aioredis.ResponseError("ERR unknown command 'x'"), None),
+        (aioredis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), None),
+    ],
+)
+def test_a_write_refusal_is_told_by_its_code_and_other_errors_are_not(error, reason):
+    assert write_refusal(error) == reason
