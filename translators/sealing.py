@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hmac
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -102,7 +101,24 @@ def _unpack(data: bytes) -> tuple[str, ...]:
 
 
 MEMO_ENTRIES = 4096
-"""Sealed and opened tokens a `Keyring` remembers, each way (about 1 MiB at most)."""
+"""Sealed and opened tokens a `Keyring` remembers, each way (about 1 MiB at most), and refused
+ones (`REFUSED_MAX_CHARS` long at most: about 2 MiB at most)."""
+REFUSED_MAX_CHARS = 256
+"""Longest refused token remembered as refused (a relayed task id is about 160 characters); a
+longer one is worked out again each time, so that refusals cannot take much memory."""
+
+
+class _Memo(dict[tuple[str, Any, str], Any]):
+    """A dict of at most `MEMO_ENTRIES` entries, the oldest forgotten first. A hit is one C-level
+    `dict.get`; order is by insertion (a token in use all the time is worked out again once every
+    `MEMO_ENTRIES` new ones). Used on the event loop's thread only, as the `Keyring` is."""
+
+    __slots__ = ()
+
+    def keep(self, key: tuple[str, Any, str], value: Any) -> None:
+        if len(self) >= MEMO_ENTRIES:
+            del self[next(iter(self))]
+        self[key] = value
 
 
 class Keyring:
@@ -116,12 +132,15 @@ class Keyring:
             raise ValueError(f"the sealing key must be {KEY_BYTES} bytes, got {len(master)}")
         self._siv = AESSIV(_derive(master, b"seal", 64))
         self._principal_key = _derive(master, b"principal", 32)
-        # Sealing is deterministic, so both directions are remembered (bounded, least recently used
-        # first): a relay seals and opens the same session and task ids at every request, and one
-        # AES-SIV operation costs about as much as a tenth of a relayed call. Only tokens that
-        # opened are remembered; a refusal is worked out again each time.
-        self._sealed = functools.lru_cache(maxsize=MEMO_ENTRIES)(self._seal)
-        self._opened = functools.lru_cache(maxsize=MEMO_ENTRIES)(self._unseal)
+        # Sealing is deterministic, so both directions are remembered (bounded): a relay seals and
+        # opens the same session and task ids at every request, and one AES-SIV operation costs
+        # about as much as a tenth of a relayed call. What is sealed is remembered as opened too
+        # (the client sends it back), and a short token that did not open is remembered as refused
+        # in a memo of its own, so that a flood of them cannot push out what opened: a v1 session's
+        # every task id is first tried as a held task's, which it is not (docs/decisions.md §136).
+        self._sealed = _Memo()
+        self._opened = _Memo()
+        self._refused = _Memo()
 
     # -- principals --------------------------------------------------------------------------
 
@@ -137,7 +156,14 @@ class Keyring:
 
     def seal(self, purpose: str, fields: tuple[str, ...], principal: str) -> str:
         """Seal `fields` for `purpose` and `principal`; deterministic. Inverse: `unseal`."""
-        return self._sealed(purpose, tuple(fields), principal)
+        fields = tuple(fields)
+        key = (purpose, fields, principal)
+        token = self._sealed.get(key)
+        if token is None:
+            token = _b64(self._siv.encrypt(_pack(fields), [purpose.encode(), principal.encode()]))
+            self._sealed.keep(key, token)
+            self._opened.keep((purpose, token, principal), fields)
+        return token
 
     def unseal(self, purpose: str, token: str, principal: str) -> tuple[str, ...]:
         """Open a token sealed by `seal` with the same purpose and principal.
@@ -147,17 +173,20 @@ class Keyring:
         """
         if not isinstance(token, str):  # a client's JSON may put anything here; none of it is remembered
             raise ValueError("token does not unseal")
-        return self._opened(purpose, token, principal)
-
-    def _seal(self, purpose: str, fields: tuple[str, ...], principal: str) -> str:
-        return _b64(self._siv.encrypt(_pack(fields), [purpose.encode(), principal.encode()]))
-
-    def _unseal(self, purpose: str, token: str, principal: str) -> tuple[str, ...]:
+        key = (purpose, token, principal)
+        fields: tuple[str, ...] | None = self._opened.get(key)
+        if fields is not None:
+            return fields
+        if key in self._refused:
+            raise ValueError("token does not unseal")
         try:
-            data = _unb64(token)
-            return _unpack(self._siv.decrypt(data, [purpose.encode(), principal.encode()]))
+            fields = _unpack(self._siv.decrypt(_unb64(token), [purpose.encode(), principal.encode()]))
         except (InvalidTag, binascii.Error, ValueError, UnicodeError, IndexError):
+            if len(token) <= REFUSED_MAX_CHARS:
+                self._refused.keep(key, True)
             raise ValueError("token does not unseal") from None
+        self._opened.keep(key, fields)
+        return fields
 
     # -- task ids ----------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from translators.envelope import encode_header_value
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
-from translators.sealing import ANONYMOUS, Keyring, TaskRef
+from translators.sealing import ANONYMOUS, MEMO_ENTRIES, REFUSED_MAX_CHARS, Keyring, TaskRef
 
 DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
@@ -322,3 +322,49 @@ def test_remembered_seals_and_openings_answer_as_the_first_did():
         with pytest.raises(ValueError, match="token does not unseal"):
             keyring.unseal("relay-session", token, "")  # type: ignore[arg-type]
     assert Keyring(b"\x07" * 64).unseal("relay-session", first, "") == ("main", "s-1")  # a new keyring, nothing remembered
+
+
+class _NoCipher:
+    """Stands in for the keyring's AES-SIV to show an answer came from the memo: any use fails."""
+
+    def encrypt(self, *_args: object) -> bytes:
+        raise AssertionError("sealed again")
+
+    def decrypt(self, *_args: object) -> bytes:
+        raise AssertionError("opened again")
+
+
+def test_what_was_sealed_opens_from_the_memo_and_a_refusal_is_remembered_for_its_purpose_and_principal_only():
+    """A sealed token is remembered as opened (the client sends it back); a short token that did
+    not open is remembered as refused, keyed by purpose and principal, so the same token still
+    opens for the principal it was sealed for (decision 136)."""
+    keyring = Keyring(b"\x09" * 64)
+    token = keyring.seal_task_id(TaskRef("main", "s-1", "t-1"), "")
+    with pytest.raises(McpError, match="Unknown task"):
+        keyring.unseal_task_id(token, "session:s-1")  # a held task's principal: refused, remembered
+    cipher, keyring._siv = keyring._siv, _NoCipher()  # type: ignore[assignment]
+    assert keyring.unseal_task_id(token, "") == TaskRef("main", "s-1", "t-1")
+    with pytest.raises(McpError, match="Unknown task"):
+        keyring.unseal_task_id(token, "session:s-1")
+    assert keyring.seal_task_id(TaskRef("main", "s-1", "t-1"), "") == token
+    with pytest.raises(AssertionError, match="opened again"):
+        keyring.unseal("relay-session", token, "")  # another purpose: not remembered either way
+    keyring._siv = cipher
+    with pytest.raises(ValueError, match="token does not unseal"):
+        keyring.unseal("relay-session", token, "")
+
+
+def test_the_memos_keep_at_most_memo_entries_and_no_long_refused_token():
+    keyring = Keyring(b"\x0a" * 64)
+    tokens = [keyring.seal("task", ("main", "s", str(n)), "") for n in range(MEMO_ENTRIES + 10)]
+    assert (len(keyring._sealed), len(keyring._opened)) == (MEMO_ENTRIES, MEMO_ENTRIES)
+    assert keyring.unseal("task", tokens[0], "") == ("main", "s", "0")  # forgotten, worked out again
+    for token in tokens:
+        with pytest.raises(ValueError, match="token does not unseal"):
+            keyring.unseal("task", token, ALICE)
+    assert len(keyring._refused) == MEMO_ENTRIES
+    long_token = keyring.seal("task", ("main", "s", "x" * REFUSED_MAX_CHARS), "")
+    keyring._refused.clear()
+    with pytest.raises(ValueError, match="token does not unseal"):
+        keyring.unseal("task", long_token, ALICE)
+    assert (len(long_token) > REFUSED_MAX_CHARS, len(keyring._refused)) == (True, 0)
