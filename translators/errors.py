@@ -114,6 +114,16 @@ def from_backend(error: Any) -> McpError:
     return _backends(McpError(renumbered(error["code"]), message if isinstance(message, str) else "", error.get("data")))
 
 
+def bridged_unavailable(error: Any, status: int) -> McpError:
+    """The JSON-RPC error object the proxy's own bridge to a stdio process answered with the gateway
+    status `status` (502: the process is not running, 503: a bound on processes; its words name the
+    backend already) as an `McpError` with that status, the backend's: not wrapped again as a
+    gateway's answer (`backend_unavailable`)."""
+    said = from_backend(error)
+    said.http_status = status
+    return said
+
+
 def renumbered(code: int) -> int:
     """A backend's error code as the 2026-07-28 wire numbers it: `-32003` (drafts) → `-32021`;
     every other code unchanged."""

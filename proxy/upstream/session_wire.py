@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from translators import jsonrpc
-from translators.errors import METHOD_NOT_FOUND, McpError, backend_unavailable, from_backend
+from translators.errors import METHOD_NOT_FOUND, McpError, backend_unavailable, bridged_unavailable, from_backend
 from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
 
 from ..metrics import clock
@@ -214,12 +214,13 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, method: st
     if content_type == "application/json":
         try:
             # A stdio backend's answer comes decoded already (`stdio_bridge.BridgeResponse.json_message`).
-            answer = getattr(response, "json_message", None) or json.loads(await response.read())
+            bridged = getattr(response, "json_message", None)
+            answer = bridged or json.loads(await response.read())
         except (ValueError, UnicodeDecodeError):
             raise backend_unavailable(backend, f"answered HTTP {response.status} with a body that is not JSON") from None
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}") from None
-        return _result_of(backend, answer, request_id, response.status)
+        return _result_of(backend, answer, request_id, response.status, bridged=bridged is not None)
     raise backend_unavailable(backend, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}")
 
 
@@ -228,13 +229,16 @@ GATEWAY_STATUSES = frozenset({502, 503, 504})
 whatever the body says, so they fail with HTTP 502 (`backend_unavailable`), which reads ride out."""
 
 
-def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status: int) -> dict[str, Any]:
+def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status: int, *, bridged: bool = False) -> dict[str, Any]:
+    """`bridged`: the answer of the proxy's own bridge to a stdio process, whose gateway status is its
+    own words about the process (no gateway stood between)."""
     if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0":
         if "error" in answer and answer.get("id") in (request_id, None, "server-error"):
-            error = from_backend(answer["error"])
             if status in GATEWAY_STATUSES:
-                raise backend_unavailable(backend, f"answered HTTP {status}: {error.message}")
-            raise error
+                if bridged:
+                    raise bridged_unavailable(answer["error"], status)
+                raise backend_unavailable(backend, f"answered HTTP {status}: {from_backend(answer['error']).message}")
+            raise from_backend(answer["error"])
         if "result" in answer and answer.get("id") == request_id and isinstance(answer["result"], dict) and status == 200:
             return answer["result"]
     raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")

@@ -155,7 +155,7 @@ class ProcessPool:
                 pass
         if not slot.ready.is_set():
             reason = "still starting" if slot.starting else slot.last_failure
-            raise McpError(INTERNAL_ERROR, f"Backend {self.config.name!r}: its process is not running ({reason})", http_status=502)
+            raise backend_unavailable(self.config.name, f"its process is not running ({reason})")
         session = slot.open_session()
         self.sessions[session.id] = session
         if probe:

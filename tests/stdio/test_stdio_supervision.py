@@ -88,7 +88,7 @@ async def test_a_command_that_cannot_run_leaves_the_backend_not_ready(tmp_path):
             body = await response.json()
         assert (body["status"], body["backend"]) == ("not ready", "noisy")
         assert body["reason"] == (
-            "Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running "
+            "Backend 'noisy' unavailable: its process is not running "
             "(cannot start '/nonexistent/stdio-server': No such file or directory)"
         )
     finally:
@@ -244,7 +244,7 @@ async def test_a_stopped_process_is_found_hung_its_calls_fail_at_once_and_it_is_
             assert (status, body["status"], body["backend"]) == (503, "not ready", "noisy")
             assert body["reason"] in (
                 f"Backend 'noisy' unavailable: {reason}",  # as marked down (probed less than a second ago)
-                f"Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running ({reason})",
+                f"Backend 'noisy' unavailable: its process is not running ({reason})",
             )
             (tmp_path / "gate" / "open").touch()
             await _until(lambda: slot.ready.is_set() and slot.restarts == 1, "the process to be started again")
@@ -450,7 +450,7 @@ async def test_a_process_that_never_answers_initialize_is_said_to_have_timed_out
             {
                 "status": "not ready",
                 "backend": "noisy",
-                "reason": "Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running "
+                "reason": "Backend 'noisy' unavailable: its process is not running "
                 "(the process did not answer initialize within 0.5 s)",
             },
         )

@@ -40,7 +40,7 @@ def _lost(reason: str) -> set[tuple[int, str]]:
     return {
         (200, f"Backend 'noisy': {reason}"),
         NOT_RUNNING,
-        (502, f"Backend 'noisy' unavailable: answered HTTP 502: Backend 'noisy': its process is not running ({reason})"),
+        (502, f"Backend 'noisy' unavailable: its process is not running ({reason})"),
         SESSION_GONE,
     }
 
@@ -138,8 +138,8 @@ async def _check(tmp_path: Path, fault: signal.Signals, reason: str) -> None:
     assert set(after) <= {OWN_ECHO} | _lost(reason), after
     assert (after[SESSION_GONE], after[OWN_ECHO] >= SESSIONS) == (SESSIONS, True)  # each session told once, then served
     assert {error["message"] for _status, error in init_errors} <= {
-        f"Backend 'noisy': its process is not running ({reason})",
-        "Backend 'noisy': its process is not running (still starting)",
+        f"Backend 'noisy' unavailable: its process is not running ({reason})",
+        "Backend 'noisy' unavailable: its process is not running (still starting)",
     }
     assert _gone(pid) is True
 

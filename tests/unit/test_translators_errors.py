@@ -12,6 +12,7 @@ from translators.errors import (
     McpError,
     backend_http_error,
     backend_unavailable,
+    bridged_unavailable,
     for_v1_client,
     from_backend,
     legacy_code_renumbered,
@@ -43,6 +44,17 @@ def test_unreachable_backend_is_502_with_32603_naming_the_backend():
     error = backend_unavailable("fixture-v1", "connection refused")
     assert _wire(error) == (-32603, "Backend 'fixture-v1' unavailable: connection refused", None, 502)
     assert modern_http_status(error) == 502
+
+
+@pytest.mark.parametrize("status", [502, 503])
+def test_a_stdio_bridges_own_unavailable_answer_keeps_its_words_and_status_and_is_the_backends(status):
+    said = backend_unavailable("noisy", "its process is not running (still starting)")
+    error = bridged_unavailable(said.to_dict(), status)
+    assert (_wire(error), error.by_backend) == (
+        (-32603, "Backend 'noisy' unavailable: its process is not running (still starting)", None, status),
+        True,
+    )
+    assert error.to_dict() == said.to_dict()
 
 
 @pytest.mark.parametrize("code", [-32603, -32000, -32001, -32002, -32800, 1, 0])
