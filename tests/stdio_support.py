@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,3 +29,12 @@ async def running_stdio_proxy(
         yield running
     finally:
         await running.stop()
+
+
+def gone(pid: int) -> bool:
+    """Whether no process (not even a zombie) has this pid any more."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

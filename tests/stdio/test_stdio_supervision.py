@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from stdio_support import TEST_KEY, running_stdio_proxy
+from stdio_support import TEST_KEY, gone, running_stdio_proxy
 from support import Caller
 
 from proxy.app import STATE, RunningProxy, start
@@ -45,15 +45,6 @@ async def _proxy(command: list[str], tmp_path: Path, **upstream) -> RunningProxy
     return await start(settings, keyring=Keyring(TEST_KEY))
 
 
-def _gone(pid: int) -> bool:
-    """Whether no process (not even a zombie) has this pid any more."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 async def test_lines_that_are_not_json_or_too_long_are_skipped_and_stderr_is_logged(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     proxy = await _proxy(NOISY, tmp_path, max_line_bytes=2048)
@@ -74,10 +65,10 @@ async def test_shutdown_kills_a_process_that_ignores_eof_and_sigterm_and_reaps_i
     proxy = await _proxy([*NOISY, "--stubborn"], tmp_path, stop_grace_ms=200)
     [slot] = _pool(proxy).slots.values()
     pid = slot.process.pid
-    assert _gone(pid) is False
+    assert gone(pid) is False
     await proxy.stop()
     assert slot.process.process.returncode == -signal.SIGKILL
-    assert _gone(pid) is True
+    assert gone(pid) is True
 
 
 async def test_a_command_that_cannot_run_leaves_the_backend_not_ready(tmp_path):
@@ -107,7 +98,7 @@ async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_
         os.kill(pid, signal.SIGKILL)
         while slot.restarts == 0 or not slot.ready.is_set():
             await asyncio.sleep(0.05)
-        assert _gone(pid) is True
+        assert gone(pid) is True
         lost = await client.call("tasks/get", {"taskId": created["taskId"]})
         assert lost.error == {
             "code": -32602,
@@ -239,7 +230,7 @@ async def test_a_stopped_process_is_found_hung_its_calls_fail_at_once_and_it_is_
             )
             assert [answer["error"] for answer in answers] == [{"code": -32603, "message": f"Backend 'noisy': {reason}"}] * 2
             await _until(lambda: stopped.process.returncode is not None, "the stopped process to be killed")
-            assert (stopped.process.returncode, _gone(pid)) == (-signal.SIGKILL, True)
+            assert (stopped.process.returncode, gone(pid)) == (-signal.SIGKILL, True)
             status, body = await _readyz(http, proxy)
             assert (status, body["status"], body["backend"]) == (503, "not ready", "noisy")
             assert body["reason"] in (
@@ -307,7 +298,7 @@ async def test_a_killed_launcher_ends_its_process_group_and_the_server_is_starte
             os.kill(launcher, signal.SIGKILL)
             await _until(lambda: slot.restarts == 1 and slot.ready.is_set(), "the server to be started again")
             await _until(lambda: _dead(server), "the server the launcher ran to end")
-            assert _gone(launcher) is True
+            assert gone(launcher) is True
             messages = [r.getMessage() for r in caplog.records if r.name.startswith("proxy.upstream")]
             assert f"backend noisy: process {launcher} exited with status -9" in messages
             assert "backend noisy is down: Backend 'noisy' unavailable: the process exited with status -9" in messages
@@ -330,7 +321,7 @@ async def test_shutdown_ends_the_whole_process_group(tmp_path):
     launcher = slot.process.pid
     [server] = _children(launcher)
     await proxy.stop()
-    assert _gone(launcher) is True
+    assert gone(launcher) is True
     await _until(lambda: _dead(server), "the server, which ignores SIGTERM, to end")
 
 

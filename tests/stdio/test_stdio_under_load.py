@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 from session_support import SessionCaller
-from stdio_support import TEST_KEY
+from stdio_support import TEST_KEY, gone
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
@@ -123,14 +123,6 @@ async def _under_load(tmp_path: Path, fault: signal.Signals) -> tuple[Counter, C
         await proxy.stop()
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 async def _check(tmp_path: Path, fault: signal.Signals, reason: str) -> None:
     before, after, init_errors, pid = await _under_load(tmp_path, fault)
     assert list(before) == [OWN_ECHO]
@@ -141,7 +133,7 @@ async def _check(tmp_path: Path, fault: signal.Signals, reason: str) -> None:
         f"Backend 'noisy' unavailable: its process is not running ({reason})",
         "Backend 'noisy' unavailable: its process is not running (still starting)",
     }
-    assert _gone(pid) is True
+    assert gone(pid) is True
 
 
 async def test_a_process_killed_under_load_answers_every_call_once_with_its_own_echo_or_the_loss(tmp_path):
