@@ -213,12 +213,19 @@ def _reference_server(args: argparse.Namespace) -> int:
     except processes.ServerStartError as exc:
         print(f"error: reference {args.kind} server did not start: {exc.reason}", file=sys.stderr)
         return 1
-    print(f"reference {args.kind} server listening on {server.url} (pid {server.pid}); Ctrl-C stops it", flush=True)
+    print(f"reference {args.kind} server listening on {server.url} (this command is pid {os.getpid()}, its server "
+          f"pid {server.pid}); Ctrl-C or SIGTERM to pid {os.getpid()} stops both", flush=True)
+    stopping = {signal.SIGINT, signal.SIGTERM}
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+        while server.is_running() and signal.sigtimedwait(stopping, 0.5) is None:
+            pass  # no signal: look at the server again (it may have been stopped or killed by its own pid)
     finally:
+        status = server.returncode if not server.is_running() else None
         server.stop()
+    if status is not None:
+        print(f"error: the reference {args.kind} server (pid {server.pid}) exited with status {status}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -154,3 +154,28 @@ async def test_reference_server_on_a_busy_port_says_so_in_one_line(reference_v1_
         stderr.decode()
         == f"error: reference v1 server did not start: cannot listen on 127.0.0.1:{busy}: Address already in use\n"
     )
+
+
+@pytest.mark.peers
+async def test_reference_server_names_its_own_pid_and_ends_when_its_server_is_killed(reference_v1_server, tmp_path):
+    """A new user signalled the pid the command printed (its server's): the server went, the
+    command stayed. It now prints its own pid to signal, and ends (status 1) when its server does."""
+    # reference_v1_server: the mcp-v1 environment exists, so nothing is installed here.
+    process = await _spawn("reference-server", "v1", "--port", "0", tmp_path=tmp_path)
+    try:
+        line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+        own = f"(this command is pid {process.pid}, its server pid "
+        assert (line.startswith("reference v1 server listening on http://127.0.0.1:"), own in line) == (True, True), line
+        server = int(line.split(own, 1)[1].split(")", 1)[0])
+        assert line.endswith(f"pid {server}); Ctrl-C or SIGTERM to pid {process.pid} stops both\n")
+        os.kill(server, signal.SIGKILL)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert (process.returncode, stdout.decode(), stderr.decode()) == (
+        1,
+        "",
+        f"error: the reference v1 server (pid {server}) exited with status -9\n",
+    )
