@@ -311,6 +311,8 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     `[[upstream]]` table is prefixed with its place (`upstream.0: ...`)."""
     name, where = str(loc[-1]), ".".join(str(p) for p in loc[:-1])
     model: type[BaseModel] = Upstream if loc[0] == "upstream" else Settings
+    if model is Settings and len(loc) == 1 and name in Upstream.model_fields:
+        return f"unknown key {name!r} (it is a key of each backend: put it in an [[upstream]] table)"
     close = difflib.get_close_matches(name, list(model.model_fields), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"{where + ': ' if where else ''}unknown key {name!r}{hint}"
