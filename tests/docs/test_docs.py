@@ -69,7 +69,7 @@ def _readme_curl_blocks() -> list[str]:
 async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(reference_v1_server, tmp_path):
     # Each command as the README prints it, against a proxy in front of the reference v1 server;
     # only the address is the test proxy's and TASK is set from the first answer.
-    create, poll = _readme_curl_blocks()
+    create, poll, _v1 = _readme_curl_blocks()
     assert poll.startswith("TASK='<the taskId from the answer>'\n")
     async with running_proxy(reference_v1_server.url, tmp_path) as proxy:
 
@@ -112,3 +112,39 @@ async def test_readme_curl_commands_create_a_task_and_poll_it_to_its_result(refe
         "isError": False,
         "resultType": "complete",
     }
+
+
+@pytest.mark.peers
+async def test_readme_v1_curl_commands_open_a_session_and_list_the_tools(reference_v1_server, tmp_path):
+    """The README's v1 block, as printed: its first command prints the session id, the rest (with
+    SESSION set from it, as the reader pastes it) initializes the session and lists the tools."""
+    *_, v1 = _readme_curl_blocks()
+    opening, rest = v1.split("SESSION='<the Mcp-Session-Id from the answer>'\n")
+    async with running_proxy(reference_v1_server.url, tmp_path) as proxy:
+
+        async def sh(command: str, **env: str) -> str:
+            process = await asyncio.create_subprocess_exec(
+                "bash", "-c", command.replace("http://127.0.0.1:8080/mcp", proxy.url), env={**os.environ, **env},
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, _ = await process.communicate()
+            assert process.returncode == 0
+            return out.decode()
+
+        name, session_id = (await sh(opening)).strip().split(": ")
+        assert (name.lower(), len(session_id) > 20) == ("mcp-session-id", True)
+        listed = json.loads(await sh(rest, SESSION=session_id))
+    assert (listed["id"], [tool["name"] for tool in listed["result"]["tools"]]) == (2, TOOLS_OF_THE_REFERENCE_V1_SERVER)
+
+
+TOOLS_OF_THE_REFERENCE_V1_SERVER = [
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "report_progress",
+    "test_tool_with_task",
+]
+"""`proxy/demo/servers/v1_server.py`'s tools, in the order it lists them."""
