@@ -157,3 +157,16 @@ async def running_proxy(
         yield running
     finally:
         await running.stop()
+
+
+REFERENCE_V1_TOOLS = [
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "report_progress",
+    "test_tool_with_task",
+]
+"""The reference v1 server's tools (`proxy/demo/servers/v1_server.py`), in the order it lists them."""

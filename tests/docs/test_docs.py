@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from support import running_proxy
+from support import REFERENCE_V1_TOOLS, running_proxy
 
 from translators.table import render
 
@@ -134,17 +134,4 @@ async def test_readme_v1_curl_commands_open_a_session_and_list_the_tools(referen
         name, session_id = (await sh(opening)).strip().split(": ")
         assert (name.lower(), len(session_id) > 20) == ("mcp-session-id", True)
         listed = json.loads(await sh(rest, SESSION=session_id))
-    assert (listed["id"], [tool["name"] for tool in listed["result"]["tools"]]) == (2, TOOLS_OF_THE_REFERENCE_V1_SERVER)
-
-
-TOOLS_OF_THE_REFERENCE_V1_SERVER = [
-    "greet",
-    "slow_compute",
-    "failing_job",
-    "protocol_error_job",
-    "confirm_delete",
-    "multi_input",
-    "report_progress",
-    "test_tool_with_task",
-]
-"""`proxy/demo/servers/v1_server.py`'s tools, in the order it lists them."""
+    assert (listed["id"], [tool["name"] for tool in listed["result"]["tools"]]) == (2, REFERENCE_V1_TOOLS)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from support import TEST_KEY, Caller, running_proxy
+from support import REFERENCE_V1_TOOLS, TEST_KEY, Caller, running_proxy
 
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK
 from translators.sealing import Keyring, TaskRef
@@ -18,16 +18,6 @@ DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
 pytestmark = pytest.mark.peers
 
-TOOLS = [
-    "greet",
-    "slow_compute",
-    "failing_job",
-    "protocol_error_job",
-    "confirm_delete",
-    "multi_input",
-    "report_progress",
-    "test_tool_with_task",
-]
 CREATED_FORBIDDEN_KEYS = {"task", "ttl", "pollInterval", "result", "error", "inputRequests", "requestState"}
 
 
@@ -58,7 +48,7 @@ async def test_server_discover_is_answered_by_the_proxy_with_the_backend_capabil
 
 async def test_tools_list_drops_execution_and_is_cacheable(client):
     result = (await client.call("tools/list")).result
-    assert [t["name"] for t in result["tools"]] == TOOLS
+    assert [t["name"] for t in result["tools"]] == REFERENCE_V1_TOOLS
     assert all("execution" not in t for t in result["tools"])
     assert (result["resultType"], result["ttlMs"], result["cacheScope"]) == ("complete", 0, "private")
 
