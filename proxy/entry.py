@@ -28,7 +28,16 @@ from translators.sealing import Keyring
 
 from .config import Settings
 from .faces.challenge import challenge_answer
-from .faces.checks import accepts_json, json_response, not_modern_error, read_body, refuse_conflicting_duplicates, relay_outcome
+from .faces.checks import (
+    accepts_json,
+    caller_headers,
+    json_response,
+    not_modern_error,
+    read_body,
+    refuse_ambiguous_caller,
+    refuse_conflicting_duplicates,
+    relay_outcome,
+)
 from .faces.modern import AnswerStream, ModernRequest, write_reply
 from .faces.session import KEEPALIVE_S, SessionFace
 from .fleet import Fleet, FleetMember
@@ -56,6 +65,8 @@ class Entry:
         self.router = Router(fleet, keyring, shared_store=settings.store.startswith("redis://"))
         self.sessions = sessions
         self._identity_header = settings.identity_header or "Authorization"
+        self._caller_headers = caller_headers(self._identity_header)
+        """Headers that must not come twice with different values (`refuse_ambiguous_caller`)."""
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000
         self.tracing = tracing
         """`proxy.observe.tracing.Tracing` when traces are on, else None."""
@@ -94,6 +105,7 @@ class Entry:
             message = jsonrpc.parse(body)
             request_id = message.id if message.kind == "request" else None
             method = message.method
+            refuse_ambiguous_caller(request, self._caller_headers)
             params = message.params
             if self.tracing is not None:
                 TRACE.get().begin(method, params, request_id)
@@ -242,7 +254,7 @@ class Entry:
                 if message.kind == "request" and self.shadow is not None and self.shadow.wants_any(message.method):
                     await self._shadow_own_session(session_id, request, response, message)
                 return response
-            routed = self.router.relayed_session(session_id)
+            routed = self.router.relayed_session(session_id, lambda: self._principal(request))
             if routed is not None:
                 member, upstream_id = routed
                 dialect = (member.backend.fresh() or await member.backend.current(_credentials(request))).dialect
@@ -341,12 +353,16 @@ class Entry:
     async def get_or_delete(self, request: web.Request) -> web.StreamResponse:
         """GET and DELETE: the proxy's own sessions, relayed sessions (routed like their POSTs), else
         404 for a session id and 405 without one (the modern wire has neither)."""
+        try:
+            refuse_ambiguous_caller(request, self._caller_headers)
+        except McpError as exc:
+            return json_response(jsonrpc.error_response(None, exc), 400)
         session_id = request.headers.get(H_SESSION_ID)
         if session_id is None:
             error = McpError(INVALID_REQUEST, f"Method Not Allowed: the 2026-07-28 wire has no {request.method}")
             return json_response(jsonrpc.error_response(None, error), 405, {"Allow": "POST"})
         if not await self.sessions.owns(session_id):
-            routed = self.router.relayed_session(session_id)
+            routed = self.router.relayed_session(session_id, lambda: self._principal(request))
             if routed is not None:
                 member, upstream_id = routed
                 profile = member.backend.profile

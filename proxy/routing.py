@@ -11,6 +11,7 @@ weighted round robin (`proxy.fleet.Fleet.pick`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from translators import jsonrpc
@@ -97,20 +98,34 @@ class Router:
             return False
         return True
 
-    def relayed_session(self, session_id: str) -> tuple[FleetMember, str | None] | None:
+    def relayed_session(self, session_id: str, principal: Callable[[], str] | None = None) -> tuple[FleetMember, str | None] | None:
         """Where a session id the proxy's own sessions do not hold goes: to the backend sealed in it,
         with the backend's own id, whatever the size of the fleet; a plain id from before (one that
         does not unseal) to the fleet's `plain_owner` unchanged (`(member, None)`, docs/decisions.md
-        §83); None when there is no such owner (no such session: 404)."""
-        try:
-            name, upstream_id = self.keyring.unseal(RELAY_SESSION, session_id, "")
-        except ValueError:
+        §83); None when there is no such owner (no such session: 404). An id sealed for a principal
+        (a backend that cannot check its sessions' callers, decision 138) opens only for the caller's,
+        `principal()` (asked only then; None: no caller, such ids open for nobody); another
+        caller's is no such session."""
+        opened = self._opened_session(session_id, principal)
+        if opened is None:
             owner = self.fleet.plain_owner()
             return None if owner is None else (owner, None)
+        name, upstream_id, bound = opened
         member = self.fleet.get(name)
-        if member is None or not _visible_ascii(upstream_id):
-            return None  # a backend no longer configured, or an id no backend could have given
+        if member is None or not _visible_ascii(upstream_id) or bound == member.backend.connector.KNOWS_CALLERS:
+            return None  # a backend no longer configured, an id no backend could have given, or sealed the other way
         return member, upstream_id
+
+    def _opened_session(self, session_id: str, principal: Callable[[], str] | None) -> tuple[str, str, bool] | None:
+        """(backend name, upstream session id, whether it was sealed for the caller's principal) of
+        a relayed session id; None when it opens neither for no principal nor for the caller's, or
+        holds other than those two fields."""
+        fields, bound = self.keyring.opened(RELAY_SESSION, session_id, ""), False
+        if fields is None and principal is not None:
+            fields, bound = self.keyring.opened(RELAY_SESSION, session_id, principal()), True
+        if fields is None or len(fields) != 2:
+            return None
+        return fields[0], fields[1], bound
 
 
 def _visible_ascii(session_id: str) -> bool:

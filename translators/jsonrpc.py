@@ -151,6 +151,12 @@ def parse(body: bytes | str) -> Message:
     that hold `NaN`, `Infinity`, out-of-range numbers or unpaired surrogates, as raw code units or
     as `\\uD8xx` escapes) and `McpError(-32600)` for JSON that is not a JSON-RPC message.
     """
+    return classify(parse_json(body))
+
+
+def parse_json(body: bytes | str) -> Any:
+    """Decode one JSON value as `parse` does (the same text encodings and refusals, raising
+    `McpError(-32700)`), without classifying it."""
     try:
         if isinstance(body, bytes):
             # "{" then a non-zero byte is UTF-8 (no BOM begins with "{"; UTF-16/32 put a zero byte
@@ -171,7 +177,25 @@ def parse(body: bytes | str) -> Message:
         request_id = obj.get("id") if isinstance(obj, dict) else None
         clean_id = request_id if _valid_id(request_id) and not _has_lone_surrogate(request_id) else None
         raise McpError(PARSE_ERROR, "Parse error: a string holds an unpaired UTF-16 surrogate", request_id=clean_id)
-    return classify(obj)
+    return obj
+
+
+def unaddressed_error(body: bytes | str) -> dict[str, Any] | None:
+    """A JSON-RPC error response without an id, decoded: `{"jsonrpc": "2.0", "error": {"code": int,
+    "message": str, ...}}`, what a server answers a request it could not place (HTTP 404 for an
+    unknown session; the MCP schemas' `JSONRPCErrorResponse`, whose `id` may be omitted). None for
+    anything else (`parse` takes the messages with an id). Inverse: `error_response(None, error)`."""
+    try:
+        obj = parse_json(body)
+    except McpError:
+        return None
+    if not isinstance(obj, dict) or obj.keys() != {"jsonrpc", "error"} or obj["jsonrpc"] != "2.0":
+        return None
+    error = obj["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    if not isinstance(code, int) or isinstance(code, bool) or not isinstance(error.get("message"), str):
+        return None
+    return obj
 
 
 def request(id: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

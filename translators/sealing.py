@@ -171,20 +171,28 @@ class Keyring:
         Raises `ValueError` for anything else: malformed base64, a flipped byte, another
         principal, another purpose, another key.
         """
-        if not isinstance(token, str):  # a client's JSON may put anything here; none of it is remembered
+        fields = self.opened(purpose, token, principal)
+        if fields is None:
             raise ValueError("token does not unseal")
+        return fields
+
+    def opened(self, purpose: str, token: object, principal: str) -> tuple[str, ...] | None:
+        """`unseal` without raising: the fields of `token`, or None when it does not open for this
+        purpose and principal (for a caller that tries more than one principal, docs/decisions.md §138)."""
+        if not isinstance(token, str):  # a client's JSON may put anything here; none of it is remembered
+            return None
         key = (purpose, token, principal)
         fields: tuple[str, ...] | None = self._opened.get(key)
         if fields is not None:
             return fields
         if key in self._refused:
-            raise ValueError("token does not unseal")
+            return None
         try:
             fields = _unpack(self._siv.decrypt(_unb64(token), [purpose.encode(), principal.encode()]))
         except (InvalidTag, binascii.Error, ValueError, UnicodeError, IndexError):
             if len(token) <= REFUSED_MAX_CHARS:
                 self._refused.keep(key, True)
-            raise ValueError("token does not unseal") from None
+            return None
         self._opened.keep(key, fields)
         return fields
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
+from multidict import istr
 
 from translators import jsonrpc
 from translators.errors import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, McpError
@@ -54,6 +55,23 @@ def refuse_conflicting_duplicates(request: web.Request) -> None:
     for name in (H_PROTOCOL_VERSION, "Mcp-Method", H_NAME):
         if len(set(request.headers.getall(name, ()))) > 1:
             raise McpError(HEADER_MISMATCH, f"{name} header sent more than once with different values")
+
+
+def caller_headers(identity_header: str) -> tuple[istr, ...]:
+    """The names `refuse_ambiguous_caller` checks: `Authorization`, `identity_header` (once) and
+    `Mcp-Session-Id`, case-folded once (a lookup by `istr` is the cheapest on aiohttp's headers)."""
+    return tuple(istr(name) for name in dict.fromkeys(("Authorization", identity_header, H_SESSION_ID)))
+
+
+def refuse_ambiguous_caller(request: web.Request, names: tuple[istr, ...]) -> None:
+    """The caller's credentials or session (`names`: `Authorization`, the identity header,
+    `Mcp-Session-Id`) sent twice with different values: which line counts would depend on who
+    reads it (RFC 9110 §5.3), so whose session or task a request reaches would too. Raises
+    `McpError(-32600)` with HTTP 400 (docs/decisions.md §138)."""
+    headers = request.headers
+    for name in names:
+        if name in headers and len(values := headers.getall(name)) > 1 and len(set(values)) > 1:
+            raise McpError(INVALID_REQUEST, f"{name} header sent more than once with different values", http_status=400)
 
 
 async def read_body(request: web.Request, limit: int, timeout_s: float = 30.0) -> bytes:

@@ -168,7 +168,7 @@ async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str,
         try:
             message = jsonrpc.parse(raw).raw
         except McpError:
-            message = None
+            message = jsonrpc.unaddressed_error(raw)  # e.g. a 404 for an unknown session, without an id
     if message is None or "error" not in message:
         log.warning("backend %s answered HTTP %d without a JSON-RPC body to %s", backend, upstream.status, what)
         error = backend_http_error(backend, upstream.status)
@@ -383,7 +383,7 @@ class Relay:
         task_ids = self.session_task_ids(upstream_id)
         rewrite = task_ids[1] if task_ids is not None else None
         sealed = upstream_id is not None or (message is not None and message.method == "initialize")
-        sealer = self.session_sealer() if sealed else None
+        sealer = self.session_sealer(request) if sealed else None
         if on_session is not None:
             sealer = _telling(sealer, on_session)
         if message is None:
@@ -405,12 +405,17 @@ class Relay:
             return message
         return task_ids[0](message.raw)
 
-    def session_sealer(self) -> Callable[[str], str]:
+    def session_sealer(self, request: web.Request) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the
         backend's name, whatever the size of the fleet (inverse: `proxy.routing.Router.relayed_session`;
-        docs/decisions.md §83)."""
+        docs/decisions.md §83), for no principal (""): the backend checks its sessions' callers
+        (decision 25); for the principal of `request` when it cannot (a stdio process,
+        `Endpoint.KNOWS_CALLERS`, decision 138), so that no other caller's request reaches the session."""
         name = self.backend.name
-        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), "")
+        principal = ""
+        if not self.backend.connector.KNOWS_CALLERS:
+            principal = self.keyring.principal(request.headers.get(self.settings.identity_header or "Authorization"))
+        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), principal)
 
     def session_task_ids(self, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
         """How task ids travel on a session relayed to this backend

@@ -126,6 +126,10 @@ class Endpoint:
     TAKES_PARSED = False
     """Whether `post` uses the `parsed` message it is given (a stdio connector, which would
     otherwise parse the body again); over HTTP the bytes are sent and `parsed` is not read."""
+    KNOWS_CALLERS = True
+    """Whether the backend sees each caller's credentials and checks its own sessions' callers
+    (over HTTP, decision 25); a stdio process sees none, so the proxy binds the sessions relayed
+    to it to their principal (docs/decisions.md §138)."""
     PROBE_TIMEOUT_S: float | None = 15.0
     """How long a whole probe may take (s): a backend that accepts connections and never answers is
     down after it, instead of holding the start, a reload or the probe lock for

@@ -154,8 +154,7 @@ class ProcessPool:
             except TimeoutError:
                 pass
         if not slot.ready.is_set():
-            reason = "still starting" if slot.starting else slot.last_failure
-            raise backend_unavailable(self.config.name, f"its process is not running ({reason})")
+            raise backend_unavailable(self.config.name, "its process is still starting" if slot.starting else slot.last_failure)
         session = slot.open_session()
         self.sessions[session.id] = session
         if probe:
@@ -188,6 +187,7 @@ class StdioEndpoint(Endpoint):
 
     HEALTH_CHECKS = False
     TAKES_PARSED = True
+    KNOWS_CALLERS = False  # the process gets no Authorization: the proxy binds its relayed sessions (decision 138)
     PROBE_TIMEOUT_S = None  # the process's start wait and liveness bound it (decision 72)
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,

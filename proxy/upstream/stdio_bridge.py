@@ -87,6 +87,17 @@ def _abandon(session: VirtualSession, pending: Pending) -> None:
             session.slot.cancel(session, request_id)
 
 
+def _refused(status: int, message: str) -> web.Response:
+    """A GET or DELETE the bridge refuses, in the words and status the proxy's own session face
+    gives (`proxy.faces.session`): a JSON-RPC error without an id, so the relay passes it on as
+    the answer of a server, not as an HTTP error without a body (docs/decisions.md §138)."""
+    body = jsonrpc.dumps(jsonrpc.error_response(None, McpError(INVALID_REQUEST, message)))
+    return web.Response(body=body, status=status, content_type=JSON)
+
+
+SESSION_NOT_FOUND = "Session not found"
+
+
 def _read_timeout() -> aiohttp.SocketTimeoutError:
     """What a request's stream raises when the process sent nothing for it within the read bound
     (aiohttp's `sock_read`, as over HTTP)."""
@@ -135,15 +146,15 @@ class Bridge:
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
         session = self.pool.get(session_id)
         if session is None:
-            return Answer.json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, "Session not found")), 404)
+            return Answer.json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, SESSION_NOT_FOUND)), 404)
         if message.kind == "notification":
             session.slot.notify(session, message.raw)
             return Answer(202, {})
         if message.kind == "response":
             session.slot.answer(session, message.raw)
             return Answer(202, {})
-        if message.method == "initialize":
-            return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
+        if message.method == "initialize":  # as the proxy's own sessions answer it (docs/behaviour.md §2 rule 4)
+            return Answer.json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, "Session already initialized")), 400)
         pending = session.slot.request(session, message.raw, body)
         try:
             first, final = await pending.queue.get(timeout_s, self.deadlines)
@@ -153,7 +164,7 @@ class Bridge:
             raise
         if final:
             session.slot.done(session, pending)
-            return Answer.json(first, line=pending.line)
+            return Answer.json(first, pending.status, line=pending.line)
         return Answer(200, dict(SSE_HEADERS), session=session, pending=pending, first=first)
 
     # the HTTP handlers on the private socket ----------------------------------------------------------
@@ -184,9 +195,11 @@ class Bridge:
     async def get(self, request: web.Request) -> web.StreamResponse:
         session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
         if session is None:
-            return web.Response(status=404 if H_SESSION_ID in request.headers else 405)
+            if H_SESSION_ID in request.headers:
+                return _refused(404, SESSION_NOT_FOUND)
+            return _refused(405, "Method Not Allowed: a GET stream needs a session")
         if session.stream is not None:
-            return web.Response(status=409, text="Only one GET stream per session")
+            return _refused(409, "Conflict: Only one SSE stream is allowed per session")
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         while session.backlog:
             queue.put_nowait(session.backlog.popleft())
@@ -221,7 +234,7 @@ class Bridge:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
         if session is None:
-            return web.Response(status=404)
+            return _refused(404, SESSION_NOT_FOUND)
         session.slot.end_session(session)
         self.pool.sessions.pop(session.id, None)
         return web.Response(status=200)

@@ -26,7 +26,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from translators import jsonrpc, line_ids, multiplex
-from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, unknown_task
+from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, backend_unavailable, unknown_task
 from translators.protocol import LEGACY_VERSION
 
 from .inbox import Inbox
@@ -62,6 +62,7 @@ class Pending:
     """The process's line of the response and the process's id in it, when the response reaches
     the client as it is but for its id (`translators.multiplex.line_with_id`): sent as those bytes
     rather than encoded again."""
+    status: int = 200  # the answer's HTTP status when the response comes first: 502 for a lost process's (§138)
 
     def put(self, message: dict[str, Any]) -> None:
         if "id" in message and "method" in message:
@@ -244,8 +245,9 @@ class ProcessSlot:
     def _lose_everything(self, reason: str) -> None:
         """The process is gone: every request in flight fails, every session is lost (its tasks
         are unknown from now on: a new process does not have them)."""
-        error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: {reason}")
+        error = backend_unavailable(self.name, reason)
         for pending in self._pending.values():
+            pending.status = 502
             pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
         self._pending.clear()
         for session in self.sessions.values():
@@ -253,10 +255,8 @@ class ProcessSlot:
             session.inflight.clear()
             if session.stream is not None:
                 session.stream.put_nowait({})  # wakes the GET stream, which ends
-        self.sessions.clear()
-        self._task_owner.clear()
-        self._token_owner.clear()
-        self._asked.clear()
+        for book in (self.sessions, self._task_owner, self._token_owner, self._asked):
+            book.clear()
 
     async def close(self) -> None:
         """Stop supervising and stop the process (EOF, SIGTERM, SIGKILL; reaped)."""
@@ -321,7 +321,8 @@ class ProcessSlot:
         if self.process is None or not self.ready.is_set() or not self._send_request(message, request_id, new_token, line):
             self._pending.pop(request_id, None)
             session.inflight.pop(request_id, None)
-            error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: the process is not running")
+            error = backend_unavailable(self.name, "the process is not running")
+            pending.status = 502
             pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
             return pending
         if self.liveness is not None:

@@ -50,3 +50,31 @@ async def test_conflicting_duplicate_headers_are_32020_and_never_forwarded(env, 
         status, answer = response.status, await response.json()
     assert (status, answer.get("error", {}).get("code")) == (400, -32020), answer
     assert tap.since(mark) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "body"),
+    [
+        ("Authorization", ("Bearer alice", "Bearer bob"), GREET),
+        ("authorization", ("Bearer bob", "Bearer alice"), GREET),  # the same field, the other order
+        ("Mcp-Session-Id", ("one", "two"), {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+    ],
+    ids=["Authorization", "authorization-reversed", "Mcp-Session-Id"],
+)
+async def test_a_callers_credentials_or_session_sent_twice_differently_are_refused_and_never_forwarded(env, name, values, body):
+    """Whose session or task a request reaches must not depend on which of two lines is read
+    (docs/decisions.md §138): HTTP 400, -32600 naming the header, on POST, GET and DELETE."""
+    http, proxy, tap, mark = env
+    headers = CIMultiDict(MODERN_HEADERS)
+    if name == "Mcp-Session-Id":
+        headers["MCP-Protocol-Version"] = "2025-11-25"
+    for value in values:
+        headers.add(name, value)
+    said = "Authorization" if name.lower() == "authorization" else name  # as the proxy spells the field
+    refusal = {"code": -32600, "message": f"{said} header sent more than once with different values"}
+    async with http.post(proxy.url, data=json.dumps(body), headers=headers) as response:
+        assert (response.status, await response.json()) == (400, {"jsonrpc": "2.0", "id": body["id"], "error": refusal})
+    for method in ("GET", "DELETE"):
+        async with http.request(method, proxy.url, headers=headers) as response:
+            assert (response.status, await response.json()) == (400, {"jsonrpc": "2.0", "error": refusal})
+    assert tap.since(mark) == []

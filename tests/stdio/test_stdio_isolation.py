@@ -10,6 +10,7 @@ principal's process.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 from session_support import SessionCaller
 from stdio_support import TEST_KEY
 from support import proxy_port
@@ -197,5 +199,57 @@ async def test_a_backend_slow_to_start_is_logged_as_starting_then_probed_by_its_
             ("INFO", f"backend notes is starting: {address} (not answering yet)"),
             ("INFO", f"backend probed: notes at {address}: v1 (2025-11-25; no tool tasks)"),
         ]
+    finally:
+        await proxy.stop()
+
+
+async def _status_and_body(response: aiohttp.ClientResponse) -> tuple[int, dict]:
+    text = await response.text()
+    return response.status, json.loads(text) if text else {}
+
+
+@pytest.mark.parametrize("scope", ["capabilities", "principal"])
+async def test_a_relayed_session_answers_its_own_caller_only(tmp_path, scope):
+    """A stdio process cannot check who calls (it is given no `Authorization`), so the proxy binds
+    each session relayed to it to the caller that opened it (docs/decisions.md §138): another
+    caller's request with its id, or one without credentials, is "Session not found" (404) on POST,
+    GET and DELETE and never reaches the process; the owner's session lives on."""
+    proxy = await _proxy(tmp_path, process_scope=scope)
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's secret"}})) == "kept"
+            for authorization in ("Bearer bob", None):
+                intruder = SessionCaller(http, proxy.url, authorization=authorization, capabilities={})
+                intruder.session_id = alice.session_id
+                answer = await intruder.call("tools/call", {"name": "recall", "arguments": {}})
+                assert answer == NOT_FOUND | {"id": 1, "_status": 404}
+                async with http.get(proxy.url, headers=intruder.headers({"Accept": "text/event-stream"})) as response:
+                    assert await _status_and_body(response) == (404, NOT_FOUND)
+                async with http.delete(proxy.url, headers=intruder.headers()) as response:
+                    assert await _status_and_body(response) == (404, NOT_FOUND)
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's secret"
+            async with http.delete(proxy.url, headers=alice.headers()) as response:
+                assert response.status == 200
+    finally:
+        await proxy.stop()
+
+
+NOT_FOUND = {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}
+
+
+async def test_initialize_inside_a_relayed_session_is_refused_as_on_the_proxys_own_sessions(tmp_path):
+    """docs/behaviour.md §2 rule 4: before, the bridge answered the process's first `initialize`
+    result again, with 200, as if a new session had begun."""
+    proxy = await _proxy(tmp_path)
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = await _client(http, proxy, "alice")
+            again = await alice.call(
+                "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+            )
+            refused = {"code": -32600, "message": "Session already initialized"}
+            assert again == {"jsonrpc": "2.0", "id": 2, "error": refused, "_status": 400}
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
     finally:
         await proxy.stop()

@@ -28,7 +28,7 @@ CALLS_BEFORE = 300
 DEADLINE_S = 30.0
 STOPPED = "the process stopped answering (no message on its stdout, not even to a ping, for 1000 ms while a request waited)"
 KILLED = "the process exited with status -9"
-NOT_RUNNING = (200, "Backend 'noisy': the process is not running")
+NOT_RUNNING = (502, "Backend 'noisy' unavailable: the process is not running")
 SESSION_GONE = (404, "Session not found")
 OWN_ECHO = (200, "own echo")
 
@@ -38,9 +38,8 @@ def _lost(reason: str) -> set[tuple[int, str]]:
     the loss itself (a call that waited), the process not running (a call between the loss and the
     new process: on the session, or while its request was being opened), the session gone (404)."""
     return {
-        (200, f"Backend 'noisy': {reason}"),
+        (502, f"Backend 'noisy' unavailable: {reason}"),
         NOT_RUNNING,
-        (502, f"Backend 'noisy' unavailable: its process is not running ({reason})"),
         SESSION_GONE,
     }
 
@@ -130,8 +129,8 @@ async def _check(tmp_path: Path, fault: signal.Signals, reason: str) -> None:
     assert set(after) <= {OWN_ECHO} | _lost(reason), after
     assert (after[SESSION_GONE], after[OWN_ECHO] >= SESSIONS) == (SESSIONS, True)  # each session told once, then served
     assert {error["message"] for _status, error in init_errors} <= {
-        f"Backend 'noisy' unavailable: its process is not running ({reason})",
-        "Backend 'noisy' unavailable: its process is not running (still starting)",
+        f"Backend 'noisy' unavailable: {reason}",
+        "Backend 'noisy' unavailable: its process is still starting",
     }
     assert gone(pid) is True
 

@@ -328,3 +328,30 @@ def test_a_str_holding_a_lone_surrogate_is_refused():
     with pytest.raises(McpError) as raised:
         parse('{"jsonrpc":"2.0","id":1,"method":"x\ud800"}')
     assert (raised.value.code, raised.value.message) == (-32700, "Parse error: a string holds an unpaired UTF-16 surrogate")
+
+
+def test_an_error_response_without_an_id_is_read_back_by_unaddressed_error():
+    written = jsonrpc.dumps(jsonrpc.error_response(None, McpError(-32600, "Session not found")))
+    assert jsonrpc.unaddressed_error(written) == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not found"}}
+    with pytest.raises(McpError) as refused:
+        parse(written)  # `parse` takes only messages with an id
+    assert refused.value.code == -32600
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"x"}}',  # addressed: parse's
+        b'{"jsonrpc":"1.0","error":{"code":-32600,"message":"x"}}',
+        b'{"jsonrpc":"2.0","error":{"code":"-32600","message":"x"}}',
+        b'{"jsonrpc":"2.0","error":{"code":true,"message":"x"}}',
+        b'{"jsonrpc":"2.0","error":{"code":-32600}}',
+        b'{"jsonrpc":"2.0","error":"Session not found"}',
+        b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"x"},"result":{}}',
+        b"[]",
+        b"<html>Not Found</html>",
+        b"",
+    ],
+)
+def test_unaddressed_error_takes_nothing_else(body):
+    assert jsonrpc.unaddressed_error(body) is None

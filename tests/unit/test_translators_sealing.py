@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from translators.envelope import encode_header_value
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
-from translators.sealing import ANONYMOUS, MEMO_ENTRIES, REFUSED_MAX_CHARS, Keyring, TaskRef
+from translators.sealing import ANONYMOUS, KEY_BYTES, MEMO_ENTRIES, REFUSED_MAX_CHARS, Keyring, TaskRef
 
 DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
@@ -368,3 +368,21 @@ def test_the_memos_keep_at_most_memo_entries_and_no_long_refused_token():
     with pytest.raises(ValueError, match="token does not unseal"):
         keyring.unseal("task", long_token, ALICE)
     assert (len(long_token) > REFUSED_MAX_CHARS, len(keyring._refused)) == (True, 0)
+
+
+def test_opened_is_unseal_without_raising():
+    keyring = Keyring(bytes(range(KEY_BYTES)))
+    token = keyring.seal("relay-session", ("main", "s-1"), "alice")
+    fresh = Keyring(bytes(range(KEY_BYTES)))  # nothing remembered: each answer is worked out
+    assert [fresh.opened("relay-session", token, "alice"), fresh.unseal("relay-session", token, "alice")] == [("main", "s-1")] * 2
+    for purpose, what, principal in [
+        ("relay-session", token, "bob"),
+        ("relay-session", token, ""),
+        ("relay-state", token, "alice"),
+        ("relay-session", token[:-2] + "AA", "alice"),
+        ("relay-session", "not base64 !", "alice"),
+        ("relay-session", 7, "alice"),
+    ]:
+        assert (fresh.opened(purpose, what, principal), keyring.opened(purpose, what, principal)) == (None, None)
+        with pytest.raises(ValueError):
+            fresh.unseal(purpose, what, principal)  # type: ignore[arg-type]
