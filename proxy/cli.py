@@ -99,6 +99,10 @@ def _workers_refusal(settings: Settings) -> str | None:
                 f"(the SQLite store belongs to one process, and memory to each)")
     if settings.port == 0:
         return "workers > 1 need a fixed port to share (listen = \"host:port\", not port 0)"
+    stdio = [u.name for u in settings.upstream if u.command is not None]
+    if stdio:  # docs/decisions.md §139
+        return (f"workers > 1 cannot serve a stdio backend ({', '.join(stdio)}): each worker would run its own processes, "
+                "and a session opened on one would be unknown to the others; run one worker")
     return None
 
 

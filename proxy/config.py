@@ -259,6 +259,20 @@ class Settings(BaseModel):
             raise ValueError(f"plain_ids = true may be set on one backend only; it is set on {', '.join(owners)}")
         return value
 
+    @field_validator("identity_header")
+    @classmethod
+    def _processes_per_caller(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A stdio backend's `process_scope = "principal"` keys processes by `Authorization`; with
+        another identity header, callers who share an `Authorization` (a gateway's token, or
+        none) would share a process and its state (docs/decisions.md §139)."""
+        if value and value.lower() != "authorization":
+            for u in info.data.get("upstream") or ():
+                if u.command is not None and u.process_scope == "principal":
+                    raise ValueError(f"backend {u.name!r} has process_scope = \"principal\", which gives each Authorization its "
+                                     "own process, but this header tells callers apart, so callers sharing an Authorization "
+                                     "would share a process; leave identity_header unset, or give that backend another process_scope")
+        return value
+
     @field_validator("store")
     @classmethod
     def _store(cls, value: str) -> str:

@@ -46,6 +46,22 @@ async def test_workers_without_a_shared_store_are_refused(tmp_path):
     )
 
 
+async def test_workers_in_front_of_a_stdio_backend_are_refused(tmp_path):
+    """A tester's relayed stdio sessions failed on about half their requests under `--workers 2`:
+    each worker ran its own process (docs/decisions.md §139)."""
+    port = _free_port()
+    command = f"{sys.executable} -c pass"
+    args = ("--upstream-command", command, "--listen", f"127.0.0.1:{port}", "--workers", "2", "--store", "redis://127.0.0.1:9/0")
+    process = await _spawn("serve", *args, tmp_path=tmp_path)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert (process.returncode, out.decode(), err.decode().strip()) == (
+        2,
+        "",
+        "mcp-tasks-proxy: configuration error: workers > 1 cannot serve a stdio backend (main): each worker would run its "
+        "own processes, and a session opened on one would be unknown to the others; run one worker",
+    )
+
+
 @pytest.mark.peers
 async def test_two_workers_on_redis_share_one_port_and_each_others_tasks(reference_v1_server, redis_url, tmp_path):
     port = _free_port()
