@@ -295,6 +295,11 @@ class Settings(BaseModel):
             raise ValueError("must start with /")
         return value
 
+    @property
+    def identity_header_name(self) -> str:
+        """The header whose value names a caller (its principal): `identity_header`, else `Authorization`."""
+        return self.identity_header or "Authorization"
+
     def upstream_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """The client's request headers that go upstream unchanged: `Authorization` and the
         configured `forward_headers` (docs/behaviour.md §6 "Headers upstream")."""

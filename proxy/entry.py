@@ -64,7 +64,7 @@ class Entry:
         self.fleet = fleet
         self.router = Router(fleet, keyring, shared_store=settings.store.startswith("redis://"))
         self.sessions = sessions
-        self._identity_header = settings.identity_header or "Authorization"
+        self._identity_header = settings.identity_header_name
         self._caller_headers = caller_headers(self._identity_header)
         """Headers that must not come twice with different values (`refuse_ambiguous_caller`)."""
         self._reconnect_wait_s = settings.reconnect_wait_ms / 1000

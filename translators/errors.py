@@ -92,6 +92,15 @@ def unknown_task(why: str | None = None) -> McpError:
     return McpError(INVALID_PARAMS, UNKNOWN_TASK if not why else f"{UNKNOWN_TASK}: {why[:200]}")
 
 
+SESSION_NOT_FOUND: Final = "Session not found"
+
+
+def session_not_found() -> McpError:
+    """-32600 "Session not found" with HTTP 404: a session-wire request naming a session the server
+    does not hold for this caller (core 2025-11-25, Session Management)."""
+    return McpError(INVALID_REQUEST, SESSION_NOT_FOUND, http_status=404)
+
+
 def backend_unavailable(backend: str, reason: str) -> McpError:
     """-32603 with HTTP 502: the backend could not be reached or did not speak MCP (docs/behaviour.md §6)."""
     return _backends(McpError(INTERNAL_ERROR, f"Backend {backend!r} unavailable: {reason}", http_status=502))

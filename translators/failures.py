@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .envelope import name_param
-from .errors import FORGOTTEN, INTERNAL_ERROR, INVALID_PARAMS, UNKNOWN_TASK
+from .errors import FORGOTTEN, INTERNAL_ERROR, INVALID_PARAMS, SESSION_NOT_FOUND, UNKNOWN_TASK
 from .protocol import H_METHOD, H_NAME
 
 SESSION_LOST: Final = "session_lost"
@@ -76,7 +76,7 @@ def of_error(code: int, message: str, http_status: int | None, *, by_backend: bo
         return STORE_UNREACHABLE, PROXY
     if http_status in (502, 503, 504):
         return BACKEND_UNREACHABLE, BACKEND
-    if message == "Session not found":
+    if message == SESSION_NOT_FOUND:
         return SESSION_LOST, BACKEND if by_backend else PROXY
     if code == INVALID_PARAMS and (message.startswith(UNKNOWN_TASK) or (by_backend and (method or "").startswith("tasks/"))):
         return TASK_UNKNOWN, BACKEND if by_backend or FORGOTTEN in message else PROXY

@@ -22,7 +22,7 @@ from cachetools import LRUCache
 
 from translators import jsonrpc
 from translators.dialect import session_dialect
-from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client
+from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1_client, session_not_found
 from translators.oauth import AuthChallenge
 from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
@@ -314,7 +314,7 @@ class SessionFace:
         self.store = store
         self.sessions = SessionStore(max_sessions=settings.max_sessions, idle_ms=settings.session_idle_ms, store=store,
                                      restore=self._restore)
-        self._identity_header = settings.identity_header or "Authorization"
+        self._identity_header = settings.identity_header_name
         self._closing = asyncio.Event()
         self.keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
         """Seconds between keep-alive comments on a quiet GET stream: at most half `idle_timeout_ms`
@@ -377,7 +377,7 @@ class SessionFace:
                           McpError(INVALID_REQUEST, "Bad Request: Missing session ID"), 400)
         session = await self.sessions.get(session_id, principal)
         if session is None:
-            return _error(message.id if message.kind == "request" else None, McpError(INVALID_REQUEST, "Session not found"), 404)
+            return _error(message.id if message.kind == "request" else None, session_not_found(), 404)
         refusal = version_refusal(request, session.protocol_version, message.id if message.kind == "request" else None)
         if refusal is not None:
             log.info("refused %s from principal=%s: MCP-Protocol-Version header is not the session's", message.method or message.kind,
@@ -426,7 +426,7 @@ class SessionFace:
         """The session's standalone SSE stream (one per session: a second gets 409)."""
         session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
-            return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
+            return _error(None, session_not_found(), 404)
         refusal = version_refusal(request, session.protocol_version, None)
         if refusal is not None:
             return refusal
@@ -474,7 +474,7 @@ class SessionFace:
     async def handle_delete(self, request: web.Request) -> web.Response:
         session = await self.sessions.get(request.headers[H_SESSION_ID], self.principal(request))
         if session is None:
-            return _error(None, McpError(INVALID_REQUEST, "Session not found"), 404)
+            return _error(None, session_not_found(), 404)
         refusal = version_refusal(request, session.protocol_version, None)
         if refusal is not None:
             return refusal

@@ -414,7 +414,7 @@ class Relay:
         name = self.backend.name
         principal = ""
         if not self.backend.connector.KNOWS_CALLERS:
-            principal = self.keyring.principal(request.headers.get(self.settings.identity_header or "Authorization"))
+            principal = self.keyring.principal(request.headers.get(self.settings.identity_header_name))
         return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), principal)
 
     def session_task_ids(self, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:

@@ -22,7 +22,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from translators import jsonrpc, multiplex
-from translators.errors import INVALID_REQUEST, McpError
+from translators.errors import INVALID_REQUEST, McpError, session_not_found
 from translators.protocol import H_SESSION_ID
 
 from .inbox import Deadlines
@@ -87,15 +87,11 @@ def _abandon(session: VirtualSession, pending: Pending) -> None:
             session.slot.cancel(session, request_id)
 
 
-def _refused(status: int, message: str) -> web.Response:
+def _refused(error: McpError) -> web.Response:
     """A GET or DELETE the bridge refuses, in the words and status the proxy's own session face
     gives (`proxy.faces.session`): a JSON-RPC error without an id, so the relay passes it on as
     the answer of a server, not as an HTTP error without a body (docs/decisions.md §138)."""
-    body = jsonrpc.dumps(jsonrpc.error_response(None, McpError(INVALID_REQUEST, message)))
-    return web.Response(body=body, status=status, content_type=JSON)
-
-
-SESSION_NOT_FOUND = "Session not found"
+    return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=error.http_status or 400, content_type=JSON)
 
 
 def _read_timeout() -> aiohttp.SocketTimeoutError:
@@ -146,7 +142,7 @@ class Bridge:
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
         session = self.pool.get(session_id)
         if session is None:
-            return Answer.json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, SESSION_NOT_FOUND)), 404)
+            return Answer.json(jsonrpc.error_response(message.id, session_not_found()), 404)
         if message.kind == "notification":
             session.slot.notify(session, message.raw)
             return Answer(202, {})
@@ -196,10 +192,10 @@ class Bridge:
         session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
         if session is None:
             if H_SESSION_ID in request.headers:
-                return _refused(404, SESSION_NOT_FOUND)
-            return _refused(405, "Method Not Allowed: a GET stream needs a session")
+                return _refused(session_not_found())
+            return _refused(McpError(INVALID_REQUEST, "Method Not Allowed: a GET stream needs a session", http_status=405))
         if session.stream is not None:
-            return _refused(409, "Conflict: Only one SSE stream is allowed per session")
+            return _refused(McpError(INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per session", http_status=409))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         while session.backlog:
             queue.put_nowait(session.backlog.popleft())
@@ -234,7 +230,7 @@ class Bridge:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
         if session is None:
-            return _refused(404, SESSION_NOT_FOUND)
+            return _refused(session_not_found())
         session.slot.end_session(session)
         self.pool.sessions.pop(session.id, None)
         return web.Response(status=200)

@@ -56,13 +56,16 @@ class Pending:
     task: str | None
     queue: Inbox[tuple[dict[str, Any], bool]] = field(default_factory=Inbox)
     questions: list[dict[str, Any]] = field(default_factory=list)
-    """Server→client requests put on this request's stream (offered again elsewhere if the
-    response comes while one is still unanswered)."""
+    """Server→client requests put on this request's stream (offered elsewhere if the response comes while one is unanswered)."""
     line: tuple[bytes, int] | None = None
-    """The process's line of the response and the process's id in it, when the response reaches
-    the client as it is but for its id (`translators.multiplex.line_with_id`): sent as those bytes
-    rather than encoded again."""
-    status: int = 200  # the answer's HTTP status when the response comes first: 502 for a lost process's (§138)
+    """The response's line from the process and the id in it, when the client gets it as it is but for its id
+    (`translators.multiplex.line_with_id`): those bytes are sent rather than encoded again."""
+    status: int = 200  # the answer's HTTP status when the response comes first (`fail`)
+
+    def fail(self, error: McpError) -> None:
+        """End with `error`, answered with its HTTP status (502 for a lost process's, decision 138)."""
+        self.status = error.http_status or 200
+        self.queue.put_nowait((jsonrpc.error_response(self.client_id, error), True))
 
     def put(self, message: dict[str, Any]) -> None:
         if "id" in message and "method" in message:
@@ -247,8 +250,7 @@ class ProcessSlot:
         are unknown from now on: a new process does not have them)."""
         error = backend_unavailable(self.name, reason)
         for pending in self._pending.values():
-            pending.status = 502
-            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
+            pending.fail(error)
         self._pending.clear()
         for session in self.sessions.values():
             session.lost = True
@@ -304,7 +306,7 @@ class ProcessSlot:
         task = multiplex.task_param(message)
         pending = Pending(session, message.get("id"), method, task)
         if task is not None and task not in session.tasks:
-            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, unknown_task(NOT_OF_SESSION)), True))
+            pending.fail(unknown_task(NOT_OF_SESSION))
             return pending
         request_id = next(self._ids)
         token = multiplex.progress_token(message)
@@ -321,9 +323,7 @@ class ProcessSlot:
         if self.process is None or not self.ready.is_set() or not self._send_request(message, request_id, new_token, line):
             self._pending.pop(request_id, None)
             session.inflight.pop(request_id, None)
-            error = backend_unavailable(self.name, "the process is not running")
-            pending.status = 502
-            pending.queue.put_nowait((jsonrpc.error_response(pending.client_id, error), True))
+            pending.fail(backend_unavailable(self.name, "the process is not running"))
             return pending
         if self.liveness is not None:
             self.liveness.sent()
