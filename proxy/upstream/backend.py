@@ -46,7 +46,8 @@ class Backend:
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
         self.config = config
         self.name = config.name
-        self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms, metrics=metrics)
+        self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms,
+                                 session_idle_ms=settings.session_idle_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
         self.profile: BackendProfile | None = None
         self.dialect = "unknown"

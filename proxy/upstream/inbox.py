@@ -1,5 +1,5 @@
 """A queue with one reader at a time, for the messages a stdio backend's process sends toward one
-request (`stdio_mux.Pending`): what `asyncio.Queue` offers the bridge (`put_nowait`, `get`,
+request (`stdio_session.Pending`): what `asyncio.Queue` offers the bridge (`put_nowait`, `get`,
 `get_nowait`, `empty`) without its unbounded-size bookkeeping, its `Event` and its loop checks,
 which cost more than the rest of a relayed call's routing (docs/performance.md "Relay")."""
 

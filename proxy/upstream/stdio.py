@@ -5,7 +5,7 @@ the relays and the probe reach it exactly as they reach an HTTP session-wire bac
 connector serves it as one (docs/decisions.md §55, §58, §70): `StdioEndpoint` is an `Endpoint`
 whose transport is a Streamable HTTP endpoint run in the proxy's own event loop on a private Unix
 socket (in a directory only the proxy's user may open, mode 0700; no TCP port), where each
-`initialize` opens a virtual session (`stdio_mux.VirtualSession`) over one of a small pool of
+`initialize` opens a virtual session (`stdio_session.VirtualSession`) over one of a small pool of
 processes (`ProcessPool`), keyed by `process_scope`: "shared" (one process), "capabilities"
 (one per set of input capabilities declared: elicitation, sampling, roots) or "principal" (one
 per caller's `Authorization`), at most `max_processes` (docs/decisions.md §71). The proxy's own
@@ -24,6 +24,7 @@ import logging
 import os
 import secrets
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -40,7 +41,8 @@ from ..metrics import Metrics
 from ..observe.hooks import TRACE
 from .endpoint import BackendUnreachable, Endpoint
 from .stdio_bridge import PROBE_HEADER, Bridge, BridgeResponse
-from .stdio_mux import ProcessSlot, VirtualSession
+from .stdio_mux import ProcessSlot
+from .stdio_session import VirtualSession
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +60,19 @@ class ProcessPool:
     Bounds (docs/decisions.md §71): at most `max_processes` in all and `principal_processes` started
     for one principal (the hash of its `Authorization`; a process the probe started is nobody's).
     A new process beyond the first bound replaces the least recently used one that holds no
-    session (the probe's aside), no request in flight and no task; else, and beyond the second
-    bound, the `initialize` is refused (-32603, HTTP 503, naming the bound): another principal's
-    live state is never stopped to make room.
+    session (the probe's aside), no request in flight and no task, and beyond the second bound
+    such a process of the same principal; else the `initialize` is refused (-32603, HTTP 503,
+    naming the bound): another principal's live state is never stopped to make room.
+
+    A session with no request in flight and no GET stream open ends after `idle_s` seconds
+    unused, as the proxy's own sessions do after `session_idle_ms` (decision 140): its next
+    request is 404, and what it held no longer keeps a process from being replaced.
     """
 
-    def __init__(self, config: Upstream, endpoint: StdioEndpoint):
+    def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
         self.config = config
         self.endpoint = endpoint
+        self.idle_s = idle_s
         self.slots: OrderedDict[str, ProcessSlot] = OrderedDict()
         self.owners: dict[str, str | None] = {}
         """Process key → the principal it was started for (None: started for the probe)."""
@@ -95,24 +102,34 @@ class ProcessPool:
 
     def _make_room(self, owner: str | None) -> None:
         """Check the bounds for one more process started for `owner`, replacing a process that
-        holds nothing when the pool is full. Raises `McpError` (-32603, HTTP 503) naming the bound."""
+        holds nothing (after ending idle sessions) when a bound is reached. Raises `McpError`
+        (-32603, HTTP 503) naming the bound."""
         name = self.config.name
         if owner is not None:
-            started = sum(1 for started_for in self.owners.values() if started_for == owner)
-            if started >= self.config.principal_processes:
-                raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {started} of its processes already run for this caller "
-                               f"(max_processes_per_principal = {self.config.principal_processes}); no other is started",
-                               http_status=503)
+            started = [key for key, started_for in self.owners.items() if started_for == owner]
+            if len(started) >= self.config.principal_processes:
+                self.expire_idle()
+                spare = next((key for key in started if not self._holds_sessions(self.slots[key])), None)
+                if spare is None:
+                    raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {len(started)} of its processes already run for this "
+                                   f"caller (max_processes_per_principal = {self.config.principal_processes}); no other is "
+                                   "started", http_status=503)
+                self._stop(spare)
         if len(self.slots) < self.config.max_processes:
             return
+        self.expire_idle()
         spare = next((key for key, slot in self.slots.items() if not self._holds_sessions(slot)), None)
         if spare is None:
             raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.config.max_processes} of its processes hold other "
                            f"callers' sessions (max_processes = {self.config.max_processes}); no other is started",
                            http_status=503)
-        evicted = self.slots.pop(spare)
-        self.owners.pop(spare, None)
-        log.info("backend %s: stopping a process that holds no session to start another", name)
+        self._stop(spare)
+
+    def _stop(self, key: str) -> None:
+        """Stop the process `key`, which holds nothing, in the background (to start another)."""
+        evicted = self.slots.pop(key)
+        self.owners.pop(key, None)
+        log.info("backend %s: stopping a process that holds no session to start another", self.config.name)
         stopping = asyncio.ensure_future(evicted.close())
         self._stopping.add(stopping)
         stopping.add_done_callback(self._stopping.discard)
@@ -163,12 +180,37 @@ class ProcessPool:
         return session
 
     def get(self, session_id: str) -> VirtualSession | None:
-        """The live session with this id, None when unknown or lost with its process."""
+        """The live session with this id (its use begins now), None when unknown, lost with its
+        process, or ended by this call for being idle longer than `idle_s`."""
         session = self.sessions.get(session_id)
         if session is None or session.lost:
             self.sessions.pop(session_id, None)
             return None
+        now = time.monotonic()
+        if self._idle(session, now):
+            self.end(session)
+            return None
+        session.last_used = now
         return session
+
+    def _idle(self, session: VirtualSession, now: float) -> bool:
+        return not session.inflight and session.stream is None and now - session.last_used >= self.idle_s
+
+    def end(self, session: VirtualSession) -> None:
+        """End a session (its DELETE, or idle): its requests in flight are cancelled in the process."""
+        session.slot.end_session(session)
+        self.sessions.pop(session.id, None)
+        self.probe_sessions.discard(session.id)
+
+    def expire_idle(self) -> int:
+        """End every session idle longer than `idle_s` (decision 140); returns how many."""
+        now = time.monotonic()
+        idle = [session for session in self.sessions.values() if self._idle(session, now)]
+        for session in idle:
+            self.end(session)
+        if idle:
+            log.info("backend %s: %d relayed session(s) idle for %g s ended", self.config.name, len(idle), self.idle_s)
+        return len(idle)
 
     async def close(self) -> None:
         """Stop every process (and wait for those being stopped)."""
@@ -191,11 +233,11 @@ class StdioEndpoint(Endpoint):
     PROBE_TIMEOUT_S = None  # the process's start wait and liveness bound it (decision 72)
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
-                 metrics: Metrics | None = None):
+                 session_idle_ms: int = 3_600_000, metrics: Metrics | None = None):
         super().__init__(config.name, BRIDGE_URL, http, extra_headers=config.headers,
                          request_timeout_ms=request_timeout_ms, metrics=metrics)
         self.config = config
-        self.pool = ProcessPool(config, self)
+        self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
         self.bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER], config.max_line_bytes)
         self._runner: web.AppRunner | None = None

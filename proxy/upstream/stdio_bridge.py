@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -26,7 +27,7 @@ from translators.errors import INVALID_REQUEST, McpError, session_not_found
 from translators.protocol import H_SESSION_ID
 
 from .inbox import Deadlines
-from .stdio_mux import Pending, VirtualSession
+from .stdio_session import Pending, VirtualSession
 
 PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
 """The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
@@ -215,6 +216,7 @@ class Bridge:
         finally:
             if session.stream is queue:
                 session.stream = None
+                session.last_used = time.monotonic()  # idle from now (decision 140)
             # What this stream took and did not write (the client went away while a question was on
             # its way) goes back to the backlog, first, for the next stream or asking request: a
             # question the process sent once is never dropped with a stream that ended.
@@ -231,8 +233,7 @@ class Bridge:
         session = self.pool.get(request.headers.get(H_SESSION_ID, ""))
         if session is None:
             return _refused(session_not_found())
-        session.slot.end_session(session)
-        self.pool.sessions.pop(session.id, None)
+        self.pool.end(session)
         return web.Response(status=200)
 
 

@@ -18,9 +18,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
@@ -29,9 +27,9 @@ from translators import jsonrpc, line_ids, multiplex
 from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, backend_unavailable, unknown_task
 from translators.protocol import LEGACY_VERSION
 
-from .inbox import Inbox
 from .stdio_liveness import Liveness
 from .stdio_process import LongLine, StdioProcess
+from .stdio_session import Pending, VirtualSession
 from .stdio_tasks import TaskOwners
 
 log = logging.getLogger(__name__)
@@ -41,95 +39,11 @@ BACKOFF_MAX_S = 30.0
 STEADY_S = 10.0
 """A process that ran this long before exiting is restarted after `BACKOFF_FIRST_S` again."""
 INITIALIZE_TIMEOUT_S = 30.0
-BACKLOG = 256
-"""Messages kept for a virtual session with no stream open to take them (oldest dropped first)."""
-
-
-@dataclass(eq=False)
-class Pending:
-    """A virtual session's request in flight in the process: what it was, and the queue of
-    (message, final) its POST answer streams (the response is final)."""
-
-    session: VirtualSession | None
-    client_id: jsonrpc.RequestId | None
-    method: str
-    task: str | None
-    queue: Inbox[tuple[dict[str, Any], bool]] = field(default_factory=Inbox)
-    questions: list[dict[str, Any]] = field(default_factory=list)
-    """Server→client requests put on this request's stream (offered elsewhere if the response comes while one is unanswered)."""
-    line: tuple[bytes, int] | None = None
-    """The response's line from the process and the id in it, when the client gets it as it is but for its id
-    (`translators.multiplex.line_with_id`): those bytes are sent rather than encoded again."""
-    status: int = 200  # the answer's HTTP status when the response comes first (`fail`)
-
-    def fail(self, error: McpError) -> None:
-        """End with `error`, answered with its HTTP status (502 for a lost process's, decision 138)."""
-        self.status = error.http_status or 200
-        self.queue.put_nowait((jsonrpc.error_response(self.client_id, error), True))
-
-    def put(self, message: dict[str, Any]) -> None:
-        if "id" in message and "method" in message:
-            self.questions.append(message)
-        self.queue.put_nowait((message, False))
-
-
-@dataclass(eq=False)
-class VirtualSession:
-    """One client session carried over a process: its id (the `Mcp-Session-Id` the bridge
-    hands out), the tasks it created, its resource subscriptions, its requests in flight (process
-    id → `Pending`), its open GET stream (a queue, or None) and the backlog kept for it."""
-
-    id: str
-    slot: ProcessSlot
-    tasks: set[str] = field(default_factory=set)
-    running_tasks: set[str] = field(default_factory=set)
-    subscriptions: set[str] = field(default_factory=set)
-    inflight: dict[int, Pending] = field(default_factory=dict)
-    stream: asyncio.Queue[dict[str, Any]] | None = None
-    backlog: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=BACKLOG))
-    lost: bool = False
-
-    @property
-    def running(self) -> bool:
-        """Whether a task of this session may still be working (not seen terminal yet)."""
-        return bool(self.running_tasks)
-
-    def deliver(self, message: dict[str, Any], prefer: Pending | None = None) -> None:
-        """Put a message for this session where its client will read it: on `prefer`'s stream when
-        that request is still in flight, else the GET stream, else the newest request in flight
-        that may ask (not a quiet one), else the backlog."""
-        if prefer is not None and any(p is prefer for p in self.inflight.values()):
-            prefer.put(message)
-        elif self.stream is not None:
-            self.stream.put_nowait(message)
-        else:
-            asking = [p for p in self.inflight.values() if p.method not in multiplex.QUIET_METHODS]
-            if asking:
-                asking[-1].put(message)
-            else:
-                self.backlog.append(message)
-
-    def flush_backlog(self, pending: Pending) -> None:
-        """The backlog goes out on the stream of `pending`, a request that may ask just sent
-        (`tasks/result` included; docs/decisions.md §56, §72): every message of no task, and those
-        of the task `pending` names; another task's wait for a stream of theirs (the GET stream, or
-        a request naming that task), in their order."""
-        kept: deque[dict[str, Any]] = deque(maxlen=BACKLOG)
-        for message in self.backlog:
-            route = multiplex.route_of(message)
-            if route.kind != "task" or route.key == pending.task:
-                pending.put(message)
-            else:
-                kept.append(message)
-        self.backlog = kept
-
-
 class ProcessSlot:
     """One supervised process and the virtual sessions over it. `capabilities` and `client_info`
     are what the process's `initialize` declares; `on_down(reason)` is called each time the
-    process is lost, `on_up()` each time it has answered `initialize`. `liveness_timeout_s`: how
-    long the process may write nothing while a request waits before it is taken as hung (0: never;
-    `stdio_liveness`)."""
+    process is lost, `on_up()` each time it has answered `initialize`. `liveness_timeout_s`: how long
+    it may write nothing while a request waits before it is taken as hung (0: never; `stdio_liveness`)."""
 
     def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
                  capabilities: Mapping[str, Any], client_info: Mapping[str, Any], max_line_bytes: int, grace_s: float,
@@ -253,10 +167,7 @@ class ProcessSlot:
             pending.fail(error)
         self._pending.clear()
         for session in self.sessions.values():
-            session.lost = True
-            session.inflight.clear()
-            if session.stream is not None:
-                session.stream.put_nowait({})  # wakes the GET stream, which ends
+            session.end()
         for book in (self.sessions, self._task_owner, self._token_owner, self._asked):
             book.clear()
 
@@ -288,10 +199,10 @@ class ProcessSlot:
         return session
 
     def end_session(self, session: VirtualSession) -> None:
-        """Forget a session (DELETE): its requests in flight are cancelled in the process."""
+        """Forget a session (DELETE, or idle: decision 140): its requests in flight are cancelled in the process."""
         for request_id in list(session.inflight):
             self.cancel(session, request_id)
-        session.lost = True
+        session.end()
         self.sessions.pop(session.id, None)
         for task in session.tasks:
             self._task_owner.pop(task)
@@ -343,6 +254,7 @@ class ProcessSlot:
 
     def done(self, session: VirtualSession, pending: Pending) -> None:
         """The POST carrying `pending` has ended (answered, or its client went away)."""
+        session.last_used = time.monotonic()
         for request_id, candidate in list(session.inflight.items()):
             if candidate is pending:
                 session.inflight.pop(request_id, None)

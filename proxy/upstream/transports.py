@@ -23,13 +23,16 @@ CONNECTORS: Final[dict[str, Connector]] = {"http": Endpoint, "https": Endpoint}
 """URL scheme → the connector class that reaches a backend over that transport."""
 
 
-def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, metrics: Metrics | None = None) -> Endpoint:
-    """The connector for the backend `config` (its name, URL and extra headers). Raises
-    `ConfigError` for a URL whose transport has no connector."""
+def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, session_idle_ms: int = 3_600_000,
+            metrics: Metrics | None = None) -> Endpoint:
+    """The connector for the backend `config` (its name, URL and extra headers); `session_idle_ms`:
+    how long a stdio backend's unused session lives (decision 140). Raises `ConfigError` for a URL
+    whose transport has no connector."""
     if config.command is not None:
         from .stdio import StdioEndpoint
 
-        return StdioEndpoint(config, http, request_timeout_ms=request_timeout_ms, metrics=metrics)
+        return StdioEndpoint(config, http, request_timeout_ms=request_timeout_ms, session_idle_ms=session_idle_ms,
+                             metrics=metrics)
     scheme = urlsplit(config.url).scheme.lower()
     connector = CONNECTORS.get(scheme)
     if connector is None:

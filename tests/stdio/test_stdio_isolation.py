@@ -31,7 +31,8 @@ from translators.sealing import Keyring
 NOTES = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "notes_stdio_server.py")]
 
 
-async def _proxy(tmp_path: Path, command: list[str] = NOTES, **upstream) -> RunningProxy:
+async def _proxy(tmp_path: Path, command: list[str] = NOTES, *, top: dict | None = None, **upstream) -> RunningProxy:
+    """The proxy in front of `command`; `top`: settings beside the backend's (`upstream`)."""
     settings = load(
         None,
         {
@@ -39,6 +40,7 @@ async def _proxy(tmp_path: Path, command: list[str] = NOTES, **upstream) -> Runn
             "state_dir": str(tmp_path),
             "store": "memory",
             "upstream": [{"name": "notes", "command": command, **upstream}],
+            **(top or {}),
         },
     )
     return await start(settings, keyring=Keyring(TEST_KEY))

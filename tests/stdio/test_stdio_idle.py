@@ -1,0 +1,103 @@
+"""A stdio backend's relayed sessions end when idle (docs/decisions.md §140), as the proxy's own do.
+
+Before, a session relayed to a stdio process lived until its DELETE or its process's end:
+`max_processes` callers that sent `initialize` once and went away held every process, and every
+newcomer was refused (HTTP 503) until the proxy restarted. Now a session with no request in flight
+and no GET stream open ends after `session_idle_ms` unused (its next request is 404), and its
+process can then be replaced for a newcomer. The wait for the idle time is a wait for the event:
+the newcomer's `initialize` is tried again until it is taken, within a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+from session_support import SessionCaller
+from test_stdio_isolation import NOT_FOUND, _client, _proxy, _text
+
+from proxy.app import STATE
+
+IDLE_MS = 1500
+WAIT_S = 30.0
+
+
+def _refusal(bound: str, text: str) -> dict:
+    return {"code": -32603, "message": f"Backend 'notes': {text} ({bound}); no other is started"}
+
+
+async def _taken_when_idle_passed(caller: SessionCaller) -> dict:
+    """`caller`'s `initialize`, tried again every 50 ms until it is not refused (at most `WAIT_S`)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        answer = await caller.initialize()
+        if answer["_status"] != 503 or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.05)
+
+
+async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcomer(tmp_path):
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=2, top={"session_idle_ms": IDLE_MS})
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            alice = await _client(http, proxy, "alice")
+            bob = await _client(http, proxy, "bob")
+            assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
+            assert _text(await bob.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+            carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
+            refused = await carol.initialize()
+            full = _refusal("max_processes = 2", "all 2 of its processes hold other callers' sessions")
+            assert (refused["_status"], refused["error"]) == (503, full)
+            # alice and bob go away without a DELETE; once idle, carol's process replaces the older
+            answer = await _taken_when_idle_passed(carol)
+            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+            assert sorted(pool.slots) == sorted(pool.key({}, f"Bearer {who}") for who in ("bob", "carol"))
+            assert await alice.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 3, "_status": 404}
+            assert await bob.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 3, "_status": 404}
+            assert _text(await carol.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+    finally:
+        await proxy.stop()
+
+
+async def test_a_session_with_its_get_stream_open_is_in_use_and_is_not_ended(tmp_path):
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=2, top={"session_idle_ms": IDLE_MS})
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
+            listening = await http.get(proxy.url, headers=alice.headers({"Accept": "text/event-stream"}))
+            assert (listening.status, listening.headers["Content-Type"]) == (200, "text/event-stream")
+            bob = await _client(http, proxy, "bob")
+            carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
+            answer = await _taken_when_idle_passed(carol)
+            assert answer["_status"] == 200
+            # bob's idle session ended and his process made room; alice, listening, kept hers
+            assert sorted(pool.slots) == sorted(pool.key({}, f"Bearer {who}") for who in ("alice", "carol"))
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's note"
+            assert await bob.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 2, "_status": 404}
+            listening.close()
+    finally:
+        await proxy.stop()
+
+
+async def test_a_caller_at_its_own_bound_gets_a_new_key_once_its_idle_process_holds_nothing(tmp_path):
+    top = {"session_idle_ms": IDLE_MS}
+    proxy = await _proxy(tmp_path, process_scope="capabilities", max_processes=4, max_processes_per_principal=1, top=top)
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            asking = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={"elicitation": {}})
+            assert (await asking.initialize())["_status"] == 200
+            sampling = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={"sampling": {}})
+            refused = await sampling.initialize()
+            own = _refusal("max_processes_per_principal = 1", "1 of its processes already run for this caller")
+            assert (refused["_status"], refused["error"]) == (503, own)
+            answer = await _taken_when_idle_passed(sampling)
+            assert answer["_status"] == 200
+            assert sorted(pool.slots) == ['capabilities:{"sampling":{}}', "capabilities:{}"]
+            assert await asking.call("tools/list", {}) == NOT_FOUND | {"id": 2, "_status": 404}
+    finally:
+        await proxy.stop()
