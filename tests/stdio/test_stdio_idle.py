@@ -101,3 +101,19 @@ async def test_a_caller_at_its_own_bound_gets_a_new_key_once_its_idle_process_ho
             assert await asking.call("tools/list", {}) == NOT_FOUND | {"id": 2, "_status": 404}
     finally:
         await proxy.stop()
+
+
+async def test_a_delete_ends_the_sessions_get_stream(tmp_path):
+    """Before, the GET stream of a session ended by DELETE stayed open, silent, until its client left."""
+    proxy = await _proxy(tmp_path, process_scope="principal")
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = await _client(http, proxy, "alice")
+            async with http.get(proxy.url, headers=alice.headers({"Accept": "text/event-stream"})) as listening:
+                assert listening.status == 200
+                async with http.delete(proxy.url, headers=alice.headers()) as ended:
+                    assert ended.status == 200
+                rest = await asyncio.wait_for(listening.content.read(), WAIT_S)  # to its end
+                assert b"data:" not in rest
+    finally:
+        await proxy.stop()
