@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 RELOADED_KEYS = ("upstream", "remove_with_work", "balance")
 """The top-level keys a reload applies; every other key is read at start only."""
 
-RELOADED_KEYS = ("name", "weight", "drain", "plain_ids")
+RELOADED_BACKEND_KEYS = ("name", "weight", "drain", "plain_ids")
 """The keys of a backend a reload applies to a backend that stays (docs/decisions.md §85)."""
-ADDRESS_KEYS = tuple(key for key in Upstream.model_fields if key not in RELOADED_KEYS)
+ADDRESS_KEYS = tuple(key for key in Upstream.model_fields if key not in RELOADED_BACKEND_KEYS)
 """Every other key of a backend (where and how it is reached: url, command, headers, probe_headers,
 the stdio process's bounds and liveness, …): read once, when the backend is set up, so it cannot
 change by reload; a change is refused rather than ignored (give the new settings another name,

@@ -197,3 +197,22 @@ async def test_plain_ids_from_before_reach_their_backend_alone_or_named_by_plain
         await proxy.reload(_settings(tmp_path, b, a))
         refused = await modern.call("tasks/get", {"taskId": plain})
         assert refused.error == {"code": -32602, "message": f"{UNKNOWN_TASK}: {NOT_ISSUED}"}
+
+
+async def test_a_reload_logs_what_it_applied_and_names_only_the_keys_that_wait_for_a_restart(
+    reference_v1_server, second_v1_server, tmp_path, caplog
+):
+    """Before, a reload that added a backend also warned "upstream changed in the file; it takes
+    effect at the next restart" (a second `RELOADED_KEYS` shadowed the first), though it had applied it."""
+    a = {"name": "a", "url": reference_v1_server.url}
+    b = {"name": "b", "url": second_v1_server.url}
+    async with running_proxy("", tmp_path, upstream=[a]) as proxy:
+        caplog.clear()
+        with caplog.at_level("INFO", logger="proxy.fleet_config"):
+            changes = await proxy.reload(_settings(tmp_path, a, b, max_sessions=77))
+        assert changes == [f"backend b added ({second_v1_server.url}, weight 1)"]
+        said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "proxy.fleet_config"]
+        assert said == [
+            ("INFO", f"reload: backend b added ({second_v1_server.url}, weight 1)"),
+            ("WARNING", "reload: max_sessions changed in the file; it takes effect at the next restart"),
+        ]
