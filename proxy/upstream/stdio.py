@@ -301,7 +301,10 @@ class StdioEndpoint(Endpoint):
             all_headers = CIMultiDict(headers)
         timeout_s = self._request_timeout_s
         bridge = self.bridge
-        return BridgeResponse(await bridge.answer(body, all_headers, timeout_s, parsed=parsed), timeout_s, bridge.deadlines)
+        answer = await bridge.answer(body, all_headers, timeout_s, parsed=parsed)
+        if answer.refusal is not None:
+            raise answer.refusal  # the proxy's refusal, never the process's (counted proxy_refused)
+        return BridgeResponse(answer, timeout_s, bridge.deadlines)
 
     def process_down(self, reason: str) -> None:
         """A process was lost: the backend is down until a probe answers again (`/readyz`)."""

@@ -49,7 +49,7 @@ class Answer:
     A JSON answer keeps its `message` and is encoded only when its `body` is read: a caller that
     takes the message itself (the proxy's own session wire) neither encodes nor parses it."""
 
-    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first")
+    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first", "refusal")
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes = b"", *, session: VirtualSession | None = None,
                  pending: Pending | None = None, first: dict[str, Any] | None = None, message: dict[str, Any] | None = None,
@@ -64,6 +64,9 @@ class Answer:
         self.session = session
         self.pending = pending
         self.first = first
+        self.refusal: McpError | None = None
+        """Set on a refusal of the bridge's own inside a session (the request never reached the
+        process), which the in-process caller raises as the proxy's: counted `proxy_refused`."""
 
     @property
     def body(self) -> bytes:
@@ -79,6 +82,13 @@ class Answer:
              line: tuple[bytes, int] | None = None) -> Answer:
         headers = JSON_HEADERS if session_id is None else {"Content-Type": JSON, H_SESSION_ID: session_id}
         return cls(status, headers, message=message, line=line)
+
+    @classmethod
+    def refused(cls, request_id: jsonrpc.RequestId | None, error: McpError) -> Answer:
+        """The bridge's own refusal of a session's request it did not pass to the process (HTTP 400)."""
+        answer = cls.json(jsonrpc.error_response(request_id, error), 400)
+        answer.refusal = error
+        return answer
 
 
 def _abandon(session: VirtualSession, pending: Pending) -> None:
@@ -133,7 +143,7 @@ class Bridge:
         session_id = headers.get(H_SESSION_ID)
         if session_id is None:
             if message.kind != "request" or message.method != "initialize":
-                error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")
+                error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")  # the probe reads it as a server's
                 return Answer.json(jsonrpc.error_response(message.id, error), 400)
             probe = hmac.compare_digest(headers.get(PROBE_HEADER, "").encode(), self.probe_secret)
             try:
@@ -151,7 +161,7 @@ class Bridge:
             session.slot.answer(session, message.raw)
             return Answer(202, {})
         if message.method == "initialize":  # as the proxy's own sessions answer it (docs/behaviour.md §2 rule 4)
-            return Answer.json(jsonrpc.error_response(message.id, McpError(INVALID_REQUEST, "Session already initialized")), 400)
+            return Answer.refused(message.id, McpError(INVALID_REQUEST, "Session already initialized", http_status=400))
         pending = session.slot.request(session, message.raw, body)
         try:
             first, final = await pending.queue.get(timeout_s, self.deadlines)

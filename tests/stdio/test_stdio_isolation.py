@@ -242,7 +242,8 @@ NOT_FOUND = {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Session not
 
 async def test_initialize_inside_a_relayed_session_is_refused_as_on_the_proxys_own_sessions(tmp_path):
     """docs/behaviour.md §2 rule 4: before, the bridge answered the process's first `initialize`
-    result again, with 200, as if a new session had begun."""
+    result again, with 200, as if a new session had begun (decision 138), then counted its refusal
+    as the backend's (decision 141)."""
     proxy = await _proxy(tmp_path)
     try:
         async with aiohttp.ClientSession() as http:
@@ -253,5 +254,9 @@ async def test_initialize_inside_a_relayed_session_is_refused_as_on_the_proxys_o
             refused = {"code": -32600, "message": "Session already initialized"}
             assert again == {"jsonrpc": "2.0", "id": 2, "error": refused, "_status": 400}
             assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+            # the proxy's refusal (the process never saw it), counted as on its own sessions; before: backend_refused
+            async with http.get(proxy.base_url + "/status.json") as response:
+                failures = [(f["mode"], f["reason"], f["count"]) for f in (await response.json())["failures"]["last_hour"]]
+            assert failures == [("relayed", "proxy_refused", 1)]
     finally:
         await proxy.stop()
