@@ -102,10 +102,23 @@ class StdioFace:
         if message.method == "initialize":
             await self._initialize(message)
             return
+        if self.session_id is None:  # nothing to send it on: answered here, in stdio's words (decision 142)
+            self._before_initialize(message)
+            return
         self._remember(message)
         task = asyncio.ensure_future(self._send(message))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
+
+    def _before_initialize(self, message: jsonrpc.Message) -> None:
+        """A message while no session is open (before `initialize`, or after one that failed): a
+        `ping` is answered (core 2025-11-25 allows it first), another request refused (-32600),
+        in order with the lines around it; a notification or response is dropped (logged)."""
+        if message.kind == "request" and message.id is not None:
+            ping = message.method == "ping"
+            self.emit(jsonrpc.result_response(message.id, {}) if ping else face_lines.not_initialized(message.id))
+        else:
+            log.warning("stdio face: a %s before initialize was dropped (%s)", message.kind, message.method or "response")
 
     def _remember(self, message: jsonrpc.Message) -> None:
         """What a new upstream session is told again: the log level, the subscriptions."""

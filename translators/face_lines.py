@@ -127,6 +127,13 @@ def line_too_long(limit: int, request_id: RequestId | None) -> dict[str, Any]:
     return jsonrpc.error_response(request_id, error)
 
 
+def not_initialized(request_id: RequestId) -> dict[str, Any]:
+    """The error (-32600) for a request sent before a session was opened by `initialize` (core
+    2025-11-25 "Lifecycle": only pings may come before it), in the words of a stdio server."""
+    error = McpError(INVALID_REQUEST, "Invalid request: the session is not initialized (send initialize first)")
+    return jsonrpc.error_response(request_id, error)
+
+
 def no_answer(request_id: RequestId, reason: str) -> dict[str, Any]:
     """The error (-32603) for a request whose answer ended without its response (`reason`, e.g.
     the backend went away while the request ran: it may or may not have run)."""

@@ -158,6 +158,31 @@ async def test_errors_answer_the_id_of_their_request(reference_v1_server: Server
         assert await face.stop() == 0
 
 
+async def test_before_initialize_a_ping_is_answered_and_a_request_refused_in_order(
+    reference_v1_server: ServerProcess, tmp_path: Path
+) -> None:
+    """Before, a request sent before `initialize` went to the proxy without a session and its
+    refusal, in HTTP words ("Missing session ID … MCP-Protocol-Version header"), came after the
+    `initialize` answer that followed it (docs/decisions.md §142)."""
+    face = await Face.start(tmp_path, "--upstream", reference_v1_server.url)
+    try:
+        await face.send({"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+        await face.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+        await face.send({"jsonrpc": "2.0", "id": 8, "method": "ping"})
+        await face.send(INITIALIZE)
+        refused = {"code": -32600, "message": "Invalid request: the session is not initialized (send initialize first)"}
+        assert await face.read() == {"jsonrpc": "2.0", "id": 7, "error": refused}
+        assert await face.read() == {"jsonrpc": "2.0", "id": 8, "result": {}}
+        answer = await face.read()
+        assert (answer["id"], answer["result"]["serverInfo"]["name"]) == (1, "mcp-tasks-proxy-reference-v1")
+        await face.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await face.send(greet(9, "after"))
+        assert await face.read() == greeted(9, "after")
+    finally:
+        assert await face.stop() == 0
+    assert "stdio face: a notification before initialize was dropped (notifications/roots/list_changed)" in face.log()
+
+
 async def test_a_line_over_64_mib_is_refused_and_the_next_is_answered(reference_v1_server: ServerProcess, tmp_path: Path) -> None:
     """Item 10: a line over 64 MiB used to end the process (`ValueError: Separator is not found`)."""
     face = await Face.start(tmp_path, "--upstream", reference_v1_server.url)

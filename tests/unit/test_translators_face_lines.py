@@ -68,6 +68,11 @@ def test_the_errors_the_face_answers_itself():
         "id": "x",
         "error": {"code": -32603, "message": "The upstream session was lost and no new one could be opened: HTTP 502"},
     }
+    assert face_lines.not_initialized(7) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32600, "message": "Invalid request: the session is not initialized (send initialize first)"},
+    }
 
 
 def test_reinitialize_replays_the_hosts_initialize_under_an_id_of_the_face():
