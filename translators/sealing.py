@@ -218,6 +218,15 @@ class Keyring:
             raise unknown_task(NOT_ISSUED)
         return TaskRef(*fields)
 
+    def opened_task_id(self, task_id: object, principal: str) -> TaskRef | None:
+        """`unseal_task_id` without raising: the `TaskRef` inside `task_id`, or None for anything
+        it would refuse (for a caller that only asks whether an id is of one kind, such as a held
+        task's, at every `tasks/*` request: docs/decisions.md §143)."""
+        if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TOKEN_CHARS:
+            return None
+        fields = self.opened("task", task_id, principal)
+        return TaskRef(*fields) if fields is not None and len(fields) == 3 else None
+
     # -- request states (MRTR) ---------------------------------------------------------------
 
     def seal_request_state(self, fields: tuple[str, ...], principal: str, expires_at_ms: int) -> str:

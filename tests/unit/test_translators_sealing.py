@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from translators.envelope import encode_header_value
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
-from translators.sealing import ANONYMOUS, KEY_BYTES, MEMO_ENTRIES, REFUSED_MAX_CHARS, Keyring, TaskRef
+from translators.sealing import ANONYMOUS, KEY_BYTES, MAX_TOKEN_CHARS, MEMO_ENTRIES, REFUSED_MAX_CHARS, Keyring, TaskRef
 
 DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
@@ -386,3 +386,39 @@ def test_opened_is_unseal_without_raising():
         assert (fresh.opened(purpose, what, principal), keyring.opened(purpose, what, principal)) == (None, None)
         with pytest.raises(ValueError):
             fresh.unseal(purpose, what, principal)  # type: ignore[arg-type]
+
+
+# --- opened_task_id: unseal_task_id without raising (docs/decisions.md §143) ------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(refs, principals)
+def test_opened_task_id_gives_the_ref_of_a_task_id_sealed_for_the_same_principal(ref, principal):
+    assert KEYRING.opened_task_id(KEYRING.seal_task_id(ref, principal), principal) == ref
+
+
+def test_opened_task_id_is_none_for_every_id_unseal_task_id_refuses():
+    sealed = KEYRING.seal_task_id(REF, ALICE)
+    refused = [
+        (sealed, BOB),  # another principal
+        (Keyring(OTHER_KEY).seal_task_id(REF, ALICE), ALICE),  # another key
+        (KEYRING.seal_request_state(("a", "b"), ALICE, 10**13), ALICE),  # another purpose
+        (KEYRING.seal("task", ("two", "fields"), ALICE), ALICE),  # not three fields
+        (sealed[:-1], ALICE),
+        ("", ALICE),
+        ("A" * (MAX_TOKEN_CHARS + 1), ALICE),
+        (7, ALICE),
+        (None, ALICE),
+    ]
+    assert [KEYRING.opened_task_id(token, principal) for token, principal in refused] == [None] * len(refused)
+    assert [_unknown_task(token, principal).code for token, principal in refused] == [-32602] * len(refused)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=ALPHABET, max_size=200))
+def test_opened_task_id_and_unseal_task_id_agree_on_any_token(token):
+    try:
+        expected = KEYRING.unseal_task_id(token, ALICE)
+    except McpError:
+        expected = None
+    assert KEYRING.opened_task_id(token, ALICE) == expected
