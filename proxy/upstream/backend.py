@@ -49,6 +49,9 @@ class Backend:
         self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms,
                                  session_idle_ms=settings.session_idle_ms, metrics=metrics)
         self.pool = SessionPool(self.connector)
+        if config.command is not None and settings.replicas > 1:  # docs/load-balancing.md "stdio backends"
+            log.warning("backend %s runs its processes in this replica: with replicas = %d, route each session "
+                        "(Mcp-Session-Id) and task (Mcp-Name) to the replica that opened it", self.name, settings.replicas)
         self.profile: BackendProfile | None = None
         self.dialect = "unknown"
         """The probed dialect ("v1", "v2-modern", "v2-session"), "unknown" until a probe succeeded

@@ -260,3 +260,14 @@ async def test_initialize_inside_a_relayed_session_is_refused_as_on_the_proxys_o
             assert failures == [("relayed", "proxy_refused", 1)]
     finally:
         await proxy.stop()
+
+
+async def test_with_replicas_the_proxy_says_a_stdio_backends_sessions_need_affinity(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="proxy.upstream.backend"):
+        proxy = await _proxy(tmp_path, top={"replicas": 2})
+        await proxy.stop()
+    said = [r.getMessage() for r in caplog.records if r.name == "proxy.upstream.backend"]
+    assert said == [
+        "backend notes runs its processes in this replica: with replicas = 2, route each session (Mcp-Session-Id) "
+        "and task (Mcp-Name) to the replica that opened it"
+    ]
