@@ -9,15 +9,12 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from translators import jsonrpc, multiplex
 from translators.errors import McpError
 
 from .inbox import Inbox
-
-if TYPE_CHECKING:
-    from .stdio_mux import ProcessSlot
 
 BACKLOG = 256
 """Messages kept for a virtual session with no stream open to take them (oldest dropped first)."""
@@ -58,7 +55,7 @@ class VirtualSession:
     GET stream (a queue, or None), the backlog kept for it, and when it was last used."""
 
     id: str
-    slot: ProcessSlot
+    slot: Any  # the `stdio_mux.ProcessSlot` carrying it (not imported: stdio_mux imports this module)
     tasks: set[str] = field(default_factory=set)
     running_tasks: set[str] = field(default_factory=set)
     subscriptions: set[str] = field(default_factory=set)
