@@ -66,13 +66,16 @@ class ProcessPool:
 
     A session with no request in flight and no GET stream open ends after `idle_s` seconds
     unused, as the proxy's own sessions do after `session_idle_ms` (decision 140): its next
-    request is 404, and what it held no longer keeps a process from being replaced.
+    request is 404, and what it held no longer keeps a process from being replaced. Idle sessions
+    are swept when a bound is reached and, at most every quarter of `idle_s`, when a session
+    opens (so sessions that are never used again cost memory for about `idle_s` at most).
     """
 
     def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
         self.config = config
         self.endpoint = endpoint
         self.idle_s = idle_s
+        self._swept = time.monotonic()
         self.slots: OrderedDict[str, ProcessSlot] = OrderedDict()
         self.owners: dict[str, str | None] = {}
         """Process key → the principal it was started for (None: started for the probe)."""
@@ -172,6 +175,8 @@ class ProcessPool:
                 pass
         if not slot.ready.is_set():
             raise backend_unavailable(self.config.name, "its process is still starting" if slot.starting else slot.last_failure)
+        if time.monotonic() - self._swept >= self.idle_s / 4:
+            self.expire_idle()
         session = slot.open_session()
         self.sessions[session.id] = session
         if probe:
@@ -204,7 +209,7 @@ class ProcessPool:
 
     def expire_idle(self) -> int:
         """End every session idle longer than `idle_s` (decision 140); returns how many."""
-        now = time.monotonic()
+        now = self._swept = time.monotonic()
         idle = [session for session in self.sessions.values() if self._idle(session, now)]
         for session in idle:
             self.end(session)

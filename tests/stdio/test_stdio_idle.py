@@ -117,3 +117,23 @@ async def test_a_delete_ends_the_sessions_get_stream(tmp_path):
                 assert b"data:" not in rest
     finally:
         await proxy.stop()
+
+
+async def test_sessions_never_used_again_are_swept_when_later_ones_open(tmp_path):
+    """Without a full pool nothing asked for room, so sessions opened and left stayed in memory
+    (each with its backlog) until the proxy stopped."""
+    proxy = await _proxy(tmp_path, process_scope="shared", top={"session_idle_ms": IDLE_MS})
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            for who in ("a", "b", "c", "d", "e"):
+                await _client(http, proxy, who)
+            left = set(pool.sessions)
+            [slot] = pool.slots.values()
+            deadline = time.monotonic() + WAIT_S
+            while set(pool.sessions) & left and time.monotonic() < deadline:
+                await _client(http, proxy, "later")  # each opens a session, which may sweep
+                await asyncio.sleep(0.05)
+            assert (set(pool.sessions) & left, set(slot.sessions) & left) == (set(), set())
+    finally:
+        await proxy.stop()
