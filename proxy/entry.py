@@ -305,6 +305,7 @@ class Entry:
         if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §9)
             held = await member.held_sessions.intercept(request, message, upstream_id)
             if held is not None:
+                backend.connector.session_used(upstream_id)
                 _count(member, message.method, relay_outcome(held), "v1", client, dialect, backend_dialect=dialect)
                 return held
         try:
@@ -341,6 +342,8 @@ class Entry:
             raise
         finally:
             work.end()
+            if session_id is not None:
+                work.session_used(session_id)  # idle from its end, as the stdio pool counts it (decision 140)
         if session_id is not None and response.status == 404:
             work.session_ended(session_id)
         outcome = relay_outcome(response)
@@ -374,6 +377,7 @@ class Entry:
                         return challenge_answer(exc, None, self.settings, request)
                     finally:
                         member.work.end()
+                        member.work.session_used(session_id)  # a stream's session is idle from its end (decision 140)
                     if response.status == 404 or (request.method == "DELETE" and response.status < 300):
                         member.work.session_ended(session_id)
                     return response

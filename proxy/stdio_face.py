@@ -99,14 +99,15 @@ class StdioFace:
                 request_id = face_lines.id_at_start(text[: face_lines.ID_PREFIX_BYTES].encode("utf-8", "replace"))
             self.emit(jsonrpc.error_response(request_id, exc))
             return
-        if message.method == "initialize":
+        if message.method == "initialize" and message.kind == "request":
             await self._initialize(message)
             return
         if self.session_id is None:  # nothing to send it on: answered here, in stdio's words (decision 142)
             self._before_initialize(message)
             return
         self._remember(message)
-        task = asyncio.ensure_future(self._send(message))
+        # The session's headers now: an initialize on the next line must not take them from under it.
+        task = asyncio.ensure_future(self._send(message, self._headers(), self._generation))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
 
@@ -147,12 +148,12 @@ class StdioFace:
         if self.session_id:
             self._listen_again()
 
-    async def _send(self, message: jsonrpc.Message) -> None:
-        """`message` on the current upstream session; when the backend answers that it does not
-        know the session (404), a new one is opened and a request is sent once more on it (a
-        404 means it did not run); a notification or response for the lost session is dropped."""
-        generation = self._generation
-        if await self._post(message, self._headers()) != LOST:
+    async def _send(self, message: jsonrpc.Message, headers: dict[str, str], generation: int) -> None:
+        """`message` on the upstream session it was read under (`headers`, `generation`); when the
+        backend answers that it does not know the session (404), a new one is opened and a request
+        is sent once more on it (a 404 means it did not run); a notification or response for the
+        lost session is dropped."""
+        if await self._post(message, headers) != LOST:
             return
         failure = await self._renew(generation, "the backend does not know the session (HTTP 404)")
         if message.kind != "request" or message.id is None:

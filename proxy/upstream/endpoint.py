@@ -159,6 +159,9 @@ class Endpoint:
         self.probe_headers: dict[str, str] = {}
         """Headers the proxy's own probe adds to its `initialize` (none over HTTP; a stdio connector's
         secret, which tells its probe from every client: docs/decisions.md §70)."""
+        self.own_session_headers: dict[str, str] = {}
+        """Added to the `initialize` of the sessions the proxy's own session face opens (`SessionPool`;
+        none over HTTP; a stdio connector's secret, so that they are not ended for being idle: §140)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
         self._lean: LeanPool | None = None
         self._request_timeout_s = request_timeout_ms / 1000
@@ -258,6 +261,10 @@ class Endpoint:
                 raise
             return response
         raise backend_unavailable(self.name, "too many redirects")
+
+    def session_used(self, session_id: str) -> None:
+        """A relayed session's request was answered by the proxy without reaching the backend (a
+        held task's): nothing to do over HTTP; a stdio connector counts it as use (decision 140)."""
 
     def with_headers(self, headers: Mapping[str, str]) -> Endpoint:
         """A view of this endpoint that adds `headers` (an `Authorization` included) to every POST:

@@ -65,7 +65,8 @@ class SessionPool:
                     before_initialized: Starting | None = None) -> UpstreamSession:
         """A new initialised session, not shared (v1_session_scope = "task")."""
         session = UpstreamSession(self.backend, capabilities)
-        await session.initialize(headers, before_initialized=before_initialized)
+        own = self.backend.own_session_headers
+        await session.initialize({**headers, **own} if own else headers, before_initialized=before_initialized)
         if session.session_id:
             self._by_id[session.session_id] = session
         return session

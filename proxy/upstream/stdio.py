@@ -40,7 +40,7 @@ from ..config import Upstream
 from ..metrics import Metrics
 from ..observe.hooks import TRACE
 from .endpoint import BackendUnreachable, Endpoint
-from .stdio_bridge import PROBE_HEADER, Bridge, BridgeResponse
+from .stdio_bridge import OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
 from .stdio_mux import ProcessSlot
 from .stdio_session import VirtualSession
 
@@ -153,10 +153,12 @@ class ProcessPool:
         slot.start()
         return slot
 
-    async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False) -> VirtualSession:
+    async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False,
+                           kept: bool = False) -> VirtualSession:
         """A virtual session for an `initialize` with these params, on a running process. The
         proxy's own probe (`probe`: it showed the connector's secret, never a client's say) joins
         any running process, else one being started, and starts one only when there is none.
+        `kept`: a session of the proxy's own session face, never ended for being idle.
         Raises `McpError`: HTTP 503 when a bound refuses a new process, HTTP 502 when none is
         running in time."""
         capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
@@ -178,6 +180,7 @@ class ProcessPool:
         if time.monotonic() - self._swept >= self.idle_s / 4:
             self.expire_idle()
         session = slot.open_session()
+        session.kept = kept
         self.sessions[session.id] = session
         if probe:
             self.probe_sessions.intersection_update(self.sessions)
@@ -199,7 +202,14 @@ class ProcessPool:
         return session
 
     def _idle(self, session: VirtualSession, now: float) -> bool:
-        return not session.inflight and session.stream is None and now - session.last_used >= self.idle_s
+        return not session.inflight and session.stream is None and now - session.last_used >= self.idle_s and not session.kept
+
+    def touch(self, session_id: str) -> None:
+        """A request of the session was answered without reaching the process (a held task's, by
+        the proxy): it is in use all the same (decision 140)."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.last_used = time.monotonic()
 
     def end(self, session: VirtualSession) -> None:
         """End a session (its DELETE, or idle): its requests in flight are cancelled in the process."""
@@ -244,6 +254,7 @@ class StdioEndpoint(Endpoint):
         self.config = config
         self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
+        self.own_session_headers = {OWN_HEADER: self.probe_headers[PROBE_HEADER]}
         self.bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER], config.max_line_bytes)
         self._runner: web.AppRunner | None = None
         self._closed = False
@@ -310,6 +321,9 @@ class StdioEndpoint(Endpoint):
         if answer.refusal is not None:
             raise answer.refusal  # the proxy's refusal, never the process's (counted proxy_refused)
         return BridgeResponse(answer, timeout_s, bridge.deadlines)
+
+    def session_used(self, session_id: str) -> None:
+        self.pool.touch(session_id)
 
     def process_down(self, reason: str) -> None:
         """A process was lost: the backend is down until a probe answers again (`/readyz`)."""

@@ -32,6 +32,10 @@ from .stdio_session import Pending, VirtualSession
 PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
 """The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
 passes a client's header of that name on, and without the secret it means nothing."""
+OWN_HEADER = "X-Mcp-Tasks-Proxy-Own"
+"""The header carrying the same secret on the `initialize` of a session the proxy's own session
+face opens (`StdioEndpoint.own_session_headers`): kept while the proxy holds it, never ended for
+being idle here (its clients' proxy sessions may be in use without reaching it; decision 140)."""
 JSON = "application/json"
 JSON_HEADERS = {"Content-Type": JSON}
 """A JSON answer's headers without a session id (shared: never changed)."""
@@ -146,8 +150,9 @@ class Bridge:
                 error = McpError(INVALID_REQUEST, "Bad Request: Missing session ID")  # the probe reads it as a server's
                 return Answer.json(jsonrpc.error_response(message.id, error), 400)
             probe = hmac.compare_digest(headers.get(PROBE_HEADER, "").encode(), self.probe_secret)
+            own = hmac.compare_digest(headers.get(OWN_HEADER, "").encode(), self.probe_secret)
             try:
-                session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe)
+                session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe, kept=own)
             except McpError as exc:
                 return Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
@@ -155,7 +160,8 @@ class Bridge:
         if session is None:
             return Answer.json(jsonrpc.error_response(message.id, session_not_found()), 404)
         if message.kind == "notification":
-            session.slot.notify(session, message.raw)
+            if message.method != "initialize":  # the process was initialized once, by the proxy (decision 141)
+                session.slot.notify(session, message.raw)
             return Answer(202, {})
         if message.kind == "response":
             session.slot.answer(session, message.raw)

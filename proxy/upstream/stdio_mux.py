@@ -199,9 +199,12 @@ class ProcessSlot:
         return session
 
     def end_session(self, session: VirtualSession) -> None:
-        """Forget a session (DELETE, or idle: decision 140): its requests in flight are cancelled in the process."""
-        for request_id in list(session.inflight):
+        """Forget a session (DELETE, or idle: decision 140): its requests in flight are cancelled in
+        the process and answered with an error at once (before, their POSTs waited for their timeout)."""
+        ended = McpError(INTERNAL_ERROR, "The session was ended (DELETE) before this request was answered; it was cancelled")
+        for request_id, pending in list(session.inflight.items()):
             self.cancel(session, request_id)
+            pending.fail(ended)
         session.end()
         self.sessions.pop(session.id, None)
         for task in session.tasks:

@@ -63,6 +63,7 @@ class VirtualSession:
     stream: asyncio.Queue[dict[str, Any]] | None = None
     backlog: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=BACKLOG))
     lost: bool = False
+    kept: bool = False  # opened by the proxy's own session face: never ended for being idle (decision 140)
     last_used: float = field(default_factory=time.monotonic)  # monotonic s: a request began or ended (decision 140)
 
     @property
