@@ -38,10 +38,14 @@ class BoundWork:
         """A relayed session was opened (its `initialize`) or used."""
         self._sessions[session_id] = self._clock()
 
-    def session_used(self, session_id: str) -> None:
-        """A request of a relayed session: refreshes it if it is counted (one opened elsewhere is not)."""
+    def session_used(self, session_id: str) -> bool:
+        """A relayed session's request began: refreshes it if it is counted (one opened elsewhere
+        is not); returns whether it is. A request that began counted renews it at its end with
+        `session_seen` (while it ran, `relayed_sessions` may have let it go: decision 140)."""
         if session_id in self._sessions:
             self._sessions[session_id] = self._clock()
+            return True
+        return False
 
     def session_ended(self, session_id: str) -> None:
         """A relayed session's DELETE was answered, or the backend no longer knows it (404)."""

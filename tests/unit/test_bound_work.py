@@ -35,3 +35,17 @@ def test_requests_in_flight_and_relayed_sessions_are_counted_until_they_end():
     assert work.relayed_sessions() == 0  # idle for longer than idle_s
     work.end()
     assert work.in_flight == 0
+
+
+def test_a_request_longer_than_idle_s_renews_its_session_at_its_end():
+    """Before, a session whose one request (or GET stream) lasted longer than `idle_s` was let go
+    while it ran and not counted after it, though the stdio pool counts it live from that end."""
+    clock = Clock()
+    work = BoundWork(idle_s=60, clock=clock)
+    work.session_seen("s1")
+    assert (work.session_used("s1"), work.session_used("opened-elsewhere")) == (True, False)
+    clock.now += 90  # the request runs
+    assert work.relayed_sessions() == 0  # in flight: counted among the requests, not the sessions
+    work.session_seen("s1")  # its end (the entry renews what began counted)
+    clock.now += 59
+    assert work.relayed_sessions() == 1
