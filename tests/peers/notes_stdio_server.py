@@ -1,8 +1,8 @@
 """A minimal stdio MCP server whose state lives in its process (for the isolation tests).
 
-A task-less 2025-11-25 server with two tools: `remember {text}` keeps a note in the process's
+A task-less 2025-11-25 server with three tools: `remember {text}` keeps a note in the process's
 memory, `recall` answers every note kept so far, joined by ", " ("" when none), so a test sees
-whose process a session reached. With `--slow-start SECONDS` it sleeps that long before it
+whose process a session reached; `hang` is never answered (a request that stays in flight). With `--slow-start SECONDS` it sleeps that long before it
 answers `initialize` (a server still being fetched or built, as `npx` does on first use).
 """
 
@@ -13,6 +13,7 @@ import time
 TOOLS = [
     {"name": "remember", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
     {"name": "recall", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "hang", "inputSchema": {"type": "object", "properties": {}}},
 ]
 
 
@@ -42,6 +43,8 @@ def main():
             send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "kept"}]}})
         elif method == "tools/call" and message["params"]["name"] == "recall":
             send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": ", ".join(notes)}]}})
+        elif method == "tools/call" and message["params"]["name"] == "hang":
+            pass  # stays in flight until the client or the proxy gives up on it
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         elif request_id is not None:

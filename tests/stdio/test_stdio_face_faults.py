@@ -183,6 +183,34 @@ async def test_before_initialize_a_ping_is_answered_and_a_request_refused_in_ord
     assert "stdio face: a notification before initialize was dropped (notifications/roots/list_changed)" in face.log()
 
 
+async def test_a_request_goes_on_the_session_it_was_read_under_and_only_a_request_is_initialize(
+    reference_v1_server: ServerProcess, tmp_path: Path
+) -> None:
+    """Before, a request followed by `initialize` in one read was sent with no session (the
+    proxy's HTTP-worded "Missing session ID"), and a notification named `initialize` ended the
+    live session (a tester's findings, docs/decisions.md §142)."""
+    face = await Face.start(tmp_path, "--upstream", reference_v1_server.url)
+    try:
+        await face.send({"jsonrpc": "2.0", "method": "initialize", "params": INITIALIZE["params"]})  # no id: dropped
+        assert (await face.initialize())["id"] == 1
+        await face.send({"jsonrpc": "2.0", "method": "initialize", "params": INITIALIZE["params"]})
+        await face.send(greet(2, "still"))
+        assert await face.read() == greeted(2, "still")
+        again = {**INITIALIZE, "id": "re"}
+        await face.send(json.dumps(greet(3, "before")).encode() + b"\n" + json.dumps(again).encode() + b"\n")
+        answers = {answer["id"]: answer for answer in (await face.read(), await face.read())}
+        assert (answers[3], answers["re"]["result"]["serverInfo"]["name"]) == (
+            greeted(3, "before"),
+            "mcp-tasks-proxy-reference-v1",
+        )
+        await face.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await face.send(greet(4, "after"))
+        assert await face.read() == greeted(4, "after")
+    finally:
+        assert await face.stop() == 0
+    assert "stdio face: a notification before initialize was dropped (initialize)" in face.log()
+
+
 async def test_a_line_over_64_mib_is_refused_and_the_next_is_answered(reference_v1_server: ServerProcess, tmp_path: Path) -> None:
     """Item 10: a line over 64 MiB used to end the process (`ValueError: Separator is not found`)."""
     face = await Face.start(tmp_path, "--upstream", reference_v1_server.url)

@@ -15,6 +15,7 @@ import time
 
 import aiohttp
 from session_support import SessionCaller
+from support import Caller
 from test_stdio_isolation import NOT_FOUND, _client, _proxy, _text
 
 from proxy.app import STATE
@@ -135,5 +136,83 @@ async def test_sessions_never_used_again_are_swept_when_later_ones_open(tmp_path
                 await _client(http, proxy, "later")  # each opens a session, which may sweep
                 await asyncio.sleep(0.05)
             assert (set(pool.sessions) & left, set(slot.sessions) & left) == (set(), set())
+    finally:
+        await proxy.stop()
+
+
+async def _use_until_idle_passed(use) -> None:
+    """Call `use()` every 0.3 s until twice `IDLE_MS` has passed (a session in use that long)."""
+    deadline = time.monotonic() + 2 * IDLE_MS / 1000
+    while time.monotonic() < deadline:
+        await use()
+        await asyncio.sleep(0.3)
+
+
+FULL = _refusal("max_processes = 1", "all 1 of its processes hold other callers' sessions")
+
+
+async def test_a_session_polling_its_held_task_is_in_use_though_the_polls_never_reach_the_process(tmp_path):
+    """A held task's `tasks/get` is answered by the proxy (docs/behaviour.md §9): before, the
+    session polling it was ended as idle, its process given to another caller (alice's note lost)."""
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, top={"session_idle_ms": IDLE_MS})
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
+            created = await alice.call("tools/call", {"name": "recall", "arguments": {}, "task": {"ttl": 60_000}})
+            task_id = created["result"]["task"]["taskId"]
+
+            async def poll() -> None:
+                assert (await alice.call("tasks/get", {"taskId": task_id}))["_status"] == 200
+
+            await _use_until_idle_passed(poll)
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+            refused = await bob.initialize()
+            assert (refused["_status"], refused["error"]) == (503, FULL)
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's note"
+    finally:
+        await proxy.stop()
+
+
+async def test_the_session_the_proxys_own_face_holds_on_a_process_is_not_ended_for_being_idle(tmp_path):
+    """A modern client's calls go over the proxy's own pooled session (docs/behaviour.md §4): before,
+    that session was ended as idle between its calls, and the process, its state with it, given away."""
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, top={"session_idle_ms": IDLE_MS})
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = Caller(http, proxy.url, authorization="Bearer alice")
+            kept = await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})
+            assert kept.result["content"] == [{"type": "text", "text": "kept"}]
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+
+            async def refused() -> None:
+                answer = await bob.initialize()
+                assert (answer["_status"], answer["error"]) == (503, FULL)
+
+            await _use_until_idle_passed(refused)
+            recalled = await alice.call("tools/call", {"name": "recall", "arguments": {}})
+            assert recalled.result["content"] == [{"type": "text", "text": "alice's note"}]
+    finally:
+        await proxy.stop()
+
+
+async def test_a_delete_answers_the_sessions_request_in_flight_at_once(tmp_path):
+    """Before, the POST of a request in flight when its session was DELETEd waited for its
+    timeout (`upstream_timeout_ms`, 300 s by default), then was 502 without its id."""
+    proxy = await _proxy(tmp_path, top={"upstream_timeout_ms": 120_000})
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={})
+            assert (await alice.initialize())["_status"] == 200
+            call = asyncio.ensure_future(alice.call("tools/call", {"name": "hang", "arguments": {}}))
+            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            deadline = time.monotonic() + WAIT_S
+            while not any(session.inflight for session in pool.sessions.values()) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)  # until the call is in the process
+            async with http.delete(proxy.url, headers=alice.headers()) as ended:
+                assert ended.status == 200
+            answer = await asyncio.wait_for(call, WAIT_S)
+            message = "The session was ended (DELETE) before this request was answered; it was cancelled"
+            assert answer == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": message}, "_status": 200}
     finally:
         await proxy.stop()
