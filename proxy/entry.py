@@ -304,8 +304,10 @@ class Entry:
             client = await backend.metrics.lasting.session_client(request.headers[H_SESSION_ID])
         if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §9)
             held = await member.held_sessions.intercept(request, message, upstream_id)
-            if held is not None:
+            if held is not None:  # answered by the proxy: the session is in use all the same (decision 140)
                 backend.connector.session_used(upstream_id)
+                if H_SESSION_ID in request.headers:
+                    member.work.session_used(request.headers[H_SESSION_ID])
                 _count(member, message.method, relay_outcome(held), "v1", client, dialect, backend_dialect=dialect)
                 return held
         try:

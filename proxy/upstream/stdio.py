@@ -207,9 +207,7 @@ class ProcessPool:
     def touch(self, session_id: str) -> None:
         """A request of the session was answered without reaching the process (a held task's, by
         the proxy): it is in use all the same (decision 140)."""
-        session = self.sessions.get(session_id)
-        if session is not None:
-            session.last_used = time.monotonic()
+        self.get(session_id)  # renewed, or ended when it was idle already (as its next request would find it)
 
     def end(self, session: VirtualSession) -> None:
         """End a session (its DELETE, or idle): its requests in flight are cancelled in the process."""

@@ -166,6 +166,7 @@ async def test_a_session_polling_its_held_task_is_in_use_though_the_polls_never_
                 assert (await alice.call("tasks/get", {"taskId": task_id}))["_status"] == 200
 
             await _use_until_idle_passed(poll)
+            assert proxy.runner.app[STATE].fleet.members[0].work.relayed_sessions() == 1  # drain counts it too
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
             refused = await bob.initialize()
             assert (refused["_status"], refused["error"]) == (503, FULL)
