@@ -16,7 +16,7 @@ import time
 import aiohttp
 from session_support import SessionCaller
 from support import Caller
-from test_stdio_isolation import NOT_FOUND, _client, _proxy, _text
+from test_stdio_isolation import NOT_FOUND, _client, _pool, _proxy, _text
 
 from proxy.app import STATE
 
@@ -42,7 +42,7 @@ async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcom
     proxy = await _proxy(tmp_path, process_scope="principal", max_processes=2, top={"session_idle_ms": IDLE_MS})
     try:
         async with aiohttp.ClientSession() as http:
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             alice = await _client(http, proxy, "alice")
             bob = await _client(http, proxy, "bob")
             assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
@@ -66,7 +66,7 @@ async def test_a_session_with_its_get_stream_open_is_in_use_and_is_not_ended(tmp
     proxy = await _proxy(tmp_path, process_scope="principal", max_processes=2, top={"session_idle_ms": IDLE_MS})
     try:
         async with aiohttp.ClientSession() as http:
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             alice = await _client(http, proxy, "alice")
             assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
             listening = await http.get(proxy.url, headers=alice.headers({"Accept": "text/event-stream"}))
@@ -89,7 +89,7 @@ async def test_a_caller_at_its_own_bound_gets_a_new_key_once_its_idle_process_ho
     proxy = await _proxy(tmp_path, process_scope="capabilities", max_processes=4, max_processes_per_principal=1, top=top)
     try:
         async with aiohttp.ClientSession() as http:
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             asking = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={"elicitation": {}})
             assert (await asking.initialize())["_status"] == 200
             sampling = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={"sampling": {}})
@@ -126,7 +126,7 @@ async def test_sessions_never_used_again_are_swept_when_later_ones_open(tmp_path
     proxy = await _proxy(tmp_path, process_scope="shared", top={"session_idle_ms": IDLE_MS})
     try:
         async with aiohttp.ClientSession() as http:
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             for who in ("a", "b", "c", "d", "e"):
                 await _client(http, proxy, who)
             left = set(pool.sessions)
@@ -206,7 +206,7 @@ async def test_a_delete_answers_the_sessions_request_in_flight_at_once(tmp_path)
             alice = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={})
             assert (await alice.initialize())["_status"] == 200
             call = asyncio.ensure_future(alice.call("tools/call", {"name": "hang", "arguments": {}}))
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             deadline = time.monotonic() + WAIT_S
             while not any(session.inflight for session in pool.sessions.values()) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)  # until the call is in the process

@@ -46,6 +46,11 @@ async def _proxy(tmp_path: Path, command: list[str] = NOTES, *, top: dict | None
     return await start(settings, keyring=Keyring(TEST_KEY))
 
 
+def _pool(proxy: RunningProxy):
+    """The stdio backend's `ProcessPool` (the one backend of `_proxy`)."""
+    return proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+
+
 def _text(answer: dict) -> str:
     return answer["result"]["content"][0]["text"]
 
@@ -67,7 +72,7 @@ async def test_a_client_naming_itself_the_probe_gets_its_own_process_not_the_new
             recalled = _text(await mallory.call("tools/call", {"name": "recall", "arguments": {}}))
             assert recalled == ""
             assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's secret"
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             # the probe's (the anonymous principal's), alice's and mallory's
             assert len(pool.slots) == 3
     finally:
@@ -126,7 +131,7 @@ async def test_invented_authorizations_are_refused_when_the_pool_is_full_and_evi
     proxy = await _proxy(tmp_path, process_scope="principal", max_processes=3)
     try:
         async with aiohttp.ClientSession() as http:
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             alice = await _client(http, proxy, "alice")
             bob = await _client(http, proxy, "bob")
             assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
@@ -175,7 +180,7 @@ async def test_one_principal_gets_at_most_its_bound_of_processes_and_others_stil
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={"sampling": {}})
             assert (await bob.initialize())["_status"] == 200
             assert _text(await plain.call("tools/call", {"name": "recall", "arguments": {}})) == ""
-            pool = proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
+            pool = _pool(proxy)
             assert sorted(pool.slots) == ['capabilities:{"elicitation":{}}', 'capabilities:{"sampling":{}}', "capabilities:{}"]
     finally:
         await proxy.stop()
