@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
 MIN_LIVENESS_TIMEOUT_MS = 100
 MAX_LIVENESS_TIMEOUT_MS = 3_600_000
+OWN_PREFIX = "x-mcp-tasks-proxy-"
+"""The (case-folded) prefix of the headers the proxy sends its stdio connectors (`proxy.upstream.stdio_bridge`)."""
 
 
 class ConfigError(Exception):
@@ -223,6 +225,17 @@ class Settings(BaseModel):
             raise ValueError(problem + ", with a host and, if any, a port from 1 to 65535 (no user or password)")
         return value
 
+    @field_validator("forward_headers")
+    @classmethod
+    def _not_the_proxys_own(cls, value: list[str]) -> list[str]:
+        """The `X-Mcp-Tasks-Proxy-` headers are the proxy's own to its stdio connectors (probe,
+        own sessions, the caller a process is for: docs/decisions.md §144): never a client's."""
+        own = [name for name in value if name.lower().startswith(OWN_PREFIX)]
+        if own:
+            raise ValueError(f"{', '.join(own)}: headers named X-Mcp-Tasks-Proxy-* are the proxy's own and are never "
+                             "forwarded from a client")
+        return value
+
     @field_validator("resource_backend")
     @classmethod
     def _resource_backend_named(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -257,20 +270,6 @@ class Settings(BaseModel):
         owners = [u.name for u in value if u.plain_ids]
         if len(owners) > 1:
             raise ValueError(f"plain_ids = true may be set on one backend only; it is set on {', '.join(owners)}")
-        return value
-
-    @field_validator("identity_header")
-    @classmethod
-    def _processes_per_caller(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """A stdio backend's `process_scope = "principal"` keys processes by `Authorization`; with
-        another identity header, callers who share an `Authorization` (a gateway's token, or
-        none) would share a process and its state (docs/decisions.md §139)."""
-        if value and value.lower() != "authorization":
-            for u in info.data.get("upstream") or ():
-                if u.command is not None and u.process_scope == "principal":
-                    raise ValueError(f"backend {u.name!r} has process_scope = \"principal\", which gives each Authorization its "
-                                     "own process, but this header tells callers apart, so callers sharing an Authorization "
-                                     "would share a process; leave identity_header unset, or give that backend another process_scope")
         return value
 
     @field_validator("store")

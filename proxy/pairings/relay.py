@@ -389,7 +389,11 @@ class Relay:
         if message is None:
             return await relay(request, self.backend.connector, None, self.settings.forward_headers, session_id=upstream_id,
                                seal_session=sealer, rewrite=rewrite)
-        return await relay(request, self.backend.connector, body, self.settings.forward_headers,
+        caller = None
+        if message.method == "initialize" and not self.backend.connector.KNOWS_CALLERS:
+            # a stdio backend's process is chosen for the proxy's principal, not the Authorization (decision 144)
+            caller = self.backend.connector.caller_headers(self._binding(request))
+        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=caller,
                            session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
                            method=message.method, request_id=message.id if message.kind == "request" else None,
                            v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids))
@@ -412,10 +416,15 @@ class Relay:
         (decision 25); for the principal of `request` when it cannot (a stdio process,
         `Endpoint.KNOWS_CALLERS`, decision 138), so that no other caller's request reaches the session."""
         name = self.backend.name
-        principal = ""
-        if not self.backend.connector.KNOWS_CALLERS:
-            principal = self.keyring.principal(request.headers.get(self.settings.identity_header_name))
+        principal = self._binding(request)
         return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), principal)
+
+    def _binding(self, request: web.Request) -> str:
+        """Whom a relayed session of this backend is bound to: no one ("") where the backend checks
+        its sessions' callers, else the principal of `request` (decision 138)."""
+        if self.backend.connector.KNOWS_CALLERS:
+            return ""
+        return self.keyring.principal(request.headers.get(self.settings.identity_header_name))
 
     def session_task_ids(self, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
         """How task ids travel on a session relayed to this backend

@@ -116,7 +116,8 @@ class OwnSessions:
     async def own(self, session: ProxySession, headers: dict[str, str]) -> UpstreamSession:
         """The v1 session's own upstream session, opened on first use (and again when the backend
         forgot it); a new one gets the session's level and URIs first."""
-        upstream = await self.backend.pool.shared(OWNER + session.id, session_capabilities(self.meta_of(session)), headers)
+        upstream = await self.backend.pool.shared(OWNER + session.id, session_capabilities(self.meta_of(session)), headers,
+                                                  caller=session.principal)
         if self._set_up.get(session.id) is not upstream:
             self._set_up[session.id] = upstream
             await self._set_again(session, upstream, headers)

@@ -163,7 +163,8 @@ class V2OverV1:
             return await self._exchange(call, name, params)
         ephemeral = self.settings.v1_session_scope == "task"
         if ephemeral:
-            session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers)
+            session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers,
+                                                    call.principal)
         else:
             session = await self._session(call)
         await self.follower.inputs.listening(session, call.upstream_headers, ephemeral=ephemeral)

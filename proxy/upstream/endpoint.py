@@ -172,6 +172,12 @@ class Endpoint:
         """Whether health checks (`check_connect`, every `health_interval_ms`) keep `refused_since`
         true between requests; only then does it shorten a request's wait (`wait_deadline`)."""
 
+    def caller_headers(self, principal: str) -> Mapping[str, str]:
+        """Added to an `initialize` opened for `principal` (the proxy's, `Keyring.principal`): none
+        over HTTP, where the server tells its callers apart by what they send; a stdio connector's
+        signed name of the caller, whose processes it keys by it (docs/decisions.md §144)."""
+        return {}
+
     @property
     def address(self) -> str:
         """Where the backend is, for log lines and profiles: its URL (a stdio connector: its command)."""

@@ -35,12 +35,13 @@ from multidict import CIMultiDict
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, McpError, backend_unavailable
+from translators.sealing import ANONYMOUS
 
 from ..config import Upstream
 from ..metrics import Metrics
 from ..observe.hooks import TRACE
 from .endpoint import BackendUnreachable, Endpoint
-from .stdio_bridge import OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
+from .stdio_bridge import CALLER_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
 from .stdio_mux import ProcessSlot
 from .stdio_session import VirtualSession
 
@@ -58,7 +59,8 @@ class ProcessPool:
     """The processes of one stdio backend and every virtual session over them.
 
     Bounds (docs/decisions.md §71): at most `max_processes` in all and `principal_processes` started
-    for one principal (the hash of its `Authorization`; a process the probe started is nobody's).
+    for one principal (the proxy's principal of the caller, which the proxy names on `initialize`,
+    decision 144; else a hash of its `Authorization`; a process the probe started is nobody's).
     A new process beyond the first bound replaces the least recently used one that holds no
     session (the probe's aside), no request in flight and no task, and beyond the second bound
     such a process of the same principal; else the `initialize` is refused (-32603, HTTP 503,
@@ -86,16 +88,20 @@ class ProcessPool:
 
     @staticmethod
     def principal(authorization: str | None) -> str:
-        """Who a caller is, to the pool: a hash of its `Authorization` ("" for none)."""
-        return hashlib.sha256((authorization or "").encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        """Who a caller the proxy did not name is, to the pool: a hash of its `Authorization`, or
+        `ANONYMOUS` without one (as the proxy's `Keyring.principal` names that caller too)."""
+        if not authorization:
+            return ANONYMOUS
+        return hashlib.sha256(authorization.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
-    def key(self, capabilities: Mapping[str, Any], authorization: str | None) -> str:
-        """Which process a session with these `initialize` capabilities and this caller goes to."""
+    def key(self, capabilities: Mapping[str, Any], owner: str) -> str:
+        """Which process a session with these `initialize` capabilities for this caller (`owner`,
+        see `open_session`) goes to."""
         scope = self.config.process_scope
         if scope == "shared":
             return "shared"
         if scope == "principal":
-            return "principal:" + self.principal(authorization)
+            return "principal:" + owner
         kept = {name: capabilities[name] for name in KEYED_CAPABILITIES if name in capabilities}
         return "capabilities:" + json.dumps(kept, sort_keys=True, separators=(",", ":"))
 
@@ -154,11 +160,13 @@ class ProcessPool:
         return slot
 
     async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False,
-                           kept: bool = False) -> VirtualSession:
+                           kept: bool = False, caller: str | None = None) -> VirtualSession:
         """A virtual session for an `initialize` with these params, on a running process. The
         proxy's own probe (`probe`: it showed the connector's secret, never a client's say) joins
         any running process, else one being started, and starts one only when there is none.
-        `kept`: a session of the proxy's own session face, never ended for being idle.
+        `kept`: a session of the proxy's own session face, never ended for being idle. `caller`:
+        the proxy's principal of the caller (its identity header's, decision 144), who the session
+        and any process it starts are for; None: a hash of `authorization` stands for it.
         Raises `McpError`: HTTP 503 when a bound refuses a new process, HTTP 502 when none is
         running in time."""
         capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
@@ -168,8 +176,8 @@ class ProcessPool:
             slot = next((s for s in reversed(self.slots.values()) if s.ready.is_set()), None) \
                 or next((s for s in reversed(self.slots.values()) if s.starting), None)
         if slot is None:
-            owner = None if probe else self.principal(authorization)
-            slot = self._slot(self.key(capabilities, authorization), capabilities, client_info, owner)
+            owner = caller or self.principal(authorization)
+            slot = self._slot(self.key(capabilities, owner), capabilities, client_info, None if probe else owner)
         if not slot.ready.is_set() and slot.starting:  # being started: wait; waiting out a backoff: not
             try:
                 await asyncio.wait_for(slot.attempt_done.wait(), START_WAIT_S)
@@ -259,6 +267,9 @@ class StdioEndpoint(Endpoint):
         self.socket_path: str | None = None
         """The bridge's Unix socket, in a directory of mode 0700 of its own (None until started)."""
         self._starting = asyncio.Lock()
+
+    def caller_headers(self, principal: str) -> Mapping[str, str]:
+        return {CALLER_HEADER: self.bridge.caller_value(principal)}
 
     @property
     def address(self) -> str:

@@ -36,6 +36,11 @@ OWN_HEADER = "X-Mcp-Tasks-Proxy-Own"
 """The header carrying the same secret on the `initialize` of a session the proxy's own session
 face opens (`StdioEndpoint.own_session_headers`): kept while the proxy holds it, never ended for
 being idle here (its clients' proxy sessions may be in use without reaching it; decision 140)."""
+CALLER_HEADER = "X-Mcp-Tasks-Proxy-Caller"
+"""The header naming, on an `initialize`, the proxy's principal of the caller a session opens for
+(`Bridge.caller_value`: the principal and a MAC of it under the probe secret), which keys the
+process under `process_scope = "principal"` (decision 144); without a valid one the pool keys by
+`Authorization`, as before."""
 JSON = "application/json"
 JSON_HEADERS = {"Content-Type": JSON}
 """A JSON answer's headers without a session id (shared: never changed)."""
@@ -127,10 +132,28 @@ class Bridge:
         self.deadlines = Deadlines(_read_timeout)
         """The read bounds of the POSTs waiting for the process (one timer for them all)."""
 
+    def _mac(self, principal: str) -> str:
+        return hmac.digest(self.probe_secret, principal.encode("utf-8", "surrogatepass"), "sha256").hex()[:32]
+
+    def caller_value(self, principal: str) -> str:
+        """The `CALLER_HEADER` value that names `principal` (inverse: `caller`)."""
+        return f"{principal}.{self._mac(principal)}"
+
+    def caller(self, headers: Mapping[str, str]) -> str | None:
+        """The principal a valid `CALLER_HEADER` names; None without one, or for a value the proxy
+        did not make (a client's header of that name, forwarded by `forward_headers`, names nobody)."""
+        value = headers.get(CALLER_HEADER)
+        if not value:
+            return None
+        principal, _, mac = value.rpartition(".")
+        if principal and hmac.compare_digest(mac.encode(), self._mac(principal).encode()):
+            return principal
+        return None
+
     async def answer(self, body: bytes, headers: Mapping[str, str], timeout_s: float | None = None, *,
                      parsed: dict[str, Any] | jsonrpc.Message | None = None) -> Answer:
         """Answer one POST of `body` with these `headers` (case-insensitive: `Mcp-Session-Id`,
-        `Authorization`, `PROBE_HEADER`); `parsed`: the message `body` holds, when the caller has it
+        `Authorization`, `PROBE_HEADER`, `OWN_HEADER`, `CALLER_HEADER`); `parsed`: the message `body` holds, when the caller has it
         (classified, not decoded again). A request's answer is JSON when its response comes first,
         else a stream (`Answer.pending`: the caller takes it to its end or abandons it, see
         `BridgeResponse`). Raises aiohttp's `SocketTimeoutError` after `timeout_s` without a message."""
@@ -152,7 +175,8 @@ class Bridge:
             probe = hmac.compare_digest(headers.get(PROBE_HEADER, "").encode(), self.probe_secret)
             own = hmac.compare_digest(headers.get(OWN_HEADER, "").encode(), self.probe_secret)
             try:
-                session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe, kept=own)
+                session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe, kept=own,
+                                                       caller=self.caller(headers))
             except McpError as exc:
                 return Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)

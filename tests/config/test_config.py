@@ -45,10 +45,9 @@ def test_cli_overrides_win_over_the_file(tmp_path):
         ("colour = 1\n", "unknown key 'colour'"),
         ("hold_after_ms = 500\n", "unknown key 'hold_after_ms' (it is a key of each backend: put it in an [[upstream]] table)"),
         (
-            'identity_header = "X-User"\n[[upstream]]\nname = "notes"\ncommand = ["x"]\nprocess_scope = "principal"\n',
-            "identity_header: Value error, backend 'notes' has process_scope = \"principal\", which gives each Authorization its own "
-            "process, but this header tells callers apart, so callers sharing an Authorization would share a process; leave "
-            "identity_header unset, or give that backend another process_scope (got 'X-User')",
+            'forward_headers = ["X-Trace", "x-mcp-tasks-proxy-caller"]\n',
+            "forward_headers: Value error, x-mcp-tasks-proxy-caller: headers named X-Mcp-Tasks-Proxy-* are the proxy's own and "
+            "are never forwarded from a client (got ['X-Trace', 'x-mcp-tasks-proxy-caller'])",
         ),
         ('[[upstream]]\nurl = "http://x"\nnmae = "a"\n', "upstream.0: unknown key 'nmae' (did you mean 'name'?)"),
         ('listen = "nohost"\n', "listen: Value error, must be HOST:PORT, e.g. 127.0.0.1:8080 (got 'nohost')"),

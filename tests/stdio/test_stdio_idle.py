@@ -16,7 +16,7 @@ import time
 import aiohttp
 from session_support import SessionCaller
 from support import Caller
-from test_stdio_isolation import NOT_FOUND, _client, _pool, _proxy, _text
+from test_stdio_isolation import NOT_FOUND, _client, _key, _pool, _proxy, _text
 
 from proxy.app import STATE
 
@@ -54,7 +54,7 @@ async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcom
             # alice and bob go away without a DELETE; once idle, carol's process replaces the older
             answer = await _taken_when_idle_passed(carol)
             assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
-            assert sorted(pool.slots) == sorted(pool.key({}, f"Bearer {who}") for who in ("bob", "carol"))
+            assert sorted(pool.slots) == sorted(_key(pool, who) for who in ("bob", "carol"))
             assert await alice.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 3, "_status": 404}
             assert await bob.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 3, "_status": 404}
             assert _text(await carol.call("tools/call", {"name": "recall", "arguments": {}})) == ""
@@ -76,7 +76,7 @@ async def test_a_session_with_its_get_stream_open_is_in_use_and_is_not_ended(tmp
             answer = await _taken_when_idle_passed(carol)
             assert answer["_status"] == 200
             # bob's idle session ended and his process made room; alice, listening, kept hers
-            assert sorted(pool.slots) == sorted(pool.key({}, f"Bearer {who}") for who in ("alice", "carol"))
+            assert sorted(pool.slots) == sorted(_key(pool, who) for who in ("alice", "carol"))
             assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's note"
             assert await bob.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 2, "_status": 404}
             listening.close()

@@ -51,6 +51,12 @@ def _pool(proxy: RunningProxy):
     return proxy.runner.app[STATE].fleet.members[0].backend.connector.pool
 
 
+def _key(pool, who: str) -> str:
+    """The process key of the relayed caller `who` (`Bearer who`) under `process_scope = "principal"`:
+    the proxy's principal of it (decision 144), as `_proxy`'s keyring makes it."""
+    return pool.key({}, Keyring(TEST_KEY).principal(f"Bearer {who}"))
+
+
 def _text(answer: dict) -> str:
     return answer["result"]["content"][0]["text"]
 
@@ -137,7 +143,7 @@ async def test_invented_authorizations_are_refused_when_the_pool_is_full_and_evi
             assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
             # the process the probe started holds only the probe's session: carol's replaces it
             carol = await _client(http, proxy, "carol")
-            assert sorted(pool.slots) == sorted(pool.key({}, f"Bearer {who}") for who in ("alice", "bob", "carol"))
+            assert sorted(pool.slots) == sorted(_key(pool, who) for who in ("alice", "bob", "carol"))
             pids = sorted(slot.process.pid for slot in pool.slots.values())
             refused = []
             for i in range(20):
