@@ -70,7 +70,9 @@ class ProcessPool:
     unused, as the proxy's own sessions do after `session_idle_ms` (decision 140): its next
     request is 404, and what it held no longer keeps a process from being replaced. Idle sessions
     are swept when a bound is reached and, at most every quarter of `idle_s`, when a session
-    opens (so sessions that are never used again cost memory for about `idle_s` at most).
+    opens (so sessions that are never used again cost memory for about `idle_s` at most). The
+    sessions the proxy's own face opens (`kept`) are not ended for being idle, except when a bound
+    is reached and they hold no task (decision 145): the proxy opens them again when next needed.
     """
 
     def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
@@ -117,7 +119,7 @@ class ProcessPool:
         if owner is not None:
             started = [key for key, started_for in self.owners.items() if started_for == owner]
             if len(started) >= self.config.principal_processes:
-                self.expire_idle()
+                self.expire_idle(kept_too=True)
                 spare = next((key for key in started if not self._holds_sessions(self.slots[key])), None)
                 if spare is None:
                     raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {len(started)} of its processes already run for this "
@@ -126,7 +128,7 @@ class ProcessPool:
                 self._stop(spare)
         if len(self.slots) < self.config.max_processes:
             return
-        self.expire_idle()
+        self.expire_idle(kept_too=True)
         spare = next((key for key, slot in self.slots.items() if not self._holds_sessions(slot)), None)
         if spare is None:
             raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.config.max_processes} of its processes hold other "
@@ -209,8 +211,12 @@ class ProcessPool:
         session.last_used = now
         return session
 
-    def _idle(self, session: VirtualSession, now: float) -> bool:
-        return not session.inflight and session.stream is None and now - session.last_used >= self.idle_s and not session.kept
+    def _idle(self, session: VirtualSession, now: float, *, kept_too: bool = False) -> bool:
+        """Unused for `idle_s` with nothing in flight and no GET stream; a session of the proxy's
+        own face (`kept`) only when `kept_too` and it holds no task (decision 145)."""
+        if session.inflight or session.stream is not None or now - session.last_used < self.idle_s:
+            return False
+        return not session.kept or (kept_too and not session.tasks)
 
     def touch(self, session_id: str) -> None:
         """A request of the session was answered without reaching the process (a held task's, by
@@ -223,10 +229,11 @@ class ProcessPool:
         self.sessions.pop(session.id, None)
         self.probe_sessions.discard(session.id)
 
-    def expire_idle(self) -> int:
-        """End every session idle longer than `idle_s` (decision 140); returns how many."""
+    def expire_idle(self, *, kept_too: bool = False) -> int:
+        """End every session idle longer than `idle_s` (decision 140), with `kept_too` the proxy's
+        own sessions that hold no task as well (a bound is reached: decision 145); returns how many."""
         now = self._swept = time.monotonic()
-        idle = [session for session in self.sessions.values() if self._idle(session, now)]
+        idle = [session for session in self.sessions.values() if self._idle(session, now, kept_too=kept_too)]
         for session in idle:
             self.end(session)
         if idle:

@@ -175,24 +175,49 @@ async def test_a_session_polling_its_held_task_is_in_use_though_the_polls_never_
         await proxy.stop()
 
 
-async def test_the_session_the_proxys_own_face_holds_on_a_process_is_not_ended_for_being_idle(tmp_path):
-    """A modern client's calls go over the proxy's own pooled session (docs/behaviour.md §4): before,
-    that session was ended as idle between its calls, and the process, its state with it, given away."""
+async def _until(condition, what: str) -> None:
+    """Wait (every 50 ms, at most `WAIT_S`) until `condition()` holds."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}"
+        await asyncio.sleep(0.05)
+
+
+def _recalled(answer) -> str:
+    return answer.result["content"][0]["text"]
+
+
+async def test_the_proxys_own_session_on_a_process_outlives_its_idle_time_until_a_bound_needs_the_process(tmp_path):
+    """A modern client's calls go over the proxy's own pooled session (docs/behaviour.md §4). It is
+    not ended for being idle between its calls (decision 140: before, it was, and the process, its
+    state with it, given away); but when a bound is reached and it has been idle `session_idle_ms`
+    with no task, it yields its process as a relayed session does (decision 145: before, such
+    sessions held their processes while the proxy ran, so modern callers could lock out every
+    newcomer), and the proxy opens it again at its next call."""
     proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, top={"session_idle_ms": IDLE_MS})
     try:
         async with aiohttp.ClientSession() as http:
+            pool = _pool(proxy)
             alice = Caller(http, proxy.url, authorization="Bearer alice")
-            kept = await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})
-            assert kept.result["content"] == [{"type": "text", "text": "kept"}]
+            assert (
+                _recalled(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
+            )
+            [own] = [session for session in pool.sessions.values() if session.kept]
+            await _until(lambda: time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+            assert _recalled(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's note"
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
-
-            async def refused() -> None:
-                answer = await bob.initialize()
-                assert (answer["_status"], answer["error"]) == (503, FULL)
-
-            await _use_until_idle_passed(refused)
-            recalled = await alice.call("tools/call", {"name": "recall", "arguments": {}})
-            assert recalled.result["content"] == [{"type": "text", "text": "alice's note"}]
+            answer = await _taken_when_idle_passed(bob)  # refused until alice's session is idle again
+            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+            assert (own.lost, sorted(pool.slots)) == (True, [_key(pool, "bob")])
+            refused = await alice.call("tools/call", {"name": "recall", "arguments": {}})
+            assert (refused.status, refused.body["error"]) == (503, FULL)
+            deadline = time.monotonic() + WAIT_S
+            while (again := await alice.call("tools/call", {"name": "recall", "arguments": {}})).status == 503:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            assert (again.status, _recalled(again)) == (200, "")  # a new process: alice's note went with the old one
+            ended = await bob.call("tools/call", {"name": "recall", "arguments": {}})  # bob had been idle in turn
+            assert ended == NOT_FOUND | {"id": bob._id, "_status": 404}
     finally:
         await proxy.stop()
 
