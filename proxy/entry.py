@@ -327,7 +327,7 @@ class Entry:
                 if lasting is not None:
                     lasting.session_begun(session_id, client)
         session_id = request.headers.get(H_SESSION_ID)
-        counted = session_id is not None and work.session_used(session_id)
+        counted = session_id is not None and work.session_began(session_id)
         work.begin()
         try:
             response = await relay.session(request, body, message, upstream_id, remember)
@@ -344,7 +344,7 @@ class Entry:
         finally:
             work.end()
             if counted:
-                work.session_seen(session_id)  # idle from its end, as the stdio pool counts it (decision 140)
+                work.session_done(session_id)  # idle from its end, as the stdio pool counts it (decision 140)
         if session_id is not None and response.status == 404:
             work.session_ended(session_id)
         outcome = relay_outcome(response)
@@ -371,7 +371,7 @@ class Entry:
                 member, upstream_id = routed
                 profile = member.backend.profile
                 if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
-                    counted = member.work.session_used(session_id)
+                    counted = member.work.session_began(session_id)
                     member.work.begin()  # a GET stream is bound work too (docs/decisions.md §84)
                     try:
                         response = await member.relay.session(request, None, None, upstream_id)
@@ -380,7 +380,7 @@ class Entry:
                     finally:
                         member.work.end()
                         if counted:
-                            member.work.session_seen(session_id)  # a stream's session is idle from its end (decision 140)
+                            member.work.session_done(session_id)  # a stream's session is idle from its end (decision 140)
                     if response.status == 404 or (request.method == "DELETE" and response.status < 300):
                         member.work.session_ended(session_id)
                     return response

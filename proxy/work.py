@@ -26,6 +26,8 @@ class BoundWork:
         self._clock = clock
         self.in_flight = 0
         self._sessions: dict[str, float] = {}
+        self._busy: dict[str, int] = {}
+        """Relayed session id → its requests and GET streams running now (`session_began`)."""
 
     def begin(self) -> None:
         """A bound request started (pair with `end`)."""
@@ -35,17 +37,36 @@ class BoundWork:
         self.in_flight -= 1
 
     def session_seen(self, session_id: str) -> None:
-        """A relayed session was opened (its `initialize`) or used."""
+        """A relayed session was opened (its `initialize`)."""
         self._sessions[session_id] = self._clock()
 
     def session_used(self, session_id: str) -> bool:
-        """A relayed session's request began: refreshes it if it is counted (one opened elsewhere
-        is not); returns whether it is. A request that began counted renews it at its end with
-        `session_seen` (while it ran, `relayed_sessions` may have let it go: decision 140)."""
+        """A relayed session was used without a request of its own reaching the backend (a held
+        task's, answered by the proxy): refreshes it if it is counted (one opened elsewhere is
+        not); returns whether it is."""
         if session_id in self._sessions:
             self._sessions[session_id] = self._clock()
             return True
         return False
+
+    def session_began(self, session_id: str) -> bool:
+        """A relayed session's request or GET stream began: as `session_used`, and while it runs
+        the session is not idle; returns whether it is counted (then pair with `session_done`)."""
+        if session_id in self._sessions:
+            self._sessions[session_id] = self._clock()
+            self._busy[session_id] = self._busy.get(session_id, 0) + 1
+            return True
+        return False
+
+    def session_done(self, session_id: str) -> None:
+        """A request or stream `session_began` counted ended: the session is idle from now, as the
+        stdio pool counts it (decision 140), unless it was ended meanwhile (a DELETE before a GET
+        stream's end must not bring it back: decision 146)."""
+        busy = self._busy.pop(session_id, 1) - 1
+        if busy:
+            self._busy[session_id] = busy
+        if session_id in self._sessions:
+            self._sessions[session_id] = self._clock()
 
     def session_ended(self, session_id: str) -> None:
         """A relayed session's DELETE was answered, or the backend no longer knows it (404)."""
@@ -54,6 +75,7 @@ class BoundWork:
     def relayed_sessions(self) -> int:
         """Relayed sessions opened here and used within `idle_s`."""
         cutoff = self._clock() - self.idle_s
-        for session_id in [sid for sid, seen in self._sessions.items() if seen < cutoff]:
+        busy = self._busy
+        for session_id in [sid for sid, seen in self._sessions.items() if seen < cutoff and sid not in busy]:
             del self._sessions[session_id]
         return len(self._sessions)

@@ -104,18 +104,26 @@ async def test_a_caller_at_its_own_bound_gets_a_new_key_once_its_idle_process_ho
         await proxy.stop()
 
 
-async def test_a_delete_ends_the_sessions_get_stream(tmp_path):
-    """Before, the GET stream of a session ended by DELETE stayed open, silent, until its client left."""
+async def test_a_delete_ends_the_sessions_get_stream_and_drain_counts_the_session_no_more(tmp_path):
+    """Before, the GET stream of a session ended by DELETE stayed open, silent, until its client
+    left; and the stream's end counted the session again for drain (decision 146), so a drained
+    backend waited `session_idle_ms` for it."""
     proxy = await _proxy(tmp_path, process_scope="principal")
     try:
         async with aiohttp.ClientSession() as http:
+            work = proxy.runner.app[STATE].fleet.members[0].work
             alice = await _client(http, proxy, "alice")
+            assert work.relayed_sessions() == 1
             async with http.get(proxy.url, headers=alice.headers({"Accept": "text/event-stream"})) as listening:
                 assert listening.status == 200
                 async with http.delete(proxy.url, headers=alice.headers()) as ended:
                     assert ended.status == 200
                 rest = await asyncio.wait_for(listening.content.read(), WAIT_S)  # to its end
                 assert b"data:" not in rest
+            deadline = time.monotonic() + WAIT_S
+            while work.in_flight and time.monotonic() < deadline:  # until the stream's handler has ended too
+                await asyncio.sleep(0.02)
+            assert (work.in_flight, work.relayed_sessions()) == (0, 0)
     finally:
         await proxy.stop()
 
