@@ -1,12 +1,17 @@
 """Debian packages the benchmark and the tests run (nginx, redis-server, valgrind): found on the
-PATH, else installed with apt-get when this runs as root, each step bounded in time."""
+PATH, else installed with apt-get when this runs as root, each step bounded in time. Installs
+are serialised across processes (tests run in several pytest workers) by a lock file in the
+project's cache directory, and a caller that waited finds the program its predecessor installed."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 from collections.abc import Callable
+
+from proxy.demo.peers import cache_root
 
 APT_TIMEOUT_S = 600.0
 
@@ -45,6 +50,14 @@ def ensure_package(program: str, package: str, log: Callable[[str], None] = lamb
         return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise error(f"{program} is not installed and this is not root with apt-get (run `apt-get install -y {package}`)")
+    lock = cache_root() / "apt.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the file closes
+        return find_program(program) or _install(program, package, log, error)
+
+
+def _install(program: str, package: str, log: Callable[[str], None], error: type[Exception]) -> str:
     log(f"installing {package} (apt-get install -y {package})")
     ok, tail = run_bounded(["apt-get", "install", "-y", "-q", package], APT_TIMEOUT_S)
     if not ok:

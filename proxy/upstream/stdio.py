@@ -71,8 +71,9 @@ class ProcessPool:
     request is 404, and what it held no longer keeps a process from being replaced. Idle sessions
     are swept when a bound is reached and, at most every quarter of `idle_s`, when a session
     opens (so sessions that are never used again cost memory for about `idle_s` at most). The
-    sessions the proxy's own face opens (`kept`) are not ended for being idle, except when a bound
-    is reached and they hold no task (decision 145): the proxy opens them again when next needed.
+    sessions the proxy's own face opens (`kept`) are not ended for being idle, except those of one
+    process when a bound is reached and they hold no task (`_spare`, decision 145): the proxy
+    opens them again when next needed.
     """
 
     def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
@@ -108,19 +109,42 @@ class ProcessPool:
         return "capabilities:" + json.dumps(kept, sort_keys=True, separators=(",", ":"))
 
     def _holds_sessions(self, slot: ProcessSlot) -> bool:
-        """Whether a process carries a session other than the probe's, a request or a task."""
-        return slot.busy or any(session_id not in self.probe_sessions for session_id in slot.sessions)
+        """Whether a process carries a session other than the probe's, a request or a task, or a
+        session is being opened on it (a newcomer waits for its start)."""
+        return slot.busy or slot.opening > 0 or any(session_id not in self.probe_sessions for session_id in slot.sessions)
+
+    def _spare(self, keys: list[str]) -> str | None:
+        """The least recently used process of `keys` that holds nothing; else the least recently
+        used one whose only sessions are the proxy's own, idle for `idle_s` and holding no task,
+        which are ended for it (decision 145: one process per newcomer, not every such session);
+        None when every one holds a caller's work. Idle relayed sessions are ended first."""
+        self.expire_idle()
+        spare = next((key for key in keys if not self._holds_sessions(self.slots[key])), None)
+        if spare is not None:
+            return spare
+        now = time.monotonic()
+        for key in keys:
+            slot = self.slots[key]
+            if slot.busy or slot.opening > 0:
+                continue
+            held = [session for session_id, session in slot.sessions.items() if session_id not in self.probe_sessions]
+            if all(self._idle(session, now, kept_too=True) for session in held):
+                for session in held:
+                    self.end(session)
+                log.info("backend %s: %d of the proxy's own session(s) idle for %g s ended to start another process",
+                         self.config.name, len(held), self.idle_s)
+                return key
+        return None
 
     def _make_room(self, owner: str | None) -> None:
         """Check the bounds for one more process started for `owner`, replacing a process that
-        holds nothing (after ending idle sessions) when a bound is reached. Raises `McpError`
-        (-32603, HTTP 503) naming the bound."""
+        holds nothing (`_spare`) when a bound is reached. Raises `McpError` (-32603, HTTP 503)
+        naming the bound."""
         name = self.config.name
         if owner is not None:
             started = [key for key, started_for in self.owners.items() if started_for == owner]
             if len(started) >= self.config.principal_processes:
-                self.expire_idle(kept_too=True)
-                spare = next((key for key in started if not self._holds_sessions(self.slots[key])), None)
+                spare = self._spare([key for key in self.slots if key in started])
                 if spare is None:
                     raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {len(started)} of its processes already run for this "
                                    f"caller (max_processes_per_principal = {self.config.principal_processes}); no other is "
@@ -128,8 +152,7 @@ class ProcessPool:
                 self._stop(spare)
         if len(self.slots) < self.config.max_processes:
             return
-        self.expire_idle(kept_too=True)
-        spare = next((key for key, slot in self.slots.items() if not self._holds_sessions(slot)), None)
+        spare = self._spare(list(self.slots))
         if spare is None:
             raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.config.max_processes} of its processes hold other "
                            f"callers' sessions (max_processes = {self.config.max_processes}); no other is started",
@@ -166,7 +189,7 @@ class ProcessPool:
         """A virtual session for an `initialize` with these params, on a running process. The
         proxy's own probe (`probe`: it showed the connector's secret, never a client's say) joins
         any running process, else one being started, and starts one only when there is none.
-        `kept`: a session of the proxy's own session face, never ended for being idle. `caller`:
+        `kept`: a session of the proxy's own session face, ended only to make room (`_spare`). `caller`:
         the proxy's principal of the caller (its identity header's, decision 144), who the session
         and any process it starts are for; None: a hash of `authorization` stands for it.
         Raises `McpError`: HTTP 503 when a bound refuses a new process, HTTP 502 when none is
@@ -181,10 +204,13 @@ class ProcessPool:
             owner = caller or self.principal(authorization)
             slot = self._slot(self.key(capabilities, owner), capabilities, client_info, None if probe else owner)
         if not slot.ready.is_set() and slot.starting:  # being started: wait; waiting out a backoff: not
+            slot.opening += 1  # not a spare for another newcomer meanwhile
             try:
                 await asyncio.wait_for(slot.attempt_done.wait(), START_WAIT_S)
             except TimeoutError:
                 pass
+            finally:
+                slot.opening -= 1
         if not slot.ready.is_set():
             raise backend_unavailable(self.config.name, "its process is still starting" if slot.starting else slot.last_failure)
         if time.monotonic() - self._swept >= self.idle_s / 4:
@@ -212,11 +238,14 @@ class ProcessPool:
         return session
 
     def _idle(self, session: VirtualSession, now: float, *, kept_too: bool = False) -> bool:
-        """Unused for `idle_s` with nothing in flight and no GET stream; a session of the proxy's
-        own face (`kept`) only when `kept_too` and it holds no task (decision 145)."""
-        if session.inflight or session.stream is not None or now - session.last_used < self.idle_s:
+        """Unused for `idle_s` with nothing in flight and no GET stream open; a session of the
+        proxy's own face (`kept`) only when `kept_too` (a bound asks) and it holds no task, its
+        GET stream then not counted: that is the proxy's own listener, not a client (decision 145)."""
+        if session.inflight or now - session.last_used < self.idle_s:
             return False
-        return not session.kept or (kept_too and not session.tasks)
+        if session.kept:
+            return kept_too and not session.tasks
+        return session.stream is None
 
     def touch(self, session_id: str) -> None:
         """A request of the session was answered without reaching the process (a held task's, by
@@ -229,11 +258,10 @@ class ProcessPool:
         self.sessions.pop(session.id, None)
         self.probe_sessions.discard(session.id)
 
-    def expire_idle(self, *, kept_too: bool = False) -> int:
-        """End every session idle longer than `idle_s` (decision 140), with `kept_too` the proxy's
-        own sessions that hold no task as well (a bound is reached: decision 145); returns how many."""
+    def expire_idle(self) -> int:
+        """End every relayed session idle longer than `idle_s` (decision 140); returns how many."""
         now = self._swept = time.monotonic()
-        idle = [session for session in self.sessions.values() if self._idle(session, now, kept_too=kept_too)]
+        idle = [session for session in self.sessions.values() if self._idle(session, now)]
         for session in idle:
             self.end(session)
         if idle:

@@ -62,6 +62,8 @@ class ProcessSlot:
         self.last_failure = "starting"
         self.initialize_result: dict[str, Any] = {}
         self.sessions: dict[str, VirtualSession] = {}
+        self.opening = 0
+        """`initialize`s waiting for this process's start to open a session on it (`ProcessPool.open_session`)."""
         self.process: StdioProcess | None = None
         self.restarts = 0
         self.last_used = time.monotonic()
@@ -181,6 +183,9 @@ class ProcessSlot:
         if self.process is not None:
             await self.process.stop()
         self.ready.clear()
+        self.starting = False
+        self.last_failure = "its process was stopped"
+        self.attempt_done.set()  # whoever waits for a start cancelled here is answered at once
         self._lose_everything("the proxy is stopping")
 
     @property

@@ -16,9 +16,10 @@ import time
 import aiohttp
 from session_support import SessionCaller
 from support import Caller
-from test_stdio_isolation import NOT_FOUND, _client, _key, _pool, _proxy, _text
+from test_stdio_isolation import NOT_FOUND, NOTES, _client, _key, _pool, _proxy, _text
 
 from proxy.app import STATE
+from proxy.upstream import stdio_tasks
 
 IDLE_MS = 1500
 WAIT_S = 30.0
@@ -248,5 +249,52 @@ async def test_a_delete_answers_the_sessions_request_in_flight_at_once(tmp_path)
             answer = await asyncio.wait_for(call, WAIT_S)
             message = "The session was ended (DELETE) before this request was answered; it was cancelled"
             assert answer == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": message}, "_status": 200}
+    finally:
+        await proxy.stop()
+
+
+async def test_a_modern_caller_whose_task_is_done_yields_the_process_though_the_proxy_still_listens(tmp_path, monkeypatch):
+    """Before a task, the proxy opens a GET stream on its pooled session to hear the server's
+    questions (`SessionListener`) and keeps it open: counted as use, it held alice's process for
+    good, and every newcomer was refused (a tester's finding, decision 145). The proxy's own stream
+    is not a client listening: once alice's task is forgotten by the pool (its ttl here, without
+    decision 134's ten minutes after it) and her session idle, bob is given the process."""
+    monkeypatch.setattr(stdio_tasks, "GRACE_S", 0.0)
+    top = {"session_idle_ms": IDLE_MS, "task_ttl_ms": 1000}
+    proxy = await _proxy(tmp_path, [*NOTES, "--tasks"], process_scope="principal", max_processes=1, top=top)
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = _pool(proxy)
+            alice = Caller(http, proxy.url, authorization="Bearer alice")
+            created = await alice.call("tools/call", {"name": "work", "arguments": {}})
+            done = await alice.poll(created.result["taskId"])
+            assert (done["status"], done["result"]["content"]) == ("completed", [{"type": "text", "text": ""}])
+            [own] = [session for session in pool.sessions.values() if session.kept]
+            [slot] = pool.slots.values()
+            await _until(lambda: own.stream is not None and not slot.busy, "listened to with its task forgotten")
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+            answer = await _taken_when_idle_passed(bob)
+            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+            assert (own.lost, sorted(pool.slots)) == (True, [_key(pool, "bob")])
+    finally:
+        await proxy.stop()
+
+
+async def test_newcomers_racing_for_one_freed_process_get_it_once_and_the_bound_at_once(tmp_path):
+    """Before, a process being started for one newcomer held no session yet, so each next newcomer
+    stopped it to start its own: 7 of 8 waited 10 s for a 502 "its process is still starting"."""
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, top={"session_idle_ms": IDLE_MS})
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+            pool = _pool(proxy)
+            [session] = [session for session in pool.sessions.values() if session.id not in pool.probe_sessions]
+            await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
+            racers = [SessionCaller(http, proxy.url, authorization=f"Bearer racer{n}", capabilities={}) for n in range(8)]
+            answers = await asyncio.gather(*(racer.initialize() for racer in racers))
+            statuses = sorted(answer["_status"] for answer in answers)
+            assert statuses == [200] + [503] * 7
+            assert [answer["error"] for answer in answers if answer["_status"] == 503] == [FULL] * 7
     finally:
         await proxy.stop()
