@@ -22,6 +22,18 @@ MIN_LIVENESS_TIMEOUT_MS = 100
 MAX_LIVENESS_TIMEOUT_MS = 3_600_000
 OWN_PREFIX = "x-mcp-tasks-proxy-"
 """The (case-folded) prefix of the headers the proxy sends its stdio connectors (`proxy.upstream.stdio_bridge`)."""
+_TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def header_fields(fields: Mapping[str, str] | list[str]) -> None:
+    """Check header field names (RFC 9110 §5.1: a token, no spaces) and, for a mapping, their values
+    (no CR, LF or NUL: RFC 9110 §5.5). Raises `ValueError` naming the first bad one; a name that is
+    not a token would never match a client's header, and one with a line break would split a head."""
+    for name in fields:
+        if not name or not set(name) <= _TCHARS:
+            raise ValueError(f"{name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only, no spaces)")
+        if isinstance(fields, Mapping) and any(c in fields[name] for c in "\r\n\0"):
+            raise ValueError(f"the value of {name} holds a line break or NUL")
 
 
 class ConfigError(Exception):
@@ -105,6 +117,7 @@ class Upstream(BaseModel):
     @field_validator("headers")
     @classmethod
     def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
+        header_fields(value)
         if any(name.lower() == "authorization" for name in value):
             raise ValueError("must not hold Authorization: it would be sent for clients that have no credentials of their own "
                              "(a client's request carries its own); give the probe's credentials as probe_headers "
@@ -114,6 +127,7 @@ class Upstream(BaseModel):
     @field_validator("probe_headers")
     @classmethod
     def _probe_headers_over_http(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        header_fields(value)
         if value and info.data.get("command") is not None:
             raise ValueError("are for a backend with a url; a stdio server takes its credentials from env")
         return value
@@ -230,10 +244,21 @@ class Settings(BaseModel):
     def _not_the_proxys_own(cls, value: list[str]) -> list[str]:
         """The `X-Mcp-Tasks-Proxy-` headers are the proxy's own to its stdio connectors (probe,
         own sessions, the caller a process is for: docs/decisions.md §144): never a client's."""
+        header_fields(value)
         own = [name for name in value if name.lower().startswith(OWN_PREFIX)]
         if own:
             raise ValueError(f"{', '.join(own)}: headers named X-Mcp-Tasks-Proxy-* are the proxy's own and are never "
                              "forwarded from a client")
+        return value
+
+    @field_validator("identity_header")
+    @classmethod
+    def _identity_header_name(cls, value: str | None) -> str | None:
+        """A header name a client sends (docs/behaviour.md §6 "Principal"), not one of the proxy's own."""
+        if value is not None:
+            header_fields([value])
+            if value.lower().startswith(OWN_PREFIX):
+                raise ValueError("headers named X-Mcp-Tasks-Proxy-* are the proxy's own, not a caller's identity")
         return value
 
     @field_validator("resource_backend")

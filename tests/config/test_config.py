@@ -49,6 +49,30 @@ def test_cli_overrides_win_over_the_file(tmp_path):
             "forward_headers: Value error, x-mcp-tasks-proxy-caller: headers named X-Mcp-Tasks-Proxy-* are the proxy's own and "
             "are never forwarded from a client (got ['X-Trace', 'x-mcp-tasks-proxy-caller'])",
         ),
+        (
+            'forward_headers = [" X-Trace"]\n',
+            "forward_headers: Value error, ' X-Trace' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only, no "
+            "spaces) (got [' X-Trace'])",
+        ),
+        (
+            'identity_header = "X-Mcp-Tasks-Proxy-Caller"\n',
+            "identity_header: Value error, headers named X-Mcp-Tasks-Proxy-* are the proxy's own, not a caller's identity "
+            "(got 'X-Mcp-Tasks-Proxy-Caller')",
+        ),
+        (
+            'identity_header = "X-User:"\n',
+            "identity_header: Value error, 'X-User:' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only, no "
+            "spaces) (got 'X-User:')",
+        ),
+        (
+            '[[upstream]]\nurl = "http://x"\nheaders = { X-Env = "a\\r\\nX-Other: b" }\n',
+            "upstream.0.headers: Value error, the value of X-Env holds a line break or NUL (got a value of type dict, not shown)",
+        ),
+        (
+            '[[upstream]]\nurl = "http://x"\nprobe_headers = { "Bad Name" = "v" }\n',
+            "upstream.0.probe_headers: Value error, 'Bad Name' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only, "
+            "no spaces) (got a value of type dict, not shown)",
+        ),
         ('[[upstream]]\nurl = "http://x"\nnmae = "a"\n', "upstream.0: unknown key 'nmae' (did you mean 'name'?)"),
         ('listen = "nohost"\n', "listen: Value error, must be HOST:PORT, e.g. 127.0.0.1:8080 (got 'nohost')"),
         ('v1_session_scope = "all"\n', "v1_session_scope: Input should be 'principal' or 'task' (got 'all')"),
