@@ -107,7 +107,7 @@ class V2OverV1:
 
     async def _session(self, call: ModernRequest, *, before_initialized: Starting | None = None) -> UpstreamSession:
         return await self.backend.pool.shared(call.principal, self.session_capabilities(call), call.upstream_headers,
-                                              before_initialized=before_initialized)
+                                              before_initialized=before_initialized, keeps_outcomes=True)
 
     async def _upstream(self, call: ModernRequest, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request on the caller's pooled session; a session the backend forgot (404 before it
@@ -164,7 +164,7 @@ class V2OverV1:
         ephemeral = self.settings.v1_session_scope == "task"
         if ephemeral:
             session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers,
-                                                    call.principal)
+                                                    call.principal, keeps_outcomes=True)  # V1Follower keeps them (§147)
         else:
             session = await self._session(call)
         await self.follower.inputs.listening(session, call.upstream_headers, ephemeral=ephemeral)

@@ -162,6 +162,10 @@ class Endpoint:
         self.own_session_headers: dict[str, str] = {}
         """Added to the `initialize` of the sessions the proxy's own session face opens (`SessionPool`;
         none over HTTP; a stdio connector's secret, so that they are not ended for being idle: §140)."""
+        self.outcome_headers: dict[str, str] = {}
+        """Added besides `own_session_headers` when the face opening the session stores every task's
+        outcome itself (none over HTTP; a stdio connector's mark, so that a finished task no longer
+        holds the session's process: docs/decisions.md §147)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
         self._lean: LeanPool | None = None
         self._request_timeout_s = request_timeout_ms / 1000

@@ -41,7 +41,7 @@ from ..config import Upstream
 from ..metrics import Metrics
 from ..observe.hooks import TRACE
 from .endpoint import BackendUnreachable, Endpoint
-from .stdio_bridge import CALLER_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
+from .stdio_bridge import CALLER_HEADER, OUTCOMES_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
 from .stdio_mux import ProcessSlot
 from .stdio_session import VirtualSession
 
@@ -73,7 +73,8 @@ class ProcessPool:
     opens (so sessions that are never used again cost memory for about `idle_s` at most). The
     sessions the proxy's own face opens (`kept`) are not ended for being idle, except those of one
     process when a bound is reached and they hold no task (`_spare`, decision 145): the proxy
-    opens them again when next needed.
+    opens them again when next needed. A task whose outcome the modern face already keeps is not
+    held (`VirtualSession.holds_tasks`, decision 147).
     """
 
     def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
@@ -115,8 +116,8 @@ class ProcessPool:
 
     def _spare(self, keys: list[str]) -> str | None:
         """The least recently used process of `keys` that holds nothing; else the least recently
-        used one whose only sessions are the proxy's own, idle for `idle_s` and holding no task,
-        which are ended for it (decision 145: one process per newcomer, not every such session);
+        used one with no request in flight whose only sessions are the proxy's own, idle for
+        `idle_s` and holding no task (`_idle`), which are ended for it (decision 145: one process per newcomer, not every such session);
         None when every one holds a caller's work. Idle relayed sessions are ended first."""
         self.expire_idle()
         spare = next((key for key in keys if not self._holds_sessions(self.slots[key])), None)
@@ -125,8 +126,9 @@ class ProcessPool:
         now = time.monotonic()
         for key in keys:
             slot = self.slots[key]
-            if slot.busy or slot.opening > 0:
-                continue
+            slot.forget_due(now)
+            if slot.opening > 0 or slot.in_flight:
+                continue  # whether a task still holds it is its session's to say (`_idle`, decision 147)
             held = [session for session_id, session in slot.sessions.items() if session_id not in self.probe_sessions]
             if all(self._idle(session, now, kept_too=True) for session in held):
                 for session in held:
@@ -185,11 +187,13 @@ class ProcessPool:
         return slot
 
     async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False,
-                           kept: bool = False, caller: str | None = None) -> VirtualSession:
+                           kept: bool = False, keeps_outcomes: bool = False, caller: str | None = None) -> VirtualSession:
         """A virtual session for an `initialize` with these params, on a running process. The
         proxy's own probe (`probe`: it showed the connector's secret, never a client's say) joins
         any running process, else one being started, and starts one only when there is none.
-        `kept`: a session of the proxy's own session face, ended only to make room (`_spare`). `caller`:
+        `kept`: a session of the proxy's own session face, ended only to make room (`_spare`);
+        `keeps_outcomes`: one whose face stores every task's outcome once its `tasks/result` is
+        answered, so a task then needs the process no more (decision 147). `caller`:
         the proxy's principal of the caller (its identity header's, decision 144), who the session
         and any process it starts are for; None: a hash of `authorization` stands for it.
         Raises `McpError`: HTTP 503 when a bound refuses a new process, HTTP 502 when none is
@@ -217,6 +221,7 @@ class ProcessPool:
             self.expire_idle()
         session = slot.open_session()
         session.kept = kept
+        session.keeps_outcomes = kept and keeps_outcomes
         self.sessions[session.id] = session
         if probe:
             self.probe_sessions.intersection_update(self.sessions)
@@ -239,12 +244,13 @@ class ProcessPool:
 
     def _idle(self, session: VirtualSession, now: float, *, kept_too: bool = False) -> bool:
         """Unused for `idle_s` with nothing in flight and no GET stream open; a session of the
-        proxy's own face (`kept`) only when `kept_too` (a bound asks) and it holds no task, its
-        GET stream then not counted: that is the proxy's own listener, not a client (decision 145)."""
+        proxy's own face (`kept`) only when `kept_too` (a bound asks) and it holds no task (none
+        whose outcome the proxy lacks, when it `keeps_outcomes`: decision 147), its GET stream then
+        not counted: that is the proxy's own listener, not a client (decision 145)."""
         if session.inflight or now - session.last_used < self.idle_s:
             return False
         if session.kept:
-            return kept_too and not session.tasks
+            return kept_too and not session.holds_tasks
         return session.stream is None
 
     def touch(self, session_id: str) -> None:
@@ -296,6 +302,7 @@ class StdioEndpoint(Endpoint):
         self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
         self.own_session_headers = {OWN_HEADER: self.probe_headers[PROBE_HEADER]}
+        self.outcome_headers = {OUTCOMES_HEADER: "kept"}
         self.bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER], config.max_line_bytes)
         self._runner: web.AppRunner | None = None
         self._closed = False

@@ -194,6 +194,15 @@ class ProcessSlot:
         self._task_owner.forget_due(time.monotonic())
         return bool(self._pending) or bool(self._task_owner)
 
+    @property
+    def in_flight(self) -> bool:
+        """Whether a request is in flight in the process (its tasks aside, which `busy` counts too)."""
+        return bool(self._pending)
+
+    def forget_due(self, now: float) -> None:
+        """Forget the tasks past their time (decision 134): their sessions hold them no more."""
+        self._task_owner.forget_due(now)
+
     # -- sessions ------------------------------------------------------------------------------
 
     def open_session(self) -> VirtualSession:
@@ -402,8 +411,10 @@ class ProcessSlot:
             task = multiplex.created_task(result)
             if task is not None:
                 self._task_owner.add(task, session, multiplex.created_task_ttl_ms(result), time.monotonic())
-            elif pending.task is not None and multiplex.terminal(result):
-                session.running_tasks.discard(pending.task)
+            elif pending.task is not None:
+                if multiplex.terminal(result):
+                    session.running_tasks.discard(pending.task)
+                session.settle(pending.task, pending.method, result)  # what its face now has of the outcome (§147)
             elif pending.method == "tasks/list" and isinstance(result, dict):
                 message = {**message, "result": multiplex.own_tasks(result, session.tasks.__contains__)}
                 line = None

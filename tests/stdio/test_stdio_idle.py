@@ -280,6 +280,46 @@ async def test_a_modern_caller_whose_task_is_done_yields_the_process_though_the_
         await proxy.stop()
 
 
+async def test_a_modern_callers_finished_task_no_longer_holds_the_process_once_the_proxy_has_its_outcome(tmp_path):
+    """A modern caller's task is the proxy's to answer once it has the task's final status and
+    payload (it keeps them in its store, docs/behaviour.md §4.4). Before, the task still held the
+    process for its ttl and ten minutes more (decision 134: 70 minutes at the default ttl), and
+    every newcomer was refused meanwhile; now only until the proxy has the outcome (decision 147),
+    and alice's finished task is answered from the store once her process is gone."""
+    proxy = await _proxy(
+        tmp_path, [*NOTES, "--tasks"], process_scope="principal", max_processes=1, top={"session_idle_ms": IDLE_MS}
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = _pool(proxy)
+            alice = Caller(http, proxy.url, authorization="Bearer alice")
+            kept = await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})
+            assert _recalled(kept) == "kept"
+            created = await alice.call("tools/call", {"name": "work", "arguments": {}})
+            task_id = created.result["taskId"]
+            [own] = [session for session in pool.sessions.values() if session.kept]
+            [slot] = pool.slots.values()
+            await _until(lambda: not slot.in_flight and time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+            refused = await bob.initialize()  # the task's outcome is still only in the process
+            assert (refused["_status"], refused["error"]) == (503, FULL)
+            done = await alice.poll(task_id)
+            assert (done["status"], done["result"]["content"]) == ("completed", [{"type": "text", "text": "alice's note"}])
+            answer = await _taken_when_idle_passed(bob)
+            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+            assert (own.lost, sorted(pool.slots)) == (True, [_key(pool, "bob")])
+            again = await alice.call("tools/call", {"name": "recall", "arguments": {}})
+            assert (again.status, again.body["error"]) == (503, FULL)  # her state went with the process; bob has it now
+            stored = await alice.call("tasks/get", {"taskId": task_id})
+            assert (stored.status, stored.result["status"], stored.result["result"]["content"]) == (
+                200,
+                "completed",
+                [{"type": "text", "text": "alice's note"}],
+            )
+    finally:
+        await proxy.stop()
+
+
 async def test_newcomers_racing_for_one_freed_process_get_it_once_and_the_bound_at_once(tmp_path):
     """Before, a process being started for one newcomer held no session yet, so each next newcomer
     stopped it to start its own: 7 of 8 waited 10 s for a 502 "its process is still starting"."""
