@@ -107,7 +107,7 @@ class V2OverV1:
 
     async def _session(self, call: ModernRequest, *, before_initialized: Starting | None = None) -> UpstreamSession:
         return await self.backend.pool.shared(call.principal, self.session_capabilities(call), call.upstream_headers,
-                                              before_initialized=before_initialized, keeps_outcomes=True)
+                                              before_initialized=before_initialized)
 
     async def _upstream(self, call: ModernRequest, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request on the caller's pooled session; a session the backend forgot (404 before it
@@ -164,7 +164,7 @@ class V2OverV1:
         ephemeral = self.settings.v1_session_scope == "task"
         if ephemeral:
             session = await self.backend.pool.fresh(upstream_client_capabilities(call.meta.client_capabilities), call.upstream_headers,
-                                                    call.principal, keeps_outcomes=True)  # V1Follower keeps them (§147)
+                                                    call.principal)
         else:
             session = await self._session(call)
         await self.follower.inputs.listening(session, call.upstream_headers, ephemeral=ephemeral)
@@ -339,5 +339,4 @@ class V2OverV1:
         except McpError as exc:
             if exc.http_status is not None:
                 raise
-        await self.follower.forget(ref)
-        return Reply(cancel_answer_v2())
+        return Reply(cancel_answer_v2())  # an outcome the proxy keeps is terminal: a cancel changes nothing (§147)

@@ -86,6 +86,9 @@ class V1Follower:
                 task = outcome_to_v2(task, payload)
             await self.inputs.finish(ref)
             await self.store.keep_outcome(ref, task, self._keep_s(task))
+            if task.ttl_ms is not None and task.ttl_ms / 1000 <= self._max_state_s:
+                # kept as long as the backend promised to keep it: the backend's copy is needed no more (§147)
+                session.backend.outcome_kept(session.session_id, ref.task)
             return task
         return await self._with_inputs(task, inputs, headers)
 
@@ -149,10 +152,6 @@ class V1Follower:
         await self.inputs.finish(ref)
         for inputs in self.inputs.tasks_of(session):
             await self.inputs.finish(inputs.ref)
-
-    async def forget(self, ref: TaskRef) -> None:
-        """Drop what is remembered of a task (e.g. after a cancel)."""
-        await self.store.forget_outcome(ref)
 
     def __len__(self) -> int:
         """Tasks followed now: those with input state plus the terminal ones remembered."""

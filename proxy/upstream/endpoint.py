@@ -162,10 +162,6 @@ class Endpoint:
         self.own_session_headers: dict[str, str] = {}
         """Added to the `initialize` of the sessions the proxy's own session face opens (`SessionPool`;
         none over HTTP; a stdio connector's secret, so that they are not ended for being idle: §140)."""
-        self.outcome_headers: dict[str, str] = {}
-        """Added besides `own_session_headers` when the face opening the session stores every task's
-        outcome itself (none over HTTP; a stdio connector's mark, so that a finished task no longer
-        holds the session's process: docs/decisions.md §147)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
         self._lean: LeanPool | None = None
         self._request_timeout_s = request_timeout_ms / 1000
@@ -181,6 +177,11 @@ class Endpoint:
         over HTTP, where the server tells its callers apart by what they send; a stdio connector's
         signed name of the caller, whose processes it keys by it (docs/decisions.md §144)."""
         return {}
+
+    def outcome_kept(self, session_id: str | None, task: str) -> None:
+        """The proxy has stored `task`'s outcome for as long as the backend promised to keep the task
+        (its ttl). Nothing over HTTP, where the server keeps its tasks as it will; a stdio
+        connector's task then no longer holds its process under a bound (docs/decisions.md §147)."""
 
     @property
     def address(self) -> str:

@@ -43,15 +43,12 @@ class SessionPool:
         self._locks: LRUCache[tuple[str, str], asyncio.Lock] = LRUCache(maxsize=max_sessions)
 
     async def shared(self, principal: str, capabilities: Mapping[str, Any], headers: Mapping[str, str], *,
-                     before_initialized: Starting | None = None, caller: str | None = None,
-                     keeps_outcomes: bool = False) -> UpstreamSession:
+                     before_initialized: Starting | None = None, caller: str | None = None) -> UpstreamSession:
         """The principal's pooled session for these capabilities, initialised on first use and
         re-initialised when the backend lost it; `before_initialized` runs when this call opens
         the session (`UpstreamSession.initialize`). `principal` keys the pool; `caller`, the
         proxy's principal of the caller the session serves, when it is not `principal` itself
-        (a v1 session's own upstream session is keyed by that session). `keeps_outcomes`: the
-        caller stores every task's outcome once it has its payload, so the backend may forget a
-        task after its `tasks/result` (`Endpoint.outcome_headers`). Raises `McpError` when
+        (a v1 session's own upstream session is keyed by that session). Raises `McpError` when
         `initialize` fails."""
         key = (principal, _capability_key(capabilities))
         session = self._shared.get(key)
@@ -63,20 +60,17 @@ class SessionPool:
         async with lock:
             session = self._shared.get(key)
             if session is None or session.lost or not session.session_id:
-                session = await self.fresh(capabilities, headers, caller or principal, before_initialized=before_initialized,
-                                           keeps_outcomes=keeps_outcomes)
+                session = await self.fresh(capabilities, headers, caller or principal, before_initialized=before_initialized)
                 self._shared[key] = session
             return session
 
     async def fresh(self, capabilities: Mapping[str, Any], headers: Mapping[str, str], caller: str, *,
-                    before_initialized: Starting | None = None, keeps_outcomes: bool = False) -> UpstreamSession:
+                    before_initialized: Starting | None = None) -> UpstreamSession:
         """A new initialised session, not shared (v1_session_scope = "task"), for the proxy's
-        principal `caller` (`Endpoint.caller_headers`); `keeps_outcomes` as for `shared`."""
+        principal `caller` (`Endpoint.caller_headers`)."""
         session = UpstreamSession(self.backend, capabilities)
-        backend = self.backend  # a stdio connector marks its own sessions and names their caller (§140, §144, §147)
+        backend = self.backend  # a stdio connector marks its own sessions and names their caller (§140, §144)
         headers = {**headers, **backend.own_session_headers, **backend.caller_headers(caller)}
-        if keeps_outcomes:
-            headers.update(backend.outcome_headers)
         await session.initialize(headers, before_initialized=before_initialized)
         if session.session_id:
             self._by_id[session.session_id] = session

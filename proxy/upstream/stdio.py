@@ -41,7 +41,7 @@ from ..config import Upstream
 from ..metrics import Metrics
 from ..observe.hooks import TRACE
 from .endpoint import BackendUnreachable, Endpoint
-from .stdio_bridge import CALLER_HEADER, OUTCOMES_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
+from .stdio_bridge import CALLER_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
 from .stdio_mux import ProcessSlot
 from .stdio_session import VirtualSession
 
@@ -73,8 +73,8 @@ class ProcessPool:
     opens (so sessions that are never used again cost memory for about `idle_s` at most). The
     sessions the proxy's own face opens (`kept`) are not ended for being idle, except those of one
     process when a bound is reached and they hold no task (`_spare`, decision 145): the proxy
-    opens them again when next needed. A task whose outcome the modern face already keeps is not
-    held (`VirtualSession.holds_tasks`, decision 147).
+    opens them again when next needed. A task whose outcome the modern face has stored is not
+    held (`outcome_kept`, `VirtualSession.holds_tasks`, decision 147).
     """
 
     def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
@@ -187,13 +187,11 @@ class ProcessPool:
         return slot
 
     async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False,
-                           kept: bool = False, keeps_outcomes: bool = False, caller: str | None = None) -> VirtualSession:
+                           kept: bool = False, caller: str | None = None) -> VirtualSession:
         """A virtual session for an `initialize` with these params, on a running process. The
         proxy's own probe (`probe`: it showed the connector's secret, never a client's say) joins
         any running process, else one being started, and starts one only when there is none.
-        `kept`: a session of the proxy's own session face, ended only to make room (`_spare`);
-        `keeps_outcomes`: one whose face stores every task's outcome once its `tasks/result` is
-        answered, so a task then needs the process no more (decision 147). `caller`:
+        `kept`: a session of the proxy's own session face, ended only to make room (`_spare`). `caller`:
         the proxy's principal of the caller (its identity header's, decision 144), who the session
         and any process it starts are for; None: a hash of `authorization` stands for it.
         Raises `McpError`: HTTP 503 when a bound refuses a new process, HTTP 502 when none is
@@ -221,7 +219,6 @@ class ProcessPool:
             self.expire_idle()
         session = slot.open_session()
         session.kept = kept
-        session.keeps_outcomes = kept and keeps_outcomes
         self.sessions[session.id] = session
         if probe:
             self.probe_sessions.intersection_update(self.sessions)
@@ -245,13 +242,21 @@ class ProcessPool:
     def _idle(self, session: VirtualSession, now: float, *, kept_too: bool = False) -> bool:
         """Unused for `idle_s` with nothing in flight and no GET stream open; a session of the
         proxy's own face (`kept`) only when `kept_too` (a bound asks) and it holds no task (none
-        whose outcome the proxy lacks, when it `keeps_outcomes`: decision 147), its GET stream then
+        but those whose outcome its face keeps: `outcome_kept`, decision 147), its GET stream then
         not counted: that is the proxy's own listener, not a client (decision 145)."""
         if session.inflight or now - session.last_used < self.idle_s:
             return False
         if session.kept:
             return kept_too and not session.holds_tasks
         return session.stream is None
+
+    def outcome_kept(self, session_id: str | None, task: str) -> None:
+        """The proxy's own face has stored `task`'s outcome for as long as the process promised to
+        keep the task: a task of a kept session whose outcome is kept does not hold the process
+        under a bound (decision 147)."""
+        session = self.sessions.get(session_id) if session_id else None
+        if session is not None and session.kept and task in session.tasks:
+            session.settled.add(task)
 
     def touch(self, session_id: str) -> None:
         """A request of the session was answered without reaching the process (a held task's, by
@@ -302,7 +307,6 @@ class StdioEndpoint(Endpoint):
         self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
         self.own_session_headers = {OWN_HEADER: self.probe_headers[PROBE_HEADER]}
-        self.outcome_headers = {OUTCOMES_HEADER: "kept"}
         self.bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER], config.max_line_bytes)
         self._runner: web.AppRunner | None = None
         self._closed = False
@@ -312,6 +316,9 @@ class StdioEndpoint(Endpoint):
 
     def caller_headers(self, principal: str) -> Mapping[str, str]:
         return {CALLER_HEADER: self.bridge.caller_value(principal)}
+
+    def outcome_kept(self, session_id: str | None, task: str) -> None:
+        self.pool.outcome_kept(session_id, task)
 
     @property
     def address(self) -> str:

@@ -36,10 +36,6 @@ OWN_HEADER = "X-Mcp-Tasks-Proxy-Own"
 """The header carrying the same secret on the `initialize` of a session the proxy's own session
 face opens (`StdioEndpoint.own_session_headers`): kept while the proxy holds it, never ended for
 being idle here (its clients' proxy sessions may be in use without reaching it; decision 140)."""
-OUTCOMES_HEADER = "X-Mcp-Tasks-Proxy-Outcomes"
-"""`kept` on the `initialize` of an own session (with `OWN_HEADER`'s secret; alone it means
-nothing) whose face stores each task's outcome once it has the task's `tasks/result`: such a task
-does not keep the process from being given to another caller (decision 147)."""
 CALLER_HEADER = "X-Mcp-Tasks-Proxy-Caller"
 """The header naming, on an `initialize`, the proxy's principal of the caller a session opens for
 (`Bridge.caller_value`: the principal and a MAC of it under the probe secret), which keys the
@@ -180,7 +176,6 @@ class Bridge:
             own = hmac.compare_digest(headers.get(OWN_HEADER, "").encode(), self.probe_secret)
             try:
                 session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe, kept=own,
-                                                       keeps_outcomes=headers.get(OUTCOMES_HEADER) == "kept",
                                                        caller=self.caller(headers))
             except McpError as exc:
                 return Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)

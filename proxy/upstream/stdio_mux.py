@@ -411,10 +411,8 @@ class ProcessSlot:
             task = multiplex.created_task(result)
             if task is not None:
                 self._task_owner.add(task, session, multiplex.created_task_ttl_ms(result), time.monotonic())
-            elif pending.task is not None:
-                if multiplex.terminal(result):
-                    session.running_tasks.discard(pending.task)
-                session.settle(pending.task, pending.method, result)  # what its face now has of the outcome (§147)
+            elif pending.task is not None and multiplex.terminal(result):
+                session.running_tasks.discard(pending.task)
             elif pending.method == "tasks/list" and isinstance(result, dict):
                 message = {**message, "result": multiplex.own_tasks(result, session.tasks.__contains__)}
                 line = None

@@ -18,9 +18,6 @@ from .inbox import Inbox
 
 BACKLOG = 256
 """Messages kept for a virtual session with no stream open to take them (oldest dropped first)."""
-RESULT, STATUS = 1, 2
-"""What of a task's outcome has reached a session (`VirtualSession.settled`): its payload, its final status."""
-SETTLED = RESULT | STATUS
 
 
 @dataclass(eq=False)
@@ -61,42 +58,21 @@ class VirtualSession:
     slot: Any  # the `stdio_mux.ProcessSlot` carrying it (not imported: stdio_mux imports this module)
     tasks: set[str] = field(default_factory=set)
     running_tasks: set[str] = field(default_factory=set)
-    settled: dict[str, int] = field(default_factory=dict)
-    """For a session that `keeps_outcomes`: task id → what of its outcome has reached it, `RESULT`
-    and `STATUS` bits (`settle`; decision 147)."""
+    settled: set[str] = field(default_factory=set)
+    """Tasks of a kept session whose outcome the proxy's face keeps (`ProcessPool.outcome_kept`, decision 147)."""
     subscriptions: set[str] = field(default_factory=set)
     inflight: dict[int, Pending] = field(default_factory=dict)
     stream: asyncio.Queue[dict[str, Any]] | None = None
     backlog: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=BACKLOG))
     lost: bool = False
     kept: bool = False  # opened by the proxy's own session face: never ended for being idle (decision 140)
-    keeps_outcomes: bool = False  # a kept session whose face stores each task's outcome once it has it (decision 147)
     last_used: float = field(default_factory=time.monotonic)  # monotonic s: a request began or ended (decision 140)
 
     @property
     def holds_tasks(self) -> bool:
-        """Whether a task of this session may still need its process: every task it created, but
-        for a session that `keeps_outcomes` only those it has not both the final status and the
-        payload of (decision 147)."""
-        if self.keeps_outcomes:
-            settled = self.settled
-            return any(settled.get(task) != SETTLED for task in self.tasks)
-        return bool(self.tasks)
-
-    def settle(self, task: str, method: str, result: Any) -> None:
-        """Note what an answer to this session's `method` for its `task` brought of the task's
-        outcome: `tasks/result` the payload (its blocking answer comes once the task has ended),
-        a `tasks/get` in a terminal status the final status (and, `cancelled`, all there is). Its
-        face stores the outcome once it has both (`proxy.state.v1_tasks.V1Follower.status`)."""
-        if not self.keeps_outcomes or task not in self.tasks:
-            return
-        if method == "tasks/result":
-            part = RESULT
-        elif method == "tasks/get" and multiplex.terminal(result):
-            part = SETTLED if result.get("status") == "cancelled" else STATUS
-        else:
-            return
-        self.settled[task] = self.settled.get(task, 0) | part
+        """Whether a task of this session may still need its process: one whose outcome the
+        proxy's face does not keep (decision 147)."""
+        return not self.settled.issuperset(self.tasks)
 
     @property
     def running(self) -> bool:

@@ -22,7 +22,7 @@ from typing import Generic, Protocol, TypeVar
 class _Creator(Protocol):
     tasks: set[str]
     running_tasks: set[str]
-    settled: dict[str, int]
+    settled: set[str]
 
 
 S = TypeVar("S", bound=_Creator)
@@ -55,7 +55,7 @@ class TaskOwners(Generic[S]):
         if previous is not None and previous[0] is not session:
             previous[0].tasks.discard(task)
             previous[0].running_tasks.discard(task)
-            previous[0].settled.pop(task, None)
+            previous[0].settled.discard(task)
         self._owners[task] = (session, due)
         session.tasks.add(task)
         session.running_tasks.add(task)
@@ -80,7 +80,7 @@ class TaskOwners(Generic[S]):
         session, _ = self._owners.pop(task)
         session.tasks.discard(task)
         session.running_tasks.discard(task)
-        session.settled.pop(task, None)
+        session.settled.discard(task)
 
     def get(self, task: str) -> S | None:
         entry = self._owners.get(task)

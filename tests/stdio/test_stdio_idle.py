@@ -280,43 +280,108 @@ async def test_a_modern_caller_whose_task_is_done_yields_the_process_though_the_
         await proxy.stop()
 
 
+async def _finished_and_idle(http, proxy, alice: Caller) -> tuple[str, object]:
+    """alice's note kept and a `work` task created (finished at once, not polled yet); returns the
+    task id and her pooled session once it and its process have been idle `2 * IDLE_MS`."""
+    assert _recalled(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
+    created = await alice.call("tools/call", {"name": "work", "arguments": {}})
+    pool = _pool(proxy)
+    [own] = [session for session in pool.sessions.values() if session.kept]
+    [slot] = pool.slots.values()
+    await _until(lambda: not slot.in_flight and time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+    return created.result["taskId"], own
+
+
+async def _refused_though_idle(http, proxy, own) -> None:
+    """bob's `initialize` is refused once alice's session has been idle again: her task holds the process."""
+    await _until(lambda: time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+    refused = await SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={}).initialize()
+    assert (refused["_status"], refused["error"]) == (503, FULL)
+
+
+NOTE = [{"type": "text", "text": "alice's note"}]
+
+
 async def test_a_modern_callers_finished_task_no_longer_holds_the_process_once_the_proxy_has_its_outcome(tmp_path):
-    """A modern caller's task is the proxy's to answer once it has the task's final status and
-    payload (it keeps them in its store, docs/behaviour.md §4.4). Before, the task still held the
-    process for its ttl and ten minutes more (decision 134: 70 minutes at the default ttl), and
-    every newcomer was refused meanwhile; now only until the proxy has the outcome (decision 147),
-    and alice's finished task is answered from the store once her process is gone."""
-    proxy = await _proxy(
-        tmp_path, [*NOTES, "--tasks"], process_scope="principal", max_processes=1, top={"session_idle_ms": IDLE_MS}
-    )
+    """A modern caller's task is the proxy's to answer once it has stored the task's outcome for
+    the task's ttl (docs/behaviour.md §4.4). Before, the task still held the process for its ttl
+    and ten minutes more (decision 134: 70 minutes at the default ttl), and every newcomer was
+    refused meanwhile; now only until the proxy has the outcome (decision 147). A cancel of the
+    finished task changes nothing (before, it dropped the stored outcome, which a process given
+    away since could not give again), and alice's task is answered from the store once her
+    process is gone."""
+    top = {"session_idle_ms": IDLE_MS}
+    proxy = await _proxy(tmp_path, [*NOTES, "--tasks"], process_scope="principal", max_processes=1, top=top)
     try:
         async with aiohttp.ClientSession() as http:
             pool = _pool(proxy)
             alice = Caller(http, proxy.url, authorization="Bearer alice")
-            kept = await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})
-            assert _recalled(kept) == "kept"
-            created = await alice.call("tools/call", {"name": "work", "arguments": {}})
-            task_id = created.result["taskId"]
-            [own] = [session for session in pool.sessions.values() if session.kept]
-            [slot] = pool.slots.values()
-            await _until(lambda: not slot.in_flight and time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
-            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
-            refused = await bob.initialize()  # the task's outcome is still only in the process
-            assert (refused["_status"], refused["error"]) == (503, FULL)
+            task_id, own = await _finished_and_idle(http, proxy, alice)
+            await _refused_though_idle(http, proxy, own)  # the outcome is still only in the process
             done = await alice.poll(task_id)
-            assert (done["status"], done["result"]["content"]) == ("completed", [{"type": "text", "text": "alice's note"}])
+            assert (done["status"], done["result"]["content"], own.settled) == ("completed", NOTE, {"task-1"})
+            cancelled = await alice.call("tasks/cancel", {"taskId": task_id})
+            assert (cancelled.status, cancelled.result) == (200, {"resultType": "complete"})
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
             answer = await _taken_when_idle_passed(bob)
             assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
             assert (own.lost, sorted(pool.slots)) == (True, [_key(pool, "bob")])
             again = await alice.call("tools/call", {"name": "recall", "arguments": {}})
             assert (again.status, again.body["error"]) == (503, FULL)  # her state went with the process; bob has it now
             stored = await alice.call("tasks/get", {"taskId": task_id})
-            assert (stored.status, stored.result["status"], stored.result["result"]["content"]) == (
-                200,
+            assert (stored.status, stored.result["status"], stored.result["result"]["content"]) == (200, "completed", NOTE)
+    finally:
+        await proxy.stop()
+
+
+async def test_a_finished_task_the_proxy_keeps_shorter_than_its_ttl_still_holds_the_process(tmp_path):
+    """`max_task_state_ms` below the task's ttl: the proxy would forget the outcome before the
+    process may, so the process stays the task's keeper (decision 147)."""
+    top = {"session_idle_ms": IDLE_MS, "max_task_state_ms": 600_000}  # the task's ttl: task_ttl_ms, an hour
+    proxy = await _proxy(tmp_path, [*NOTES, "--tasks"], process_scope="principal", max_processes=1, top=top)
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = Caller(http, proxy.url, authorization="Bearer alice")
+            task_id, own = await _finished_and_idle(http, proxy, alice)
+            done = await alice.poll(task_id)
+            assert (done["status"], done["result"]["content"], own.settled) == ("completed", NOTE, set())
+            await _refused_though_idle(http, proxy, own)
+    finally:
+        await proxy.stop()
+
+
+async def test_an_outcome_the_store_refused_to_keep_leaves_the_task_holding_the_process(tmp_path, own_redis):
+    """Redis at its `maxmemory` refuses the write of the outcome (HTTP 503 to alice's poll, the
+    backend's answers already in): the process keeps the task, and alice's next poll, once Redis
+    takes writes again, is answered by it (a tester's finding: when the answers passing the pool
+    counted as kept, bob got the process and alice's task was unknown)."""
+    import redis
+
+    top = {"session_idle_ms": IDLE_MS, "store": own_redis.url, "store_timeout_ms": 2000}
+    proxy = await _proxy(tmp_path, [*NOTES, "--tasks"], process_scope="principal", max_processes=1, top=top)
+    admin = redis.Redis.from_url(own_redis.url)
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = Caller(http, proxy.url, authorization="Bearer alice")
+            task_id, own = await _finished_and_idle(http, proxy, alice)
+            admin.config_set("maxmemory-policy", "noeviction")
+            admin.config_set("maxmemory", "1")  # below what it holds: every write is refused
+            try:
+                refused = await alice.call("tasks/get", {"taskId": task_id})
+            finally:
+                admin.config_set("maxmemory", "0")
+            reason = "OOM command not allowed when used memory > 'maxmemory'."
+            error = {"code": -32603, "message": f"task state store {own_redis.url} refused the write: {reason}"}
+            assert (refused.status, refused.body["error"], own.settled) == (503, error, set())
+            await _refused_though_idle(http, proxy, own)
+            done = await alice.poll(task_id)
+            assert (done["status"], done["result"]["content"], own.settled) == (
                 "completed",
-                [{"type": "text", "text": "alice's note"}],
+                NOTE,
+                {"task-1"},
             )
     finally:
+        admin.close()
         await proxy.stop()
 
 

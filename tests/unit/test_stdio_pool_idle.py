@@ -1,8 +1,7 @@
 """Which virtual sessions of a stdio backend count as idle (`ProcessPool._idle`,
 docs/decisions.md §140, §145): a relayed session unused for `idle_s` with nothing in flight and no
 GET stream; a session of the proxy's own face (`kept`) only when a bound asks (`kept_too`) and it
-holds no task (none whose final status and payload have not both reached it, when its face keeps
-outcomes: §147)."""
+holds no task (but those whose outcome its face keeps: §147)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import pytest
 from proxy.config import Upstream
 from proxy.upstream.stdio import ProcessPool
 from proxy.upstream.stdio_mux import ProcessSlot
-from proxy.upstream.stdio_session import RESULT, SETTLED, STATUS, Pending, VirtualSession
+from proxy.upstream.stdio_session import Pending, VirtualSession
 from translators.errors import McpError
 
 IDLE_S = 10.0
@@ -36,10 +35,8 @@ def _session(**fields) -> VirtualSession:
         ({}, True, True),
         ({"kept": True}, False, True),
         ({"kept": True, "tasks": {"t1"}}, False, False),  # its result may still be fetched
-        ({"kept": True, "tasks": {"t1"}, "settled": {"t1": SETTLED}}, False, False),  # its face may ask again (a v1 client's)
-        ({"kept": True, "keeps_outcomes": True, "tasks": {"t1"}, "settled": {"t1": SETTLED}}, False, True),  # the proxy has it
-        ({"kept": True, "keeps_outcomes": True, "tasks": {"t1"}, "settled": {"t1": RESULT}}, False, False),  # not stored yet
-        ({"kept": True, "keeps_outcomes": True, "tasks": {"t1", "t2"}, "settled": {"t1": SETTLED}}, False, False),
+        ({"kept": True, "tasks": {"t1"}, "settled": {"t1"}}, False, True),  # the proxy keeps its outcome (decision 147)
+        ({"kept": True, "tasks": {"t1", "t2"}, "settled": {"t1"}}, False, False),
         ({"tasks": {"t1"}}, True, True),  # a relayed session's tasks go with it (decision 140)
         ({"inflight": {1: Pending(None, 1, "tools/call", None)}}, False, False),
         ({"kept": True, "inflight": {1: Pending(None, 1, "tools/call", None)}}, False, False),
@@ -51,23 +48,18 @@ def test_idle_for_its_time_and_a_kept_session_only_under_a_bound(fields, idle, i
     assert (pool._idle(session, NOW - 0.001), pool._idle(session, NOW - 0.001, kept_too=True)) == (False, False)
 
 
-def test_a_session_that_keeps_outcomes_settles_a_task_once_both_its_final_status_and_its_payload_came():
-    """What its face stores once it has both (`V1Follower.status`); a cancelled task has no payload."""
-    own = VirtualSession("own", None, kept=True, keeps_outcomes=True, tasks={"t1", "t2", "t3"})
-    own.settle("t1", "tasks/get", {"taskId": "t1", "status": "working"})
-    own.settle("t1", "tasks/get", {"taskId": "t1", "status": "completed"})
-    assert own.settled == {"t1": STATUS}
-    own.settle("t1", "tasks/result", {"content": []})
-    own.settle("t2", "tasks/result", None)  # a JSON-RPC error is the payload too (the tool's failure)
-    own.settle("t3", "tasks/get", {"taskId": "t3", "status": "cancelled"})
-    own.settle("t4", "tasks/result", {"content": []})  # not this session's
-    own.settle("t2", "tasks/cancel", {"taskId": "t2", "status": "cancelled"})  # the face forgets it; its next tasks/get asks
-    assert (own.settled, own.holds_tasks) == ({"t1": SETTLED, "t2": RESULT, "t3": SETTLED}, True)
-    own.settle("t2", "tasks/get", {"taskId": "t2", "status": "failed"})
-    assert (own.settled["t2"], own.holds_tasks) == (SETTLED, False)
-    relayed = VirtualSession("relayed", None, tasks={"t1"})
-    relayed.settle("t1", "tasks/get", {"taskId": "t1", "status": "cancelled"})
-    assert (relayed.settled, relayed.holds_tasks) == ({}, True)
+def test_only_a_kept_sessions_own_task_is_settled_by_the_face():
+    """`outcome_kept` (called by `V1Follower` once the outcome is stored for the task's ttl) marks
+    a task of the proxy's own session; a relayed session's, another session's or an unknown
+    session's task is left as it is."""
+    pool = _pool()
+    own, relayed = _own("own", tasks={"t1", "t2"}), VirtualSession("relayed", None, tasks={"t3"})
+    _slot(pool, "a", own, relayed)
+    for session_id, task in (("own", "t1"), ("own", "t3"), ("relayed", "t3"), ("gone", "t1"), (None, "t1")):
+        pool.outcome_kept(session_id, task)
+    assert (own.settled, own.holds_tasks, relayed.settled, relayed.holds_tasks) == ({"t1"}, True, set(), True)
+    pool.outcome_kept("own", "t2")
+    assert (own.settled, own.holds_tasks) == ({"t1", "t2"}, False)
 
 
 def test_a_relayed_session_with_its_get_stream_open_is_never_idle_a_kept_one_is_under_a_bound():

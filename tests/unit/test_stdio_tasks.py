@@ -12,7 +12,7 @@ from proxy.upstream.stdio_tasks import GRACE_S, TaskOwners
 class Session:
     tasks: set[str] = field(default_factory=set)
     running_tasks: set[str] = field(default_factory=set)
-    settled: dict[str, int] = field(default_factory=dict)
+    settled: set[str] = field(default_factory=set)
 
 
 def test_a_task_is_kept_until_its_ttl_and_the_grace_have_passed_then_forgotten_by_its_session_too() -> None:
@@ -20,12 +20,12 @@ def test_a_task_is_kept_until_its_ttl_and_the_grace_have_passed_then_forgotten_b
     a, b = Session(), Session()
     owners.add("t1", a, 60_000, now=100.0)
     owners.add("t2", b, 120_000, now=100.0)
-    a.settled["t1"] = 3
+    a.settled.add("t1")
     assert (owners.get("t1"), owners.get("t2"), a.tasks, a.running_tasks) == (a, b, {"t1"}, {"t1"})
     assert owners.forget_due(100.0 + 60 + GRACE_S - 0.001) == 0
     assert owners.forget_due(100.0 + 60 + GRACE_S) == 1
     forgotten = ("t1" in owners, owners.get("t1"), a.tasks, a.running_tasks, a.settled, len(owners))
-    assert forgotten == (False, None, set(), set(), {}, 1)
+    assert forgotten == (False, None, set(), set(), set(), 1)
     assert owners.forget_due(100.0 + 120 + GRACE_S) == 1
     assert (bool(owners), b.tasks) == (False, set())
 
