@@ -38,7 +38,8 @@ REASONS: Final[dict[str, str]] = {
     BACKEND_UNREACHABLE: "the backend could not be reached, broke off, or did not answer in MCP (HTTP 502)",
     AUTH_REQUIRED: "the backend asked for credentials (HTTP 401/403 with a Bearer challenge)",
     PROXY_REFUSED: "the proxy refused the request itself: malformed, headers not matching the body, unsupported version, "
-    "too large, not acceptable; never sent to the backend",
+    "too large, not acceptable, or a bound of its own reached (a stdio backend's processes, HTTP 503); never sent to the "
+    "backend",
     STORE_UNREACHABLE: "the proxy's task state store did not answer (HTTP 503)",
     PROXY_ERROR: "an internal error in mcp-tasks-proxy (logged with its traceback)",
 }
@@ -74,6 +75,8 @@ def of_error(code: int, message: str, http_status: int | None, *, by_backend: bo
         return AUTH_REQUIRED, BACKEND
     if http_status == 503 and message.startswith("task state store "):
         return STORE_UNREACHABLE, PROXY
+    if http_status == 503 and not by_backend:
+        return PROXY_REFUSED, PROXY  # a bound of the proxy's own: a stdio backend's processes (docs/decisions.md §148)
     if http_status in (502, 503, 504):
         return BACKEND_UNREACHABLE, BACKEND
     if message == SESSION_NOT_FOUND:

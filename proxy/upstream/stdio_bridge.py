@@ -94,8 +94,9 @@ class Answer:
 
     @classmethod
     def refused(cls, request_id: jsonrpc.RequestId | None, error: McpError) -> Answer:
-        """The bridge's own refusal of a session's request it did not pass to the process (HTTP 400)."""
-        answer = cls.json(jsonrpc.error_response(request_id, error), 400)
+        """The bridge's own refusal of a request it did not pass to a process (HTTP 400 unless
+        `error` says: 503 for a bound reached)."""
+        answer = cls.json(jsonrpc.error_response(request_id, error), error.http_status or 400)
         answer.refusal = error
         return answer
 
@@ -178,6 +179,8 @@ class Bridge:
                 session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe, kept=own,
                                                        caller=self.caller(headers))
             except McpError as exc:
+                if not exc.by_backend:  # a bound of the pool's (HTTP 503): the proxy's refusal, not the server's (§148)
+                    return Answer.refused(message.id, exc)
                 return Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
         session = self.pool.get(session_id)

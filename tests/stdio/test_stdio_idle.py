@@ -39,7 +39,13 @@ async def _taken_when_idle_passed(caller: SessionCaller) -> dict:
         await asyncio.sleep(0.05)
 
 
-async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcomer(tmp_path):
+async def _failures(http, proxy) -> list[tuple[str, str, int]]:
+    """The status page's failures of the last hour: (mode, reason, count)."""
+    async with http.get(proxy.base_url + "/status.json") as response:
+        return [(f["mode"], f["reason"], f["count"]) for f in (await response.json())["failures"]["last_hour"]]
+
+
+async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcomer(tmp_path, caplog):
     proxy = await _proxy(tmp_path, process_scope="principal", max_processes=2, top={"session_idle_ms": IDLE_MS})
     try:
         async with aiohttp.ClientSession() as http:
@@ -49,9 +55,18 @@ async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcom
             assert _text(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
             assert _text(await bob.call("tools/call", {"name": "recall", "arguments": {}})) == ""
             carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
-            refused = await carol.initialize()
+            with caplog.at_level("INFO", logger="proxy.entry"):
+                refused = await carol.initialize()
             full = _refusal("max_processes = 2", "all 2 of its processes hold other callers' sessions")
-            assert (refused["_status"], refused["error"]) == (503, full)
+            assert (refused["_status"], refused["error"], refused["id"]) == (503, full, 1)
+            # the proxy's bound, not the server's failure (decision 148; before: backend_unreachable, and no log
+            # line); "refused" is carol's notifications/initialized, sent without a session after it
+            assert await _failures(http, proxy) == [("refused", "proxy_refused", 1), ("relayed", "proxy_refused", 1)]
+            assert [r.getMessage().split(": ", 1)[1] for r in caplog.records if r.name == "proxy.entry"] == [
+                f"-32603 {full['message']}",
+                "-32600 Bad Request: Missing session ID (session-wire clients start with initialize; 2026-07-28 clients send "
+                "the MCP-Protocol-Version header and params._meta)",
+            ]
             # alice and bob go away without a DELETE; once idle, carol's process replaces the older
             answer = await _taken_when_idle_passed(carol)
             assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
@@ -220,6 +235,7 @@ async def test_the_proxys_own_session_on_a_process_outlives_its_idle_time_until_
             assert (own.lost, sorted(pool.slots)) == (True, [_key(pool, "bob")])
             refused = await alice.call("tools/call", {"name": "recall", "arguments": {}})
             assert (refused.status, refused.body["error"]) == (503, FULL)
+            assert ("translated", "proxy_refused", 1) in await _failures(http, proxy)  # before: backend_unreachable
             deadline = time.monotonic() + WAIT_S
             while (again := await alice.call("tools/call", {"name": "recall", "arguments": {}})).status == 503:
                 assert time.monotonic() < deadline

@@ -73,12 +73,15 @@ def test_errors_the_proxy_answered_with():
         PROXY,
     )
     assert _of(McpError(-32600, "Unauthorized", http_status=401)) == (AUTH_REQUIRED, BACKEND)
+    # a stdio backend's bound, the proxy's own (decision 148; before, backend_unreachable)
+    bound = "Backend 'notes': all 2 of its processes hold other callers' sessions (max_processes = 2); no other is started"
+    assert _of(McpError(INTERNAL_ERROR, bound, http_status=503)) == (PROXY_REFUSED, PROXY)
 
 
 def test_errors_of_the_backend_raised_again():
     assert _of(backend_unavailable("old", "cannot reach it (ClientConnectorError)")) == (BACKEND_UNREACHABLE, BACKEND)
     assert _of(backend_http_error("old", 406)) == (BACKEND_REFUSED, BACKEND)
-    assert _of(backend_http_error("old", 503)) == (BACKEND_UNREACHABLE, BACKEND)
+    assert _of(backend_http_error("old", 503)) == (BACKEND_UNREACHABLE, BACKEND)  # a backend's own 503 stays its
     assert _of(from_backend({"code": -32602, "message": "Task abc not found"}), "tasks/get") == (TASK_UNKNOWN, BACKEND)
     assert _of(from_backend({"code": -32602, "message": "Invalid arguments"}), "tools/call") == (BACKEND_REFUSED, BACKEND)
     assert _of(from_backend({"code": -32601, "message": "Method not found"}), "prompts/get") == (BACKEND_REFUSED, BACKEND)
