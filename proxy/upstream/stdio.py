@@ -205,10 +205,11 @@ class ProcessPool:
         if slot is None:
             owner = caller or self.principal(authorization)
             slot = self._slot(self.key(capabilities, owner), capabilities, client_info, None if probe else owner)
-        if not slot.ready.is_set() and slot.starting:  # being started: wait; waiting out a backoff: not
+        # Being started, or (a caller's, not the probe's: it reports what is) restarted soon: wait (§149).
+        if not slot.ready.is_set() and (slot.starting if probe else slot.starts_within(START_WAIT_S)):
             slot.opening += 1  # not a spare for another newcomer meanwhile
             try:
-                await asyncio.wait_for(slot.attempt_done.wait(), START_WAIT_S)
+                await asyncio.wait_for(slot.started(), START_WAIT_S)
             except TimeoutError:
                 pass
             finally:

@@ -59,6 +59,10 @@ class ProcessSlot:
         self.attempt_done = asyncio.Event()
         """Set when a start attempt has ended (answered `initialize`, or failed); cleared at each attempt."""
         self.starting = True
+        self.attempt_begun = asyncio.Event()
+        """Set while a start attempt is under way or done; cleared while a backoff is waited out."""
+        self.retry_at: float | None = None
+        """When the next start attempt begins (monotonic s) while a backoff is waited out, else None."""
         self.last_failure = "starting"
         self.initialize_result: dict[str, Any] = {}
         self.sessions: dict[str, VirtualSession] = {}
@@ -89,7 +93,9 @@ class ProcessSlot:
             started = time.monotonic()
             self._exited.clear()
             self.starting = True
+            self.retry_at = None
             self.attempt_done.clear()
+            self.attempt_begun.set()
             reason = await self._run_once()
             self.starting = False
             self.last_failure = reason
@@ -103,6 +109,8 @@ class ProcessSlot:
                 await self.process.kill()  # found hung (one that exited is already reaped: nothing to do)
             backoff = BACKOFF_FIRST_S if time.monotonic() - started >= STEADY_S else backoff
             log.warning("backend %s: %s; starting it again in %.2f s", self.name, reason, backoff)
+            self.attempt_begun.clear()
+            self.retry_at = time.monotonic() + backoff
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
             self.restarts += 1
@@ -184,7 +192,9 @@ class ProcessSlot:
             await self.process.stop()
         self.ready.clear()
         self.starting = False
+        self.retry_at = None
         self.last_failure = "its process was stopped"
+        self.attempt_begun.set()
         self.attempt_done.set()  # whoever waits for a start cancelled here is answered at once
         self._lose_everything("the proxy is stopping")
 
@@ -193,6 +203,16 @@ class ProcessSlot:
         """Whether a request is in flight or a task created in the process may still be known to it."""
         self._task_owner.forget_due(time.monotonic())
         return bool(self._pending) or bool(self._task_owner)
+
+    def starts_within(self, wait_s: float) -> bool:
+        """Whether the process is being started, or will be once a backoff ending within `wait_s` is over."""
+        return self.starting or (self.retry_at is not None and self.retry_at - time.monotonic() <= wait_s)
+
+    async def started(self) -> None:
+        """Wait for the next start attempt to end (its backoff first, if one is waited out): the
+        process ready, or the attempt failed (`last_failure`); at once when the slot is closed."""
+        await self.attempt_begun.wait()
+        await self.attempt_done.wait()
 
     @property
     def in_flight(self) -> bool:

@@ -26,6 +26,7 @@ from translators.sealing import Keyring
 FORGOTTEN_TASK = f"{UNKNOWN_TASK}: {FORGOTTEN}"
 
 NOISY = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "noisy_stdio_server.py")]
+NOTES = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "notes_stdio_server.py")]
 
 
 def _pool(proxy: RunningProxy):
@@ -110,6 +111,44 @@ async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_
         created = (await client.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "new"}})).result
         final = await client.poll(created["taskId"])
         assert final["result"]["content"] == [{"type": "text", "text": "computed new"}]
+
+
+@pytest.mark.parametrize("backoff_s", [2.0, 60.0])
+async def test_an_initialize_during_a_restarts_backoff_waits_for_the_restart_when_it_comes_in_time(
+    tmp_path, monkeypatch, backoff_s
+):
+    """A tester's finding: an `initialize` that came while a killed process's restart waited out
+    its backoff was refused at once (HTTP 502 "the process exited with status -9"), though the
+    process was up again a quarter of a second later. Now it waits for the restart when the
+    backoff ends within the start wait (10 s), as it waits for a process being started; a longer
+    backoff is still answered at once with why the process is down."""
+    from proxy.upstream import stdio_mux
+
+    monkeypatch.setattr(stdio_mux, "BACKOFF_FIRST_S", backoff_s)  # a backoff long enough to be met for certain
+    proxy = await _proxy(NOTES, tmp_path)
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={})
+            assert (await alice.initialize())["_status"] == 200
+            [slot] = _pool(proxy).slots.values()
+            pid = slot.process.pid
+            os.kill(pid, signal.SIGKILL)
+            while slot.retry_at is None:  # the kill seen: the restart waits out its backoff
+                await asyncio.sleep(0.02)
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+            answer = await bob.initialize()
+            if backoff_s < 10:
+                assert (answer["_status"], answer["result"]["serverInfo"], slot.restarts) == (
+                    200,
+                    {"name": "notes", "version": "1"},
+                    1,
+                )
+                assert (gone(pid), slot.process.pid != pid) == (True, True)
+            else:
+                error = {"code": -32603, "message": "Backend 'noisy' unavailable: the process exited with status -9"}
+                assert (answer["_status"], answer["error"], slot.restarts) == (502, error, 0)
+    finally:
+        await proxy.stop()
 
 
 async def test_a_question_asked_before_the_task_creating_call_is_answered_reaches_the_task(tmp_path):
