@@ -138,11 +138,13 @@ class ProcessPool:
                 return key
         return None
 
-    def _make_room(self, owner: str | None) -> None:
+    def _make_room(self, owner: str | None) -> list[asyncio.Future[None]]:
         """Check the bounds for one more process started for `owner`, replacing a process that
-        holds nothing (`_spare`) when a bound is reached. Raises `McpError` (-32603, HTTP 503)
-        naming the bound."""
+        holds nothing (`_spare`) when a bound is reached; returns the stops of the processes
+        replaced, which the new one starts after (decision 150). Raises `McpError` (-32603, HTTP
+        503) naming the bound."""
         name = self.config.name
+        stops = []
         if owner is not None:
             started = [key for key, started_for in self.owners.items() if started_for == owner]
             if len(started) >= self.config.principal_processes:
@@ -151,31 +153,33 @@ class ProcessPool:
                     raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {len(started)} of its processes already run for this "
                                    f"caller (max_processes_per_principal = {self.config.principal_processes}); no other is "
                                    "started", http_status=503)
-                self._stop(spare)
+                stops.append(self._stop(spare))
         if len(self.slots) < self.config.max_processes:
-            return
+            return stops
         spare = self._spare(list(self.slots))
         if spare is None:
             raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.config.max_processes} of its processes hold other "
                            f"callers' sessions (max_processes = {self.config.max_processes}); no other is started",
                            http_status=503)
-        self._stop(spare)
+        stops.append(self._stop(spare))
+        return stops
 
-    def _stop(self, key: str) -> None:
-        """Stop the process `key`, which holds nothing, in the background (to start another)."""
+    def _stop(self, key: str) -> asyncio.Future[None]:
+        """Stop the process `key`, which holds nothing, in the background (to start another); returns the stop."""
         evicted = self.slots.pop(key)
         self.owners.pop(key, None)
         log.info("backend %s: stopping a process that holds no session to start another", self.config.name)
         stopping = asyncio.ensure_future(evicted.close())
         self._stopping.add(stopping)
         stopping.add_done_callback(self._stopping.discard)
+        return stopping
 
     def _slot(self, key: str, capabilities: Mapping[str, Any], client_info: Mapping[str, Any], owner: str | None) -> ProcessSlot:
         slot = self.slots.get(key)
         if slot is not None:
             self.slots.move_to_end(key)
             return slot
-        self._make_room(owner)
+        stops = self._make_room(owner)
         assert self.config.command is not None
         slot = ProcessSlot(self.config.name, self.config.command, env=self.config.env, cwd=self.config.cwd,
                            capabilities=capabilities, client_info=client_info, max_line_bytes=self.config.max_line_bytes,
@@ -183,7 +187,7 @@ class ProcessPool:
                            liveness_timeout_s=self.config.liveness_timeout_ms / 1000)
         self.slots[key] = slot
         self.owners[key] = owner
-        slot.start()
+        slot.start(after=stops)  # never more processes than max_processes, a replaced one's last seconds included
         return slot
 
     async def open_session(self, params: Mapping[str, Any], authorization: str | None, *, probe: bool = False,

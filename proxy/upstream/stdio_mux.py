@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from cachetools import LRUCache
@@ -83,11 +83,14 @@ class ProcessSlot:
 
     # -- supervision ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start supervising (the process is started at once, in the background)."""
-        self._supervisor = asyncio.ensure_future(self._supervise())
+    def start(self, after: Collection[asyncio.Future[None]] = ()) -> None:
+        """Start supervising: the process is started in the background, once the stops `after`
+        (of the processes it replaces) have ended (decision 150)."""
+        self._supervisor = asyncio.ensure_future(self._supervise(after))
 
-    async def _supervise(self) -> None:
+    async def _supervise(self, after: Collection[asyncio.Future[None]]) -> None:
+        if after:
+            await asyncio.wait(after)  # each stop ends with its process reaped (SIGKILL at the latest)
         backoff = BACKOFF_FIRST_S
         while not self._closed:
             started = time.monotonic()

@@ -11,10 +11,13 @@ the newcomer's `initialize` is tried again until it is taken, within a bound.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 
 import aiohttp
 from session_support import SessionCaller
+from stdio_support import gone
 from support import Caller
 from test_stdio_isolation import NOT_FOUND, NOTES, _client, _key, _pool, _proxy, _text
 
@@ -74,6 +77,30 @@ async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcom
             assert await alice.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 3, "_status": 404}
             assert await bob.call("tools/call", {"name": "recall", "arguments": {}}) == NOT_FOUND | {"id": 3, "_status": 404}
             assert _text(await carol.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+    finally:
+        await proxy.stop()
+
+
+async def test_a_newcomers_process_starts_only_once_the_one_it_replaces_has_exited(tmp_path):
+    """A tester counted 4 processes under `max_processes = 3`: a replaced process was stopped in
+    the background (EOF, SIGTERM, SIGKILL, `stop_grace_ms` apart) while its successor started at
+    once. Now the successor starts once the replaced process is reaped (decision 150); here the
+    replaced one is stopped (SIGSTOP), so only the SIGKILL ends it."""
+    top = {"session_idle_ms": IDLE_MS}
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=300, top=top)
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = _pool(proxy)
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+            [slot] = pool.slots.values()
+            old = slot.process.pid
+            os.kill(old, signal.SIGSTOP)  # deaf to EOF and SIGTERM until killed
+            carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
+            answer = await _taken_when_idle_passed(carol)
+            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+            [new] = pool.slots.values()
+            assert (gone(old), new.process.pid != old, slot.process.process.returncode) == (True, True, -signal.SIGKILL)
     finally:
         await proxy.stop()
 
