@@ -213,7 +213,7 @@ class ProcessPool:
         if not slot.ready.is_set() and (slot.starting if probe else slot.starts_within(START_WAIT_S)):
             slot.opening += 1  # not a spare for another newcomer meanwhile
             try:
-                await asyncio.wait_for(slot.started(), START_WAIT_S)
+                await asyncio.wait_for(slot.started(), slot.start_wait(START_WAIT_S))
             except TimeoutError:
                 pass
             finally:
@@ -383,6 +383,8 @@ class StdioEndpoint(Endpoint):
         answer = await bridge.answer(body, all_headers, timeout_s, parsed=parsed)
         if answer.refusal is not None:
             raise answer.refusal  # the proxy's refusal, never the process's (counted proxy_refused)
+        if answer.down is not None:  # no process to send it to: the backend's last profile stands (§149)
+            raise BackendUnreachable(answer.down.code, answer.down.message, http_status=502)
         return BridgeResponse(answer, timeout_s, bridge.deadlines)
 
     def session_used(self, session_id: str) -> None:

@@ -58,7 +58,7 @@ class Answer:
     A JSON answer keeps its `message` and is encoded only when its `body` is read: a caller that
     takes the message itself (the proxy's own session wire) neither encodes nor parses it."""
 
-    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first", "refusal")
+    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first", "refusal", "down")
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes = b"", *, session: VirtualSession | None = None,
                  pending: Pending | None = None, first: dict[str, Any] | None = None, message: dict[str, Any] | None = None,
@@ -76,6 +76,9 @@ class Answer:
         self.refusal: McpError | None = None
         """Set on a refusal of the bridge's own inside a session (the request never reached the
         process), which the in-process caller raises as the proxy's: counted `proxy_refused`."""
+        self.down: McpError | None = None
+        """Set when an `initialize` found no process running (none could be started in time): the
+        in-process caller raises it as a connection refused (`BackendUnreachable`, decision 149)."""
 
     @property
     def body(self) -> bytes:
@@ -181,7 +184,9 @@ class Bridge:
             except McpError as exc:
                 if not exc.by_backend:  # a bound of the pool's (HTTP 503): the proxy's refusal, not the server's (§148)
                     return Answer.refused(message.id, exc)
-                return Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
+                down = Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
+                down.down = exc  # nothing reached a process: as a connection refused over HTTP
+                return down
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
         session = self.pool.get(session_id)
         if session is None:

@@ -80,17 +80,21 @@ class ProcessSlot:
         self._exited: asyncio.Event = asyncio.Event()
         self._closed = False
         self._supervisor: asyncio.Task[None] | None = None
+        self._after: list[asyncio.Future[None]] = []
+        """The stops of the processes this one replaces, while its start waits for them (decision 150)."""
 
     # -- supervision ---------------------------------------------------------------------------
 
     def start(self, after: Collection[asyncio.Future[None]] = ()) -> None:
         """Start supervising: the process is started in the background, once the stops `after`
         (of the processes it replaces) have ended (decision 150)."""
-        self._supervisor = asyncio.ensure_future(self._supervise(after))
+        self._after = [stop for stop in after if not stop.done()]
+        self._supervisor = asyncio.ensure_future(self._supervise())
 
-    async def _supervise(self, after: Collection[asyncio.Future[None]]) -> None:
-        if after:
-            await asyncio.wait(after)  # each stop ends with its process reaped (SIGKILL at the latest)
+    async def _supervise(self) -> None:
+        if self._after:
+            await asyncio.wait(self._after)  # each stop ends with its process reaped (SIGKILL at the latest)
+        self._after = []
         backoff = BACKOFF_FIRST_S
         while not self._closed:
             started = time.monotonic()
@@ -193,6 +197,8 @@ class ProcessSlot:
                 await self._supervisor
         if self.process is not None:
             await self.process.stop()
+        if self._after:  # closed before it started: its stop ends when theirs do, for whoever waits on it
+            await asyncio.wait(self._after)
         self.ready.clear()
         self.starting = False
         self.retry_at = None
@@ -210,6 +216,15 @@ class ProcessSlot:
     def starts_within(self, wait_s: float) -> bool:
         """Whether the process is being started, or will be once a backoff ending within `wait_s` is over."""
         return self.starting or (self.retry_at is not None and self.retry_at - time.monotonic() <= wait_s)
+
+    def start_wait(self, wait_s: float) -> float:
+        """How long (s) a newcomer may wait for the start: `wait_s` for the start itself, after what
+        is left of a backoff and, while the processes it replaces are being stopped, their stop
+        (EOF, SIGTERM, SIGKILL: two `grace_s` at most) — so a healthy start is not cut short by the
+        waits before it (decisions 149, 150)."""
+        backoff = max(0.0, self.retry_at - time.monotonic()) if self.retry_at is not None else 0.0
+        stopping = 2 * self.grace_s + 1.0 if any(not stop.done() for stop in self._after) else 0.0
+        return wait_s + backoff + stopping
 
     async def started(self) -> None:
         """Wait for the next start attempt to end (its backoff first, if one is waited out): the

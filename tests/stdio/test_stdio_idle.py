@@ -11,6 +11,7 @@ the newcomer's `initialize` is tried again until it is taken, within a bound.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -101,6 +102,37 @@ async def test_a_newcomers_process_starts_only_once_the_one_it_replaces_has_exit
             assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
             [new] = pool.slots.values()
             assert (gone(old), new.process.pid != old, slot.process.process.returncode) == (True, True, -signal.SIGKILL)
+    finally:
+        await proxy.stop()
+
+
+async def test_a_process_given_away_before_it_started_still_waits_for_the_one_it_replaced(tmp_path):
+    """A tester's finding: a newcomer (bob) whose process waited for the replaced one (alice's,
+    stopped with SIGSTOP) gave up; his slot, holding nothing, was given to the next newcomer (carol)
+    and closed at once, and carol's process started beside alice's: two processes under
+    `max_processes = 1`. A slot closed before it started now ends when the stops it waited for do
+    (decision 150)."""
+    top = {"session_idle_ms": IDLE_MS}
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=1000, top=top)
+    try:
+        async with aiohttp.ClientSession() as http:
+            pool = _pool(proxy)
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+            [first] = pool.slots.values()
+            old = first.process.pid
+            os.kill(old, signal.SIGSTOP)  # its stop takes two graces: EOF and SIGTERM are not heard
+            [session] = [s for s in pool.sessions.values() if s.id not in pool.probe_sessions]
+            await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
+            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(bob.initialize(), 0.3)  # bob gives up while alice's process is being stopped
+            [bobs] = pool.slots.values()
+            await _until(lambda: bobs.opening == 0, "bob's wait ended")
+            carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
+            answer = await carol.initialize()
+            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+            assert (gone(old), first.process.process.returncode, bobs.process) == (True, -signal.SIGKILL, None)
     finally:
         await proxy.stop()
 

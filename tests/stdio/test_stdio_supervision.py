@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -121,7 +122,9 @@ async def test_an_initialize_during_a_restarts_backoff_waits_for_the_restart_whe
     its backoff was refused at once (HTTP 502 "the process exited with status -9"), though the
     process was up again a quarter of a second later. Now it waits for the restart when the
     backoff ends within the start wait (10 s), as it waits for a process being started; a longer
-    backoff is still answered at once with why the process is down."""
+    backoff is still answered at once with why the process is down. The re-probe the loss asks for
+    meets the same backoff: the backend's last profile stands, as for one that refuses
+    connections (a tester's finding: the probe's 502 was the newcomer's answer)."""
     from proxy.upstream import stdio_mux
 
     monkeypatch.setattr(stdio_mux, "BACKOFF_FIRST_S", backoff_s)  # a backoff long enough to be met for certain
@@ -131,6 +134,9 @@ async def test_an_initialize_during_a_restarts_backoff_waits_for_the_restart_whe
             alice = SessionCaller(http, proxy.url, authorization="Bearer alice", capabilities={})
             assert (await alice.initialize())["_status"] == 200
             [slot] = _pool(proxy).slots.values()
+            backend = proxy.runner.app[STATE].fleet.members[0].backend
+            while time.monotonic() - backend._last_probe < 1.5:  # the loss's re-probe is then not held back
+                await asyncio.sleep(0.05)
             pid = slot.process.pid
             os.kill(pid, signal.SIGKILL)
             while slot.retry_at is None:  # the kill seen: the restart waits out its backoff
