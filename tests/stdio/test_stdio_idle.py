@@ -82,21 +82,29 @@ async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcom
         await proxy.stop()
 
 
+async def _alices_process_stopped(http, proxy) -> tuple[object, int]:
+    """alice's relayed session used once, then her process stopped (SIGSTOP): deaf to the EOF and
+    SIGTERM of a stop until its SIGKILL, two `stop_grace_ms` later. Returns its slot and PID."""
+    alice = await _client(http, proxy, "alice")
+    assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+    [slot] = _pool(proxy).slots.values()
+    pid = slot.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    return slot, pid
+
+
 async def test_a_newcomers_process_starts_only_once_the_one_it_replaces_has_exited(tmp_path):
     """A tester counted 4 processes under `max_processes = 3`: a replaced process was stopped in
     the background (EOF, SIGTERM, SIGKILL, `stop_grace_ms` apart) while its successor started at
     once. Now the successor starts once the replaced process is reaped (decision 150); here the
     replaced one is stopped (SIGSTOP), so only the SIGKILL ends it."""
-    top = {"session_idle_ms": IDLE_MS}
-    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=300, top=top)
+    proxy = await _proxy(
+        tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=300, top={"session_idle_ms": IDLE_MS}
+    )
     try:
         async with aiohttp.ClientSession() as http:
             pool = _pool(proxy)
-            alice = await _client(http, proxy, "alice")
-            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
-            [slot] = pool.slots.values()
-            old = slot.process.pid
-            os.kill(old, signal.SIGSTOP)  # deaf to EOF and SIGTERM until killed
+            slot, old = await _alices_process_stopped(http, proxy)
             carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
             answer = await _taken_when_idle_passed(carol)
             assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
@@ -112,16 +120,13 @@ async def test_a_process_given_away_before_it_started_still_waits_for_the_one_it
     and closed at once, and carol's process started beside alice's: two processes under
     `max_processes = 1`. A slot closed before it started now ends when the stops it waited for do
     (decision 150)."""
-    top = {"session_idle_ms": IDLE_MS}
-    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=1000, top=top)
+    proxy = await _proxy(
+        tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=1000, top={"session_idle_ms": IDLE_MS}
+    )
     try:
         async with aiohttp.ClientSession() as http:
             pool = _pool(proxy)
-            alice = await _client(http, proxy, "alice")
-            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
-            [first] = pool.slots.values()
-            old = first.process.pid
-            os.kill(old, signal.SIGSTOP)  # its stop takes two graces: EOF and SIGTERM are not heard
+            first, old = await _alices_process_stopped(http, proxy)
             [session] = [s for s in pool.sessions.values() if s.id not in pool.probe_sessions]
             await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
