@@ -73,7 +73,7 @@ def unsupported_version(requested: str) -> McpError:
 
 
 UNKNOWN_TASK = "Unknown task"
-NOT_ISSUED = "the id does not unseal: it was not issued by this proxy to this caller, or it was altered"
+NOT_ISSUED = "the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered"
 """Why a task id is unknown when it is not one the proxy sealed for this principal: forged,
 mangled (a byte changed, cut short), sealed with another key, or another principal's (the same
 words for each, on purpose: docs/behaviour.md §6)."""

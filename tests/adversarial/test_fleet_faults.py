@@ -52,7 +52,9 @@ peers = pytest.mark.peers
 
 KEYRING = Keyring(TEST_KEY)
 LATER_MS = 4_102_444_800_000  # 2100-01-01: a requestState that has not expired
-DOES_NOT_UNSEAL = "Unknown task: the id does not unseal: it was not issued by this proxy to this caller, or it was altered"
+DOES_NOT_UNSEAL = (
+    "Unknown task: the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered"
+)
 NOT_ISSUED = "Unknown task: params.taskId must be a task id issued by this proxy"
 CONFIRM = {"input-1": {"action": "accept", "content": {"confirm": True}}}
 GREET = {"name": "greet", "arguments": {"name": "x"}}

@@ -39,7 +39,9 @@ pytestmark = pytest.mark.peers
 
 KEYRING = Keyring(TEST_KEY)
 LATER_MS = 4_102_444_800_000  # 2100-01-01: a requestState that has not expired
-UNKNOWN_TASK = "Unknown task: the id does not unseal: it was not issued by this proxy to this caller, or it was altered"
+UNKNOWN_TASK = (
+    "Unknown task: the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered"
+)
 GONE_BACKEND = "Unknown task: the backend that held it is no longer configured"
 ELSEWHERE = (
     "Unknown task: the id names a task this backend does not hold: one of another backend, or of this backend before its upgrade"

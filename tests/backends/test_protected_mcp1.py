@@ -252,7 +252,7 @@ async def test_a_task_created_under_one_token_cannot_be_read_with_another(protec
             assert (refused.status, refused.body["error"]["code"], refused.body["error"]["message"]) == (
                 400,
                 -32602,
-                "Unknown task: the id does not unseal: it was not issued by this proxy to this caller, or it was altered",
+                "Unknown task: the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered",
             )
         done = await alice.poll(task_id)
         assert (done["status"], done["result"]["content"]) == ("completed", [{"type": "text", "text": "echo mine"}])

@@ -199,7 +199,7 @@ def test_unknown_task_is_32602_and_says_why():
         "message": "Unknown task: the backend no longer knows it: it ended and was forgotten, its ttl passed, or the backend restarted",
     }
     assert [unknown_task(why).message for why in (NOT_ISSUED, ELSEWHERE, NOT_OF_SESSION)] == [
-        "Unknown task: the id does not unseal: it was not issued by this proxy to this caller, or it was altered",
+        "Unknown task: the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered",
         "Unknown task: the id names a task this backend does not hold: one of another backend, or of this backend before its upgrade",
         "Unknown task: the id names no task of this session",
     ]
