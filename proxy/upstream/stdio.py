@@ -117,8 +117,8 @@ class ProcessPool:
     def _spare(self, keys: list[str]) -> str | None:
         """The least recently used process of `keys` that holds nothing; else the least recently
         used one with no request in flight whose only sessions are the proxy's own, idle for
-        `idle_s` and holding no task (`_idle`), which are ended for it (decision 145: one process per newcomer, not every such session);
-        None when every one holds a caller's work. Idle relayed sessions are ended first."""
+        `idle_s` and holding no task (`_idle`), which are ended for it (decision 145: one process
+        per newcomer, not every such session); None when every one holds a caller's work. Idle relayed sessions are ended first."""
         self.expire_idle()
         spare = next((key for key in keys if not self._holds_sessions(self.slots[key])), None)
         if spare is not None:
@@ -382,9 +382,7 @@ class StdioEndpoint(Endpoint):
         bridge = self.bridge
         answer = await bridge.answer(body, all_headers, timeout_s, parsed=parsed)
         if answer.refusal is not None:
-            raise answer.refusal  # the proxy's refusal, never the process's (counted proxy_refused)
-        if answer.down is not None:  # no process to send it to: the backend's last profile stands (§149)
-            raise BackendUnreachable(answer.down.code, answer.down.message, http_status=502)
+            raise answer.refusal  # never the process's: the proxy's refusal, or no process to send it to (§148, §149)
         return BridgeResponse(answer, timeout_s, bridge.deadlines)
 
     def session_used(self, session_id: str) -> None:

@@ -26,6 +26,7 @@ from translators import jsonrpc, multiplex
 from translators.errors import INVALID_REQUEST, McpError, session_not_found
 from translators.protocol import H_SESSION_ID
 
+from .endpoint import BackendUnreachable
 from .inbox import Deadlines
 from .stdio_session import Pending, VirtualSession
 
@@ -58,7 +59,7 @@ class Answer:
     A JSON answer keeps its `message` and is encoded only when its `body` is read: a caller that
     takes the message itself (the proxy's own session wire) neither encodes nor parses it."""
 
-    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first", "refusal", "down")
+    __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first", "refusal")
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes = b"", *, session: VirtualSession | None = None,
                  pending: Pending | None = None, first: dict[str, Any] | None = None, message: dict[str, Any] | None = None,
@@ -74,11 +75,10 @@ class Answer:
         self.pending = pending
         self.first = first
         self.refusal: McpError | None = None
-        """Set on a refusal of the bridge's own inside a session (the request never reached the
-        process), which the in-process caller raises as the proxy's: counted `proxy_refused`."""
-        self.down: McpError | None = None
-        """Set when an `initialize` found no process running (none could be started in time): the
-        in-process caller raises it as a connection refused (`BackendUnreachable`, decision 149)."""
+        """Set when the request never reached a process, which the in-process caller raises: the
+        bridge's own refusal, counted `proxy_refused` (decisions 141, 148), or, for an `initialize`
+        that found no process running, a `BackendUnreachable`, as a connection refused over HTTP
+        (decision 149)."""
 
     @property
     def body(self) -> bytes:
@@ -97,8 +97,8 @@ class Answer:
 
     @classmethod
     def refused(cls, request_id: jsonrpc.RequestId | None, error: McpError) -> Answer:
-        """The bridge's own refusal of a request it did not pass to a process (HTTP 400 unless
-        `error` says: 503 for a bound reached)."""
+        """The bridge's answer to a request it did not pass to a process (HTTP 400 unless `error`
+        says: 503 for a bound reached, 502 for no process running)."""
         answer = cls.json(jsonrpc.error_response(request_id, error), error.http_status or 400)
         answer.refusal = error
         return answer
@@ -182,11 +182,9 @@ class Bridge:
                 session = await self.pool.open_session(message.params, headers.get("Authorization"), probe=probe, kept=own,
                                                        caller=self.caller(headers))
             except McpError as exc:
-                if not exc.by_backend:  # a bound of the pool's (HTTP 503): the proxy's refusal, not the server's (§148)
-                    return Answer.refused(message.id, exc)
-                down = Answer.json(jsonrpc.error_response(message.id, exc), exc.http_status or 502)
-                down.down = exc  # nothing reached a process: as a connection refused over HTTP
-                return down
+                if exc.by_backend:  # no process running: nothing was sent, as a connection refused over HTTP (§149)
+                    exc = BackendUnreachable(exc.code, exc.message, http_status=exc.http_status or 502)
+                return Answer.refused(message.id, exc)  # else a bound of the pool's (HTTP 503), the proxy's (§148)
             return Answer.json(jsonrpc.result_response(message.id, session.slot.initialize_result), session_id=session.id)
         session = self.pool.get(session_id)
         if session is None:

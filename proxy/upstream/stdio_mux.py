@@ -38,6 +38,8 @@ BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 30.0
 STEADY_S = 10.0
 """A process that ran this long before exiting is restarted after `BACKOFF_FIRST_S` again."""
+REAP_MARGIN_S = 1.0
+"""Allowed beside a replaced process's two `grace_s` for its SIGKILL and reaping (`start_wait`)."""
 INITIALIZE_TIMEOUT_S = 30.0
 class ProcessSlot:
     """One supervised process and the virtual sessions over it. `capabilities` and `client_info`
@@ -210,8 +212,8 @@ class ProcessSlot:
     @property
     def busy(self) -> bool:
         """Whether a request is in flight or a task created in the process may still be known to it."""
-        self._task_owner.forget_due(time.monotonic())
-        return bool(self._pending) or bool(self._task_owner)
+        self.forget_due(time.monotonic())
+        return self.in_flight or bool(self._task_owner)
 
     def starts_within(self, wait_s: float) -> bool:
         """Whether the process is being started, or will be once a backoff ending within `wait_s` is over."""
@@ -223,7 +225,7 @@ class ProcessSlot:
         (EOF, SIGTERM, SIGKILL: two `grace_s` at most) — so a healthy start is not cut short by the
         waits before it (decisions 149, 150)."""
         backoff = max(0.0, self.retry_at - time.monotonic()) if self.retry_at is not None else 0.0
-        stopping = 2 * self.grace_s + 1.0 if any(not stop.done() for stop in self._after) else 0.0
+        stopping = 2 * self.grace_s + REAP_MARGIN_S if any(not stop.done() for stop in self._after) else 0.0
         return wait_s + backoff + stopping
 
     async def started(self) -> None:

@@ -82,15 +82,24 @@ async def test_callers_who_opened_a_session_and_left_no_longer_lock_out_a_newcom
         await proxy.stop()
 
 
-async def _alices_process_stopped(http, proxy) -> tuple[object, int]:
-    """alice's relayed session used once, then her process stopped (SIGSTOP): deaf to the EOF and
-    SIGTERM of a stop until its SIGKILL, two `stop_grace_ms` later. Returns its slot and PID."""
-    alice = await _client(http, proxy, "alice")
-    assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
-    [slot] = _pool(proxy).slots.values()
-    pid = slot.process.pid
-    os.kill(pid, signal.SIGSTOP)
-    return slot, pid
+@contextlib.asynccontextmanager
+async def _alices_process_stopped(tmp_path, stop_grace_ms: int):
+    """A proxy with room for one process, alice's relayed session used once on it, then her
+    process stopped (SIGSTOP): deaf to the EOF and SIGTERM of a stop until its SIGKILL, two
+    `stop_grace_ms` later. Yields (http, proxy, pool, her slot, its PID)."""
+    top = {"session_idle_ms": IDLE_MS}
+    proxy = await _proxy(tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=stop_grace_ms, top=top)
+    try:
+        async with aiohttp.ClientSession() as http:
+            alice = await _client(http, proxy, "alice")
+            assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
+            pool = _pool(proxy)
+            [slot] = pool.slots.values()
+            pid = slot.process.pid
+            os.kill(pid, signal.SIGSTOP)
+            yield http, proxy, pool, slot, pid
+    finally:
+        await proxy.stop()
 
 
 async def test_a_newcomers_process_starts_only_once_the_one_it_replaces_has_exited(tmp_path):
@@ -98,20 +107,12 @@ async def test_a_newcomers_process_starts_only_once_the_one_it_replaces_has_exit
     the background (EOF, SIGTERM, SIGKILL, `stop_grace_ms` apart) while its successor started at
     once. Now the successor starts once the replaced process is reaped (decision 150); here the
     replaced one is stopped (SIGSTOP), so only the SIGKILL ends it."""
-    proxy = await _proxy(
-        tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=300, top={"session_idle_ms": IDLE_MS}
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
-            pool = _pool(proxy)
-            slot, old = await _alices_process_stopped(http, proxy)
-            carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
-            answer = await _taken_when_idle_passed(carol)
-            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
-            [new] = pool.slots.values()
-            assert (gone(old), new.process.pid != old, slot.process.process.returncode) == (True, True, -signal.SIGKILL)
-    finally:
-        await proxy.stop()
+    async with _alices_process_stopped(tmp_path, 300) as (http, proxy, pool, slot, old):
+        carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
+        answer = await _taken_when_idle_passed(carol)
+        assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+        [new] = pool.slots.values()
+        assert (gone(old), new.process.pid != old, slot.process.process.returncode) == (True, True, -signal.SIGKILL)
 
 
 async def test_a_process_given_away_before_it_started_still_waits_for_the_one_it_replaced(tmp_path):
@@ -120,26 +121,18 @@ async def test_a_process_given_away_before_it_started_still_waits_for_the_one_it
     and closed at once, and carol's process started beside alice's: two processes under
     `max_processes = 1`. A slot closed before it started now ends when the stops it waited for do
     (decision 150)."""
-    proxy = await _proxy(
-        tmp_path, process_scope="principal", max_processes=1, stop_grace_ms=1000, top={"session_idle_ms": IDLE_MS}
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
-            pool = _pool(proxy)
-            first, old = await _alices_process_stopped(http, proxy)
-            [session] = [s for s in pool.sessions.values() if s.id not in pool.probe_sessions]
-            await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
-            bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(bob.initialize(), 0.3)  # bob gives up while alice's process is being stopped
-            [bobs] = pool.slots.values()
-            await _until(lambda: bobs.opening == 0, "bob's wait ended")
-            carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
-            answer = await carol.initialize()
-            assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
-            assert (gone(old), first.process.process.returncode, bobs.process) == (True, -signal.SIGKILL, None)
-    finally:
-        await proxy.stop()
+    async with _alices_process_stopped(tmp_path, 1000) as (http, proxy, pool, first, old):
+        [session] = [s for s in pool.sessions.values() if s.id not in pool.probe_sessions]
+        await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
+        bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(bob.initialize(), 0.3)  # bob gives up while alice's process is being stopped
+        [bobs] = pool.slots.values()
+        await _until(lambda: bobs.opening == 0, "bob's wait ended")
+        carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
+        answer = await carol.initialize()
+        assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
+        assert (gone(old), first.process.process.returncode, bobs.process) == (True, -signal.SIGKILL, None)
 
 
 async def test_a_session_with_its_get_stream_open_is_in_use_and_is_not_ended(tmp_path):
