@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from .config import ConfigError, load
 from .logs import announce
+from .printable import escaped
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object] | None:
@@ -48,7 +49,7 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     try:
         return load(args.config, overrides)
     except ConfigError as exc:
-        print(f"mcp-tasks-proxy: configuration error: {exc}", file=sys.stderr)
+        print(escaped(f"mcp-tasks-proxy: configuration error: {exc}"), file=sys.stderr)
         return None
 
 
@@ -192,18 +193,21 @@ def _probe(args: argparse.Namespace) -> int:
                 })
         return rows
 
+    from .printable import json_text
+
     rows = asyncio.run(run())
     if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        for row in rows:
-            if "error" in row:
-                print(f"{row['url']}\n  error: {row['error']}")
-                continue
-            print(f"{row['url']}\n  dialect: {row['dialect']}\n  protocol versions: {', '.join(row['protocol_versions'])}"  # type: ignore[arg-type]
-                  f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}")
-            for name, support in sorted(row["tools"].items()):  # type: ignore[union-attr]
-                print(f"  tool {name}: {support}")
+        print(json_text(json.dumps(rows, indent=2)))
+        return 1 if any("error" in row for row in rows) else 0
+    for row in rows:  # what the backend says, its control characters escaped (`proxy/printable.py`)
+        if "error" in row:
+            print(f"{escaped(str(row['url']))}\n  error: {escaped(str(row['error']))}")
+            continue
+        versions = ", ".join(row["protocol_versions"])  # type: ignore[arg-type]
+        print(f"{escaped(str(row['url']))}\n  dialect: {row['dialect']}\n  protocol versions: {escaped(versions)}"
+              f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}")
+        for name, support in sorted(row["tools"].items()):  # type: ignore[union-attr]
+            print(f"  tool {escaped(name)}: task support {escaped(str(support))}")  # not an access denial: execution.taskSupport
     return 1 if any("error" in row for row in rows) else 0
 
 
@@ -255,7 +259,7 @@ def _check(args: argparse.Namespace) -> int:
         overrides["upstream"] = [{"name": "main", "url": args.upstream}]
     lines, held = check(args.config, overrides)
     for line in lines:
-        print(line, file=sys.stdout if held else sys.stderr)
+        print(escaped(line), file=sys.stdout if held else sys.stderr)
     return 0 if held else 1
 
 

@@ -16,6 +16,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Literal, TextIO
 
+from .printable import escaped, json_text
+
 REQUEST_ID: ContextVar[str | None] = ContextVar("mcp_tasks_proxy_request_id", default=None)
 """The id of the HTTP request being handled (None outside a request)."""
 
@@ -43,13 +45,18 @@ class RequestIdFilter(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """The classic line, with ` request_id=<id>` appended inside a request."""
+    """The classic line, with ` request_id=<id>` appended inside a request. The message is one line
+    with its control characters escaped (`proxy/printable.py`: it may quote a client, a backend or a
+    stdio server's stderr); a traceback below it keeps its newlines."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
 
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return escaped(super().formatMessage(record))
+
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = escaped(super().format(record), lines=True)
         request_id = getattr(record, "request_id", None)
         return f"{line} request_id={request_id}" if request_id else line
 
@@ -72,7 +79,7 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = self.formatException(record.exc_info)
         elif record.stack_info:
             entry["exc"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return json_text(json.dumps(entry, ensure_ascii=False))  # C1 and DEL escaped too (C0 JSON escapes itself)
 
 
 def handler(log_format: Literal["text", "json"], stream: TextIO | None = None) -> logging.Handler:
@@ -96,9 +103,9 @@ def announce(log_format: Literal["text", "json"], message: str, stream: TextIO, 
     if log_format == "json":
         record = logging.LogRecord("proxy.cli", level, __file__, 0, message, None, None)
         entry = {**json.loads(JsonFormatter().format(record)), **fields}
-        line = json.dumps(entry, ensure_ascii=False)
+        line = json_text(json.dumps(entry, ensure_ascii=False))
     else:
-        line = message
+        line = escaped(message)
     # One write of the whole line: workers of `serve --workers N` share the stream, and an
     # unbuffered one (PYTHONUNBUFFERED) would otherwise get the text and its newline apart.
     stream.write(line + "\n")

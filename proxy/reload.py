@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import ConfigError, Settings, load
+from .printable import escaped
 
 if TYPE_CHECKING:
     from .app import RunningProxy
@@ -119,7 +120,7 @@ def _reload_command(args: argparse.Namespace) -> int:
         try:
             settings = load(args.config)
         except ConfigError as exc:
-            print(f"mcp-tasks-proxy: configuration error, nothing reloaded: {exc}", file=sys.stderr)
+            print(escaped(f"mcp-tasks-proxy: configuration error, nothing reloaded: {exc}"), file=sys.stderr)
             return 2
     pid = args.pid
     if pid is None:

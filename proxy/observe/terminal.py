@@ -12,6 +12,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..printable import escaped, json_text
 from .page import COVERS, covers, recent_replicas, when
 
 
@@ -22,9 +23,11 @@ def status_url(url: str) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    """Columns padded to their widest cell; "(none)" for no rows."""
+    """Columns padded to their widest cell; "(none)" for no rows. Every cell is shown with its
+    control characters escaped (`proxy/printable.py`): names and reasons come from clients and backends."""
     if not rows:
         return "  (none)"
+    rows = [[escaped(str(cell)) for cell in row] for row in rows]
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [headers, *rows]]
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
@@ -44,9 +47,9 @@ def _counting(data: dict[str, Any]) -> list[str]:
     out = [f"Counts cover {covers(counting)}: {COVERS[counting['covers']]}; counted since {when(counting['since_ms'], now)}. "
            f"Store: {counting['store']}."]
     if counting.get("error"):
-        out.append(f"  {counting['error']}")
+        out.append(f"  {escaped(str(counting['error']))}")
     if counting.get("late"):
-        out.append(f"  not flushed in time for this read: {', '.join(counting['late'])}")
+        out.append(f"  not flushed in time for this read: {escaped(', '.join(counting['late']))}")
     replicas = counting["replicas"]
     if counting["covers"] == "fleet" or len(replicas) > 1:
         rows = [[r["name"] + (" *" if r["name"] == counting["replica"] else ""), str(r["processes"]), when(r["since_ms"], now),
@@ -107,7 +110,8 @@ def render(data: dict[str, Any]) -> str:
                       [[r["method"], r["tool"] or "-", *(str(r[k]) for k in ("match", "differ", "candidate_error", "primary_error",
                                                                                "timeout", "dropped")),
                         "-" if r["match_rate"] is None else f"{r['match_rate'] * 100:.1f}%"] for r in shadow["rows"]])]
-        out += [f"  {d['method']} {d['tool'] or ''}: {line}" for d in shadow["last_differences"][:5] for line in d["diff"].split("\n")]
+        out += [escaped(f"  {d['method']} {d['tool'] or ''}: {line}") for d in shadow["last_differences"][:5]
+                for line in d["diff"].split("\n")]
     return "\n".join(out)
 
 
@@ -121,9 +125,10 @@ def run(args: argparse.Namespace) -> int:
         with urllib.request.urlopen(request, timeout=10) as response:
             data = json.load(response)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        print(f"mcp-tasks-proxy status: cannot read {status_url(args.url)}: {exc}", file=sys.stderr)
+        print(escaped(f"mcp-tasks-proxy status: cannot read {status_url(args.url)}: {exc}"), file=sys.stderr)
         return 1
-    print(json.dumps(data, indent=2) if args.json else render(data))
+    # Control characters shown escaped: the JSON's as JSON escapes (the same value), the tables' as \xNN.
+    print(json_text(json.dumps(data, indent=2)) if args.json else escaped(render(data), lines=True))
     return 0
 
 

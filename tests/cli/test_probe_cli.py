@@ -23,13 +23,13 @@ FIXTURE_TOOLS = {
 }
 
 
-async def _probe(*urls: str) -> tuple[int, str]:
+async def _probe(*urls: str, table: bool = False) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "proxy",
         "probe",
-        "--json",
+        *([] if table else ["--json"]),
         *urls,
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
@@ -51,6 +51,19 @@ async def test_probe_names_the_dialects_of_the_reference_servers(reference_v1_se
         assert row["tools"]["greet"] == "forbidden"
         assert row["tools"]["slow_compute"] == "optional"
         assert row["tools"]["confirm_delete"] == "required"
+
+
+async def test_probe_table_says_task_support(reference_v1_server):
+    """Each tool's line names what it is: its task support (`tool greet: forbidden` read as an access denial)."""
+    status, out = await _probe(reference_v1_server.url, table=True)
+    lines = out.splitlines()
+    assert status == 0
+    assert lines[:4] == [reference_v1_server.url, "  dialect: v1", "  protocol versions: 2025-11-25", "  tool tasks: yes"]
+    tools = [line for line in lines if line.startswith("  tool ") and not line.startswith("  tool tasks")]
+    assert "  tool greet: task support forbidden" in tools
+    assert "  tool slow_compute: task support optional" in tools
+    assert "  tool confirm_delete: task support required" in tools
+    assert all(": task support " in line for line in tools)
 
 
 async def test_probe_reports_an_unreachable_backend_and_exits_1():
