@@ -71,6 +71,8 @@ class V2OverV1:
         """Answer one checked modern request. Raises `McpError` for every refusal."""
         method = call.method
         if method == "server/discover":
+            if self.backend.protected:  # the backend says who may see it, as for every request (issue 37)
+                await self._upstream(call, "ping", {})
             return Reply(await self.discover())
         if method == "tools/call":
             return await self.call_tool(call)

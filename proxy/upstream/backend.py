@@ -27,6 +27,7 @@ from ..metrics import Metrics
 from .endpoint import RECONNECT_PAUSE_S, BackendUnreachable, reconnect_wait
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, pinned_profile, probe
+from .tool_headers import ToolHeaders
 from .transports import connect
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class Backend:
         self.connector.watched = settings.health_interval_ms > 0 and self.connector.HEALTH_CHECKS
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
+        self.tool_headers = ToolHeaders(lambda: self.profile)
+        """Its tools' `x-mcp-header` annotations, for the `tools/call` translated to it (v2-modern)."""
 
     def check_supported(self, profile: BackendProfile) -> None:
         """Raise `UnsupportedBackend` unless `profile` is a dialect the proxy serves: v1, v2-modern
@@ -97,6 +100,13 @@ class Backend:
         """Whether new work can reach the backend now: a probe has answered (a Bearer challenge
         counts: the backend is up and protected), and neither a connection nor a probe has failed since."""
         return (self.profile is not None or self.challenge is not None) and self.down is None
+
+    @property
+    def protected(self) -> bool:
+        """Whether the backend asks for authorization: it challenged a request without credentials,
+        or the operator gave the probe an `Authorization` of its own (its profile was then learnt
+        with credentials no client holds)."""
+        return self.challenge is not None or any(name.lower() == "authorization" for name in self.config.probe_headers)
 
     def _unreachable(self, error: McpError) -> None:
         self.unreachable_at = time.monotonic()

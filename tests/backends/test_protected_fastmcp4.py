@@ -205,3 +205,51 @@ async def test_a_v1_task_created_under_one_token_cannot_be_read_with_another(pro
         )
         assert (status, answer["error"]["code"]) == (200, -32602), answer
         assert (await poll_session_task(http, proxy.url, "Bearer alice-token", alice, task_id))["status"] == "completed"
+
+
+async def test_an_anonymous_server_discover_is_challenged_like_every_other_request(protected_v2_server, tmp_path):
+    """Issue 37 defect 3 in front of a 2026-07-28 backend: with the dialect learnt from the probe's
+    own credentials or from alice's token, a `server/discover` without a token (or with a bad one)
+    gets the backend's 401 challenge naming the proxy's metadata, as `tools/list` does; alice's
+    token is answered 200 with the backend's own `server/discover`."""
+    for main_keys in ({"probe_headers": {"Authorization": "Bearer alice-token"}}, None):
+        async with (
+            running_proxy(protected_v2_server.url, tmp_path, main_keys=main_keys) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            alice = Caller(http, proxy.url, authorization="Bearer alice-token")
+            if main_keys is None:  # the dialect learnt with alice's token
+                assert text_of((await alice.call("tools/call", {"name": "whoami", "arguments": {}})).result) == "alice"
+            assert (await backend_status(http, proxy.base_url))["dialect"] == "v2-modern"
+            anonymous = (401, scope_challenge(proxy.url), {"jsonrpc": "2.0", "id": 1, "error": UNAUTHORIZED})
+            invalid = (
+                401,
+                invalid_token_challenge(proxy.url),
+                {"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": f"Unauthorized: {INVALID}"}},
+            )
+            for authorization, expected in ((None, anonymous), ("Bearer nobody-knows-this", invalid)):
+                for method in ("server/discover", "tools/list"):
+                    answer = await Caller(http, proxy.url, authorization=authorization).call(method)
+                    assert (answer.status, answer.headers.get("WWW-Authenticate"), answer.body) == expected, (
+                        main_keys,
+                        authorization,
+                        method,
+                    )
+            discovered = await alice.call("server/discover")
+            assert (discovered.status, discovered.result) == (
+                200,
+                {
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-proxy-reference-v2", "version": "4.1.4"}},
+                    "ttlMs": 0,
+                    "cacheScope": "private",
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {
+                        "logging": {},
+                        "prompts": {"listChanged": False},
+                        "resources": {"subscribe": False, "listChanged": False},
+                        "tools": {"listChanged": False},
+                        "extensions": {"io.modelcontextprotocol/ui": {}, "io.modelcontextprotocol/tasks": {}},
+                    },
+                    "resultType": "complete",
+                },
+            ), main_keys

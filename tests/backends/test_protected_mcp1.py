@@ -345,3 +345,45 @@ async def test_backends_that_disagree_on_authorization_servers_refuse_the_start(
         ):
             async with http.get(proxy.base_url + "/.well-known/oauth-protected-resource/mcp") as response:
                 assert await response.json() == {"resource": proxy.url, "authorization_servers": ["https://other-as.example/"]}
+
+
+async def test_an_anonymous_server_discover_is_challenged_like_every_other_request(protected_server, tmp_path):
+    """Issue 37 defect 3: the proxy answers `server/discover` itself in front of this v1 backend, from
+    a profile learnt with someone's credentials (the probe's `probe_headers`, or alice's token):
+    without a token it is challenged 401 with the backend's challenge, as `tools/list` is; with a
+    bad token too; alice's valid token is answered 200 with the backend's capabilities."""
+    for main_keys in ({"probe_headers": {"Authorization": "Bearer service-token"}}, None):
+        async with (
+            running_proxy(protected_server.url, tmp_path, main_keys=main_keys) as proxy,
+            aiohttp.ClientSession() as http,
+        ):
+            alice = Caller(http, proxy.url, authorization="Bearer alice-token")
+            if main_keys is None:  # the dialect learnt with alice's token
+                assert text_of((await alice.call("tools/call", {"name": "whoami", "arguments": {}})).result) == "alice"
+            assert (await backend_status(http, proxy.base_url))["dialect"] == "v1"
+            refused = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "Unauthorized: Authentication required"}}
+            for authorization in (None, "Bearer nobody-knows-this"):
+                for method in ("server/discover", "tools/list"):
+                    answer = await Caller(http, proxy.url, authorization=authorization).call(method)
+                    assert (answer.status, answer.headers.get("WWW-Authenticate"), answer.body) == (
+                        401,
+                        challenge(proxy.url, "invalid_token", "Authentication required"),
+                        refused,
+                    ), (main_keys, authorization, method)
+            discovered = await alice.call("server/discover")
+            assert (discovered.status, discovered.result) == (
+                200,
+                {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {
+                        "tools": {},
+                        "resources": {},
+                        "prompts": {},
+                        "extensions": {"io.modelcontextprotocol/tasks": {}},
+                    },
+                    "resultType": "complete",
+                    "ttlMs": 0,
+                    "cacheScope": "private",
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-proxy", "version": "0.1.0"}},
+                },
+            ), main_keys
