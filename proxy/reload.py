@@ -1,10 +1,10 @@
 """`SIGHUP` and `mcp-tasks-proxy reload` (docs/configuration.md "Reload and drain", docs/decisions.md §85).
 
 `serve` writes its process id to `<state_dir>/serve.pid` (the parent of the workers with
-`--workers N`, which passes `SIGHUP` on to every worker) and removes it when it exits. On `SIGHUP`
-each serving process re-reads its configuration file (with the start's flags on top) and applies
-its backends (`RunningProxy.reload`, `proxy/fleet_config.py`); a file that does not validate is
-logged with its key and changes nothing. `mcp-tasks-proxy reload` checks the file first (printing
+`--workers N`, which passes `SIGHUP` on to every worker) once it holds that file's lock, and removes
+it when it exits (`pid_file`). On `SIGHUP` each serving process re-reads its configuration file (with
+the start's flags on top) and applies its backends (`RunningProxy.reload`, `proxy/fleet_config.py`);
+a file that does not validate is logged with its key and changes nothing. `mcp-tasks-proxy reload` checks the file first (printing
 what is wrong, key named, and signalling nothing), then sends `SIGHUP` to the process in the pid file.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
+import fcntl
 import logging
 import os
 import signal
@@ -37,41 +39,46 @@ def pid_path(state_dir: str) -> Path:
     return Path(state_dir).expanduser() / PID_FILE
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def pid_file(settings: Settings) -> Iterator[None]:
-    """`<state_dir>/serve.pid` holds this process's id while the block runs (not when another live
-    process already holds it: that one keeps it, and this is logged); removed at the end if still ours."""
+    """`<state_dir>/serve.pid` names the process that holds `<state_dir>/serve.pid.lock` (a POSIX
+    record lock, released by the kernel when its process dies, SIGKILL included, before the process
+    is reaped): this process takes the lock and, once it holds it, writes its own id there whatever
+    the file said (a killed proxy's, even one whose zombie still answers kill(pid, 0)). When another
+    live process holds the lock, that one keeps the file, and this is logged. The file is removed at
+    the end if it still names this process; the lock goes with the process (or the block's end)."""
     path = pid_path(settings.state_dir)
     mine = str(os.getpid())
+    lock: int | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        held = path.read_text().strip() if path.exists() else ""
-        if held.isdigit() and held != mine and _alive(int(held)):
-            log.warning("%s names running process %s: `mcp-tasks-proxy reload` signals that one", path, held)
-            written = False
+        lock = os.open(path.with_name(PID_FILE + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(lock)
+            lock = None
+            if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            held = path.read_text().strip() if path.exists() else "?"
+            log.warning("%s names running process %s, which holds its lock: `mcp-tasks-proxy reload` signals that one", path, held)
         else:
-            path.write_text(mine + "\n")
-            written = True
+            written = path.with_name(f"{PID_FILE}.{mine}")
+            written.write_text(mine + "\n")
+            os.replace(written, path)  # whole or not at all, for a reader
     except OSError as exc:
         log.warning("cannot write %s (`mcp-tasks-proxy reload` needs it; SIGHUP works): %s", path, exc.strerror)
-        written = False
+        if lock is not None:
+            os.close(lock)
+            lock = None
     try:
         yield
     finally:
-        if written:
+        if lock is not None:
             with contextlib.suppress(OSError):
                 if path.read_text().strip() == mine:
                     path.unlink()
+            os.close(lock)
 
 
 class Hangup:

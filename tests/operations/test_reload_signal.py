@@ -163,3 +163,53 @@ async def test_the_reload_command_never_signals_a_process_that_is_not_a_serving_
     finally:
         sleeper.kill()
         await sleeper.wait()
+
+
+async def test_a_proxy_started_after_one_killed_unreaped_owns_the_pid_file_and_reloads(reference_v1_server, tmp_path):
+    """Issue 37, defect 7: a proxy killed with SIGKILL whose parent has not reaped it yet (a zombie
+    still answers kill(pid, 0)); a proxy started on the same state_dir holds the state lock, so it
+    owns `serve.pid` whatever the file said, and `mcp-tasks-proxy reload` signals it."""
+    import subprocess
+
+    state = tmp_path / "state"
+    config = tmp_path / "proxy.toml"
+    _config(config, state, _free_port(), "sqlite", ("a", reference_v1_server.url, 1))
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+    # subprocess.Popen: nothing reaps it until this test does (asyncio's child watcher would).
+    first = subprocess.Popen(  # noqa: ASYNC220 - started, not waited for
+        [sys.executable, "-m", "proxy", "serve", "--config", str(config)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    second = None
+    try:
+        assert "listening on" in (await asyncio.wait_for(asyncio.to_thread(first.stdout.readline), WAIT_S)).decode()
+        assert (state / "serve.pid").read_text() == f"{first.pid}\n"
+        first.kill()
+        # Until it has exited, without reaping it: it stays a zombie, and the file still names it.
+        await asyncio.to_thread(os.waitid, os.P_PID, first.pid, os.WEXITED | os.WNOWAIT)
+        assert Path(f"/proc/{first.pid}/stat").read_text().split(") ")[1][0] == "Z"  # noqa: ASYNC240 - one small read of procfs
+        os.kill(first.pid, 0)  # a zombie answers as if alive
+        assert (state / "serve.pid").read_text() == f"{first.pid}\n"
+
+        _config(config, state, _free_port(), "sqlite", ("a", reference_v1_server.url, 1))
+        second = await _spawn("serve", "--config", str(config))
+        await _line_with(second.stdout, "listening on")
+        assert (state / "serve.pid").read_text() == f"{second.pid}\n"
+        sent = await _spawn("reload", "--config", str(config))
+        out, err = await asyncio.wait_for(sent.communicate(), WAIT_S)
+        assert (sent.returncode, out.decode().strip(), err) == (
+            0,
+            f"sent SIGHUP to mcp-tasks-proxy (pid {second.pid}); its log says what changed",
+            b"",
+        )
+        assert (await _line_with(second.stderr, "no backend changed")).endswith("reload: no backend changed")
+    finally:
+        if first.returncode is None:
+            first.kill()
+        first.wait()
+        if second is not None:
+            await _stop(second)
+    assert second.returncode == 0 and not (state / "serve.pid").exists()
