@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import random
@@ -43,7 +44,8 @@ from translators.errors import McpError
 
 from .config import Settings, Upstream
 from .faces.modern import ModernRequest
-from .shadow_ask import SHADOW_META, poll_wait, relayed_answer
+from .logs import REQUEST_ID
+from .shadow_ask import SHADOW_META, both, held_outcome, poll_wait, relayed_answer
 from .shadow_process import ShadowProcess
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import Endpoint
@@ -80,7 +82,8 @@ class Job:
     headers for upstream, and the primary's answer as the client got it (`primary`: a v2-modern
     result, `{"error": ...}`, the bytes of a relayed JSON answer, parsed by the worker, or None when
     it was not held whole and must be asked again), with `follow`: whether a task in it can be
-    followed on the primary (False, a relayed answer's sealed ids: asked again instead)."""
+    followed on the primary (False, a relayed answer's sealed ids: asked again instead), and
+    `request_id`: the client request's id, which the comparison's log lines carry."""
 
     primary: FleetMember
     method: str
@@ -89,6 +92,7 @@ class Job:
     headers: dict[str, str]
     answer: dict[str, Any] | bytes | None
     follow: bool = True
+    request_id: str | None = None
 
 
 @dataclass
@@ -121,8 +125,10 @@ class Mirror:
                 return
         except Exception:  # a proxy bug must not reach the client: compared here instead
             log.exception("shadow %s: sending %s to the shadow process failed", self.name, job.method)
-        if not self.workers:
-            self.workers = [asyncio.ensure_future(self._work()) for _ in range(self.config.shadow_concurrency)]
+        if not self.workers:  # each in a context of its own, not the request's that started it
+            loop = asyncio.get_running_loop()
+            self.workers = [loop.create_task(self._work(), context=contextvars.Context())
+                            for _ in range(self.config.shadow_concurrency)]
         try:
             self.queue.put_nowait(job)
         except asyncio.QueueFull:
@@ -132,6 +138,7 @@ class Mirror:
         while True:
             job = await self.queue.get()
             await asyncio.sleep(0)  # what the clients sent meanwhile is read first
+            REQUEST_ID.set(job.request_id)  # the worker's own context: its lines name the request mirrored
             try:
                 await self.owner.run(self, job)
             except asyncio.CancelledError:
@@ -169,8 +176,8 @@ class Shadowing:
         self.process = ShadowProcess(self._answered, self._lost)
         """Where the comparisons of held answers with v2-modern candidates run (docs/decisions.md §125)."""
         self._ids = itertools.count(1)
-        self._sent: dict[int, tuple[Mirror, str, str | None, str]] = {}
-        """Job id → (mirror, method, tool, primary's name) of the jobs with the shadow process."""
+        self._sent: dict[int, tuple[Mirror, str, str | None, str, str | None]] = {}
+        """Job id → (mirror, method, tool, primary's name, request id) of the jobs with the shadow process."""
 
     # -- the entry's side: cheap ----------------------------------------------------------------------
 
@@ -205,6 +212,7 @@ class Shadowing:
         (sampled by `shadow_percent`); never waits, never raises."""
         if not canon.mirrorable(method, params):
             return
+        request_id = REQUEST_ID.get()
         for config in self._candidates(primary.name):
             if config.shadow_percent < 100 and random.random() * 100 >= config.shadow_percent:
                 continue
@@ -212,7 +220,8 @@ class Shadowing:
             if mirror is None:
                 mirror = self.mirrors[config.name] = Mirror(self, config)
             mirror.config = config  # after a reload: an equal table (its shadow keys cannot change)
-            mirror.offer(Job(primary, method, canon.mirror_params(params), principal, headers, answer, follow))
+            mirror.offer(Job(primary, method, canon.mirror_params(params), principal, headers, answer, follow,
+                             request_id))
 
     # -- the worker's side ----------------------------------------------------------------------------
 
@@ -227,11 +236,11 @@ class Shadowing:
                     read_only = await self._read_only(job)
                     if read_only is None or tool not in read_only:
                         return  # never asked: not annotated read-only by the primary, nor listed
-                held = _held(job)
+                held = held_outcome(job.method, job.answer)
                 if held is not None:  # the client's answer, final: only the candidate is asked
                     primary, theirs = held, await self._outcome(candidate, job, "candidate")
                 else:
-                    primary, theirs = await _both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
+                    primary, theirs = await both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
         except TimeoutError:
             self.count(mirror, job.method, tool, "timeout")
             return
@@ -295,7 +304,7 @@ class Shadowing:
             return False
         if job.method == "tools/list" and "error" not in answer:
             self._learn(job.primary.name, answer)
-        self._sent[job_id] = (mirror, job.method, tool, job.primary.name)
+        self._sent[job_id] = (mirror, job.method, tool, job.primary.name, job.request_id)
         mirror.sent += 1
         return True
 
@@ -304,15 +313,20 @@ class Shadowing:
         sent = self._sent.pop(job_id, None)
         if sent is None:
             return
-        mirror, method, tool, primary = sent
+        mirror, method, tool, primary, request_id = sent
         mirror.sent -= 1
-        kind = outcome.get("outcome")
-        if kind == "differ":
-            self._differs(mirror, primary, method, tool, str(outcome.get("diff", "")), list(outcome.get("paths") or ()))
-            return
-        if kind == "candidate_error":
-            log.info("shadow %s: %s %s: the candidate could not be asked: %s", mirror.name, method, tool or "", outcome.get("reason"))
-        self.count(mirror, method, tool, kind if kind in ("match", "timeout", "candidate_error") else "candidate_error")
+        token = REQUEST_ID.set(request_id)  # the line names the request mirrored, not the one that started the reader
+        try:
+            kind = outcome.get("outcome")
+            if kind == "differ":
+                self._differs(mirror, primary, method, tool, str(outcome.get("diff", "")), list(outcome.get("paths") or ()))
+                return
+            if kind == "candidate_error":
+                log.info("shadow %s: %s %s: the candidate could not be asked: %s", mirror.name, method, tool or "",
+                         outcome.get("reason"))
+            self.count(mirror, method, tool, kind if kind in ("match", "timeout", "candidate_error") else "candidate_error")
+        finally:
+            REQUEST_ID.reset(token)
 
     def _lost(self, job_ids: list[int]) -> None:
         """The jobs the shadow process had when it ended: counted as candidate errors."""
@@ -444,29 +458,6 @@ class Shadowing:
         for mirror in self.mirrors.values():
             await mirror.close()
         await self.process.close()
-
-
-def _held(job: Job) -> dict[str, Any] | None:
-    """The canonical outcome of the client's answer when it is held and final (no task to follow)."""
-    answer = job.answer
-    if not isinstance(answer, dict) or canon.result_kind(answer) == "task":
-        return None
-    if "error" in answer and isinstance(answer["error"], dict) and len(answer) == 1:
-        return canon.canonical_error(answer["error"])
-    return canon.canonical_answer(job.method, answer)
-
-
-async def _both(primary: Any, candidate: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both outcomes, asked at once; when one side fails the other is cancelled."""
-    tasks = [asyncio.ensure_future(primary), asyncio.ensure_future(candidate)]
-    try:
-        return await tasks[0], await tasks[1]
-    finally:
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
 
 
 def held_body(response: web.StreamResponse) -> bytes | None:

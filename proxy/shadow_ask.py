@@ -5,6 +5,7 @@ put in canonical form by `translators/shadow.py`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -70,3 +71,26 @@ def relayed_answer(body: bytes) -> dict[str, Any] | None:
     if isinstance(message.get("error"), dict):
         return {"error": message["error"]}
     return None
+
+
+def held_outcome(method: str, answer: dict[str, Any] | bytes | None) -> dict[str, Any] | None:
+    """The canonical outcome of the client's answer to `method` when it is held and final (no task
+    to follow), else None."""
+    if not isinstance(answer, dict) or canon.result_kind(answer) == "task":
+        return None
+    if "error" in answer and isinstance(answer["error"], dict) and len(answer) == 1:
+        return canon.canonical_error(answer["error"])
+    return canon.canonical_answer(method, answer)
+
+
+async def both(primary: Any, candidate: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both outcomes, asked at once; when one side fails the other is cancelled."""
+    tasks = [asyncio.ensure_future(primary), asyncio.ensure_future(candidate)]
+    try:
+        return await tasks[0], await tasks[1]
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

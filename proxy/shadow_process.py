@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import json
 import logging
@@ -70,9 +71,9 @@ class ShadowProcess:
 
     def start_soon(self) -> None:
         """Start the child in the background (the first job goes in-process meanwhile)."""
-        if self.state == "new":
+        if self.state == "new":  # in a context of its own (its reader too), not the first job's request's
             self.state = "starting"
-            self._starting = asyncio.ensure_future(self._start())
+            self._starting = asyncio.get_running_loop().create_task(self._start(), context=contextvars.Context())
 
     async def _start(self) -> None:
         try:
