@@ -107,7 +107,7 @@ class V2SessionCarriage:
         self.backend = parts.backend
         self.store = parts.follower.store
         self.modern_pairing = V2OverV1(parts)
-        self.modern = ModernClient(parts.backend.connector)
+        self.modern = ModernClient(parts.backend.connector, parts.backend.tool_headers)
         self.push = SessionPush(parts.backend, self.modern, self._meta, parts.follower.inputs, self._upstream_session)
         """What the sessions' GET streams get while they are open (list changes, resource updates)."""
 

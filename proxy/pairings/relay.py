@@ -48,7 +48,7 @@ from .relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _ren
 log = logging.getLogger(__name__)
 
 REQUEST_HEADERS = ("Authorization", "Accept", "Content-Type", H_PROTOCOL_VERSION, H_METHOD, H_NAME, H_SESSION_ID, H_LAST_EVENT_ID)
-"""Request headers a relay forwards (plus the configured `forward_headers`); hop-by-hop never."""
+"""Request headers a relay forwards (plus every `Mcp-Param-*` and the configured `forward_headers`); hop-by-hop never."""
 RESPONSE_HEADERS = ("Content-Type", H_SESSION_ID, H_NAME, H_METHOD, "Cache-Control", "X-Accel-Buffering")
 WHOLE_BODY_MAX = 1024 * 1024
 """A non-SSE answer of known length up to this size is read whole and sent in one write."""
@@ -86,6 +86,9 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     """
     wanted = (*REQUEST_HEADERS, *forward_headers)
     headers = {h: request.headers[h] for h in wanted if h in request.headers}
+    for name, value in request.headers.items():
+        if name[:10].lower() == "mcp-param-":  # a tool's x-mcp-header arguments: an intermediary passes them on (wire.md §4.3)
+            headers[name] = value
     for name, value in (add_headers or {}).items():
         headers.setdefault(name, value)
     headers.update(set_headers or {})

@@ -79,7 +79,7 @@ class V1OverV2:
         self.settings = settings = parts.settings
         self.keyring = parts.keyring
         self.backend = backend = parts.backend
-        self.modern = ModernClient(backend.connector)
+        self.modern = ModernClient(backend.connector, backend.tool_headers)
         self.registry = TaskRegistry(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                      store=parts.follower.store, backend=backend.name)
         backend.metrics.track_live(self.registry.unfinished, backend.name)
@@ -175,6 +175,8 @@ class V1OverV2:
             return await call.cancel(params)
         if method == "tools/list":
             result = legacy_result(method, await call.upstream(method, params))
+            if not own:
+                self.backend.tool_headers.heard(result)  # the annotations its tools/call will need (§6)
             profile = self.backend.profile
             return tools_list_to_v1(result, profile.tools if profile is not None else {}, self.settings.advertise_task_support)
         if method in ("prompts/get", "resources/read"):

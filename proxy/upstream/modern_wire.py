@@ -2,7 +2,9 @@
 
 Every request carries its envelope in `params._meta` (protocol version, client capabilities,
 client info), the headers `MCP-Protocol-Version`, `Mcp-Method` and, where the body names
-something, `Mcp-Name` (Base64-sentinel encoded when not header-safe). Errors come back with HTTP
+something, `Mcp-Name` (Base64-sentinel encoded when not header-safe), and on `tools/call` the
+`Mcp-Param-*` headers of the tool's `x-mcp-header` arguments (`tool_headers.ToolHeaders`, when
+given). Errors come back with HTTP
 statuses (400/404) and a JSON-RPC body. Source: core 2026-07-28 §Transports; SEP-2663 §Routing
 headers; docs/behaviour.md §6 "Routing headers (`Mcp-Name`, `Mcp-Method`)".
 """
@@ -22,6 +24,7 @@ from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
 from ..metrics import clock
 from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
 from .session_wire import NotificationHandler, read_answer
+from .tool_headers import ToolHeaders
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +40,16 @@ async def _nowhere(_answer: dict[str, Any]) -> None:  # pragma: no cover - never
 
 
 class ModernClient:
-    """Requests to one modern backend; stateless, so one instance serves every caller."""
+    """Requests to one modern backend; stateless, so one instance serves every caller.
+    `tool_headers`: where the `Mcp-Param-*` headers of a `tools/call` come from (None: none added)."""
 
-    def __init__(self, backend: Endpoint):
+    def __init__(self, backend: Endpoint, tool_headers: ToolHeaders | None = None):
         self.backend = backend
+        self.tool_headers = tool_headers
         self._ids = itertools.count(1)
+
+    async def _ask(self, method: str, params: dict[str, Any], meta: ModernMeta, headers: Mapping[str, str]) -> dict[str, Any]:
+        return await self.request(method, params, meta, headers=headers)
 
     async def request(self, method: str, params: dict[str, Any], meta: ModernMeta, *,
                       headers: Mapping[str, str] | None = None,
@@ -57,6 +65,8 @@ class ModernClient:
         name = name_param(method, params)
         if name is not None:
             request_headers[H_NAME] = encode_header_value(name)
+        if method == "tools/call" and self.tool_headers is not None:
+            request_headers.update(await self.tool_headers.for_call(params, meta, headers or {}, self._ask))
         started = clock()
         try:
             response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS)
