@@ -78,6 +78,9 @@ class Upstream(BaseModel):
     docs/behaviour.md §9)."""
     hold_after_ms: int = Field(default=1_000, ge=0, le=3_600_000)
     """How long a call may run before it becomes a held task."""
+    hold_tools: list[str] = Field(default_factory=list)
+    """Tools of a backend that offers tasks which the proxy holds all the same (each one it declares
+    `forbidden`); a backend without tasks has all its tools held (docs/decisions.md §151)."""
     shadow_of: str | None = None
     """This backend is a candidate shadowing the backend named (docs/configuration.md "Shadowing")."""
     shadow_percent: float = Field(default=100.0, ge=0, le=100)
@@ -86,6 +89,13 @@ class Upstream(BaseModel):
     shadow_queue: int = Field(default=64, ge=1, le=10_000)
     shadow_concurrency: int = Field(default=4, ge=1, le=64)
     shadow_timeout_ms: int = Field(default=30_000, gt=0)
+
+    @field_validator("hold_tools")
+    @classmethod
+    def _tool_names(cls, value: list[str]) -> list[str]:
+        if any(not name for name in value):
+            raise ValueError("a tool name in hold_tools is empty")
+        return value
 
     @field_validator("shadow_ignore")
     @classmethod

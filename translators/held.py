@@ -12,8 +12,9 @@ other task on each face:
 * v1 and v2-session (core 2025-11-25): `created_v1` (nested `CreateTaskResult`), `get_v1` (flat
   `Task`, `ttl`, `pollInterval`), `result_v1` (the `tasks/result` payload with related-task
   `_meta`), `list_v1` (`tasks/list`), `cancelled_v1` (`CancelTaskResult`);
-* `tools_list_held_v1`: a v1 `tools/list` with each tool that has no task support shown
-  `execution.taskSupport: "optional"` while holding is on.
+* `tools_list_held_v1`: a v1 `tools/list` with each tool the proxy holds shown
+  `execution.taskSupport: "optional"`, and `initialize_held_v1`: a v1 `InitializeResult` that
+  declares the held tasks (`capabilities.tasks`) in front of a backend that offers none.
 
 Pure: "now" is an argument, ids are the caller's.
 """
@@ -240,17 +241,21 @@ def cancelled_v1(state: HeldState) -> dict[str, Any]:
     return cancel_answer_v1(canonical(state))
 
 
-def tools_list_held_v1(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A v1 `tools/list` result while holding is on: every tool without task support (absent or
-    `forbidden`) shown with `execution.taskSupport: "optional"`; `optional`/`required` tools and
-    entries that are not objects unchanged. Inverse: `tools_list_unheld_v1`."""
+def tools_list_held_v1(result: Mapping[str, Any], named: frozenset[str] | None = None) -> dict[str, Any]:
+    """A v1 `tools/list` result while holding is on: each tool the proxy holds shown with
+    `execution.taskSupport: "optional"`. `named` None (a backend that offers no tasks): every tool
+    without task support (absent or `forbidden`); else (a backend with tasks: docs/decisions.md
+    §151) only the `forbidden` tools whose names the operator listed in `hold_tools`.
+    `optional`/`required` tools and entries that are not objects are unchanged. Inverse:
+    `tools_list_unheld_v1`."""
     tools = result.get("tools")
     if not isinstance(tools, list):
         return dict(result)
-    return {
-        **result,
-        "tools": [tool_to_v1(t, "optional") if isinstance(t, dict) and task_support(t) == "forbidden" else t for t in tools],
-    }
+
+    def held(tool: Any) -> bool:
+        return isinstance(tool, dict) and task_support(tool) == "forbidden" and (named is None or tool.get("name") in named)
+
+    return {**result, "tools": [tool_to_v1(t, "optional") if held(t) else t for t in tools]}
 
 
 def tools_list_unheld_v1(result: Mapping[str, Any], held: frozenset[str]) -> dict[str, Any]:
@@ -266,6 +271,31 @@ def tools_list_unheld_v1(result: Mapping[str, Any], held: frozenset[str]) -> dic
             tool = {k: v for k, v in tool.items() if k != "execution"} | ({"execution": rest} if rest else {})
         out.append(tool)
     return {**result, "tools": out}
+
+
+HELD_TASKS_CAPABILITY_V1: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+"""What the proxy serves of a held task to a v1 client (`tasks/list`, `tasks/cancel`, and
+`params.task` on `tools/call`), declared as a 2025-11-25 `ServerCapabilities.tasks`."""
+
+
+def initialize_held_v1(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A v1 backend's `InitializeResult` on a relayed session while the proxy holds its calls for
+    v1 clients (a backend that offers no tasks; docs/behaviour.md §9): `capabilities.tasks` declares
+    the held tasks, since a client MUST NOT send `params.task` to a server that does not declare
+    them (docs/wire.md §2.2). A result that already has `capabilities.tasks`, or that is not an
+    `InitializeResult`, is unchanged. Inverse: `initialize_unheld_v1`."""
+    capabilities = result.get("capabilities")
+    if not isinstance(capabilities, dict) or "tasks" in capabilities:
+        return dict(result)
+    return {**result, "capabilities": {**capabilities, "tasks": HELD_TASKS_CAPABILITY_V1}}
+
+
+def initialize_unheld_v1(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of `initialize_held_v1`: the `InitializeResult` without the held tasks' capability."""
+    capabilities = result.get("capabilities")
+    if not isinstance(capabilities, dict) or capabilities.get("tasks") != HELD_TASKS_CAPABILITY_V1:
+        return dict(result)
+    return {**result, "capabilities": {k: v for k, v in capabilities.items() if k != "tasks"}}
 
 
 # --- the upstream call ------------------------------------------------------------------------

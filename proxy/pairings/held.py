@@ -108,6 +108,7 @@ class HeldCalls:
         config = backend.config
         self.mode = settings.hold_tasks if config.hold_tasks is None else config.hold_tasks
         self.hold_after_s = config.hold_after_ms / 1000
+        self.named = frozenset(config.hold_tools)
         self.hold_max_s = settings.hold_max_ms / 1000
         self.ttl_ms = settings.task_ttl_ms or settings.max_task_state_ms
         self.max_calls = settings.max_held_calls
@@ -128,10 +129,17 @@ class HeldCalls:
     def on(self) -> bool:
         return self.mode != "off"
 
-    def holds(self, support: str, declares_tasks: bool) -> bool:
-        """Whether a call to a tool of this `support` from a client that declares the tasks
-        extension (or sent `params.task`) may become a held task."""
-        return self.on and declares_tasks and support == "forbidden"
+    def holds(self, name: str, support: str, offers_tool_tasks: bool) -> bool:
+        """Whether a call to tool `name` of this `support` (as the backend declares it) may become a
+        held task: holding is on and the backend offers no tasks at all, or the tool is one it
+        declares `forbidden` and named in `hold_tools`. A backend with tasks keeps every declaration it made
+        (docs/decisions.md §151)."""
+        return self.on and (not offers_tool_tasks or (support == "forbidden" and name in self.named))
+
+    def held_tools(self, offers_tool_tasks: bool) -> frozenset[str] | None:
+        """The tools a v1 `tools/list` shows held (`translators.held.tools_list_held_v1`): None for
+        all of a backend's tools without task support (a backend without tasks), else those named."""
+        return None if not offers_tool_tasks else self.named
 
     def live(self) -> int:
         """Held calls this process has open now."""

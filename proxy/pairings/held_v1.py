@@ -4,8 +4,11 @@ v2-session clients"; the core is `proxy/pairings/held.py`).
 A relayed session passes the backend's bytes on (`relay.py`); while holding is on, the entry asks
 `HeldSessions.intercept` first, which answers these requests itself (None: relay as before):
 
-* `tools/list`: the backend's list, each tool without task support shown
-  `execution.taskSupport: "optional"` (`translators.held.tools_list_held_v1`);
+* `tools/list`: the backend's list, each tool the proxy holds shown `execution.taskSupport:
+  "optional"` (`translators.held.tools_list_held_v1`): every tool of a backend that offers no tasks,
+  and of a backend with tasks only the `forbidden` ones named in `hold_tools` (decision 151): a
+  backend with tasks keeps every other declaration it made, and the relayed `initialize` of a backend
+  without tasks declares the held ones (`Relay.session`);
 * `tools/call` with `params.task` to such a tool: the plain call goes upstream on the client's own
   upstream session and the client gets a held task at once (`CreateTaskResult`, `ttl`,
   `pollInterval`);
@@ -71,14 +74,12 @@ class HeldSessions:
         params = message.params
         try:
             if message.method == "tools/list":
-                return await self._tools_list(request, message, upstream_id)
+                held = self.held.held_tools((await self.backend.current()).offers_tool_tasks)
+                return None if held == frozenset() else await self._tools_list(request, message, upstream_id, held)
             if message.method == "tools/call" and isinstance(params.get("task"), dict):
                 return await self._call(request, message, upstream_id, owner)
             if message.method == "tasks/list" and not (await self.backend.current()).offers_tool_tasks:
-                records = await self.held.store.of_principal(self.backend.name, owner)
-                states = [replace((await self.held.read(r.task_id, owner)).state, task_id=self.held.sealed(r.task_id, owner))
-                          for r in records]
-                return json_response(jsonrpc.result_response(message.id, list_v1(states)))
+                return json_response(jsonrpc.result_response(message.id, await self._list(params.get("cursor"), owner)))
             if message.method in ("tasks/get", "tasks/result", "tasks/cancel"):
                 held_id = self._held_ref(params.get("taskId"), owner)
                 if held_id is None:
@@ -88,8 +89,27 @@ class HeldSessions:
             return json_response(jsonrpc.error_response(message.id, exc))
         return None
 
-    async def _tools_list(self, request: web.Request, message: jsonrpc.Message, upstream_id: str) -> web.Response | None:
-        """The backend's `tools/list` on the client's session, rewritten; when it does not answer a
+    async def _list(self, cursor: Any, owner: str) -> dict[str, Any]:
+        """The session's held tasks, oldest first, in pages of `list_page_size`; `cursor` a sealed
+        token bound to the session, one that does not unseal `-32602` "Invalid cursor" (as the
+        translated pairing's, docs/behaviour.md §5.5)."""
+        start = 0
+        if cursor is not None:
+            try:
+                start = int(self.keyring.unseal("cursor", str(cursor), owner)[0])
+            except ValueError:
+                raise McpError(INVALID_PARAMS, "Invalid cursor") from None
+        records = await self.held.store.of_principal(self.backend.name, owner)
+        size = self.settings.list_page_size
+        states = [replace((await self.held.read(r.task_id, owner)).state, task_id=self.held.sealed(r.task_id, owner))
+                  for r in records[start:start + size]]
+        more = start + size < len(records)
+        return list_v1(states, self.keyring.seal("cursor", (str(start + size), ""), owner) if more else None)
+
+    async def _tools_list(self, request: web.Request, message: jsonrpc.Message, upstream_id: str,
+                          held: frozenset[str] | None) -> web.Response | None:
+        """The backend's `tools/list` on the client's session, the `held` tools shown with task
+        support (`HeldCalls.held_tools`); when it does not answer a
         list (a session it forgot, an error, unreachable) the request is relayed as before, so the
         client gets the backend's own answer (a 404 included)."""
         session = self.backend.pool.by_id(upstream_id)
@@ -97,7 +117,7 @@ class HeldSessions:
             result = await session.request("tools/list", message.params, headers=self.settings.upstream_headers(request.headers))
         except (SessionLost, McpError):
             return None
-        return json_response(jsonrpc.result_response(message.id, tools_list_held_v1(result)))
+        return json_response(jsonrpc.result_response(message.id, tools_list_held_v1(result, held)))
 
     async def _call(self, request: web.Request, message: jsonrpc.Message, upstream_id: str, owner: str) -> web.Response | None:
         """`params.task` on a tool the backend offers no task for: a held task at once."""
@@ -106,8 +126,8 @@ class HeldSessions:
             return None
         profile = await self.backend.current()
         support = await self.backend.tool_support(name) if profile.offers_tool_tasks else "forbidden"
-        if support != "forbidden" or self.backend.unreachable_at is not None:
-            return None  # the backend runs it as a task itself, or refuses connections now: relayed as before
+        if not self.held.holds(name, support or "forbidden", profile.offers_tool_tasks) or self.backend.unreachable_at is not None:
+            return None  # the backend answers it as it declared it (decision 151), or refuses connections now: relayed
         if not self.held.has_room(owner):
             raise McpError(INTERNAL_ERROR, f"Too many held calls (at most {self.held.max_calls}, {self.held.max_per_principal} "
                                            "per principal): try again later")

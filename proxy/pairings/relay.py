@@ -35,6 +35,7 @@ from translators.errors import (
     unknown_task,
 )
 from translators.fleet_ids import ids_to_backend, ids_to_client, may_carry_ids
+from translators.held import initialize_held_v1
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 
@@ -59,7 +60,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
                 rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
                 request_id: Any = None, v2: bool = False, modern: bool = False,
-                parsed: dict[str, Any] | jsonrpc.Message | None = None) -> web.StreamResponse:
+                parsed: dict[str, Any] | jsonrpc.Message | None = None, rewrite_every: bool = False) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
     `add_headers` are set where the client did not send them (the modern routing headers, which
     the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
@@ -76,7 +77,9 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     such a client as its final JSON-RPC message (docs/decisions.md §36). A backend's HTTP error
     status without a JSON-RPC body reaches the client as a JSON-RPC error naming the backend
     (`translators.errors.backend_http_error`), logged once. The usual answer (200 with JSON, or an
-    SSE stream the client accepts) is passed on without parsing.
+    SSE stream the client accepts) is passed on without parsing. `rewrite_every`: `rewrite` sees
+    every message of the answer, also one that holds no id (a relayed `initialize` that declares
+    held tasks).
 
     A backend's Bearer challenge (401/403 with `WWW-Authenticate: Bearer`) raises
     `translators.oauth.AuthChallenge` for the entry to answer (docs/decisions.md §80). A POST that
@@ -122,7 +125,8 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         if is_sse and json_only:
             return await _final_answer(upstream, headers, backend.name, request_id, v2, rewrite)
         if rewrite is not None:
-            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name, v2)
+            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name, v2,
+                                          rewrite_every)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -219,7 +223,8 @@ async def _final_answer(upstream: aiohttp.ClientResponse, headers: dict[str, str
 
 
 async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], is_sse: bool,
-                           rewrite: Callable[[dict[str, Any]], dict[str, Any]], backend: str, v2: bool) -> web.StreamResponse:
+                           rewrite: Callable[[dict[str, Any]], dict[str, Any]], backend: str, v2: bool,
+                           every: bool = False) -> web.StreamResponse:
     """The answer with `rewrite` applied to each JSON-RPC message: a JSON body whole, an SSE body
     event by event as they arrive. A body that is not JSON-RPC passes unchanged, and so does one
     that holds no id to rewrite (`fleet_ids.may_carry_ids`; with `v2`, nor a legacy code), without
@@ -227,7 +232,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     sealed id), if it has one."""
 
     def untouched(raw: bytes) -> bool:
-        return not may_carry_ids(raw) and not (v2 and may_carry_legacy_code(raw))
+        return not every and not may_carry_ids(raw) and not (v2 and may_carry_legacy_code(raw))
 
     headers.pop(H_NAME, None)  # the backend's own task id: set again below from the rewritten answer
     if not is_sse:
@@ -268,6 +273,12 @@ def _name_from_result(headers: dict[str, str], message: dict[str, Any]) -> None:
         headers[H_NAME] = result["taskId"]
 
 
+def _initialize_held(message: dict[str, Any]) -> dict[str, Any]:
+    """A relayed v1 `initialize` answer that declares the held tasks (`translators.held.initialize_held_v1`)."""
+    result = message.get("result")
+    return {**message, "result": initialize_held_v1(result)} if isinstance(result, dict) else message
+
+
 def _rewrite_data(raw: bytes, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:
     try:
         message = jsonrpc.parse(raw)
@@ -303,6 +314,7 @@ class Relay:
     as they are."""
 
     def __init__(self, parts: MemberParts):
+        self.parts = parts
         self.settings = parts.settings
         self.keyring = parts.keyring
         self.backend = parts.backend
@@ -393,13 +405,24 @@ class Relay:
             return await relay(request, self.backend.connector, None, self.settings.forward_headers, session_id=upstream_id,
                                seal_session=sealer, rewrite=rewrite)
         caller = None
-        if message.method == "initialize" and not self.backend.connector.KNOWS_CALLERS:
-            # a stdio backend's process is chosen for the proxy's principal, not the Authorization (decision 144)
-            caller = self.backend.connector.caller_headers(self._binding(request))
+        every = False
+        if message.method == "initialize":
+            if not self.backend.connector.KNOWS_CALLERS:
+                # a stdio backend's process is chosen for the proxy's principal, not the Authorization (decision 144)
+                caller = self.backend.connector.caller_headers(self._binding(request))
+            if await self._declares_held_tasks():
+                rewrite, every = _initialize_held, True
         return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=caller,
                            session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
                            method=message.method, request_id=message.id if message.kind == "request" else None,
-                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids))
+                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids), rewrite_every=every)
+
+    async def _declares_held_tasks(self) -> bool:
+        """Whether a relayed v1 `initialize` declares the held tasks: holding is on for a v1 backend
+        that offers no tasks (docs/behaviour.md §9; decision 151: one with tasks declares its own)."""
+        held = self.parts.held
+        return (held is not None and held.on and self.backend.dialect == "v1"
+                and not (await self.backend.current()).offers_tool_tasks)
 
     def _parsed(self, message: jsonrpc.Message, body: bytes | None,
                 task_ids: tuple[Rewrite, Rewrite] | None) -> dict[str, Any] | jsonrpc.Message | None:

@@ -160,7 +160,7 @@ class V2OverV1:
             )
         if decision == "sync":
             held = self.parts.held
-            if held is not None and held.holds(support if profile.offers_tool_tasks else "forbidden", call.meta.declares_tasks):
+            if held is not None and call.meta.declares_tasks and held.holds(name, support, profile.offers_tool_tasks):
                 return await self._held_call(call, name, params)
             return await self._exchange(call, name, params)
         ephemeral = self.settings.v1_session_scope == "task"

@@ -17,6 +17,8 @@ from translators.held import (
     from_canonical,
     get_v1,
     get_v2,
+    initialize_held_v1,
+    initialize_unheld_v1,
     interrupted,
     is_held_token,
     iso_ms,
@@ -174,6 +176,43 @@ def test_tools_list_held_and_its_inverse():
     assert back["tools"][0] == {"name": "plain", "inputSchema": {"type": "object"}}
     assert back["tools"][1] == {"name": "forbidden"}
     assert back["tools"][2:] == listed["tools"][2:]
+
+
+def test_tools_list_held_of_a_backend_with_tasks_shows_only_the_named_tools():
+    listed = {
+        "tools": [
+            {"name": "greet"},
+            {"name": "report", "execution": {"taskSupport": "forbidden"}},
+            {"name": "tasked", "execution": {"taskSupport": "optional"}},
+        ]
+    }
+    held = tools_list_held_v1(listed, frozenset({"report", "tasked", "absent"}))
+    assert held == {
+        "tools": [
+            {"name": "greet"},
+            {"name": "report", "execution": {"taskSupport": "optional"}},
+            {"name": "tasked", "execution": {"taskSupport": "optional"}},
+        ]
+    }
+    assert tools_list_held_v1(listed, frozenset()) == listed
+    assert tools_list_unheld_v1(held, frozenset({"report"}))["tools"][1] == {"name": "report"}
+
+
+def test_initialize_held_declares_the_held_tasks_and_its_inverse():
+    result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": True}}, "serverInfo": {"name": "s"}}
+    held = initialize_held_v1(result)
+    assert held == {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+        },
+        "serverInfo": {"name": "s"},
+    }
+    assert initialize_unheld_v1(held) == result
+    own = {"capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}}}
+    assert (initialize_held_v1(own), initialize_unheld_v1(own)) == (own, own)
+    assert initialize_held_v1({"error": "x"}) == {"error": "x"}
 
 
 def test_progress_token_and_message():

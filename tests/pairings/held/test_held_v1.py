@@ -52,7 +52,8 @@ async def test_the_raw_v1_wire_of_a_held_task(untasked, tmp_path):
     table, _ = untasked
     async with held_proxy(table, tmp_path / "state") as proxy, aiohttp.ClientSession() as http:
         caller = SessionCaller(http, proxy.url)
-        await caller.initialize()
+        init = await caller.initialize()  # the server declares no tasks; the proxy declares the held ones
+        assert init["result"]["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
         tools = {tool["name"]: tool for tool in (await caller.call("tools/list"))["result"]["tools"]}
         assert {name: tool.get("execution") for name, tool in tools.items()} == dict.fromkeys(
             ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete"], {"taskSupport": "optional"}
@@ -75,6 +76,9 @@ async def test_the_raw_v1_wire_of_a_held_task(untasked, tmp_path):
         assert (got["status"], got["statusMessage"]) == ("failed", "protocol_error_job: simulated internal failure")
         listed = (await caller.call("tasks/list"))["result"]
         assert [t["taskId"] for t in listed["tasks"]] == [task["taskId"]]
+        for cursor in ("garbage", {"a": 1}, 12):
+            refused = await caller.call("tasks/list", {"cursor": cursor})
+            assert refused["error"] == {"code": -32602, "message": "Invalid cursor"}, cursor
         other = SessionCaller(http, proxy.url)
         await other.initialize()
         assert (await other.call("tasks/list"))["result"] == {"tasks": []}
@@ -94,3 +98,22 @@ async def test_beyond_the_bounds_params_task_is_refused_before_anything_goes_ups
             "message": "Too many held calls (at most 1000, 1 per principal): try again later",
         }
     assert [e["label"] for e in events_of(events) if e["event"] == "started" and e["tool"] == "slow_compute"] == ["a"]
+
+
+async def test_held_tasks_are_listed_in_pages_bound_to_the_session(untasked, tmp_path):
+    table, _ = untasked
+    async with held_proxy(table, tmp_path / "state", list_page_size=1) as proxy, aiohttp.ClientSession() as http:
+        caller = SessionCaller(http, proxy.url)
+        await caller.initialize()
+        ids = []
+        for label in ("a", "b"):
+            params = {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": label}, "task": {}}
+            ids.append((await caller.call("tools/call", params))["result"]["task"]["taskId"])
+        first = (await caller.call("tasks/list"))["result"]
+        assert ([t["taskId"] for t in first["tasks"]], "nextCursor" in first) == ([ids[0]], True)
+        second = (await caller.call("tasks/list", {"cursor": first["nextCursor"]}))["result"]
+        assert ([t["taskId"] for t in second["tasks"]], "nextCursor" in second) == ([ids[1]], False)
+        other = SessionCaller(http, proxy.url)
+        await other.initialize()
+        refused = await other.call("tasks/list", {"cursor": first["nextCursor"]})  # another session's cursor
+        assert refused["error"] == {"code": -32602, "message": "Invalid cursor"}
