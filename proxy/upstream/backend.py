@@ -28,7 +28,6 @@ from .endpoint import RECONNECT_PAUSE_S, BackendUnreachable, reconnect_wait
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, pinned_profile, probe
 from .tool_headers import ToolHeaders
-from .tool_headers import ToolHeaders
 from .transports import connect
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,6 @@ class Backend:
         self.connector.watched = settings.health_interval_ms > 0 and self.connector.HEALTH_CHECKS
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
-        self.tool_headers = ToolHeaders(lambda: self.profile)
-        """Its tools' `x-mcp-header` annotations, for the `tools/call` translated to it (v2-modern)."""
         self.tool_headers = ToolHeaders(lambda: self.profile)
         """Its tools' `x-mcp-header` annotations, for the `tools/call` translated to it (v2-modern)."""
 
