@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .jsonrpc import RequestId
+from .subscriptions import TASK_STATUS_NAMES
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The `_meta` key naming the task a message belongs to (core 2025-11-25 §Tasks)."""
@@ -205,7 +206,7 @@ BROADCAST_NOTIFICATIONS = frozenset(
 def route_of(message: dict[str, Any]) -> Route:
     """What a request or notification from the process belongs to. In order: its related task;
     for `notifications/progress` its token; for `notifications/cancelled` the server→client
-    request it names; for `notifications/tasks/status` its task; for
+    request it names; for `notifications/tasks/status` (or `notifications/tasks`) its task; for
     `notifications/resources/updated` its URI; list changes are for everyone; anything else
     (a server→client request, a log line) belongs to the request in flight it came during."""
     task = related_task(message)
@@ -218,7 +219,7 @@ def route_of(message: dict[str, Any]) -> Route:
         return Route("progress", params["progressToken"])
     if method == "notifications/cancelled" and isinstance(params.get("requestId"), (str, int)):
         return Route("server-request", params["requestId"])
-    if method == "notifications/tasks/status" and isinstance(params.get("taskId"), str):
+    if method in TASK_STATUS_NAMES and isinstance(params.get("taskId"), str):
         return Route("task", params["taskId"])
     if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
         return Route("resource", params["uri"])

@@ -114,7 +114,25 @@ def tasks_notification(subscription_id: Any, detailed_task: Mapping[str, Any]) -
     """`notifications/tasks` for an acknowledged task id: `detailed_task` is what `tasks/get` answers
     then (a `DetailedTask`; its `resultType` and `_meta` are not part of the notification)."""
     params = {key: value for key, value in detailed_task.items() if key not in ("resultType", "_meta")}
-    return {"jsonrpc": "2.0", "method": "notifications/tasks", "params": _stamped(subscription_id, params)}
+    return {"jsonrpc": "2.0", "method": TASK_STATUS, "params": _stamped(subscription_id, params)}
+
+
+TASK_STATUS = "notifications/tasks"
+"""A task's status on a `subscriptions/listen` stream (SEP-2663 TaskStatusNotification)."""
+TASK_STATUS_V1 = "notifications/tasks/status"
+"""v1's name for it (core 2025-11-25), which servers on the C# SDK send for the extension's too."""
+TASK_STATUS_NAMES = frozenset({TASK_STATUS, TASK_STATUS_V1})
+"""The methods a v2 backend's task status notification comes under: the proxy accepts both."""
+
+
+def task_status_named_v2(message: dict[str, Any]) -> dict[str, Any]:
+    """A message of a v2 backend with its task status notification under the extension's name:
+    `notifications/tasks/status` (what servers on the C# SDK send) becomes `notifications/tasks`,
+    params unchanged; any other message is `message` itself. (No inverse: on a v2 wire the v1 name
+    is only ever a misnaming of this one.)"""
+    if message.get("method") != TASK_STATUS_V1:
+        return message
+    return {**message, "method": TASK_STATUS}
 
 
 def listen_ended(subscription_id: Any) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from translators.fleet_ids import ids_to_backend, ids_to_client, may_carry_ids
 from translators.held import initialize_held_v1
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
+from translators.subscriptions import task_status_named_v2
 
 from ..faces.checks import takes_sse
 from ..metrics import clock
@@ -279,6 +280,11 @@ def _initialize_held(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "result": initialize_held_v1(result)} if isinstance(result, dict) else message
 
 
+def _task_status_named_v2(rewrite: Rewrite) -> Rewrite:
+    """`rewrite`, then a task status under v1's name as the extension names it (`subscriptions.task_status_named_v2`)."""
+    return lambda message: task_status_named_v2(rewrite(message))
+
+
 def _rewrite_data(raw: bytes, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:
     try:
         message = jsonrpc.parse(raw)
@@ -335,7 +341,8 @@ class Relay:
             return task if task in plain else self.keyring.seal_task_id(TaskRef(name, "", task), principal)
 
         def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
-            return ids_to_client(answer, seal_task, lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
+            # a task status under v1's name (servers on the C# SDK) reaches the client under the extension's
+            return task_status_named_v2(ids_to_client(answer, seal_task, lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal)))
 
         routing = {H_METHOD: message.method}
         name_value = name_param(message.method, params)
@@ -397,6 +404,8 @@ class Relay:
         (an `initialize`)."""
         task_ids = self.session_task_ids(upstream_id)
         rewrite = task_ids[1] if task_ids is not None else None
+        if rewrite is not None and self.backend.dialect == "v2-session":
+            rewrite = _task_status_named_v2(rewrite)
         sealed = upstream_id is not None or (message is not None and message.method == "initialize")
         sealer = self.session_sealer(request) if sealed else None
         if on_session is not None:

@@ -30,7 +30,7 @@ from translators.errors import INVALID_PARAMS, McpError
 from translators.inputs import input_request_from_v1, input_response_to_v1, is_input_request, related_task_id
 from translators.model import InputRequest
 from translators.sealing import TaskRef
-from translators.subscriptions import CARRIED
+from translators.subscriptions import CARRIED, TASK_STATUS_NAMES
 
 from ..upstream.session_wire import NoStandaloneStream, SessionLost, UpstreamSession, listen, refuse_server_request
 from .store import CapturedInput, TaskStateStore
@@ -304,7 +304,7 @@ class SessionListener:
             self.recent.append((asyncio.get_running_loop().time(), message))
         for subscriber in list(self.subscribers):
             subscriber(message)
-        if message.get("method") != "notifications/tasks/status":
+        if message.get("method") not in TASK_STATUS_NAMES:  # v1's name, and a v2-session backend's (either name)
             return
         params = message.get("params") or {}
         task_id, status = params.get("taskId"), params.get("status")
