@@ -29,6 +29,7 @@ from translators.sealing import Keyring
 from .config import Settings
 from .faces.challenge import challenge_answer
 from .faces.checks import (
+    ANSWERED,
     accepts_json,
     caller_headers,
     json_response,
@@ -174,8 +175,8 @@ class Entry:
         if isinstance(pairing, Relay):
             try:
                 response = await pairing.modern(request, body, message, principal)
-            except asyncio.CancelledError:  # the client left before the stream's end
-                _count(member, message.method, CANCELLED, client=client, repairs=repairs)  # in /metrics too (outcome "cancelled")
+            except asyncio.CancelledError:  # the client left before the stream's end: "cancelled" unless it had its answer
+                _count(member, message.method, "ok" if request.get(ANSWERED) else CANCELLED, client=client, repairs=repairs)
                 if self.shadow is not None and self.shadow.wants(member.name, message.method):
                     self._offer_gone(member, request, message, principal)
                 raise
@@ -331,8 +332,8 @@ class Entry:
         work.begin()
         try:
             response = await relay.session(request, body, message, upstream_id, remember)
-        except asyncio.CancelledError:  # the client left before the stream's end (it may have read its answer)
-            _count(member, message.method, CANCELLED, "v1", client, dialect, backend_dialect=dialect)
+        except asyncio.CancelledError:  # the client left before the stream's end: "cancelled" unless it had its answer
+            _count(member, message.method, "ok" if request.get(ANSWERED) else CANCELLED, "v1", client, dialect, backend_dialect=dialect)
             if message.kind == "request" and self.shadow is not None and self.shadow.wants(member.name, message.method):
                 self._offer_gone(member, request, message)
             raise

@@ -26,6 +26,10 @@ class RecordingTap:
         """Methods the tap answers itself with an SSE stream it opens and then holds without any
         event until the client goes away (nothing is forwarded): a gateway that buffers the
         backend's stream, for fault tests."""
+        self.linger_after_answer: set[str] = set()
+        """Methods whose SSE answer the tap forwards whole and then does not end: the stream stays
+        open until the client goes away (a backend slow to close its stream after the answer, as
+        a loaded host is), for tests of what a client that leaves after its answer is counted as."""
         self.methods: list[str] = []
         self.bodies: list[Any] = []
         self.deletes = 0
@@ -110,6 +114,10 @@ class RecordingTap:
                     assert request.transport is not None
                     request.transport.close()
                     return response
+            if method in self.linger_after_answer and "text/event-stream" in upstream.headers.get("Content-Type", ""):
+                while request.transport is not None and not request.transport.is_closing():
+                    await asyncio.sleep(0.05)  # until the client goes away (or `stop` cancels the handler)
+                return response
             try:
                 await response.write_eof()
             except (ConnectionError, aiohttp.ClientConnectionResetError):

@@ -24,6 +24,11 @@ def json_response(message: dict[str, Any], status: int = 200, headers: Mapping[s
     return web.Response(body=jsonrpc.dumps(message), status=status, content_type=JSON, headers=headers)
 
 
+ANSWERED = web.RequestKey("mcp_tasks_proxy_answered", bool)
+"""Set by a relay when its client left (the handler cancelled) after the answer had been written to
+it whole, before the backend's stream ended: counted as answered, not "cancelled" (issue 37)."""
+
+
 def relay_outcome(response: web.StreamResponse) -> str:
     """The outcome label of a relayed answer: its body is not read, so only its HTTP status."""
     return "ok" if response.status < 300 else f"http_{response.status}"

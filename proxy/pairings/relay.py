@@ -45,7 +45,7 @@ from ..metrics import clock
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
 from .parts import MemberParts
-from .relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body  # noqa: F401 (the first: its tests')
+from .relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body, noting_answer, relay_stream  # noqa: F401 (1st, 3rd: tests')
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +142,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await response.prepare(request)
         try:
-            if v2 and is_sse:
-                await _relay_sse_renumbered(upstream, response)
-            else:
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
+            await relay_stream(request, upstream, response, renumber=v2 and is_sse)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
@@ -255,10 +251,12 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     await response.prepare(request)
     parser = SseParser()
     try:
-        async for chunk in upstream.content.iter_any():
-            for event in parser.feed(chunk):
-                data = event.data.encode()
-                await response.write(_frame(event, data if untouched(data) else _rewrite_data(data, rewrite)))
+        with noting_answer(request) as written:
+            async for chunk in upstream.content.iter_any():
+                for event in parser.feed(chunk):
+                    data = event.data.encode()
+                    await response.write(frame := _frame(event, data if untouched(data) else _rewrite_data(data, rewrite)))
+                    written.whole(frame)
         await response.write_eof()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
         log.info("relay from %s ended early: %s", backend, exc.__class__.__name__)

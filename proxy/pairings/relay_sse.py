@@ -1,10 +1,14 @@
 """The relay's byte-level SSE helpers (docs/behaviour.md §3): a v2 backend's SSE answer passed on
 whole events at a time so that an event holding the draft-era `-32003` can be renumbered, and the
 one frame writer of events the relay writes again. Split out of `relay.py`; bytes unchanged unless
-an event holds the code (docs/decisions.md §37)."""
+an event holds the code (docs/decisions.md §37). And whether a client that left had been written its
+answer whole (`noting_answer`): counted answered then, not cancelled."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -12,7 +16,62 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.errors import McpError, legacy_code_renumbered, may_carry_legacy_code
 
+from ..faces.checks import ANSWERED
 from ..sse import Event, SseParser
+
+KEEP_MAX = 1024 * 1024
+"""Bytes of a relayed stream's last event kept to tell, if the client leaves, whether it was the
+answer (a longer last event is not looked at: its client is counted as having left before it)."""
+
+
+class Written:
+    """What a relay last wrote to its client of a backend's SSE answer, read only when the client
+    leaves: whether the last event written is the answer. Whole events (`whole`), or chunks as they
+    came (`chunk`), kept from the last one that ended an event (references, no copies)."""
+
+    def __init__(self) -> None:
+        self._kept: list[bytes] = []
+        self._size = 0
+        self._ended = True
+
+    def whole(self, events: bytes) -> None:
+        """Whole events were written (`events` ends with the last one's end)."""
+        self._kept, self._size, self._ended = [events], len(events), True
+
+    def chunk(self, chunk: bytes) -> None:
+        """A chunk of the stream as it came was written (an event may be split between chunks)."""
+        if self._ended:
+            self._kept, self._size = [], 0
+        if self._size <= KEEP_MAX:
+            self._kept.append(chunk)
+            self._size += len(chunk)
+        self._ended = chunk.endswith(_EVENT_ENDS)
+
+    def answered(self) -> bool:
+        """Whether the last event written is a JSON-RPC response: on a POST's stream only the answer
+        to that POST is one, and it is the stream's last event (MCP 2025-11-25, Streamable HTTP)."""
+        if self._size > KEEP_MAX or not self._kept:
+            return False
+        events = SseParser().feed(b"".join(self._kept))
+        if not events:
+            return False
+        try:
+            return jsonrpc.parse(events[-1].data).kind == "response"
+        except McpError:
+            return False
+
+
+@contextlib.contextmanager
+def noting_answer(request: web.Request) -> Iterator[Written]:
+    """Around the writing of a relayed SSE answer: a client that leaves once its answer was
+    written whole leaves `ANSWERED` on `request` (the entry counts it answered, not cancelled)."""
+    written = Written()
+    try:
+        yield written
+    except asyncio.CancelledError:
+        if written.answered():
+            request[ANSWERED] = True
+        raise
 
 
 def _renumbered_body(raw: bytes) -> bytes:
@@ -46,7 +105,8 @@ def _complete_events_end(buffer: bytes) -> int:
     return max(((at + len(end)) if (at := buffer.rfind(end)) >= 0 else 0) for end in _EVENT_ENDS)
 
 
-async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse) -> None:  # an aiohttp or lean response
+async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse,  # an aiohttp or lean response
+                                written: Written | None = None) -> None:
     """An SSE answer of a v2 backend, passed on as it arrives but whole events at a time, so that an
     event holding `-32003` can be parsed and renumbered (`_renumbered_body`); other bytes pass
     unchanged. Events are only parsed when their bytes hold the code."""
@@ -65,5 +125,20 @@ async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse) -> 
             parser = SseParser()
             ready = b"".join(_frame(event, _renumbered_body(event.data.encode())) for event in parser.feed(ready))
         await response.write(ready)
+        if written is not None:
+            written.whole(ready)
     if pending:
         await response.write(b"".join(pending))
+
+
+async def relay_stream(request: web.Request, upstream: Any, response: web.StreamResponse, *, renumber: bool) -> None:
+    """A backend's streamed answer passed on as it arrives (`renumber`: a v2 backend's SSE, whole
+    events at a time, `_relay_sse_renumbered`); a client that leaves after its answer is noted
+    (`noting_answer`)."""
+    with noting_answer(request) as written:
+        if renumber:
+            await _relay_sse_renumbered(upstream, response, written)
+            return
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+            written.chunk(chunk)
