@@ -206,7 +206,8 @@ def _probe(args: argparse.Namespace) -> int:
         versions = ", ".join(row["protocol_versions"])  # type: ignore[arg-type]
         print(f"{escaped(str(row['url']))}\n  dialect: {row['dialect']}\n  protocol versions: {escaped(versions)}"
               f"\n  tool tasks: {'yes' if row['tool_tasks'] else 'no'}")
-        for name, support in sorted(row["tools"].items()):  # type: ignore[union-attr]
+        tools: dict[str, str] = row["tools"]  # type: ignore[assignment]
+        for name, support in sorted(tools.items()):
             print(f"  tool {escaped(name)}: task support {escaped(str(support))}")  # not an access denial: execution.taskSupport
     return 1 if any("error" in row for row in rows) else 0
 

@@ -40,6 +40,18 @@ REVIVE_INTERVAL_S = 1.0
 """An unreachable backend is probed again by new work at most this often."""
 
 
+class CommandFails(UnsupportedBackend):
+    """A stdio backend's command cannot be run, or its first process exited before answering the
+    probe's `initialize`: the proxy (or the reload that adds it) is refused, rather than retrying
+    for ever while every request waits and fails (issue 37; later exits are supervised, with backoff)."""
+
+
+def start_failure(member: FleetMember) -> str | None:
+    """Why `member`'s stdio command failed at its first start (`StdioEndpoint.start_failure`), else None."""
+    failure = getattr(member.backend.connector, "start_failure", None)
+    return failure if isinstance(failure, str) else None
+
+
 class FleetMember:
     """One configured backend (`backend`), the state kept for it (`follower`: its v1 tasks
     followed for modern clients; held MRTR exchanges) and one instance of each pairing in front
@@ -220,11 +232,17 @@ class Fleet:
 
     async def refresh_all(self) -> None:
         """Probe every backend once (at start); unreachable ones are logged and left for later.
-        Raises `UnsupportedBackend` for a backend that speaks no dialect the proxy serves."""
+        Raises `UnsupportedBackend` for a backend that speaks no dialect the proxy serves, and
+        `CommandFails` (the fleet closed first: no process left running) for a stdio backend whose
+        command cannot be run or whose first process exited before answering the probe."""
         for member in self.members:
             try:
                 await member.backend.refresh(force=True)
             except McpError as exc:  # logged by the handle as down; requests and the timer probe it again
+                failure = start_failure(member)
+                if failure is not None:
+                    await self.close()
+                    raise CommandFails(f"backend {member.name!r}: {failure}") from None
                 log.debug("backend %s not reachable at start: %s", member.name, exc.message)
 
     async def keep_probing(self, interval_s: float) -> None:

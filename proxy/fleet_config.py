@@ -23,7 +23,7 @@ from translators.errors import McpError
 from translators.sealing import Keyring
 
 from .config import ConfigError, Settings, Upstream, load
-from .fleet import Fleet, FleetMember
+from .fleet import Fleet, FleetMember, start_failure
 from .metrics import Metrics
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
@@ -113,6 +113,11 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
                 await one.close()
             raise ConfigError(f"upstream: backend {member.name!r}: {exc}") from None
         except McpError as exc:  # unreachable now: probed again by requests and the timer, as at start
+            failure = start_failure(member)
+            if failure is not None:  # a stdio command that cannot start: refused, as at start
+                for one in fresh:
+                    await one.close()
+                raise ConfigError(f"upstream: backend {member.name!r}: {failure}") from None
             log.info("backend %s not reachable yet: %s", member.name, exc.message)
         handover = fleet.first.exchanges.handover
         if handover is not None:

@@ -336,6 +336,12 @@ class StdioEndpoint(Endpoint):
         slots = self.pool.slots.values()
         return any(slot.starting and slot.restarts == 0 for slot in slots) and not any(slot.ready.is_set() for slot in slots)
 
+    @property
+    def start_failure(self) -> str | None:
+        """Why the first start of a process failed for good (`ProcessSlot.start_failure`): at the
+        proxy's start, or when a reload adds the backend, that refuses it (`Fleet.refresh_all`)."""
+        return next((slot.start_failure for slot in self.pool.slots.values() if slot.start_failure), None)
+
     async def ensure_started(self) -> None:
         """Start the bridge (once): its socket and the client session that reaches it."""
         if self._runner is not None:

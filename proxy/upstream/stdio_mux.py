@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import shlex
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -41,6 +42,16 @@ STEADY_S = 10.0
 REAP_MARGIN_S = 1.0
 """Allowed beside a replaced process's two `grace_s` for its SIGKILL and reaping (`start_wait`)."""
 INITIALIZE_TIMEOUT_S = 30.0
+def _exited_before_initialize(argv: Sequence[str], process: StdioProcess) -> str:
+    """Why a process that exited before answering `initialize` failed: its command, how it ended
+    (its exit status, or the signal that ended it) and its last stderr lines."""
+    code = process.process.returncode if process.process is not None else None
+    ended = f"was ended by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
+    tail = " | ".join(process.stderr_tail)
+    return (f"its command {shlex.join(argv)!r} {ended} before answering initialize"
+            + (f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"))
+
+
 class ProcessSlot:
     """One supervised process and the virtual sessions over it. `capabilities` and `client_info`
     are what the process's `initialize` declares; `on_down(reason)` is called each time the
@@ -66,6 +77,9 @@ class ProcessSlot:
         self.retry_at: float | None = None
         """When the next start attempt begins (monotonic s) while a backoff is waited out, else None."""
         self.last_failure = "starting"
+        self.start_failure: str | None = None
+        """Why the first start failed for good, else None: the command could not be run, or its
+        process exited before answering `initialize` (a proxy refuses to start on it: `Fleet.refresh_all`)."""
         self.initialize_result: dict[str, Any] = {}
         self.sessions: dict[str, VirtualSession] = {}
         self.opening = 0
@@ -133,6 +147,8 @@ class ProcessSlot:
         try:
             await process.start()
         except OSError as exc:
+            if self.restarts == 0:
+                self.start_failure = f"its command {shlex.join(self.argv)!r} cannot be run: {exc.strerror or exc}"
             return f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
         self.process = process
         pending = Pending(None, None, "initialize", None)
@@ -149,6 +165,8 @@ class ProcessSlot:
             answer.cancel()
             exited_first = self._exited.is_set()  # read before the stop below ends the process
             await process.stop()
+            if exited_first and self.restarts == 0:
+                self.start_failure = _exited_before_initialize(self.argv, process)
             return "the process exited before answering initialize" if exited_first else \
                 f"the process did not answer initialize within {INITIALIZE_TIMEOUT_S:g} s"
         message, _ = answer.result()

@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 from asyncio.subprocess import SubprocessStreamProtocol
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -37,6 +38,9 @@ _SCAN = json.JSONDecoder().scan_once
 `StopIteration` when no value begins there): `json.loads` without its checks of what it is given."""
 
 READ_CHUNK = 64 * 1024
+STDERR_TAIL = 5
+"""The last stderr lines kept (`StdioProcess.stderr_tail`), each up to `STDERR_TAIL_CHARS`."""
+STDERR_TAIL_CHARS = 300
 KEEP_BYTES = 4096
 """Bytes kept of each end of a line over `max_line_bytes`."""
 
@@ -228,6 +232,8 @@ class StdioProcess:
         """Done when stdout, stderr have closed (their last line given)."""
         self._waiter: asyncio.Task[None] | None = None
         self.stopping = False
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        """The last lines the process wrote to stderr (for why a process that will not start failed)."""
 
     @property
     def pid(self) -> int | None:
@@ -305,6 +311,7 @@ class StdioProcess:
             return
         text = line.decode("utf-8", "replace").rstrip()
         if text:
+            self.stderr_tail.append(text[:STDERR_TAIL_CHARS])
             log.info("backend %s stderr: %s", self.name, text)
 
     def _signal_group(self, signal_to_send: int) -> None:

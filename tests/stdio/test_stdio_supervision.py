@@ -21,6 +21,7 @@ from support import Caller
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
 from proxy.demo.node_packages import STDIO_SERVERS, ensure_npm_packages
+from proxy.fleet import CommandFails
 from translators.errors import FORGOTTEN, UNKNOWN_TASK
 from translators.sealing import Keyring
 
@@ -73,18 +74,14 @@ async def test_shutdown_kills_a_process_that_ignores_eof_and_sigterm_and_reaps_i
     assert gone(pid) is True
 
 
-async def test_a_command_that_cannot_run_leaves_the_backend_not_ready(tmp_path):
-    proxy = await _proxy(["/nonexistent/stdio-server"], tmp_path)
-    try:
-        async with aiohttp.ClientSession() as http, http.get(proxy.base_url + "/readyz") as response:
-            assert response.status == 503
-            body = await response.json()
-        assert (body["status"], body["backend"]) == ("not ready", "noisy")
-        assert (
-            body["reason"] == "Backend 'noisy' unavailable: cannot start '/nonexistent/stdio-server': No such file or directory"
-        )
-    finally:
-        await proxy.stop()
+async def test_a_command_that_cannot_run_refuses_the_start_and_leaves_nothing_behind(tmp_path):
+    """Issue 37, defect 8: no proxy that would retry for ever (each request waiting 5 s for a 502);
+    the start is refused naming the command."""
+    with pytest.raises(CommandFails) as refused:
+        await _proxy(["/nonexistent/stdio-server"], tmp_path)
+    assert (
+        str(refused.value) == "backend 'noisy': its command '/nonexistent/stdio-server' cannot be run: No such file or directory"
+    )
 
 
 async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_is_served(tmp_path):
