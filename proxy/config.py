@@ -89,6 +89,9 @@ class Upstream(BaseModel):
     shadow_queue: int = Field(default=64, ge=1, le=10_000)
     shadow_concurrency: int = Field(default=4, ge=1, le=64)
     shadow_timeout_ms: int = Field(default=30_000, gt=0)
+    shadow_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=32 * 1024 * 1024)
+    """The most a comparison reads of one answer: over it, nothing is compared and the comparison is
+    counted `too_large` (a candidate's answer is not read on; docs/behaviour.md §8 7.)."""
 
     @field_validator("hold_tools")
     @classmethod

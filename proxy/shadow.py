@@ -18,8 +18,10 @@ is never put to anyone (its outcome is `{"asks": [...]}`), and it never sees a c
 Outcomes, counted in `mcp_tasks_proxy_shadow_total{backend, method, tool, outcome}` (backend: the
 candidate) and shown on the status page: "match", "differ" (one log line each), "candidate_error"
 (the candidate could not be asked, or gave no MCP answer), "primary_error" (the primary, asked again,
-could not be), "timeout" (`shadow_timeout_ms`, tasks followed included) and "dropped" (the queue was
-full).
+could not be), "timeout" (`shadow_timeout_ms`, tasks followed included), "dropped" (the queue was
+full) and "too_large" (an answer over `shadow_max_body_bytes`: one the comparison reads alone, a
+candidate's, is not read on, see `proxy/upstream/answer_bound.py`; one that comes by paths the
+clients share, the client's own or a primary's through its pairing, is measured).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
+import json
 import logging
 import random
 import time
@@ -43,13 +46,12 @@ from translators import shadow as canon
 from translators.errors import McpError
 
 from .config import Settings, Upstream
-from .faces.modern import ModernRequest
 from .logs import REQUEST_ID
-from .shadow_ask import SHADOW_META, both, held_outcome, poll_wait, relayed_answer
+from .shadow_ask import answer_size, both, held_outcome, relayed_answer
 from .shadow_process import ShadowProcess
-from .upstream.backend import UnsupportedBackend
+from .shadow_sides import Job, SideFailed, ask, outcome, primary_outcome
+from .upstream.answer_bound import ANSWER_BOUND, ReadBound
 from .upstream.endpoint import Endpoint
-from .upstream.modern_wire import ModernClient
 
 if TYPE_CHECKING:
     from .fleet import Fleet, FleetMember
@@ -64,35 +66,7 @@ TOOLS_PAGES = 10
 LAST_DIFFERENCES = 20
 MAX_TOOL_LABELS = 100
 """Distinct tool label values a candidate counts under; more fold into "other"."""
-OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
-
-
-class _Failed(Exception):
-    """A side could not be asked (`side` "candidate" or "primary")."""
-
-    def __init__(self, side: str, reason: str):
-        super().__init__(reason)
-        self.side = side
-        self.reason = reason
-
-
-@dataclass(slots=True)
-class Job:
-    """One mirrored request: the primary's member, the method and params, the client's principal and
-    headers for upstream, and the primary's answer as the client got it (`primary`: a v2-modern
-    result, `{"error": ...}`, the bytes of a relayed JSON answer, parsed by the worker, or None when
-    it was not held whole and must be asked again), with `follow`: whether a task in it can be
-    followed on the primary (False, a relayed answer's sealed ids: asked again instead), and
-    `request_id`: the client request's id, which the comparison's log lines carry."""
-
-    primary: FleetMember
-    method: str
-    params: dict[str, Any]
-    principal: str
-    headers: dict[str, str]
-    answer: dict[str, Any] | bytes | None
-    follow: bool = True
-    request_id: str | None = None
+OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
 
 
 @dataclass
@@ -139,8 +113,10 @@ class Mirror:
             job = await self.queue.get()
             await asyncio.sleep(0)  # what the clients sent meanwhile is read first
             REQUEST_ID.set(job.request_id)  # the worker's own context: its lines name the request mirrored
+            bound = ReadBound(self.config.shadow_max_body_bytes)
+            ANSWER_BOUND.set(bound)  # every answer read for this comparison (proxy/upstream/answer_bound.py)
             try:
-                await self.owner.run(self, job)
+                await self.owner.run(self, job, bound)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a proxy bug must not stop the mirror
@@ -225,7 +201,7 @@ class Shadowing:
 
     # -- the worker's side ----------------------------------------------------------------------------
 
-    async def run(self, mirror: Mirror, job: Job) -> None:
+    async def run(self, mirror: Mirror, job: Job, bound: ReadBound) -> None:
         tool = canon.tool_name(job.method, job.params)
         candidate = self.fleet.get(mirror.name)
         if candidate is None:  # removed by a reload
@@ -234,19 +210,29 @@ class Shadowing:
             async with asyncio.timeout(mirror.config.shadow_timeout_ms / 1000):
                 if job.method == "tools/call" and tool not in mirror.config.shadow_tools:
                     read_only = await self._read_only(job)
-                    if read_only is None or tool not in read_only:
+                    if (read_only is None or tool not in read_only) and bound.over is None:
                         return  # never asked: not annotated read-only by the primary, nor listed
+                if bound.over is None and answer_size(job.answer) > bound.limit:
+                    bound.over = job.primary.name  # the client's answer
+                if bound.over is not None:  # that, or the primary's tools/list
+                    raise SideFailed("primary", "an answer over shadow_max_body_bytes")
                 held = held_outcome(job.method, job.answer)
                 if held is not None:  # the client's answer, final: only the candidate is asked
-                    primary, theirs = held, await self._outcome(candidate, job, "candidate")
+                    primary, theirs = held, await outcome(candidate, job, "candidate")
                 else:
-                    primary, theirs = await both(self._primary_outcome(job), self._outcome(candidate, job, "candidate"))
+                    primary, theirs = await both(primary_outcome(job), outcome(candidate, job, "candidate"))
         except TimeoutError:
-            self.count(mirror, job.method, tool, "timeout")
-            return
-        except _Failed as exc:
-            log.info("shadow %s: %s %s: the %s could not be asked: %s", mirror.name, job.method, tool or "", exc.side, exc.reason)
-            self.count(mirror, job.method, tool, f"{exc.side}_error")
+            if bound.over is None:
+                self.count(mirror, job.method, tool, "timeout")
+                return
+        except SideFailed as exc:
+            if bound.over is None:
+                log.info("shadow %s: %s %s: the %s could not be asked: %s", mirror.name, job.method, tool or "", exc.side,
+                         exc.reason)
+                self.count(mirror, job.method, tool, f"{exc.side}_error")
+                return
+        if bound.over is not None:  # whatever a pairing made of the answer it gave up
+            self._too_large(mirror, job.method, tool, bound.over)
             return
         found = canon.differences(primary, theirs, mirror.ignore)
         if job.method == "tools/list" and "result" in primary:
@@ -262,6 +248,11 @@ class Shadowing:
         mirror.stats.last.appendleft({"at_ms": int(time.time() * 1000), "method": method, "tool": tool, "diff": diff,
                                       "paths": paths})
         self.count(mirror, method, tool, "differ")
+
+    def _too_large(self, mirror: Mirror, method: str, tool: str | None, backend: str) -> None:
+        log.info("shadow %s: %s %s: not compared: %s's answer is over shadow_max_body_bytes (%d)", mirror.name, method,
+                 tool or "", backend, mirror.config.shadow_max_body_bytes)
+        self.count(mirror, method, tool, "too_large")
 
     # -- the shadow process's side (proxy/shadow_process.py) ---------------------------------------------
 
@@ -287,8 +278,11 @@ class Shadowing:
                 return False
             if tool not in known[1]:
                 return True  # never asked: not annotated read-only by the primary, nor listed
-        answer = job.answer
+        answer, limit = job.answer, mirror.config.shadow_max_body_bytes
         if isinstance(answer, bytes):
+            if len(answer) > limit:
+                self._too_large(mirror, job.method, tool, job.primary.name)
+                return True
             answer = relayed_answer(answer)
             if answer is None:
                 return False
@@ -298,9 +292,13 @@ class Shadowing:
         job_id = next(self._ids)
         candidate_config = {"name": mirror.name, "url": connector.url, "extra_headers": connector.extra_headers,
                             "concurrency": mirror.config.shadow_concurrency, "timeout_s": mirror.config.shadow_timeout_ms / 1000,
-                            "ignore": mirror.config.shadow_ignore}
-        job_line = {"id": job_id, "method": job.method, "params": job.params, "headers": job.headers, "answer": answer}
-        if not self.process.submit(mirror.name, candidate_config, job_line):
+                            "ignore": mirror.config.shadow_ignore, "max_body_bytes": limit}
+        encoded = json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(encoded) > limit:
+            self._too_large(mirror, job.method, tool, job.primary.name)
+            return True
+        job_line = {"id": job_id, "method": job.method, "params": job.params, "headers": job.headers}
+        if not self.process.submit(mirror.name, candidate_config, job_line, encoded):
             return False
         if job.method == "tools/list" and "error" not in answer:
             self._learn(job.primary.name, answer)
@@ -321,6 +319,9 @@ class Shadowing:
             if kind == "differ":
                 self._differs(mirror, primary, method, tool, str(outcome.get("diff", "")), list(outcome.get("paths") or ()))
                 return
+            if kind == "too_large":
+                self._too_large(mirror, method, tool, mirror.name)
+                return
             if kind == "candidate_error":
                 log.info("shadow %s: %s %s: the candidate could not be asked: %s", mirror.name, method, tool or "",
                          outcome.get("reason"))
@@ -333,56 +334,6 @@ class Shadowing:
         for job_id in job_ids:
             self._answered(job_id, {"outcome": "candidate_error", "reason": "the shadow process ended"})
 
-    async def _primary_outcome(self, job: Job) -> dict[str, Any]:
-        answer = relayed_answer(job.answer) if isinstance(job.answer, bytes) else job.answer
-        if answer is None or (not job.follow and canon.result_kind(answer) == "task"):
-            return await self._outcome(job.primary, job, "primary")
-        if "error" in answer and isinstance(answer["error"], dict) and len(answer) == 1:
-            return canon.canonical_error(answer["error"])
-        return await self._settled(job.primary, job, answer, "primary")
-
-    async def _outcome(self, member: FleetMember, job: Job, side: str) -> dict[str, Any]:
-        """`member` asked `job`'s request, its answer followed to its end, in canonical form."""
-        try:
-            result = await self._ask(member, job.method, job.params, job)
-        except McpError as exc:
-            if exc.http_status is not None and exc.http_status >= 500:
-                raise _Failed(side, exc.message) from None
-            return canon.canonical_error({"code": exc.code})
-        except UnsupportedBackend as exc:
-            raise _Failed(side, str(exc)) from None
-        return await self._settled(member, job, result, side)
-
-    async def _settled(self, member: FleetMember, job: Job, result: dict[str, Any], side: str) -> dict[str, Any]:
-        """A task in `result` followed by `tasks/get` on `member` until it ends or asks for input."""
-        if canon.result_kind(result) != "task":
-            return canon.canonical_answer(job.method, result)
-        task_id = canon.created_task_id(result)
-        wait = poll_wait(result)
-        while True:
-            await asyncio.sleep(wait)
-            try:
-                got = await self._ask(member, "tasks/get", {"taskId": task_id}, job)
-            except McpError as exc:
-                if exc.http_status is not None and exc.http_status >= 500:
-                    raise _Failed(side, exc.message) from None
-                return canon.canonical_error({"code": exc.code})
-            if canon.task_ended(got):
-                return canon.canonical_task_end(job.method, got)
-            wait = poll_wait(got)
-
-    async def _ask(self, member: FleetMember, method: str, params: dict[str, Any], job: Job) -> dict[str, Any]:
-        """One request to `member` as a 2026-07-28 client (`SHADOW_META`): straight to a v2-modern
-        backend, through the member's own pairing to the others (its answer in v2 shape). Raises `McpError`."""
-        backend = member.backend
-        profile = backend.fresh() or await backend.current({"Authorization": job.headers["Authorization"]}
-                                                           if "Authorization" in job.headers else None)
-        if profile.dialect == "v2-modern":
-            return await ModernClient(backend.connector).request(method, params, SHADOW_META, headers=job.headers)
-        pairing = member.pairing("v2-modern", profile.dialect)
-        reply = await pairing.answer(ModernRequest(method, dict(params), SHADOW_META, job.principal, job.headers))  # type: ignore[union-attr]
-        return reply.result
-
     async def _read_only(self, job: Job) -> frozenset[str] | None:
         """The primary's read-only tools (`TOOLS_TTL_S` old at most; its `tools/list` asked, all pages
         up to `TOOLS_PAGES`, when not known); None when the primary's list cannot be had."""
@@ -393,7 +344,7 @@ class Shadowing:
         params: dict[str, Any] = {}
         try:
             for _page in range(TOOLS_PAGES):
-                page = await self._ask(job.primary, "tools/list", params, job)
+                page = await ask(job.primary, "tools/list", params, job)
                 tools.extend(page.get("tools") or ())
                 cursor = page.get("nextCursor")
                 if not isinstance(cursor, str):

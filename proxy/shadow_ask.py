@@ -94,3 +94,12 @@ async def both(primary: Any, candidate: Any) -> tuple[dict[str, Any], dict[str, 
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+
+def answer_size(answer: dict[str, Any] | bytes | None) -> int:
+    """The size in bytes of an answer held as bytes or as a decoded JSON object (compact UTF-8 JSON)."""
+    if answer is None:
+        return 0
+    if isinstance(answer, bytes):
+        return len(answer)
+    return len(json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode())

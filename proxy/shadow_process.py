@@ -8,14 +8,15 @@ on another core, never in front of a client's next request.
     proxy (on_result)            ◄── one JSON line per outcome on its stdout ─────  asks, follows, compares
 
 A candidate, sent before its first job and again when it changed, `{"candidate": n, "name", "url",
-"extra_headers", "concurrency", "timeout_s", "ignore"}`: the candidate's address and the headers
-its connector adds, its `shadow_concurrency` (the child asks at most that many at once), its
-`shadow_timeout_ms` in s and its `shadow_ignore` paths. A job, `{"id", "candidate": n, "method",
+"extra_headers", "concurrency", "timeout_s", "ignore", "max_body_bytes"}`: the candidate's address
+and the headers its connector adds, its `shadow_concurrency` (the child asks at most that many at
+once), its `shadow_timeout_ms` in s, its `shadow_ignore` paths and its `shadow_max_body_bytes` (the
+child reads no more of an answer: `proxy/upstream/answer_bound.py`). A job, `{"id", "candidate": n, "method",
 "params", "headers", "answer"}`: the request, the client's headers for upstream and the primary's
 answer as the client got it, final (a result, or `{"error": {...}}`), put in canonical form
 (`translators.shadow`) by the child. An outcome, `{"id",
 "outcome", "reason"?, "diff"?, "paths"?}`: "match", "differ" (with the compact diff and the
-differing paths), "candidate_error" (with the reason) or "timeout". The proxy counts and logs them
+differing paths), "candidate_error" (with the reason), "timeout" or "too_large". The proxy counts and logs them
 (`proxy/shadow.py`); the child only asks and compares. It is started by its handle on the first
 job and stopped by it (stdin closed, then terminated after `STOP_WAIT_S`); it ends by itself when
 the proxy's end of the pipe closes.
@@ -95,10 +96,10 @@ class ShadowProcess:
         self.state = "running"
         self._reader = asyncio.ensure_future(self._read())
 
-    def submit(self, name: str, candidate: dict[str, Any], job: dict[str, Any]) -> bool:
-        """Send `job` (its "id" unique) for the candidate `name` (`candidate`: its "url",
-        "extra_headers", "concurrency", "timeout_s", "ignore") to the child; False when the child is
-        not running."""
+    def submit(self, name: str, candidate: dict[str, Any], job: dict[str, Any], answer: bytes) -> bool:
+        """Send `job` (its "id" unique) with the primary's `answer` (its JSON, encoded already) for the
+        candidate `name` (`candidate`: its "url", "extra_headers", "concurrency", "timeout_s",
+        "ignore", "max_body_bytes") to the child; False when the child is not running."""
         process = self.process
         if self.state != "running" or process is None or process.stdin is None or process.stdin.is_closing():
             return False
@@ -109,7 +110,7 @@ class ShadowProcess:
             known = self._candidates[name] = (next(self._numbers), candidate)
             self._batch.append(json.dumps({"candidate": known[0], **candidate}, separators=(",", ":")).encode() + b"\n")
         job["candidate"] = known[0]
-        self._batch.append(json.dumps(job, separators=(",", ":")).encode() + b"\n")
+        self._batch.append(json.dumps(job, separators=(",", ":")).encode()[:-1] + b',"answer":' + answer + b"}\n")
         self.pending.add(job["id"])
         self.submitted += 1
         return True
@@ -178,6 +179,7 @@ async def _child() -> None:
     from translators import shadow as canon
 
     from .shadow_ask import candidate_outcome
+    from .upstream.answer_bound import ANSWER_BOUND, ReadBound
     from .upstream.endpoint import Endpoint
 
     loop = asyncio.get_running_loop()
@@ -185,7 +187,7 @@ async def _child() -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = sys.stdout.buffer
     http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar())
-    candidates: dict[int, tuple[Endpoint, asyncio.Semaphore, float, list[tuple[str, ...]]]] = {}
+    candidates: dict[int, tuple[Endpoint, asyncio.Semaphore, float, list[tuple[str, ...]], int]] = {}
     running: set[asyncio.Task[None]] = set()
 
     batch: list[bytes] = []
@@ -202,7 +204,7 @@ async def _child() -> None:
 
     async def one(job: dict[str, Any]) -> None:
         try:
-            endpoint, limit, timeout_s, ignore = candidates[job["candidate"]]
+            endpoint, limit, timeout_s, ignore, max_body = candidates[job["candidate"]]
             held = job["answer"]
             if isinstance(held.get("error"), dict) and len(held) == 1:
                 primary = canon.canonical_error(held["error"])
@@ -211,14 +213,19 @@ async def _child() -> None:
         except Exception as exc:  # noqa: BLE001 - a job this child cannot read is answered all the same
             answer({"id": job.get("id"), "outcome": "candidate_error", "reason": f"the shadow process: {exc!r}"})
             return
+        bound = ReadBound(max_body)
+        ANSWER_BOUND.set(bound)  # this job's own task: every answer it reads
         try:
             async with limit, asyncio.timeout(timeout_s):
                 theirs = await candidate_outcome(endpoint, job["method"], job["params"], job["headers"])
         except TimeoutError:
-            answer({"id": job["id"], "outcome": "timeout"})
+            answer({"id": job["id"], "outcome": "timeout" if bound.over is None else "too_large"})
             return
         except Exception as exc:  # noqa: BLE001 - the candidate could not be asked
-            answer({"id": job["id"], "outcome": "candidate_error", "reason": str(exc) or exc.__class__.__name__})
+            if bound.over is not None:
+                answer({"id": job["id"], "outcome": "too_large"})
+            else:
+                answer({"id": job["id"], "outcome": "candidate_error", "reason": str(exc) or exc.__class__.__name__})
             return
         found = canon.differences(primary, theirs, ignore)
         if not found:
@@ -237,7 +244,7 @@ async def _child() -> None:
             if "candidate" in message and "id" not in message:
                 endpoint = Endpoint(message["name"], message["url"], http, extra_headers=message["extra_headers"])
                 candidates[message["candidate"]] = (endpoint, asyncio.Semaphore(message["concurrency"]), message["timeout_s"],
-                                                    [canon.parse_path(p) for p in message["ignore"]])
+                                                    [canon.parse_path(p) for p in message["ignore"]], message["max_body_bytes"])
                 continue
             task = asyncio.ensure_future(one(message))
             running.add(task)

@@ -252,7 +252,8 @@ def format_shadow(report: Report) -> list[str]:
         compared = counts["match"] + counts["differ"]
         lines.append(f"  {name}: {compared} compared ({counts['match']} match, {counts['differ']} differ), "
                      f"{counts['dropped']} dropped, {counts['timeout']} timeouts, "
-                     f"{counts['candidate_error'] + counts['primary_error']} errors (since the proxy started, warm-up calls included)")
+                     f"{counts['candidate_error'] + counts['primary_error']} errors, {counts.get('too_large', 0)} too large "
+                     "(since the proxy started, warm-up calls included)")
     return ["", "shadow comparisons:", *lines] if lines else []
 
 

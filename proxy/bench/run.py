@@ -140,7 +140,7 @@ class Bench:
 
     async def shadow_counts(self) -> dict[str, dict[str, int]]:
         """Each shadow row's comparisons as its proxy counted them since its start (warm-up calls
-        included): `{row target: {match, differ, candidate_error, primary_error, timeout, dropped}}`."""
+        included): `{row target: {match, differ, candidate_error, primary_error, timeout, dropped, too_large}}`."""
         out: dict[str, dict[str, int]] = {}
         async with aiohttp.ClientSession() as http:
             for name in ("proxy-shadow", "proxy-shadow-10"):
@@ -162,7 +162,7 @@ class Bench:
         return out
 
 
-SHADOW_OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
+SHADOW_OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
 
 
 def shadow_tables(primary: str, candidate: str, percent: int = 100) -> str:

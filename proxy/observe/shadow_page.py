@@ -8,7 +8,7 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
-COLUMNS = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
+COLUMNS = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
 
 
 def _rate(rate: float | None) -> str:

@@ -106,9 +106,9 @@ def render(data: dict[str, Any]) -> str:
                    for e in data["recent_errors"][:20]])]
     for shadow in data.get("shadow") or ():
         out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%; this process, since its start)",
-                table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "match rate"],
-                      [[r["method"], r["tool"] or "-", *(str(r[k]) for k in ("match", "differ", "candidate_error", "primary_error",
-                                                                               "timeout", "dropped")),
+                table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "too large", "match rate"],
+                      [[r["method"], r["tool"] or "-", *(str(r.get(k, 0)) for k in ("match", "differ", "candidate_error", "primary_error",
+                                                                                      "timeout", "dropped", "too_large")),
                         "-" if r["match_rate"] is None else f"{r['match_rate'] * 100:.1f}%"] for r in shadow["rows"]])]
         out += [escaped(f"  {d['method']} {d['tool'] or ''}: {line}") for d in shadow["last_differences"][:5]
                 for line in d["diff"].split("\n")]

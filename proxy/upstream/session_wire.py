@@ -13,7 +13,7 @@ import itertools
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -24,6 +24,7 @@ from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSIO
 
 from ..metrics import clock
 from ..sse import iter_events
+from .answer_bound import ANSWER_BOUND, bounded_body, bounded_chunks, too_large
 from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
 
 log = logging.getLogger(__name__)
@@ -206,16 +207,27 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, method: st
     `respond`) and notifications to `on_notification`.
 
     Raises `McpError` for a JSON-RPC error answer (legacy codes renumbered) and `McpError` with
-    HTTP 502 naming `backend` for anything that is not an MCP answer.
+    HTTP 502 naming `backend` for anything that is not an MCP answer. Where this context has an
+    `ANSWER_BOUND` (a shadow comparison's), a body or stream longer than it is given up
+    (`answer_bound.too_large`).
     """
     content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    bound = ANSWER_BOUND.get()
     if content_type == "text/event-stream" and response.status == 200:
-        return await _read_stream(backend, response, request_id, on_server_request, on_notification, respond)
+        chunks: AsyncIterator[bytes] = response.content.iter_any()
+        if bound is not None:
+            chunks = bounded_chunks(backend, chunks, bound)
+        return await _read_stream(backend, chunks, request_id, on_server_request, on_notification, respond)
     if content_type == "application/json":
         try:
             # A stdio backend's answer comes decoded already (`stdio_bridge.BridgeResponse.json_message`).
+            if bound is not None and response.content_length is not None and response.content_length > bound.limit:
+                raise too_large(bound, backend)
             bridged = getattr(response, "json_message", None)
-            answer = bridged or json.loads(await response.read())
+            if bridged is None and bound is not None:
+                answer = json.loads(await bounded_body(backend, response, bound))
+            else:
+                answer = bridged or json.loads(await response.read())
         except (ValueError, UnicodeDecodeError):
             raise backend_unavailable(backend, f"answered HTTP {response.status} with a body that is not JSON") from None
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -244,11 +256,11 @@ def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status:
     raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")
 
 
-async def _read_stream(backend: str, response: aiohttp.ClientResponse, request_id: jsonrpc.RequestId,
+async def _read_stream(backend: str, chunks: AsyncIterator[bytes], request_id: jsonrpc.RequestId,
                        on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
                        respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
     try:
-        async for event in iter_events(response.content.iter_any()):
+        async for event in iter_events(chunks):
             try:
                 message = jsonrpc.parse(event.data)
             except McpError:

@@ -66,7 +66,7 @@ async def _shadow_rows(http: aiohttp.ClientSession, base_url: str, total: int, t
         async with http.get(base_url + "/status.json") as response:
             shadow = (await response.json())["shadow"]
         counted = sum(
-            sum(row[k] for k in ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped"))
+            sum(row[k] for k in ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large"))
             for entry in shadow
             for row in entry["rows"]
         )
@@ -85,6 +85,7 @@ def _row(method: str, tool: str, match: int = 0, differ: int = 0) -> dict:
         "primary_error": 0,
         "timeout": 0,
         "dropped": 0,
+        "too_large": 0,
         "match_rate": round(match / (match + differ), 4),
     }
 
@@ -191,14 +192,14 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
     )
     lines = printed.split("Shadow comparison: next shadows legacy (100%; this process, since its start)\n", 1)[1].splitlines()
     assert [line.split() for line in lines[2:10]] == [
-        ["prompts/get", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["prompts/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["resources/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["resources/read", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["tools/call", "forecast", "0", "3", "0", "0", "0", "0", "0.0%"],
-        ["tools/call", "lookup", "5", "0", "0", "0", "0", "0", "100.0%"],
-        ["tools/call", "slow_lookup", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["tools/list", "-", "1", "0", "0", "0", "0", "0", "100.0%"],
+        ["prompts/get", "-", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["prompts/list", "-", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["resources/list", "-", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["resources/read", "-", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "forecast", "0", "3", "0", "0", "0", "0", "0", "0.0%"],
+        ["tools/call", "lookup", "5", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "slow_lookup", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/list", "-", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
     ]
     assert sorted(lines[10:]) == [
         f'  tools/call forecast: result.content.0.text: "sunny in {c}" → "rainy in {c}"' for c in ("Bergen", "Oslo", "Rome")
@@ -206,15 +207,26 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
 
     rendered = tables(dom)
     assert rendered["shadow-next"] == [
-        ["method", "tool", "match", "differ", "candidate error", "primary error", "timeout", "dropped", "match rate"],
-        ["prompts/get", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["prompts/list", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["resources/list", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["resources/read", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["tools/call", "forecast", "0", "3", "0", "0", "0", "0", "0.0%"],
-        ["tools/call", "lookup", "5", "0", "0", "0", "0", "0", "100.0%"],
-        ["tools/call", "slow_lookup", "1", "0", "0", "0", "0", "0", "100.0%"],
-        ["tools/list", "—", "1", "0", "0", "0", "0", "0", "100.0%"],
+        [
+            "method",
+            "tool",
+            "match",
+            "differ",
+            "candidate error",
+            "primary error",
+            "timeout",
+            "dropped",
+            "too large",
+            "match rate",
+        ],
+        ["prompts/get", "—", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["prompts/list", "—", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["resources/list", "—", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["resources/read", "—", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "forecast", "0", "3", "0", "0", "0", "0", "0", "0.0%"],
+        ["tools/call", "lookup", "5", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/call", "slow_lookup", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
+        ["tools/list", "—", "1", "0", "0", "0", "0", "0", "0", "100.0%"],
     ]
     diffs = rendered["shadow-diffs-next"]
     assert diffs[0] == ["when", "method", "tool", "difference"]

@@ -42,7 +42,7 @@ def test_the_shadow_row_reports_comparisons_and_the_shadow_process_cpu(tmp_path:
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(figures.read_text())
     counts = report["shadow"]["proxy-shadow"]
-    assert sorted(counts) == ["candidate_error", "differ", "dropped", "match", "primary_error", "timeout"]
+    assert sorted(counts) == ["candidate_error", "differ", "dropped", "match", "primary_error", "timeout", "too_large"]
     assert counts["match"] > 0
     assert {k: v for k, v in counts.items() if k != "match"} == {
         "candidate_error": 0,
@@ -50,6 +50,7 @@ def test_the_shadow_row_reports_comparisons_and_the_shadow_process_cpu(tmp_path:
         "dropped": 0,
         "primary_error": 0,
         "timeout": 0,
+        "too_large": 0,
     }
     run = report["cells"]["a/shadow"]["runs"][0]
     assert run["cpu_s"]["shadow"] > 0  # the comparisons ran in the proxy's shadow process

@@ -27,7 +27,17 @@ def test_a_shadow_backend_takes_no_client_traffic():
         [],
         [],
     )
-    assert (candidate.shadow_queue, candidate.shadow_concurrency, candidate.shadow_timeout_ms) == (64, 4, 30_000)
+    assert (
+        candidate.shadow_queue,
+        candidate.shadow_concurrency,
+        candidate.shadow_timeout_ms,
+        candidate.shadow_max_body_bytes,
+    ) == (
+        64,
+        4,
+        30_000,
+        4 * 1024 * 1024,
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,6 +69,22 @@ def test_a_shadow_backend_takes_no_client_traffic():
             "upstream.1.shadow_percent: Input should be less than or equal to 100 (got 120)",
         ),
         (
+            'name = "next"\nurl = "http://x"\nshadow_of = "legacy"\nshadow_max_body_bytes = 100\n',
+            "upstream.1.shadow_max_body_bytes: Input should be greater than or equal to 1024 (got 100)",
+        ),
+        (
+            'name = "next"\nurl = "http://x"\nshadow_of = "legacy"\nshadow_max_body_bytes = 33554433\n',
+            "upstream.1.shadow_max_body_bytes: Input should be less than or equal to 33554432 (got 33554433)",
+        ),
+        (
+            'name = "next"\nurl = "http://x"\nshadow_max_body_bytes = 65536\n',
+            "upstream.1: Value error, shadow_max_body_bytes: only for a shadow backend; give shadow_of",
+        ),
+        (
+            'name = "next"\nurl = "http://x"\nshadow_of = "legacy"\nshadow_max_body = 65536\n',
+            "upstream.1: unknown key 'shadow_max_body' (did you mean 'shadow_max_body_bytes'?)",
+        ),
+        (
             'name = "next"\nurl = "http://x"\nshadow_of = "legacy"\nshadow_ignore = ["content.0.text"]\n',
             "upstream.1.shadow_ignore: Value error, 'content.0.text' must start at the outcome: result., error. or asks.",
         ),
@@ -74,3 +100,24 @@ def test_shadow_errors_name_the_key(tmp_path, table, message):
     with pytest.raises(ConfigError) as caught:
         load(path)
     assert message in str(caught.value)
+
+
+def test_check_knows_shadow_max_body_bytes(tmp_path):
+    """`mcp-tasks-proxy check` takes the key, and names it for a misspelt one."""
+    from proxy.check import check
+
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text(
+        f'state_dir = "{tmp_path}"\nstore = "memory"\n'
+        + PRIMARY
+        + '[[upstream]]\nname = "next"\nurl = "http://127.0.0.1:2/mcp"\nshadow_of = "legacy"\nshadow_max_body_bytes = 65536\n'
+    )
+    bad.write_text(
+        PRIMARY + '[[upstream]]\nname = "next"\nurl = "http://127.0.0.1:2/mcp"\nshadow_of = "legacy"\nshadow_max_bytes = 1\n'
+    )
+    lines, held = check(str(good), {}, {})
+    assert (lines[0], held) == (f"ok: {good}: keys and values (2 backend(s))", True)
+    assert check(str(bad), {}, {}) == (
+        [f"error: {bad}: upstream.1: unknown key 'shadow_max_bytes' (did you mean 'shadow_max_body_bytes'?)"],
+        False,
+    )

@@ -58,7 +58,7 @@ async def _rows_when(http: aiohttp.ClientSession, base_url: str, total: int) -> 
     while True:
         async with http.get(base_url + "/status.json") as response:
             rows = (await response.json())["shadow"][0]["rows"]
-        keys = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
+        keys = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
         if sum(row[k] for row in rows for k in keys) >= total:
             return rows
         assert time.monotonic() < deadline, rows
@@ -75,6 +75,7 @@ def _row(method: str, tool: str = "", **counts: int) -> dict:
         "primary_error": 0,
         "timeout": 0,
         "dropped": 0,
+        "too_large": 0,
         **counts,
     }
     compared = row["match"] + row["differ"]

@@ -48,7 +48,7 @@ async def _counts(http: aiohttp.ClientSession, base_url: str, total: int) -> lis
     while True:
         async with http.get(base_url + "/status.json") as response:
             shadow = (await response.json())["shadow"][0]
-        keys = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped")
+        keys = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
         if sum(row[k] for row in shadow["rows"] for k in keys) >= total:
             return shadow
         assert time.monotonic() < deadline, shadow
