@@ -2,7 +2,8 @@
 
 The fast upstream (v1, `proxy.bench.upstream`) and the proxy in front of it run as processes of
 their own; the upstream's `wait(ms)` is a plain call without task support, which the proxy holds
-as a task once it has run `hold_after_ms` (docs/behaviour.md §9). A 2026-07-28 client declaring
+as a task once it has run `hold_after_ms` (docs/behaviour.md §9): the upstream has tasks, so `wait` is
+named in the backend's `hold_tools` (decision 151). A 2026-07-28 client declaring
 the tasks extension drives it.
 
 0. Fast calls: `calls` plain `wait(0)` calls (answered within `hold_after_ms`, no task) through
@@ -45,7 +46,7 @@ def start_held_proxy(upstream_url: str, workdir: Path, *, hold_after_ms: int, li
     config = workdir / "proxy.toml"
     config.write_text(f'state_dir = "{workdir / "state"}"\nlisten = "127.0.0.1:0"\nmax_held_calls = {live + 100}\n'
                       f'max_held_per_principal = {live + 100}\n[[upstream]]\nname = "main"\nurl = "{upstream_url}"\n'
-                      f'hold_after_ms = {hold_after_ms}\nhold_tasks = "{hold}"\n')
+                      f'hold_after_ms = {hold_after_ms}\nhold_tasks = "{hold}"\nhold_tools = ["wait"]\n')
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config)]
     return targets.ChildServer("mcp-tasks-proxy", targets.AnnouncingProcess.start(argv, env={"MCP_TASKS_PROXY_KEY": new_key_text()},
                                                                                    ready_timeout_s=60))

@@ -1,6 +1,7 @@
 """The real reference v1 server paused (SIGSTOP), resumed, killed (-9) and started again on its
 port, behind a proxy translating for a modern client (docs/behaviour.md §9 held tasks, §8
-readiness): while it is paused a sync call is held as a task after `hold_after_ms`, `/readyz`
+readiness): while it is paused a sync call to `greet` (named in `hold_tools`: the server has tasks and
+keeps its declarations otherwise, decision 151) is held as a task after `hold_after_ms`, `/readyz`
 says why it is not ready, and nothing is lost; once resumed both the held call and the task
 created before the pause complete with their exact results; killed, a call fails 502 after
 `reconnect_wait_ms`; started again, calls are served."""
@@ -48,7 +49,11 @@ async def test_a_paused_backend_holds_calls_loses_nothing_and_a_killed_one_is_se
     try:
         async with (
             running_proxy(
-                f"http://127.0.0.1:{port}/mcp", tmp_path, probe_interval_ms=PROBE_INTERVAL_MS, reconnect_wait_ms=1000
+                f"http://127.0.0.1:{port}/mcp",
+                tmp_path,
+                main_keys={"hold_tools": ["greet"]},
+                probe_interval_ms=PROBE_INTERVAL_MS,
+                reconnect_wait_ms=1000,
             ) as proxy,
             aiohttp.ClientSession() as http,
         ):

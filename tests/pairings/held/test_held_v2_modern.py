@@ -180,10 +180,17 @@ async def test_beyond_the_bounds_a_slow_call_stays_synchronous_and_metrics_count
 
 async def test_server_everythings_long_running_operation_on_stdio_is_held(tmp_path):
     """server-everything (npm, on stdio) runs v1 tasks for its own task tool; its
-    `trigger-long-running-operation` has no task support and takes 10 s: held, polled to its exact result."""
+    `trigger-long-running-operation` has no task support and takes 10 s. A backend with tasks keeps its
+    declarations unless the operator names the tool in `hold_tools` (decision 151): named, it is held,
+    polled to its exact result."""
     from proxy.demo.processes import stdio_commands
 
-    table = {"name": "main", "command": stdio_commands()["everything"], "hold_after_ms": HOLD_AFTER_MS}
+    table = {
+        "name": "main",
+        "command": stdio_commands()["everything"],
+        "hold_after_ms": HOLD_AFTER_MS,
+        "hold_tools": ["trigger-long-running-operation"],
+    }
     async with held_proxy(table, tmp_path / "state") as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
         created = await caller.call(
