@@ -1,4 +1,4 @@
-"""Text that is safe on an operator's terminal (issue 37, docs/decisions.md "Control characters on the terminal").
+"""Text that is safe on an operator's terminal (issue 37, docs/decisions.md §152).
 
 Client names, tool names, backends' answers and messages, a stdio server's stderr: whatever a
 caller or a backend controls may hold control characters, and a terminal obeys them (ESC sequences
