@@ -11,8 +11,8 @@ weighted round robin (`proxy.fleet.Fleet.pick`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple, TypeVar
 
 from translators import jsonrpc
 from translators.envelope import ModernMeta
@@ -22,43 +22,81 @@ from translators.protocol import MRTR_METHODS, TASK_METHODS_V2
 from translators.sealing import RELAY_SESSION, RELAY_STATE, Keyring
 
 from .fleet import Fleet, FleetMember
+from .upstream.endpoint import BackendUnreachable, reconnect_wait
+
+T = TypeVar("T")
+
+
+class Route(NamedTuple):
+    """Where a call goes: the fleet `member`, and whether the call is `bound` to it (its task, its
+    MRTR exchange, its session; with one backend, everything): bound work waits for a reconnecting
+    backend and never goes elsewhere, and a draining backend's bound work is counted in its `work`
+    (docs/decisions.md §84)."""
+
+    member: FleetMember
+    bound: bool
 
 
 class Router:
-    """Routes requests over `fleet`, opening the ids `keyring` sealed."""
+    """Routes requests over `fleet`, opening the ids `keyring` sealed; bound work waits up to
+    `reconnect_wait_s` for a backend that is reconnecting."""
 
-    def __init__(self, fleet: Fleet, keyring: Keyring, *, shared_store: bool = False):
+    def __init__(self, fleet: Fleet, keyring: Keyring, *, shared_store: bool = False, reconnect_wait_s: float = 0.0):
         self.fleet = fleet
         self.keyring = keyring
+        self.reconnect_wait_s = reconnect_wait_s
         self._state_fields = (2, 3) if shared_store else (2,)
         """Field counts of a held exchange's `requestState`: a holding process is named only with a shared store."""
 
-    async def modern(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> tuple[FleetMember, bool]:
-        """The member that must answer a checked modern request, and whether the request is bound
-        to it: a task by the backend sealed in its id, an MRTR retry by the one sealed in its
+    async def drive(self, route: Route, attempt: Callable[[Route], Awaitable[T]], *, session: bool = False) -> T:
+        """`attempt(route)`, and for new work whose backend could not be reached
+        (`BackendUnreachable`: nothing was sent to it) `attempt` again on the next backend the fleet
+        picks (a new `session`: as `Fleet.pick` places sessions), until one answers or every
+        backend was tried; bound work is tried on its backend only, waiting for it to reconnect,
+        and counted in the backend's bound work while it runs."""
+        tried: set[str] = set()
+        while True:
+            work = route.member.work if route.bound else None
+            if work is not None:
+                work.begin()
+            try:
+                with reconnect_wait(self.reconnect_wait_s if route.bound else 0.0):
+                    return await attempt(route)
+            except BackendUnreachable:
+                tried.add(route.member.name)
+                if route.bound or len(tried) >= len(self.fleet.members):
+                    raise
+                route = Route(await self.fleet.pick(frozenset(tried), session=session), False)
+            finally:
+                if work is not None:
+                    work.end()
+
+    async def modern(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> Route:
+        """The route of a checked modern request: the member that must answer it, and whether the
+        request is bound to it: a task by the backend sealed in its id, an MRTR retry by the one sealed in its
         `requestState`; other requests are new work. With one backend, always it (ids that do not
         unseal, or name another backend, are then refused where they are read). A plain id from
         before goes to the fleet's `plain_owner` (docs/decisions.md §83)."""
         fleet = self.fleet
         if not fleet.multi:
-            return fleet.first, True
+            return Route(fleet.first, True)
         params = message.params
         if message.method in TASK_METHODS_V2:
             if not meta.declares_tasks:
                 raise missing_tasks_extension(f"{message.method} needs the tasks extension (io.modelcontextprotocol/tasks) declared on the request")
-            return fleet.named(self._task_backend(params.get("taskId"), principal)), True
+            return Route(fleet.named(self._task_backend(params.get("taskId"), principal)), True)
         if message.method == "subscriptions/listen":
             names = {self._task_backend(task_id, principal) for task_id in listened_task_ids(params)}
             if len(names) > 1:
                 raise McpError(INVALID_PARAMS, "subscriptions/listen: with several backends, one subscription can only name tasks of one backend")
             if names:
-                return fleet.named(names.pop()), True
+                return Route(fleet.named(names.pop()), True)
         if message.method in MRTR_METHODS and "requestState" in params:
             member = fleet.get(self._state_backend(params["requestState"], principal))
             if member is None:
                 raise McpError(INVALID_PARAMS, "Invalid requestState")
-            return member, True
-        return await fleet.pick(), False
+            return Route(member, True)
+        return Route(await fleet.pick(), False)
 
     def _task_backend(self, task_id: Any, principal: str) -> str:
         """The backend of a task id: the one sealed in it, or for a plain id from before (a string

@@ -28,11 +28,10 @@ from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
 
 from ..config import Settings
-from ..observe.failures import REFUSAL, count_session_answer
-from ..observe.recorder import client_key
 from ..sse import sse_frame
 from ..state.health import StoreTrouble
 from ..state.store import SessionRecord, TaskStateStore
+from .call import OWN_SESSION, REFUSAL, Call, Outcome, client_key
 from .challenge import challenge_answer
 from .checks import session_outcome, version_refusal
 from .replay import ReplayBuffer
@@ -347,17 +346,21 @@ class SessionFace:
     def principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
 
-    async def handle_post(self, request: web.Request, message: jsonrpc.Message, pairing: SessionPairing | None = None) -> web.StreamResponse:
-        """A parsed session-wire POST, answered and counted in `mcp_tasks_proxy_requests_total`.
-        `pairing` is the one the entry chose for an `initialize`."""
+    async def handle_post(self, call: Call, pairing: SessionPairing | None = None) -> tuple[web.StreamResponse, Outcome]:
+        """A parsed session-wire POST, answered; what it came to is returned for the entry's observer,
+        and the call learns its face, its client and its session's backend (left as it is without
+        a session). `pairing` is the one the entry chose for an `initialize`."""
+        request, message = call.request, call.message
+        assert message is not None
         response = await self._handle_post(request, message, pairing)
         session = await self.sessions.peek(request.headers.get(H_SESSION_ID) or response.headers.get(H_SESSION_ID, ""))
         rules = session.rules if session is not None else pairing
-        backend = rules.backend if rules is not None else None
-        face, outcome = await self._face_of(request, message), session_outcome(request.get(OUTCOME), response)
-        info = session.client_info if session is not None else message.params.get("clientInfo")
-        count_session_answer(request, response, backend, face, message.method, outcome, client_key(info))
-        return response
+        if rules is not None:  # else no session: counted on the backend the call has, the fleet's first
+            call.backend = rules.backend
+            call.client = client_key(session.client_info if session is not None else message.params.get("clientInfo"))
+        call.face = await self._face_of(request, message)
+        label = session_outcome(request.get(OUTCOME), response)
+        return response, Outcome.ok(OWN_SESSION) if label == "ok" else Outcome(label, answer=response, source=OWN_SESSION)
 
     async def _face_of(self, request: web.Request, message: jsonrpc.Message) -> str:
         """The face label of a session-wire request: "v1", or "v2-session" for such sessions."""

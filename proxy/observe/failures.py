@@ -16,21 +16,6 @@ from aiohttp import web
 from translators.errors import McpError
 from translators.failures import ACCEPT, Failure, accept_repaired, missing_headers, of_answer, of_error
 
-from ..metrics import method_label
-from .hooks import TRACE
-from .recorder import ClientKey
-
-UNCOUNTED = web.RequestKey("mcp_tasks_proxy_uncounted", tuple)
-"""Left by the session face on a request it could not count (no session, so no backend): (face,
-outcome, failure), for the entry to count on the first backend."""
-
-COUNTED = web.RequestKey("mcp_tasks_proxy_counted", bool)
-"""Set on a request whose failure was counted where it was met (a relayed session's), so the
-entry's one error handler answers it without counting it again."""
-
-REFUSAL = web.RequestKey("mcp_tasks_proxy_refusal", McpError)
-"""The error a proxy session's rules raised for a request, for its failure's reason."""
-
 WHOLE_BODY_MAX = 65_536
 """An error answer's body is read for its error object only up to this size (they are small)."""
 
@@ -90,23 +75,3 @@ def repairs_of(method: str, params: Any, headers: Any) -> tuple[str, ...]:
     if _accept(headers.get("Accept")):
         return (*missing, ACCEPT)
     return missing
-
-
-def count_session_answer(request: web.Request, response: web.StreamResponse, backend: Any, face: str, method: str | None,
-                         outcome: str, client: ClientKey) -> None:
-    """Count a proxy session's answer (`SessionFace.handle_post`) in `/metrics`, on the status page
-    and in the request's trace, under `backend` (a `proxy.upstream.backend.Backend`) and `client`;
-    without a backend (no session) it is left on the request (`UNCOUNTED`) for the entry."""
-    failure = None if outcome == "ok" else of_session_answer(request.get(REFUSAL), response, method)
-    if backend is None:
-        request[UNCOUNTED] = (face, outcome, failure)
-        return
-    metrics = backend.metrics
-    metrics.request(face, backend.dialect, method, outcome)
-    if failure is not None:
-        metrics.failure(backend.name, face, backend.dialect, failure)
-    metrics.recorder.request(backend.name, face, backend.dialect, outcome, client, None if failure is None else method_label(method),
-                             shown_detail(request.get(REFUSAL)), failure=failure)
-    trace = TRACE.get()
-    if trace is not None:
-        trace.answered(backend.name, face, backend.dialect, outcome)

@@ -17,8 +17,9 @@ from typing import Any
 
 from translators.failures import PROXY
 
+from ..faces.call import UNCLASSIFIED
+
 DIALECTS = ("v1", "v2-session", "v2-modern")
-UNCLASSIFIED = "unclassified"
 REQUESTS = "requests"
 """The kind of the answered-requests count: key `(REQUESTS, backend, client_dialect, backend_dialect, failed)`."""
 FAILURES = "failures"

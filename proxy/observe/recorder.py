@@ -32,6 +32,7 @@ from typing import Any
 
 from translators.failures import Failure, of_error, of_status
 
+from ..faces.call import CANCELLED, UNKNOWN_CLIENT, ClientKey, client_key
 from .figures import (
     CLIENT_FAILURES,
     DIALECTS,
@@ -57,26 +58,7 @@ RECENT_ERRORS = 50
 REASON_CHARS = 200
 __all__ = ["CANCELLED", "DIALECTS", "UNCLASSIFIED", "UNKNOWN_CLIENT", "ClientKey", "ClientRow", "NoRecorder", "StatusRecorder",
            "client_key"]
-# `UNCLASSIFIED` (figures.py): the client dialect of a POST that is neither a modern request nor a
-# session's (no JSON-RPC, no 2026-07-28 envelope, no session): counted in a row of its own, never
-# under a dialect.
-CANCELLED = "cancelled"
-"""The outcome of a request whose client left before its answer's end (not an error)."""
-
-ClientKey = tuple[str, str]
-"""A client as it names itself: (`clientInfo.name`, `clientInfo.version`); ("unknown", "") without one."""
-UNKNOWN_CLIENT: ClientKey = ("unknown", "")
-
-
-def client_key(info: Any) -> ClientKey:
-    """The `ClientKey` of a `clientInfo` object (anything else: `UNKNOWN_CLIENT`). Names and
-    versions are cut to 64 characters."""
-    if not isinstance(info, dict):
-        return UNKNOWN_CLIENT
-    name, version = info.get("name"), info.get("version")
-    if not isinstance(name, str) or not name:
-        return UNKNOWN_CLIENT
-    return name[:64], version[:64] if isinstance(version, str) else ""
+# `UNCLASSIFIED`, `CANCELLED` and the client's key are the call's vocabulary (`proxy/faces/call.py`).
 
 
 def default_failure(outcome: str, reason: str | None, method: str | None = None) -> Failure:
