@@ -226,7 +226,7 @@ async def _startup(app: web.Application) -> None:
 
         state.tracing = build(settings, state.tracer_provider)
     state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
-    from .shadow import Shadowing  # answers compared with shadow backends' (docs/behaviour.md §8)
+    from .shadow.mirror import Shadowing  # answers compared with shadow backends' (docs/behaviour.md §8)
 
     state.fleet.shadow = state.entry.shadow = Shadowing(settings, state.fleet, state.metrics)  # type: ignore[attr-defined]
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):

@@ -54,8 +54,8 @@ def _settings(args: argparse.Namespace) -> Settings | None:
 
 
 def _stdio(args: argparse.Namespace) -> int:
+    from .faces.stdio import serve_stdio
     from .logs import configure
-    from .stdio_face import serve_stdio
     from .upstream.backend import UnsupportedBackend
 
     settings = _settings(args)

@@ -21,7 +21,7 @@ DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
 MIN_LIVENESS_TIMEOUT_MS = 100
 MAX_LIVENESS_TIMEOUT_MS = 3_600_000
 OWN_PREFIX = "x-mcp-tasks-proxy-"
-"""The (case-folded) prefix of the headers the proxy sends its stdio connectors (`proxy.upstream.stdio_bridge`)."""
+"""The (case-folded) prefix of the headers the proxy sends its stdio connectors (`proxy.upstream.stdio.bridge`)."""
 _TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 

@@ -60,7 +60,7 @@ from .observe.hooks import TRACE
 from .observe.outcome import record
 from .pairings import Relay
 from .routing import Route, Router
-from .shadow import held_body, written
+from .shadow.mirror import held_body, written
 from .state.health import StoreTrouble
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
@@ -86,7 +86,7 @@ class Entry:
         self._keepalive_s = min(KEEPALIVE_S, settings.idle_timeout_ms / 2000)
         """Seconds between keep-alive comments on a streamed answer (docs/decisions.md §41)."""
         self.shadow: Any = None
-        """`proxy.shadow.Shadowing` (set by the application): answers offered to shadow backends."""
+        """`proxy.shadow.mirror.Shadowing` (set by the application): answers offered to shadow backends."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         """Every POST, inside a server span when traces are on (`proxy/observe/tracing.py`)."""
@@ -190,8 +190,8 @@ class Entry:
         out = AnswerStream(request, self._keepalive_s)
         if out.gone and message.method == "subscriptions/listen":  # decision 66: nothing it could receive
             raise McpError(INVALID_REQUEST, "Not Acceptable: subscriptions/listen is answered as text/event-stream", http_status=406)
-        modern = ModernRequest(message.method, message.params, call.meta, call.principal, self.settings.upstream_headers(request.headers),
-                               out.notify, message.id)
+        modern = ModernRequest(message.method, message.params, call.meta, call.principal,
+                               self.settings.upstream_headers(request.headers)).streamed(out.notify, message.id)
         try:
             reply = await pairing.answer(modern)  # type: ignore[union-attr]
         except asyncio.CancelledError:
@@ -208,7 +208,7 @@ class Entry:
                 self._log_refusal(exc, call.principal, request)
             outcome = Outcome(outcome_of(error), of_refusal(error, message.method), error.message)
             return await out.finish(jsonrpc.error_response(message.id, error)), outcome
-        return await write_reply(out, message.id, reply), Outcome("ok", source=TRANSLATED, result=reply.result)
+        return await write_reply(out, message.id, reply), Outcome("ok", source=TRANSLATED, answer=reply.result)
 
     def _shadowed(self, call: Call) -> bool:
         """Whether the call's answer may be offered to its backend's shadows (before any parsing)."""
@@ -218,7 +218,7 @@ class Entry:
 
     async def _offer_answered(self, call: Call, response: web.StreamResponse, outcome: Outcome) -> None:
         """Offer an answer to the shadows of the backend that gave it, once the client has it
-        (`proxy/shadow.py`): a modern relay's body as it was sent, a translation's result, and
+        (`proxy/shadow/mirror.py`): a modern relay's body as it was sent, a translation's result, and
         otherwise nothing (the primary is asked again: a session's ids are sealed for the session)."""
         source = outcome.source
         if source == OWN_SESSION and self.sessions.sessions.held(call.session_id or "") is None:
@@ -228,7 +228,7 @@ class Entry:
         if source == RELAYED:
             self._offer(call, held_body(response), False)
         else:
-            self._offer(call, outcome.result, True)
+            self._offer(call, outcome.answer if source == TRANSLATED else None, True)
 
     def _offer(self, call: Call, answer: Any, follow: bool) -> None:
         member = self.fleet.get(call.backend.name)

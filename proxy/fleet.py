@@ -13,6 +13,7 @@ as soon as a probe answers (a restarted or replaced backend, with its new dialec
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -24,8 +25,9 @@ from translators.sealing import Keyring
 
 from .config import Settings, Upstream
 from .metrics import Metrics
+from .observe.held import HeldMetrics
 from .pairings import PAIRINGS, Pairing, Relay
-from .pairings.held import held_calls
+from .pairings.held import held_calls, held_home
 from .pairings.held_v1 import HeldSessions
 from .pairings.mrtr import ExchangeBook
 from .pairings.parts import MemberParts
@@ -66,12 +68,13 @@ class FleetMember:
         self.work = BoundWork(settings.session_idle_ms / 1000)
         """Requests in flight and relayed sessions bound to it (`proxy/work.py`)."""
         self.backend = Backend(upstream, http, settings, metrics=metrics)
+        self.backend.connector.on_hop = functools.partial(metrics.upstream, upstream.name)  # mcp_tasks_proxy_upstream_seconds
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         # Followed v1 tasks not finished; a backend no longer v1 (upgraded in place) forgot them.
         metrics.track_live(lambda: self.follower.unfinished() if self.backend.dialect == "v1" else 0, upstream.name)
         self.exchanges = ExchangeBook(lifetime_ms=settings.request_state_ttl_ms)
-        self.held = held_calls(settings, self.backend, self.exchanges, store, metrics, keyring)
+        self.held = held_calls(settings, self.backend, self.exchanges, keyring, held_home(store, HeldMetrics(metrics, upstream.name)))
         self.held_sessions = HeldSessions(self.held, settings, keyring)
         """Held tasks of v1 clients on sessions relayed to this backend (`proxy/pairings/held_v1.py`)."""
         parts = MemberParts(settings, keyring, self.backend, self.follower, self.exchanges, self.held)

@@ -54,22 +54,22 @@ TRANSLATED = "translated"
 class Outcome:
     """What a call came to as its client saw it: `label` "ok", "cancelled", a JSON-RPC code
     ("-32602") or "http_<status>"; `failure` (reason code, by whom: `translators.failures`) when
-    the layer that answered knows it; else the observer reads it from `answer`, the response the
-    client got, or from the label; `reason`, a refusal's message free of header values. `source`
-    says who answered (`RELAYED`, `RELAYED_SESSION`, `OWN_SESSION`, `TRANSLATED`; None: the proxy
-    refused, or answered in the backend's stead) and `result` a translated answer's result object
-    (for the trace and the shadows). Never changed once made: the usual ones are shared."""
+    the layer that answered knows it; else the observer reads it from the answer, or from the
+    label; `reason`, a refusal's message free of header values. `source` says who answered
+    (`RELAYED`, `RELAYED_SESSION`, `OWN_SESSION`, `TRANSLATED`; None: the proxy refused, or
+    answered in the backend's stead) and `answer` what the client got, as far as the observer may
+    read it: the response of a relay or a proxy session, the result object of a translation (for
+    the trace and the shadows). Never changed once made: the usual ones are shared."""
 
-    __slots__ = ("label", "failure", "reason", "answer", "source", "result")
+    __slots__ = ("label", "failure", "reason", "answer", "source")
 
-    def __init__(self, label: str, failure: Failure | None = None, reason: str | None = None, *,
-                 answer: web.StreamResponse | None = None, source: str | None = None, result: dict[str, Any] | None = None):
+    def __init__(self, label: str, failure: Failure | None = None, reason: str | None = None, *, answer: Any = None,
+                 source: str | None = None):
         self.label = label
         self.failure = failure
         self.reason = reason
         self.answer = answer
         self.source = source
-        self.result = result
 
     @classmethod
     def relayed(cls, response: web.StreamResponse, source: str) -> Outcome:

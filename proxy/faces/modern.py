@@ -49,19 +49,25 @@ async def _nobody(_message: dict[str, Any]) -> None:
 class ModernRequest:
     """One checked modern request in flight: who asks (`principal`), with which envelope (`meta`),
     forwarding which headers upstream (`upstream_headers`), and where notifications about it go
-    (`notify`; by default nowhere); `request_id` is its JSON-RPC id (a subscription's id)."""
+    (`notify`; by default nowhere, `streamed` gives one); `request_id` is its JSON-RPC id (a
+    subscription's id; None until `streamed`)."""
 
     __slots__ = ("method", "params", "meta", "principal", "upstream_headers", "notify", "request_id")
 
-    def __init__(self, method: str, params: dict[str, Any], meta: ModernMeta, principal: str, upstream_headers: dict[str, str],
-                 notify: Notify | None = None, request_id: jsonrpc.RequestId | None = None):
+    def __init__(self, method: str, params: dict[str, Any], meta: ModernMeta, principal: str, upstream_headers: dict[str, str]):
         self.method = method
         self.params = params
         self.meta = meta
         self.principal = principal
         self.upstream_headers = upstream_headers
-        self.notify: Notify = notify or _nobody
+        self.notify: Notify = _nobody
+        self.request_id: jsonrpc.RequestId | None = None
+
+    def streamed(self, notify: Notify | None, request_id: jsonrpc.RequestId | None = None) -> ModernRequest:
+        """This request, its notifications sent to `notify` (None: nowhere), its JSON-RPC id `request_id`."""
+        self.notify = notify or _nobody
         self.request_id = request_id
+        return self
 
 
 class AnswerStream:

@@ -67,20 +67,22 @@ class SessionPairing(Protocol):
 class ProxySession:
     """One v1 client session: who it is, what it declared, its GET stream and pending requests."""
 
-    def __init__(self, session_id: str, principal: str, params: Mapping[str, Any], protocol_version: str, replay_events: int,
-                 face: str = "v1", rules: SessionPairing | None = None):
-        self.id = session_id
-        self.principal = principal
-        self.face = face
+    def __init__(self, opened: SessionRecord, replay_events: int, rules: SessionPairing | None = None):
+        """The session `opened` describes (its id, principal, face, `initialize` params and protocol
+        version), its requests answered by `rules`, with `replay_events` events kept for `Last-Event-ID`."""
+        self.id = opened.session_id
+        self.principal = opened.principal
+        self.face = opened.face
         """"v1", or "v2-session" when the client declared the tasks extension in `initialize`."""
         self.rules = rules
         """What the session's requests mean: the rules of its face in front of the backend the
         router gave it at `initialize` (`V1OverV2` or `V2SessionRules`); every request goes there."""
+        params = opened.params
         capabilities = params.get("capabilities")
         self.client_capabilities: dict[str, Any] = capabilities if isinstance(capabilities, dict) else {}
         info = params.get("clientInfo")
         self.client_info: dict[str, Any] | None = info if isinstance(info, dict) else None
-        self.protocol_version = protocol_version
+        self.protocol_version = opened.protocol_version
         self.last_seen = time.monotonic()
         self.pending: dict[jsonrpc.RequestId, asyncio.Future[dict[str, Any]]] = {}
         self.get_stream: web.StreamResponse | None = None
@@ -104,8 +106,7 @@ class ProxySession:
         """A session from the store (the proxy restarted). Its event ids continue above any it
         issued before: they start at the current time in milliseconds, so a client's
         `Last-Event-ID` from before the restart never hides a new event."""
-        session = cls(record.session_id, record.principal, record.params, record.protocol_version, replay_events,
-                      record.face, rules)
+        session = cls(record, replay_events, rules)
         session._event_ids = itertools.count(int(time.time() * 1000))
         session.state = dict(record.params.get("state") or {})
         return session
@@ -421,7 +422,8 @@ class SessionFace:
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_LEGACY_VERSIONS else LEGACY_VERSION
         session_id = self.keyring.seal("session", (secrets.token_urlsafe(12),), principal)
-        await self.sessions.add(ProxySession(session_id, principal, params, version, self.settings.replay_events, face, handler))
+        opened = SessionRecord(session_id, principal, face, handler.backend.name, params, version)
+        await self.sessions.add(ProxySession(opened, self.settings.replay_events, handler))
         body = jsonrpc.result_response(message.id, {**result, "protocolVersion": version})
         return web.Response(body=jsonrpc.dumps(body), content_type=JSON, headers={H_SESSION_ID: session_id})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from translators.failures import Failure
 
-from ..faces.call import CANCELLED, OWN_SESSION, REFUSAL, RELAYED_SESSION, Call, Outcome
+from ..faces.call import CANCELLED, OWN_SESSION, REFUSAL, RELAYED_SESSION, TRANSLATED, Call, Outcome
 from ..metrics import method_label
 from .failures import of_relayed, of_session_answer, shown_detail
 from .hooks import TRACE
@@ -24,7 +24,7 @@ def failure_of(call: Call, outcome: Outcome) -> Failure:
     if outcome.failure is not None:
         return outcome.failure
     answer = outcome.answer
-    if answer is None:
+    if answer is None or outcome.source == TRANSLATED:
         return default_failure(outcome.label, outcome.reason, call.method)
     if outcome.source == OWN_SESSION:
         return of_session_answer(call.request.get(REFUSAL), answer, call.method)
@@ -53,6 +53,6 @@ def record(call: Call, outcome: Outcome) -> None:
         metrics.repaired(client_dialect, call.repairs)
     trace = TRACE.get()
     if trace is not None:
-        if outcome.result is not None:
-            trace.result(outcome.result)
+        if outcome.source == TRANSLATED:
+            trace.result(outcome.answer)
         trace.answered(backend.name, client_dialect, backend_dialect, label)

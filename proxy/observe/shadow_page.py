@@ -1,6 +1,6 @@
 """The status page's shadow section (docs/configuration.md "Shadowing"): per shadow backend, the
 comparisons by method and tool with their match rate, and the last differences as compact diffs.
-Input: `snapshot()["shadow"]` (`proxy.shadow.Shadowing.snapshot`); nothing without a shadow backend."""
+Input: `snapshot()["shadow"]` (`proxy.shadow.mirror.Shadowing.snapshot`); nothing without a shadow backend."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
             "last_probe_ms": profile.probed_at_ms if profile is not None else None,
             "dialect_since_ms": backend.dialect_since_ms,
             "live_tasks": backend.metrics.live_tasks(member.name),
-            "held_tasks": member.held.metrics.summary(),
+            "held_tasks": member.held.events.summary(),
             "weight": member.weight,
             "new_work_share": round(member.weight / taking, 3) if taking and not member.draining else 0.0,
             "drain": drain_state(member, fleet),
@@ -100,7 +100,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
 
 
 def _shadow(fleet: Fleet) -> list[dict[str, Any]]:
-    """Each shadow backend's comparisons (`proxy.shadow.Shadowing.snapshot`), counted by this
+    """Each shadow backend's comparisons (`proxy.shadow.mirror.Shadowing.snapshot`), counted by this
     process since its start (not kept in the store, not summed over workers); [] without any."""
     shadowing = getattr(fleet, "shadow", None)
     return shadowing.snapshot() if shadowing is not None else []

@@ -126,7 +126,7 @@ class V2SessionCarriage:
 
     def _call(self, session: ProxySession, method: str, params: dict[str, Any], headers: dict[str, str],
               notify: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> ModernRequest:
-        return ModernRequest(method, params, self._meta(session), session.principal, headers, notify)
+        return ModernRequest(method, params, self._meta(session), session.principal, headers).streamed(notify)
 
     async def _upstream_session(self, session: ProxySession, headers: dict[str, str]) -> UpstreamSession:
         """The pooled upstream session the session's requests go on (a v1 backend, §4.1)."""

@@ -32,12 +32,12 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
 from translators.model import InputRequest
 
-from ..faces.modern import Notify
+from ..faces.modern import ModernRequest, Notify
 from ..upstream.session_wire import SessionLost
 from .mrtr import ExchangeBook
 
@@ -52,6 +52,14 @@ NOTIFY_TIMEOUT_S = 1.0
 serves every exchange of the process)."""
 GONE = "Unknown or expired requestState: the proxy process holding it is gone; send the original request again without it"
 
+
+
+class HeldAt(NamedTuple):
+    """Where an MRTR exchange is held: the process `holder`, for the backend `backend`, as `exchange`."""
+
+    holder: str
+    backend: str
+    exchange: str
 
 class Handover:
     """Both ends of the handover for one process. `store` is the shared store (`publish`,
@@ -78,18 +86,20 @@ class Handover:
 
     # -- the asker --------------------------------------------------------------------------------
 
-    async def resume(self, holder: str, backend: str, exchange: str, principal: str, method: str, name: str,
-                     responses: Mapping[str, Any], log_level: str | None, notify: Notify) -> dict[str, Any]:
-        """Put a retry to the process `holder` and wait for its reply (the `reply` message without
+    async def resume(self, held: HeldAt, call: ModernRequest, name: str, responses: Mapping[str, Any]) -> dict[str, Any]:
+        """Put a retry (`call`, of the prompt or resource `name`, answering with `responses`) to the
+        process that holds its exchange (`held`) and wait for its reply (the `reply` message without
         `kind` and `id`). Raises `McpError(-32602)` when the holder is gone, stops beating, or does
         not hold the exchange, and the holder's error otherwise."""
+        holder = held.holder
         request_id = secrets.token_hex(8)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = (future, notify)
+        self._waiting[request_id] = (future, call.notify)
         try:
             listeners = await self.store.publish(CHANNEL + holder, {
-                "kind": "resume", "id": request_id, "reply": self.process, "backend": backend, "exchange": exchange,
-                "principal": principal, "method": method, "name": name, "responses": dict(responses), "log_level": log_level})
+                "kind": "resume", "id": request_id, "reply": self.process, "backend": held.backend, "exchange": held.exchange,
+                "principal": call.principal, "method": call.method, "name": name, "responses": dict(responses),
+                "log_level": call.meta.log_level})
             if listeners == 0:
                 raise McpError(INVALID_PARAMS, GONE)
             while not future.done():

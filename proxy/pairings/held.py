@@ -33,7 +33,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from translators.differences import cancel_answer_v2, update_ack_v2
 from translators.errors import FORGOTTEN, INTERNAL_ERROR, McpError, unknown_task
@@ -61,10 +61,9 @@ from translators.protocol import H_NAME
 from translators.sealing import TaskRef
 
 from ..faces.modern import ModernRequest, Reply
-from ..held_metrics import HeldMetrics
 from ..state.held_tasks import HeldRecord, HeldTaskStore
 from ..upstream.session_wire import SessionLost, UpstreamSession
-from .mrtr import Exchange, ExchangeBook
+from .mrtr import Asked, Exchange, ExchangeBook
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -100,11 +99,35 @@ class Holding:
         return self.record.state
 
 
+class HeldEvents(Protocol):
+    """Whom held calls report to (`proxy.observe.held.HeldMetrics`): a call promoted, a held task
+    ended (its status), a slow call not promoted (bounds full), and how many are open now."""
+
+    def promoted(self) -> None: ...
+
+    def ended(self, outcome: str) -> None: ...
+
+    def refused(self) -> None: ...
+
+    def track(self, live: Callable[[], int]) -> None: ...
+
+
+class HeldHome(NamedTuple):
+    """Where one backend's held calls live: their records (`store`), the process holding them
+    (`process`; with a shared store, `alive(process)` says whether a holder lives), and whom they
+    report to (`events`)."""
+
+    store: HeldTaskStore
+    process: str
+    alive: Alive | None
+    events: HeldEvents
+
+
 class HeldCalls:
     """The held calls of one backend: promotion, the driver of each, and their `tasks/*`."""
 
-    def __init__(self, settings: Settings, backend: Backend, exchanges: ExchangeBook, store: HeldTaskStore, *,
-                 process: str, alive: Alive | None, metrics: HeldMetrics, keyring: Any):
+    def __init__(self, settings: Settings, backend: Backend, exchanges: ExchangeBook, keyring: Any, home: HeldHome):
+        store, process, alive, events = home
         config = backend.config
         self.mode = settings.hold_tasks if config.hold_tasks is None else config.hold_tasks
         self.hold_after_s = config.hold_after_ms / 1000
@@ -118,7 +141,7 @@ class HeldCalls:
         self.store = store
         self.process = process
         self.alive = alive
-        self.metrics = metrics
+        self.events = events
         self.keyring = keyring
         self._live: dict[str, Holding] = {}
         self._background: set[asyncio.Future[Any]] = set()
@@ -157,7 +180,7 @@ class HeldCalls:
               headers: dict[str, str]) -> Exchange:
         """The upstream plain call on a new exchange, with a `progressToken` of the proxy's when the
         client gave none (so progress can become the `statusMessage`)."""
-        exchange = self.exchanges.open(call_principal, "tools/call", name, session, headers)
+        exchange = self.exchanges.open(Asked(call_principal, "tools/call", name, headers), session)
         upstream = with_progress_token(params, PROGRESS_TOKEN_PREFIX + exchange.id)
         exchange.start(functools.partial(session.request, "tools/call", upstream, headers=headers))
         return exchange
@@ -202,7 +225,7 @@ class HeldCalls:
         if not self.has_room(principal):
             log.warning("held task: %s on %s not promoted: %d held calls (at most %d, %d per principal); it stays synchronous",
                         name, self.backend.name, len(self._live), self.max_calls, self.max_per_principal)
-            self.metrics.refused()
+            self.events.refused()
             return None
         held_id = secrets.token_urlsafe(18)
         state = new_held(held_id, _now_ms(), min(ttl_ms, self.ttl_ms) if ttl_ms else self.ttl_ms, POLL_MS)
@@ -223,7 +246,7 @@ class HeldCalls:
         else:
             log.info("held task: %s on %s promoted to a task after %d ms (task %s…)", name, self.backend.name,
                      int(self.hold_after_s * 1000), held_id[:8])
-        self.metrics.promoted()
+        self.events.promoted()
         return holding
 
     def sealed(self, held_id: str, principal: str) -> str:
@@ -275,7 +298,7 @@ class HeldCalls:
             self.exchanges.release(exchange)
             if holding.timer is not None:
                 holding.timer.cancel()
-            self.metrics.ended(holding.state.status)
+            self.events.ended(holding.state.status)
             holding.ended.set()
             holding.changed.set()
 
@@ -328,7 +351,7 @@ class HeldCalls:
         if not record.state.terminal and not await self._holder_alive(record.holder):
             record = record.evolve(interrupted(record.state, _now_ms()))
             await self.store.put(record)
-            self.metrics.ended(record.state.status)
+            self.events.ended(record.state.status)
         return record
 
     async def _holder_alive(self, holder: str) -> bool:
@@ -424,16 +447,20 @@ async def drain(calls: list[HeldCalls], timeout_s: float) -> None:
         log.info("stopping: %d held call(s) ended", ended)
 
 
-def held_calls(settings: Settings, backend: Backend, exchanges: ExchangeBook, store: Any, metrics: Any, keyring: Any) -> HeldCalls:
-    """The `HeldCalls` of one fleet member: records in `store` (its `held_tasks()`; in this
-    process when there is no store), named after the store's process when it is shared (whose
-    heartbeat then says whether a holder lives), else after a name of its own."""
+def held_home(store: Any, events: HeldEvents) -> HeldHome:
+    """Where a fleet member's held calls live: records in `store` (its `held_tasks()`; in this
+    process when there is no store), held by the store's process when it is shared (whose
+    heartbeat then says whether a holder lives), else by a name of its own; reported to `events`."""
     from ..state.held_tasks import MemoryHeldStore
 
     records = store.held_tasks() if store is not None else MemoryHeldStore()
     shared = store is not None and store.shared
     process = store.process if shared else secrets.token_hex(8)
-    held = HeldCalls(settings, backend, exchanges, records, process=process, alive=store.alive if shared else None,
-                     metrics=HeldMetrics(metrics, backend.name), keyring=keyring)
-    held.metrics.track(held.live)
+    return HeldHome(records, process, store.alive if shared else None, events)
+
+
+def held_calls(settings: Settings, backend: Backend, exchanges: ExchangeBook, keyring: Any, home: HeldHome) -> HeldCalls:
+    """The `HeldCalls` of one fleet member, their open count tracked by `home.events`."""
+    held = HeldCalls(settings, backend, exchanges, keyring, home)
+    home.events.track(held.live)
     return held

@@ -21,7 +21,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
@@ -37,17 +37,24 @@ BATCH_S = 0.05
 questions asked concurrently) so they go to the client in one round."""
 
 
+class Asked(NamedTuple):
+    """What an exchange holds the request of: who asked (`principal`), its `method` and the tool,
+    prompt or resource `name`, and the `headers` its upstream requests carry."""
+
+    principal: str
+    method: str
+    name: str
+    headers: Mapping[str, str]
+
+
 class Exchange:
     """One held upstream request and the requests for input it is waiting on."""
 
-    def __init__(self, exchange_id: str, principal: str, method: str, name: str, session: UpstreamSession,
-                 headers: Mapping[str, str], expires_at: float, context: Any = None):
+    def __init__(self, exchange_id: str, asked: Asked, session: UpstreamSession, expires_at: float, context: Any = None):
         self.id = exchange_id
-        self.principal = principal
-        self.method = method
-        self.name = name
+        self.principal, self.method, self.name = asked.principal, asked.method, asked.name
         self.session = session
-        self.headers = dict(headers)
+        self.headers = dict(asked.headers)
         self.expires_at = expires_at
         self.context = context
         self.outstanding: dict[str, tuple[jsonrpc.RequestId, InputRequest]] = {}
@@ -185,11 +192,9 @@ class ExchangeBook:
         """Whether this process holds the exchange `exchange_id` now."""
         return exchange_id in self._held
 
-    def open(self, principal: str, method: str, name: str, session: UpstreamSession, headers: Mapping[str, str],
-             context: Any = None) -> Exchange:
+    def open(self, asked: Asked, session: UpstreamSession, context: Any = None) -> Exchange:
         """A new exchange (not yet held: `hold` it when a round ends with input required)."""
-        return Exchange(secrets.token_urlsafe(18), principal, method, name, session, headers,
-                        time.monotonic() + self.lifetime_s, context)
+        return Exchange(secrets.token_urlsafe(18), asked, session, time.monotonic() + self.lifetime_s, context)
 
     def hold(self, exchange: Exchange) -> None:
         self._sweep()

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -28,44 +29,47 @@ from translators.errors import (
     McpError,
     backend_http_error,
     backend_unavailable,
-    from_backend,
     legacy_code_renumbered,
     may_carry_legacy_code,
-    modern_http_status,
     unknown_task,
 )
 from translators.fleet_ids import ids_to_backend, ids_to_client, may_carry_ids
 from translators.held import initialize_held_v1
-from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
+from translators.protocol import H_METHOD, H_NAME, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
 
 from ..faces.checks import takes_sse
-from ..metrics import clock
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
+from .forward import (
+    RESPONSE_HEADERS,
+    WHOLE_BODY_MAX,
+    Forward,
+    Rewrite,
+    error_answer,
+    final_answer,
+    name_from_result,
+    rewrite_data,
+    wanted_headers,
+)
 from .parts import MemberParts
-from .relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body, noting_answer, relay_stream  # noqa: F401 (1st, 3rd: tests')
+from .relay_sse import _frame, _renumbered_body, noting_answer, relay_stream
 
 log = logging.getLogger(__name__)
 
-REQUEST_HEADERS = ("Authorization", "Accept", "Content-Type", H_PROTOCOL_VERSION, H_METHOD, H_NAME, H_SESSION_ID, H_LAST_EVENT_ID)
-"""Request headers a relay forwards (plus every `Mcp-Param-*` and the configured `forward_headers`); hop-by-hop never."""
-RESPONSE_HEADERS = ("Content-Type", H_SESSION_ID, H_NAME, H_METHOD, "Cache-Control", "X-Accel-Buffering")
-WHOLE_BODY_MAX = 1024 * 1024
-"""A non-SSE answer of known length up to this size is read whole and sent in one write."""
 
 
-async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward_headers: Iterable[str] = (),
-                add_headers: Mapping[str, str] | None = None, *, set_headers: Mapping[str, str] | None = None,
-                session_id: str | None = None, seal_session: Callable[[str], str] | None = None,
-                rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None, method: str | None = None,
-                request_id: Any = None, v2: bool = False, modern: bool = False,
-                parsed: dict[str, Any] | jsonrpc.Message | None = None, rewrite_every: bool = False) -> web.StreamResponse:
-    """Forward `request` (with `body` for POST) to `backend` and stream its answer back.
-    `add_headers` are set where the client did not send them (the modern routing headers, which
-    the proxy sends on every modern upstream request, docs/behaviour.md §6); `set_headers` replace the
-    client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
+
+
+
+
+
+
+async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward: Forward) -> web.StreamResponse:
+    """Forward `request` (with `body` for POST) to `backend` as `forward` says, and stream its
+    answer back. The request headers named in `forward.wanted` and every `Mcp-Param-*` go on;
+    `set_headers` replace the client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
     JSON-RPC method of a POST, whose time to the backend's response headers is recorded in
     `mcp_tasks_proxy_upstream_seconds`; `request_id` its id (for an error the proxy answers in the
     backend's stead); `parsed` the message `body` holds, when known (a stdio backend then does not
@@ -88,26 +92,30 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     could be made, so that new work may go to another backend); a GET or DELETE that cannot be
     sent gets the client a 502 with a JSON-RPC error naming the backend.
     """
-    wanted = (*REQUEST_HEADERS, *forward_headers)
-    headers = {h: request.headers[h] for h in wanted if h in request.headers}
-    for name, value in request.headers.items():
-        if name[:10].lower() == "mcp-param-":  # a tool's x-mcp-header arguments: an intermediary passes them on (wire.md §4.3)
+    wanted = forward.wanted
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():  # one pass: what is wanted, and a tool's x-mcp-header arguments (wire.md §4.3)
+        lower = name.lower()
+        known = wanted.get(lower)
+        if known is not None:
+            headers.setdefault(known, value)
+        elif lower[:10] == "mcp-param-":
             headers[name] = value
-    for name, value in (add_headers or {}).items():
-        headers.setdefault(name, value)
-    headers.update(set_headers or {})
+    set_headers, session_id, method, v2 = forward.set_headers, forward.session_id, forward.method, forward.v2
+    if set_headers:
+        headers.update(set_headers)
     if session_id is not None:
         headers[H_SESSION_ID] = session_id
     accept = headers.get("Accept")
-    json_only = modern and not takes_sse(accept)
+    json_only = forward.modern and not takes_sse(accept)
     if accept is None or json_only:
         headers["Accept"] = ACCEPT_BOTH  # a client without Accept takes anything (RFC 9110 §12.5.1)
-    started = clock()
+    started = time.perf_counter()
     try:
         if request.method == "POST":
-            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, parsed=parsed)
+            upstream = await backend.post(body or b"", headers, idempotent=method in IDEMPOTENT_METHODS, parsed=forward.parsed)
             if method is not None:
-                backend.metrics.upstream(backend.name, method, clock() - started)
+                backend.on_hop(method, time.perf_counter() - started)
         else:
             upstream = await backend.http.request(request.method, backend.url, headers={**backend.extra_headers, **headers},
                                                   timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
@@ -117,17 +125,17 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
     async with upstream:
         headers = {name: upstream.headers[name] for name in RESPONSE_HEADERS if name in upstream.headers}
+        seal_session = forward.seal_session
         if seal_session is not None and H_SESSION_ID in headers:
             headers[H_SESSION_ID] = seal_session(headers[H_SESSION_ID])
         is_sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
         length = upstream.content_length
         if upstream.status >= 400 and (length is None or length <= WHOLE_BODY_MAX):
-            return await _relay_http_error(upstream, headers, backend.name, request_id, method or request.method, v2, rewrite)
+            return await _relay_http_error(upstream, headers, backend.name, forward, method or request.method)
         if is_sse and json_only:
-            return await _final_answer(upstream, headers, backend.name, request_id, v2, rewrite)
-        if rewrite is not None:
-            return await _relay_rewritten(request, upstream, headers, is_sse, _with_renumbering(rewrite) if v2 else rewrite, backend.name, v2,
-                                          rewrite_every)
+            return await final_answer(upstream, headers, backend.name, forward)
+        if forward.rewrite is not None:
+            return await _relay_rewritten(request, upstream, headers, backend.name, forward)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -135,7 +143,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 body = await upstream.read()
             except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
                 log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
-                return _error_answer(backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None)
+                return error_answer(backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None)
             if v2 and may_carry_legacy_code(body):
                 body = _renumbered_body(body)
             return web.Response(body=body, status=upstream.status, headers=headers)
@@ -149,24 +157,22 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         return response
 
 
-def _error_answer(error: McpError, request_id: Any) -> web.Response:
-    return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(request_id, error)), status=error.http_status or 200,
-                        content_type="application/json")
 
 
 def _with_renumbering(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda message: legacy_code_renumbered(rewrite(message))
 
 
-async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any,
-                            what: str, v2: bool, rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None) -> web.Response:
+async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, forward: Forward,
+                            what: str) -> web.Response:
     """A backend's HTTP error status (4xx/5xx): its JSON-RPC body passed on (ids rewritten, codes
     renumbered as for any answer), or, when it has none (empty, HTML, not JSON-RPC), a JSON-RPC
     error naming the backend (`backend_http_error`) and one log line (docs/decisions.md §36)."""
+    request_id, v2, rewrite = forward.request_id, forward.v2, forward.rewrite
     try:
         raw = await upstream.read()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
-        return _error_answer(backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}"), request_id)
+        return error_answer(backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}"), request_id)
     message: dict[str, Any] | None = None
     if upstream.headers.get("Content-Type", "").startswith("application/json"):
         try:
@@ -177,56 +183,35 @@ async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str,
         log.warning("backend %s answered HTTP %d without a JSON-RPC body to %s", backend, upstream.status, what)
         error = backend_http_error(backend, upstream.status)
         passed = {name: value for name, value in headers.items() if name not in ("Content-Type", H_NAME)}
-        answer = _error_answer(error, request_id)
+        answer = error_answer(error, request_id)
         answer.headers.update(passed)
         return answer
     if rewrite is None and not (v2 and may_carry_legacy_code(raw)):
         return web.Response(body=raw, status=upstream.status, headers=headers)
     if rewrite is not None:
         message = rewrite(message)
-        _name_from_result(headers, message)
+        name_from_result(headers, message)
     if v2:
         message = legacy_code_renumbered(message)
     return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
 
 
-async def _final_answer(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, request_id: Any, v2: bool,
-                        rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None) -> web.Response:
-    """The backend's SSE answer for a client that accepts only JSON: its final JSON-RPC message
-    (the response to `request_id`; notifications before it are dropped) as a JSON body, with the
-    HTTP status the modern wire gives that answer (docs/decisions.md §36)."""
-    parser = SseParser()
-    try:
-        async for chunk in upstream.content.iter_any():
-            for event in parser.feed(chunk):
-                try:
-                    message = jsonrpc.parse(event.data)
-                except McpError:
-                    continue
-                if message.kind != "response" or message.id != request_id:
-                    continue
-                raw = rewrite(message.raw) if rewrite is not None else message.raw
-                if v2:
-                    raw = legacy_code_renumbered(raw)
-                error = raw.get("error")
-                status = modern_http_status(from_backend(error)) if error is not None else 200
-                passed = {name: value for name, value in headers.items() if name != "Content-Type"}
-                if rewrite is not None:
-                    _name_from_result(passed, raw)
-                return web.Response(body=jsonrpc.dumps(raw), status=status, content_type="application/json", headers=passed)
-    except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
-        return _error_answer(backend_unavailable(backend, f"stream broke: {exc.__class__.__name__}"), request_id)
-    return _error_answer(backend_unavailable(backend, "closed the response stream without answering"), request_id)
 
 
-async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], is_sse: bool,
-                           rewrite: Callable[[dict[str, Any]], dict[str, Any]], backend: str, v2: bool,
-                           every: bool = False) -> web.StreamResponse:
-    """The answer with `rewrite` applied to each JSON-RPC message: a JSON body whole, an SSE body
-    event by event as they arrive. A body that is not JSON-RPC passes unchanged, and so does one
-    that holds no id to rewrite (`fleet_ids.may_carry_ids`; with `v2`, nor a legacy code), without
-    being parsed. The backend's `Mcp-Name` is replaced by the rewritten result's `taskId` (the
+async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str,
+                           forward: Forward) -> web.StreamResponse:
+    """The answer with `forward.rewrite` applied to each JSON-RPC message (with `v2`, legacy codes
+    renumbered too): a JSON body whole, an SSE body event by event as they arrive. A body that is
+    not JSON-RPC passes unchanged, and so does one that holds no id to rewrite
+    (`fleet_ids.may_carry_ids`; with `v2`, nor a legacy code), without being parsed, unless
+    `rewrite_every`. The backend's `Mcp-Name` is replaced by the rewritten result's `taskId` (the
     sealed id), if it has one."""
+    v2, every = forward.v2, forward.rewrite_every
+    rewrite = forward.rewrite
+    assert rewrite is not None
+    if v2:
+        rewrite = _with_renumbering(rewrite)
+    is_sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
 
     def untouched(raw: bytes) -> bool:
         return not every and not may_carry_ids(raw) and not (v2 and may_carry_legacy_code(raw))
@@ -245,7 +230,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         except McpError:
             return web.Response(body=raw, status=upstream.status, headers=headers)
         message = rewrite(message)
-        _name_from_result(headers, message)
+        name_from_result(headers, message)
         return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
     response = web.StreamResponse(status=upstream.status, headers=headers)
     await response.prepare(request)
@@ -255,7 +240,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
             async for chunk in upstream.content.iter_any():
                 for event in parser.feed(chunk):
                     data = event.data.encode()
-                    await response.write(frame := _frame(event, data if untouched(data) else _rewrite_data(data, rewrite)))
+                    await response.write(frame := _frame(event, data if untouched(data) else rewrite_data(data, rewrite)))
                     written.whole(frame)
         await response.write_eof()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
@@ -263,13 +248,6 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     return response
 
 
-def _name_from_result(headers: dict[str, str], message: dict[str, Any]) -> None:
-    """`Mcp-Name` of a rewritten answer: the (sealed) `taskId` of its result, if it has one; the
-    backend's own never reaches the client."""
-    headers.pop(H_NAME, None)
-    result = message.get("result")
-    if isinstance(result, dict) and isinstance(result.get("taskId"), str):
-        headers[H_NAME] = result["taskId"]
 
 
 def _initialize_held(message: dict[str, Any]) -> dict[str, Any]:
@@ -283,16 +261,7 @@ def _task_status_named_v2(rewrite: Rewrite) -> Rewrite:
     return lambda message: task_status_named_v2(rewrite(message))
 
 
-def _rewrite_data(raw: bytes, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:
-    try:
-        message = jsonrpc.parse(raw)
-    except McpError:
-        return raw
-    return jsonrpc.dumps(rewrite(message.raw))
 
-
-Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
-"""A whole JSON-RPC message in, the same message with its ids rewritten out."""
 
 
 def _telling(sealer: Callable[[str], str] | None, tell: Callable[[str], None]) -> Callable[[str], str]:
@@ -320,6 +289,7 @@ class Relay:
     def __init__(self, parts: MemberParts):
         self.parts = parts
         self.settings = parts.settings
+        self.wanted = wanted_headers(parts.settings.forward_headers)
         self.keyring = parts.keyring
         self.backend = parts.backend
         self.plain_ids = False
@@ -347,8 +317,8 @@ class Relay:
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
-        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=routing, rewrite=rewrite,
-                           method=message.method, request_id=answer_id, v2=True, modern=True, parsed=outbound)
+        return await relay(request, self.backend.connector, body, Forward(self.wanted, routing, rewrite=rewrite, method=message.method,
+                                                                          request_id=answer_id, v2=True, modern=True, parsed=outbound))
 
     def _relayed_task(self, task_id: str, *, principal: str, plain: set[str] | None = None) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -409,8 +379,8 @@ class Relay:
         if on_session is not None:
             sealer = _telling(sealer, on_session)
         if message is None:
-            return await relay(request, self.backend.connector, None, self.settings.forward_headers, session_id=upstream_id,
-                               seal_session=sealer, rewrite=rewrite)
+            return await relay(request, self.backend.connector, None, Forward(self.wanted, session_id=upstream_id, seal_session=sealer,
+                                                                              rewrite=rewrite))
         caller = None
         every = False
         if message.method == "initialize":
@@ -419,10 +389,9 @@ class Relay:
                 caller = self.backend.connector.caller_headers(self._binding(request))
             if await self._declares_held_tasks():
                 rewrite, every = _initialize_held, True
-        return await relay(request, self.backend.connector, body, self.settings.forward_headers, set_headers=caller,
-                           session_id=upstream_id, seal_session=sealer, rewrite=rewrite,
-                           method=message.method, request_id=message.id if message.kind == "request" else None,
-                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids), rewrite_every=every)
+        forward = Forward(self.wanted, caller, upstream_id, sealer, rewrite, message.method, message.id if message.kind == "request" else None,
+                          v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids), rewrite_every=every)
+        return await relay(request, self.backend.connector, body, forward)
 
     async def _declares_held_tasks(self) -> bool:
         """Whether a relayed v1 `initialize` declares the held tasks: holding is on for a v1 backend

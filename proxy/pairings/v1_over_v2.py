@@ -205,14 +205,14 @@ class _Call:
 
     async def upstream(self, method: str, params: dict[str, Any], entry: Entry | None = None) -> dict[str, Any]:
         """One request upstream; `entry`: about that task (on the upstream session that holds it)."""
-        return await self.upstream_client.request(method, params, self.meta, headers=self.headers, on_notification=self._notified,
-                                                  **self._on_task(entry))
+        return await self._on_task(entry).request(method, params, self.meta, headers=self.headers, on_notification=self._notified)
 
-    def _on_task(self, entry: Entry | None) -> dict[str, Any]:
-        """What routes a request about `entry`'s task: the upstream session sealed in its id (v2-session)."""
-        if entry is not None and entry.ref.session and isinstance(self.upstream_client, OwnClient):
-            return {"task_session": entry.ref.session}
-        return {}
+    def _on_task(self, entry: Entry | None) -> Any:
+        """The client a request about `entry`'s task goes through: on the upstream session sealed in its id (v2-session)."""
+        client = self.upstream_client
+        if entry is not None and entry.ref.session and isinstance(client, OwnClient):
+            return client.on_task(entry.ref.session)
+        return client
 
     async def _notified(self, message: dict[str, Any]) -> None:
         """A notification on the answer stream of this call's upstream request: progress, and log
@@ -355,8 +355,8 @@ class _Call:
                 if isinstance(answer, McpError):
                     await self._fail(entry, answer)
                     break
-                await self.upstream_client.request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
-                                                   self.meta, headers=self.headers, **self._on_task(entry))
+                await self._on_task(entry).request("tasks/update", {"taskId": entry.ref.task, "inputResponses": {key: answer}},
+                                                   self.meta, headers=self.headers)
             finally:
                 entry.asking.discard(key)  # not answered: asked again on a later tasks/result
             entry.asked.add(key)
@@ -373,7 +373,7 @@ class _Call:
         if entry.task_id:
             await self.rules.registry.save(entry)
         try:
-            await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self._on_task(entry))
+            await self._on_task(entry).request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
         except McpError as exc:
             log.info("cancelling a failed task upstream: %s", exc.message)
 
@@ -425,7 +425,7 @@ class _Call:
         task = await self.current(entry)
         if task.terminal:
             raise McpError(INVALID_PARAMS, f"Cannot cancel task in terminal status: {task.status}")
-        await self.upstream_client.request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers, **self._on_task(entry))
+        await self._on_task(entry).request("tasks/cancel", {"taskId": entry.ref.task}, self.meta, headers=self.headers)
         entry.cancelled = True
         await self.rules.registry.save(entry)
         return cancel_answer_v1(await self.current(entry))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -200,23 +201,31 @@ class OwnSessions:
 
 
 class OwnClient:
-    """The `ModernClient` interface of one v1 request over its session's own upstream session.
-    `task_session` names the upstream session that holds a task (`tasks/*`: from its sealed id).
-    `session_id`: the id of the own upstream session the last request went on (a created task is
-    sealed with it)."""
+    """The `ModernClient` interface of one v1 request over its session's own upstream session;
+    `on_task(session)` is the same over the upstream session that holds a task (`tasks/*`: from its
+    sealed id). `session_id`: the id of the own upstream session the last request went on (a
+    created task is sealed with it)."""
 
     def __init__(self, sessions: OwnSessions, session: ProxySession, on_server_request: ServerRequestHandler):
         self.sessions = sessions
         self.session = session
         self.on_server_request = on_server_request
         self.session_id = ""
+        self.task_session = ""
+
+    def on_task(self, task_session: str) -> OwnClient:
+        """This client, its requests sent on the upstream session `task_session` that holds a task."""
+        view = copy.copy(self)
+        view.task_session = task_session
+        return view
 
     async def request(self, method: str, params: dict[str, Any], _meta: ModernMeta, *, headers: dict[str, str],
-                      on_notification: NotificationHandler | None = None, task_session: str = "") -> dict[str, Any]:
+                      on_notification: NotificationHandler | None = None) -> dict[str, Any]:
         """Send one request and return its `result` (v2 shapes as the backend gives them). On the own
         session a request that met a forgotten session (404) is sent once more on a new one; on a
         task's session, a forgotten session means an unknown task (-32602)."""
         params = strip_envelope(params)
+        task_session = self.task_session
         if task_session:
             try:
                 return await self.sessions.backend.pool.by_id(task_session).request(

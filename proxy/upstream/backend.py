@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import aiohttp
 
@@ -23,7 +24,6 @@ from translators.oauth import AuthChallenge
 from translators.protocol import TaskSupport
 
 from ..config import Settings, Upstream
-from ..metrics import Metrics
 from .endpoint import RECONNECT_PAUSE_S, BackendUnreachable, reconnect_wait
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, pinned_profile, probe
@@ -44,11 +44,11 @@ class Backend:
     """One backend: its connector (`Endpoint`), its profile (None until a probe succeeded) and
     its session pool."""
 
-    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Metrics | None = None):
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Any):
         self.config = config
         self.name = config.name
         self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms,
-                                 session_idle_ms=settings.session_idle_ms, metrics=metrics)
+                                 session_idle_ms=settings.session_idle_ms)
         self.pool = SessionPool(self.connector)
         if config.command is not None and settings.replicas > 1:  # docs/load-balancing.md "stdio backends"
             log.warning("backend %s runs its processes in this replica: with replicas = %d, route each session "
@@ -57,8 +57,10 @@ class Backend:
         self.dialect = "unknown"
         """The probed dialect ("v1", "v2-modern", "v2-session"), "unknown" until a probe succeeded
         (`profile.dialect`, kept beside it: every relayed request reads it)."""
-        self.metrics: Metrics = self.connector.metrics
-        """Where this backend's requests, latencies and dropped fields are counted."""
+        self.metrics = metrics
+        """Where the layers above count this backend's requests and dropped fields (`proxy.metrics.Metrics`;
+        this layer only carries it); the connector reports each request's time to its `on_hop`,
+        which the fleet points at the metrics."""
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._suspect = False

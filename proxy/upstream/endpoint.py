@@ -24,7 +24,6 @@ from translators import jsonrpc
 from translators.errors import McpError, backend_unavailable
 from translators.oauth import AuthChallenge, bearer_challenge, is_bearer_challenge
 
-from ..metrics import NO_METRICS, Metrics
 from ..observe.hooks import TRACE
 from .lean import LeanPool, LeanResponse
 
@@ -115,11 +114,15 @@ class BackendUnreachable(McpError):
     and the request may go to another backend."""
 
 
+def _unobserved(method: str, seconds: float) -> None:
+    """The hop report of a connector nobody observes (the CLI's probe, a shadow process's)."""
+
+
 class Endpoint:
     """One backend's address on the session wire and the HTTP client used to reach it.
 
     `url` may change once: a 307/308 redirect (Starlette's `/mcp` → `/mcp/`) is followed with
-    method and body kept, and remembered. `metrics` records each request's latency (default: none).
+    method and body kept, and remembered. Each request's time to its answer is reported to `on_hop`.
     """
 
     HEALTH_CHECKS = True
@@ -138,7 +141,7 @@ class Endpoint:
     is always there; its processes are watched by their supervisor)."""
 
     def __init__(self, name: str, url: str, http: aiohttp.ClientSession, *, extra_headers: Mapping[str, str] | None = None,
-                 request_timeout_ms: int = 300_000, metrics: Metrics | None = None):
+                 request_timeout_ms: int = 300_000):
         self.name = name
         self.url = url
         self.configured_url = url
@@ -155,7 +158,9 @@ class Endpoint:
         self.on_challenge: Callable[[AuthChallenge], None] = lambda challenge: None
         """Called with each Bearer challenge a POST without `Authorization` is answered with (the
         backend's handle then knows it is protected and what an anonymous caller gets, docs/decisions.md §82)."""
-        self.metrics: Metrics = metrics if metrics is not None else NO_METRICS
+        self.on_hop: Callable[[str, float], None] = _unobserved
+        """Called with each upstream request's method and its time to the answer (s), once the answer
+        or its error is in (the fleet counts it in `mcp_tasks_proxy_upstream_seconds`)."""
         self.probe_headers: dict[str, str] = {}
         """Headers the proxy's own probe adds to its `initialize` (none over HTTP; a stdio connector's
         secret, which tells its probe from every client: docs/decisions.md §70)."""
@@ -281,7 +286,7 @@ class Endpoint:
         """A view of this endpoint that adds `headers` (an `Authorization` included) to every POST:
         the probe's connector with `probe_headers`, or one client's credentials for the probe that
         learns a protected backend's dialect (docs/decisions.md §82). It shares the HTTP client, the
-        metrics and the trouble callbacks; its URL starts as the configured one."""
+        hop and trouble callbacks; its URL starts as the configured one."""
         view = copy.copy(self)
         view.extra_headers = {**self.extra_headers, **headers}
         view.url = self.configured_url

@@ -8,6 +8,7 @@ and trailers skipped) or by the end of the connection; interim 1xx answers are s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -40,20 +41,17 @@ _FRAMING = frozenset({"content-length", "host", "transfer-encoding", "connection
 """Fields the head sets itself (or that would frame the body otherwise); a caller's are dropped."""
 
 
+@dataclass(slots=True)
 class ResponseHead:
     """A parsed response head: `status` (int), `reason`, `headers` (case-insensitive, every
     field in order), `content_length` (None: not framed by a length), `chunked`, `keep_alive`."""
 
-    __slots__ = ("status", "reason", "headers", "content_length", "chunked", "keep_alive")
-
-    def __init__(self, status: int, reason: str, headers: CIMultiDictProxy[str], content_length: int | None, chunked: bool,
-                 keep_alive: bool):
-        self.status = status
-        self.reason = reason
-        self.headers = headers
-        self.content_length = content_length
-        self.chunked = chunked
-        self.keep_alive = keep_alive
+    status: int
+    reason: str
+    headers: CIMultiDictProxy[str]
+    content_length: int | None
+    chunked: bool
+    keep_alive: bool
 
 
 def _head(raw: bytes, no_body: bool) -> ResponseHead:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,9 +22,8 @@ from translators.envelope import ModernMeta, add_envelope, encode_header_value, 
 from translators.errors import McpError
 from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
 
-from ..metrics import clock
 from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
-from .session_wire import NotificationHandler, read_answer
+from .session_wire import Before, NotificationHandler, read_answer
 from .tool_headers import ToolHeaders
 
 log = logging.getLogger(__name__)
@@ -67,13 +67,13 @@ class ModernClient:
             request_headers[H_NAME] = encode_header_value(name)
         if method == "tools/call" and self.tool_headers is not None:
             request_headers.update(await self.tool_headers.for_call(params, meta, headers or {}, self._ask))
-        started = clock()
+        started = time.perf_counter()
         try:
             response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS)
             async with response:
-                result = await read_answer(self.backend.name, response, method, request_id, _no_server_requests, on_notification, _nowhere)
+                result = await read_answer(self.backend.name, response, (method, request_id), Before(_no_server_requests, on_notification, _nowhere))
         except McpError:
-            self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+            self.backend.on_hop(method, time.perf_counter() - started)
             raise
-        self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+        self.backend.on_hop(method, time.perf_counter() - started)
         return result

@@ -13,8 +13,9 @@ import itertools
 import json
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
@@ -22,7 +23,6 @@ from translators import jsonrpc
 from translators.errors import METHOD_NOT_FOUND, McpError, backend_unavailable, bridged_unavailable, from_backend
 from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSION
 
-from ..metrics import clock
 from ..sse import iter_events
 from .answer_bound import ANSWER_BOUND, bounded_body, bounded_chunks, too_large
 from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
@@ -165,11 +165,11 @@ class UpstreamSession:
         """
         request_id = next(self._ids)
         message = jsonrpc.request(request_id, method, params)
-        started = clock()
+        started = time.perf_counter()
         try:
             result = await self._exchange(method, message, headers, on_server_request, on_notification)
         except (McpError, SessionLost):
-            self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+            self.backend.on_hop(method, time.perf_counter() - started)
             raise
         except asyncio.CancelledError:
             # The downstream client went away: tell the backend, as the session wire requires
@@ -180,7 +180,7 @@ class UpstreamSession:
                 _background.add(task)
                 task.add_done_callback(_background.discard)
             raise
-        self.backend.metrics.upstream(self.backend.name, method, clock() - started)
+        self.backend.on_hop(method, time.perf_counter() - started)
         return result
 
     async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
@@ -195,29 +195,38 @@ class UpstreamSession:
             async def respond(answer: dict[str, Any]) -> None:
                 await self.respond(answer, headers=headers)
 
-            return await read_answer(self.backend.name, response, method, message["id"],
-                                     on_server_request or refuse_server_request, on_notification, respond)
+            return await read_answer(self.backend.name, response, (method, message["id"]),
+                                     Before(on_server_request or refuse_server_request, on_notification, respond))
 
 
-async def read_answer(backend: str, response: aiohttp.ClientResponse, method: str, request_id: jsonrpc.RequestId,
-                      on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
-                      respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
-    """The `result` of the answer to request `request_id`, read from a JSON or SSE response (both
-    wires). On SSE, server requests go to `on_server_request` (a non-None answer is passed to
-    `respond`) and notifications to `on_notification`.
+class Before(NamedTuple):
+    """What is done with the messages that come before an answer on its SSE stream: a server
+    request goes to `on_server_request` (a non-None answer is passed to `respond`), a notification
+    to `on_notification`."""
+
+    on_server_request: ServerRequestHandler
+    on_notification: NotificationHandler | None
+    respond: Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def read_answer(backend: str, response: aiohttp.ClientResponse, asked: tuple[str, jsonrpc.RequestId],
+                      before: Before) -> dict[str, Any]:
+    """The `result` of the answer to the request `asked` (its method and id), read from a JSON or
+    SSE response (both wires); on SSE, what comes before it is handled as `before` says.
 
     Raises `McpError` for a JSON-RPC error answer (legacy codes renumbered) and `McpError` with
     HTTP 502 naming `backend` for anything that is not an MCP answer. Where this context has an
     `ANSWER_BOUND` (a shadow comparison's), a body or stream longer than it is given up
     (`answer_bound.too_large`).
     """
+    method, request_id = asked
     content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
     bound = ANSWER_BOUND.get()
     if content_type == "text/event-stream" and response.status == 200:
         chunks: AsyncIterator[bytes] = response.content.iter_any()
         if bound is not None:
             chunks = bounded_chunks(backend, chunks, bound)
-        return await _read_stream(backend, chunks, request_id, on_server_request, on_notification, respond)
+        return await _read_stream(backend, chunks, request_id, before)
     if content_type == "application/json":
         try:
             # A stdio backend's answer comes decoded already (`stdio_bridge.BridgeResponse.json_message`).
@@ -256,9 +265,8 @@ def _result_of(backend: str, answer: Any, request_id: jsonrpc.RequestId, status:
     raise backend_unavailable(backend, f"answered HTTP {status} with something that is not a JSON-RPC response")
 
 
-async def _read_stream(backend: str, chunks: AsyncIterator[bytes], request_id: jsonrpc.RequestId,
-                       on_server_request: ServerRequestHandler, on_notification: NotificationHandler | None,
-                       respond: Callable[[dict[str, Any]], Awaitable[None]]) -> dict[str, Any]:
+async def _read_stream(backend: str, chunks: AsyncIterator[bytes], request_id: jsonrpc.RequestId, before: Before) -> dict[str, Any]:
+    on_server_request, on_notification, respond = before
     try:
         async for event in iter_events(chunks):
             try:

@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from ..config import ConfigError, Upstream
-from ..metrics import Metrics
 from .endpoint import Endpoint
 
 Connector = Callable[..., Endpoint]
@@ -23,8 +22,7 @@ CONNECTORS: Final[dict[str, Connector]] = {"http": Endpoint, "https": Endpoint}
 """URL scheme → the connector class that reaches a backend over that transport."""
 
 
-def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, session_idle_ms: int = 3_600_000,
-            metrics: Metrics | None = None) -> Endpoint:
+def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int, session_idle_ms: int = 3_600_000) -> Endpoint:
     """The connector for the backend `config` (its name, URL and extra headers); `session_idle_ms`:
     how long a stdio backend's unused session lives (decision 140). Raises `ConfigError` for a URL
     whose transport has no connector."""
@@ -32,9 +30,9 @@ def connect(config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms
         from .stdio import StdioEndpoint
 
         return StdioEndpoint(config, http, request_timeout_ms=request_timeout_ms, session_idle_ms=session_idle_ms,
-                             metrics=metrics)
+)
     scheme = urlsplit(config.url).scheme.lower()
     connector = CONNECTORS.get(scheme)
     if connector is None:
         raise ConfigError(f"upstream {config.name}: no connector for the transport {scheme or '(none)'!r} of {config.url}")
-    return connector(config.name, config.url, http, extra_headers=config.headers, request_timeout_ms=request_timeout_ms, metrics=metrics)
+    return connector(config.name, config.url, http, extra_headers=config.headers, request_timeout_ms=request_timeout_ms)

@@ -24,7 +24,7 @@ from proxy.demo.processes import V1_SERVER_SCRIPT, ServerProcess, start_referenc
 
 pytestmark = pytest.mark.peers
 PROXY = Path(sys.executable).with_name("mcp-tasks-proxy")
-LIMIT = 64 * 1024 * 1024  # proxy/stdio_lines.py MAX_LINE_BYTES
+LIMIT = 64 * 1024 * 1024  # proxy/faces/stdio_lines.py MAX_LINE_BYTES
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -229,7 +229,7 @@ async def test_a_line_over_64_mib_is_refused_and_the_next_is_answered(reference_
         assert await face.read() == greeted(14, "next")
     finally:
         assert await face.stop() == 0
-    refusals = [line.split("WARNING proxy.stdio_face: ")[1] for line in face.log().splitlines() if "stdin line" in line]
+    refusals = [line.split("WARNING proxy.faces.stdio: ")[1] for line in face.log().splitlines() if "stdin line" in line]
     assert refusals == [f"stdin line of {len(line) - 1} bytes refused: longer than {LIMIT} bytes" for line in (first, second)]
 
 

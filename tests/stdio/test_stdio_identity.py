@@ -19,7 +19,7 @@ from stdio_support import TEST_KEY
 from support import Caller
 from test_stdio_isolation import _pool, _proxy, _text
 
-from proxy.upstream.stdio_bridge import CALLER_HEADER, Bridge
+from proxy.upstream.stdio.bridge import CALLER_HEADER, Bridge
 from translators.sealing import Keyring
 
 KEYRING = Keyring(TEST_KEY)

@@ -23,7 +23,7 @@ from support import Caller
 from test_stdio_isolation import NOT_FOUND, NOTES, _client, _key, _pool, _proxy, _text
 
 from proxy.app import STATE
-from proxy.upstream import stdio_tasks
+from proxy.upstream.stdio import tasks as stdio_tasks
 
 IDLE_MS = 1500
 WAIT_S = 30.0

@@ -19,8 +19,8 @@ import pytest
 from proxy.config import Upstream
 from proxy.sse import SseParser
 from proxy.upstream.stdio import StdioEndpoint
-from proxy.upstream.stdio_bridge import BridgeResponse
-from proxy.upstream.stdio_tasks import GRACE_S
+from proxy.upstream.stdio.bridge import BridgeResponse
+from proxy.upstream.stdio.tasks import GRACE_S
 from translators.errors import NOT_OF_SESSION, McpError
 from translators.protocol import H_SESSION_ID
 

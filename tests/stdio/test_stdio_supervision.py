@@ -122,7 +122,7 @@ async def test_an_initialize_during_a_restarts_backoff_waits_for_the_restart_whe
     backoff is still answered at once with why the process is down. The re-probe the loss asks for
     meets the same backoff: the backend's last profile stands, as for one that refuses
     connections (a tester's finding: the probe's 502 was the newcomer's answer)."""
-    from proxy.upstream import stdio_mux
+    from proxy.upstream.stdio import mux as stdio_mux
 
     monkeypatch.setattr(stdio_mux, "BACKOFF_FIRST_S", backoff_s)  # a backoff long enough to be met for certain
     proxy = await _proxy(NOTES, tmp_path)
@@ -474,7 +474,7 @@ async def test_the_readme_npx_example_survives_killing_the_process_the_proxy_lau
 async def test_a_process_that_never_answers_initialize_is_said_to_have_timed_out(tmp_path, monkeypatch):
     """It reads every line and answers none: the reason given is the wait that ran out, not an exit
     (the stop that follows the wait used to make it read "exited before answering initialize")."""
-    from proxy.upstream import stdio_mux
+    from proxy.upstream.stdio import mux as stdio_mux
 
     monkeypatch.setattr(stdio_mux, "INITIALIZE_TIMEOUT_S", 0.5)
     mute = [sys.executable, "-c", "import sys\nfor line in sys.stdin:\n    pass\n"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from proxy.pairings.relay import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body
+from proxy.pairings.relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body
 from proxy.sse import SseParser
 from translators.errors import may_carry_legacy_code
 

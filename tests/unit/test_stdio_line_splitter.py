@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.upstream.stdio_process import KEEP_BYTES, LineSplitter, LongLine, StdioProcess
+from proxy.upstream.stdio.process import KEEP_BYTES, Launch, LineSplitter, LongLine, StdioProcess
 
 TEXT = b'{"jsonrpc":"2.0","id":1,"result":{}}\n{"jsonrpc":"2.0","method":"notifications/progress"}\n\nlast'
 
@@ -83,7 +83,7 @@ def test_a_long_line_cut_off_by_the_end_of_the_stream_is_given_as_one() -> None:
 def test_a_stdout_line_is_decoded_as_json_loads_does_and_given_with_its_bytes_when_they_may_pass(line, delivered) -> None:
     got: list[tuple[object, bytes | None]] = []
     process = StdioProcess(
-        "t", ["true"], on_message=lambda message, text: got.append((message, text)), on_exit=lambda _code: None
+        Launch("t", ["true"]), on_message=lambda message, text: got.append((message, text)), on_exit=lambda _code: None
     )
     process._stdout_line(line)
     process._stdout_line(b'{"after":true}')  # the next line still arrives

@@ -1,11 +1,11 @@
-"""The stdio face's bounded line reader (`proxy.stdio_lines`, docs/decisions.md §74), on a real
+"""The stdio face's bounded line reader (`proxy.faces.stdio_lines`, docs/decisions.md §74), on a real
 `asyncio.StreamReader` fed in chunks."""
 
 from __future__ import annotations
 
 import asyncio
 
-from proxy.stdio_lines import TooLong, lines
+from proxy.faces.stdio_lines import TooLong, lines
 
 
 async def _read(chunks: list[bytes], limit: int) -> list[bytes | TooLong]:

@@ -12,8 +12,9 @@ import pytest
 
 from proxy.config import Upstream
 from proxy.upstream.stdio import ProcessPool
-from proxy.upstream.stdio_mux import ProcessSlot
-from proxy.upstream.stdio_session import Pending, VirtualSession
+from proxy.upstream.stdio.mux import Greeting, ProcessSlot
+from proxy.upstream.stdio.process import Launch
+from proxy.upstream.stdio.session import Pending, VirtualSession
 from translators.errors import McpError
 
 IDLE_S = 10.0
@@ -75,14 +76,8 @@ def test_a_relayed_session_with_its_get_stream_open_is_never_idle_a_kept_one_is_
 def _slot(pool: ProcessPool, key: str, *sessions: VirtualSession) -> ProcessSlot:
     """A process slot of `pool` (never started) carrying `sessions`, the most recently used so far."""
     slot = ProcessSlot(
-        "notes",
-        ["notes"],
-        env=None,
-        cwd=None,
-        capabilities={},
-        client_info={},
-        max_line_bytes=1024,
-        grace_s=0.1,
+        Launch("notes", ["notes"], max_line_bytes=1024, grace_s=0.1),
+        Greeting({}, {}),
         on_down=lambda reason: None,
         on_up=lambda: None,
     )

@@ -1,11 +1,11 @@
-"""`proxy.upstream.stdio_tasks.TaskOwners`: a stdio process's tasks and the sessions that created
+"""`proxy.upstream.stdio.tasks.TaskOwners`: a stdio process's tasks and the sessions that created
 them, forgotten `GRACE_S` after their ttl and beyond `max_tasks` (docs/decisions.md §134)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proxy.upstream.stdio_tasks import GRACE_S, TaskOwners
+from proxy.upstream.stdio.tasks import GRACE_S, TaskOwners
 
 
 @dataclass(eq=False)

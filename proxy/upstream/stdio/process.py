@@ -202,22 +202,34 @@ def _decoded(line: bytes) -> tuple[Any, bytes | None]:
     return message, line
 
 
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How a stdio server is run: its backend's `name`, its `argv`, the `env` added to the proxy's
+    and its `cwd`, the longest stdout line taken (`max_line_bytes`), and how long a stop waits
+    after SIGTERM before SIGKILL (`grace_s`)."""
+
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    max_line_bytes: int = 16 * 1024 * 1024
+    grace_s: float = 2.0
+
+
 class StdioProcess:
-    """A started server process. `on_message(obj, line)` gets each decoded stdout line (a dict,
+    """A started server process, run as `launch` says. `on_message(obj, line)` gets each decoded stdout line (a dict,
     and the line's bytes when they are UTF-8 text that may be passed on as they are, else None),
     `on_long_line(line)` each stdout line over `max_line_bytes` (a `LongLine`); `on_exit(returncode)`
     is called once when the process has exited, its group has been ended and its output read."""
 
-    def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 max_line_bytes: int = 16 * 1024 * 1024, grace_s: float = 2.0,
-                 on_message: Callable[[dict[str, Any], bytes | None], None], on_exit: Callable[[int | None], None],
-                 on_long_line: Callable[[LongLine], None] | None = None):
-        self.name = name
-        self.argv = list(argv)
-        self.env = {**os.environ, **(env or {})}
-        self.cwd = cwd
-        self.max_line_bytes = max_line_bytes
-        self.grace_s = grace_s
+    def __init__(self, launch: Launch, *, on_message: Callable[[dict[str, Any], bytes | None], None],
+                 on_exit: Callable[[int | None], None], on_long_line: Callable[[LongLine], None] | None = None):
+        self.name = launch.name
+        self.argv = list(launch.argv)
+        self.env = {**os.environ, **(launch.env or {})}
+        self.cwd = launch.cwd
+        self.max_line_bytes = launch.max_line_bytes
+        self.grace_s = launch.grace_s
         self.on_message = on_message
         self.on_long_line = on_long_line
         self.on_exit = on_exit

@@ -1,5 +1,5 @@
 """Asking a v2-modern candidate directly, its task followed to its end (docs/behaviour.md §8
-"Shadow"): what the shadow process (`proxy/shadow_process.py`) does for each job. The answer is
+"Shadow"): what the shadow process (`proxy/shadow/process.py`) does for each job. The answer is
 put in canonical form by `translators/shadow.py`."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from translators.envelope import ModernMeta
 from translators.errors import McpError
 from translators.protocol import MODERN_VERSION, TASKS_EXTENSION
 
-from .upstream.endpoint import Endpoint
-from .upstream.modern_wire import ModernClient
+from ..upstream.endpoint import Endpoint
+from ..upstream.modern_wire import ModernClient
 
 SHADOW_META = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, {"name": "mcp-tasks-proxy-shadow", "version": "1"})
 """The envelope a mirrored request carries: tasks declared, nothing a backend could ask a user with."""

@@ -1,8 +1,8 @@
 """The shadow's asking in the proxy's event loop (docs/behaviour.md §8 "Shadow"): a mirrored request
 (`Job`), either side asked as a 2026-07-28 client (`SHADOW_META`), straight or through the member's
 own pairing, a task in its answer followed to its end, in canonical form (`translators/shadow.py`).
-`proxy/shadow.py` queues and compares; the shadow process asks a v2-modern candidate itself
-(`proxy/shadow_ask.py`)."""
+`proxy/shadow/mirror.py` queues and compares; the shadow process asks a v2-modern candidate itself
+(`proxy/shadow/ask.py`)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from translators import shadow as canon
 from translators.errors import McpError
 
-from .faces.modern import ModernRequest
-from .shadow_ask import SHADOW_META, answer_size, poll_wait, relayed_answer
-from .upstream.answer_bound import ANSWER_BOUND, too_large
-from .upstream.backend import UnsupportedBackend
-from .upstream.modern_wire import ModernClient
+from ..faces.modern import ModernRequest
+from ..upstream.answer_bound import ANSWER_BOUND, too_large
+from ..upstream.backend import UnsupportedBackend
+from ..upstream.modern_wire import ModernClient
+from .ask import SHADOW_META, answer_size, poll_wait, relayed_answer
 
 if TYPE_CHECKING:
-    from .fleet import FleetMember
+    from ..fleet import FleetMember
 
 
 class SideFailed(Exception):

@@ -18,7 +18,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from .metrics import Metrics
+from ..metrics import Metrics
 
 _COLLECTORS: weakref.WeakKeyDictionary[Any, tuple[Gauge, Counter, Counter, Counter]] = weakref.WeakKeyDictionary()
 

@@ -26,9 +26,9 @@ from translators import jsonrpc, multiplex
 from translators.errors import INVALID_REQUEST, McpError, session_not_found
 from translators.protocol import H_SESSION_ID
 
-from .endpoint import BackendUnreachable
-from .inbox import Deadlines
-from .stdio_session import Pending, VirtualSession
+from ..endpoint import BackendUnreachable
+from ..inbox import Deadlines
+from .session import Pending, VirtualSession
 
 PROBE_HEADER = "X-Mcp-Tasks-Proxy-Probe"
 """The header carrying the connector's probe secret (`StdioEndpoint.probe_headers`); a relay never
@@ -61,19 +61,17 @@ class Answer:
 
     __slots__ = ("status", "headers", "_body", "message", "line", "session", "pending", "first", "refusal")
 
-    def __init__(self, status: int, headers: dict[str, str], body: bytes = b"", *, session: VirtualSession | None = None,
-                 pending: Pending | None = None, first: dict[str, Any] | None = None, message: dict[str, Any] | None = None,
-                 line: tuple[bytes, int] | None = None):
+    def __init__(self, status: int, headers: dict[str, str], body: bytes = b""):
         self.status = status
         self.headers = headers
         self._body = body
-        self.message = message
-        """The JSON-RPC message a JSON answer's body holds (None for any other answer)."""
-        self.line = line
+        self.message: dict[str, Any] | None = None
+        """The JSON-RPC message a JSON answer's body holds (None for any other answer: `json`)."""
+        self.line: tuple[bytes, int] | None = None
         """The process's line `message` was decoded from and the process's id in it (`Pending.line`)."""
-        self.session = session
-        self.pending = pending
-        self.first = first
+        self.session: VirtualSession | None = None
+        self.pending: Pending | None = None
+        self.first: dict[str, Any] | None = None
         self.refusal: McpError | None = None
         """Set when the request never reached a process, which the in-process caller raises: the
         bridge's own refusal, counted `proxy_refused` (decisions 141, 148), or, for an `initialize`
@@ -93,7 +91,16 @@ class Answer:
     def json(cls, message: dict[str, Any], status: int = 200, session_id: str | None = None,
              line: tuple[bytes, int] | None = None) -> Answer:
         headers = JSON_HEADERS if session_id is None else {"Content-Type": JSON, H_SESSION_ID: session_id}
-        return cls(status, headers, message=message, line=line)
+        answer = cls(status, headers)
+        answer.message, answer.line = message, line
+        return answer
+
+    @classmethod
+    def stream(cls, session: VirtualSession, pending: Pending, first: dict[str, Any]) -> Answer:
+        """An SSE answer: what `pending` of `session` receives, its first message `first` already taken."""
+        answer = cls(200, dict(SSE_HEADERS))
+        answer.session, answer.pending, answer.first = session, pending, first
+        return answer
 
     @classmethod
     def refused(cls, request_id: jsonrpc.RequestId | None, error: McpError) -> Answer:
@@ -208,7 +215,7 @@ class Bridge:
         if final:
             session.slot.done(session, pending)
             return Answer.json(first, pending.status, line=pending.line)
-        return Answer(200, dict(SSE_HEADERS), session=session, pending=pending, first=first)
+        return Answer.stream(session, pending, first)
 
     # the HTTP handlers on the private socket ----------------------------------------------------------
 

@@ -37,13 +37,13 @@ from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, McpError, backend_unavailable
 from translators.sealing import ANONYMOUS
 
-from ..config import Upstream
-from ..metrics import Metrics
-from ..observe.hooks import TRACE
-from .endpoint import BackendUnreachable, Endpoint
-from .stdio_bridge import CALLER_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
-from .stdio_mux import ProcessSlot
-from .stdio_session import VirtualSession
+from ...config import Upstream
+from ...observe.hooks import TRACE
+from ..endpoint import BackendUnreachable, Endpoint
+from .bridge import CALLER_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
+from .mux import Greeting, ProcessSlot
+from .process import Launch
+from .session import VirtualSession
 
 log = logging.getLogger(__name__)
 
@@ -181,10 +181,10 @@ class ProcessPool:
             return slot
         stops = self._make_room(owner)
         assert self.config.command is not None
-        slot = ProcessSlot(self.config.name, self.config.command, env=self.config.env, cwd=self.config.cwd,
-                           capabilities=capabilities, client_info=client_info, max_line_bytes=self.config.max_line_bytes,
-                           grace_s=self.config.stop_grace_ms / 1000, on_down=self.endpoint.process_down, on_up=lambda: None,
-                           liveness_timeout_s=self.config.liveness_timeout_ms / 1000)
+        config = self.config
+        launch = Launch(config.name, config.command, config.env, config.cwd, config.max_line_bytes, config.stop_grace_ms / 1000)
+        slot = ProcessSlot(launch, Greeting(capabilities, client_info), on_down=self.endpoint.process_down, on_up=lambda: None,
+                           liveness_timeout_s=config.liveness_timeout_ms / 1000)
         self.slots[key] = slot
         self.owners[key] = owner
         slot.start(after=stops)  # never more processes than max_processes, a replaced one's last seconds included
@@ -305,9 +305,9 @@ class StdioEndpoint(Endpoint):
     PROBE_TIMEOUT_S = None  # the process's start wait and liveness bound it (decision 72)
 
     def __init__(self, config: Upstream, http: aiohttp.ClientSession, *, request_timeout_ms: int = 300_000,
-                 session_idle_ms: int = 3_600_000, metrics: Metrics | None = None):
+                 session_idle_ms: int = 3_600_000):
         super().__init__(config.name, BRIDGE_URL, http, extra_headers=config.headers,
-                         request_timeout_ms=request_timeout_ms, metrics=metrics)
+                         request_timeout_ms=request_timeout_ms)
         self.config = config
         self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}

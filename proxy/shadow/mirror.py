@@ -45,17 +45,17 @@ from prometheus_client import Counter
 from translators import shadow as canon
 from translators.errors import McpError
 
-from .config import Settings, Upstream
-from .logs import REQUEST_ID
-from .shadow_ask import answer_size, both, held_outcome, relayed_answer
-from .shadow_process import ShadowProcess
-from .shadow_sides import Job, SideFailed, ask, outcome, primary_outcome
-from .upstream.answer_bound import ANSWER_BOUND, ReadBound
-from .upstream.endpoint import Endpoint
+from ..config import Settings, Upstream
+from ..logs import REQUEST_ID
+from ..upstream.answer_bound import ANSWER_BOUND, ReadBound
+from ..upstream.endpoint import Endpoint
+from .ask import answer_size, both, held_outcome, relayed_answer
+from .process import ShadowProcess
+from .sides import Job, SideFailed, ask, outcome, primary_outcome
 
 if TYPE_CHECKING:
-    from .fleet import Fleet, FleetMember
-    from .metrics import Metrics
+    from ..fleet import Fleet, FleetMember
+    from ..metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ class Shadowing:
                  tool or "", backend, mirror.config.shadow_max_body_bytes)
         self.count(mirror, method, tool, "too_large")
 
-    # -- the shadow process's side (proxy/shadow_process.py) ---------------------------------------------
+    # -- the shadow process's side (proxy/shadow/process.py) ---------------------------------------------
 
     def sent_away(self, mirror: Mirror, job: Job) -> bool:
         """Send `job` to the shadow process when it can be compared there: the primary's answer held

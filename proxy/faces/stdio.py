@@ -33,8 +33,8 @@ from translators import face_lines, jsonrpc
 from translators.errors import McpError
 from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID
 
-from .config import Settings
-from .sse import iter_events
+from ..config import Settings
+from ..sse import iter_events
 from .stdio_lines import MAX_LINE_BYTES, TooLong, lines
 
 log = logging.getLogger(__name__)
@@ -329,7 +329,7 @@ class StdioFace:
 async def serve_stdio(settings: Settings) -> int:
     """Run the proxy on a loopback port and serve this process's stdin/stdout through it until
     EOF on stdin. Returns the exit status."""
-    from .app import start
+    from ..app import start
 
     running = await start(settings.model_copy(update={"listen": "127.0.0.1:0"}))
     loop = asyncio.get_running_loop()

@@ -14,7 +14,7 @@ from typing import Any
 from translators import jsonrpc, multiplex
 from translators.errors import McpError
 
-from .inbox import Inbox
+from ..inbox import Inbox
 
 BACKLOG = 256
 """Messages kept for a virtual session with no stream open to take them (oldest dropped first)."""

@@ -20,7 +20,7 @@ import shlex
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from cachetools import LRUCache
 
@@ -28,10 +28,10 @@ from translators import jsonrpc, line_ids, multiplex
 from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, backend_unavailable, unknown_task
 from translators.protocol import LEGACY_VERSION
 
-from .stdio_liveness import Liveness
-from .stdio_process import LongLine, StdioProcess
-from .stdio_session import Pending, VirtualSession
-from .stdio_tasks import TaskOwners
+from .liveness import Liveness
+from .process import Launch, LongLine, StdioProcess
+from .session import Pending, VirtualSession
+from .tasks import TaskOwners
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +52,24 @@ def _exited_before_initialize(argv: Sequence[str], process: StdioProcess) -> str
             + (f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"))
 
 
+class Greeting(NamedTuple):
+    """What the proxy's `initialize` of a stdio process declares: its `capabilities` and `clientInfo`."""
+
+    capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any]
+
+
 class ProcessSlot:
-    """One supervised process and the virtual sessions over it. `capabilities` and `client_info`
-    are what the process's `initialize` declares; `on_down(reason)` is called each time the
+    """One supervised process, run as `launch` says, and the virtual sessions over it; `greeting`
+    is what the process's `initialize` declares; `on_down(reason)` is called each time the
     process is lost, `on_up()` each time it has answered `initialize`. `liveness_timeout_s`: how long
     it may write nothing while a request waits before it is taken as hung (0: never; `stdio_liveness`)."""
 
-    def __init__(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
-                 capabilities: Mapping[str, Any], client_info: Mapping[str, Any], max_line_bytes: int, grace_s: float,
-                 on_down: Callable[[str], None], on_up: Callable[[], None], liveness_timeout_s: float = 0.0):
-        self.name = name
-        self.argv, self.env, self.cwd = list(argv), env, cwd
-        self.capabilities, self.client_info = dict(capabilities), dict(client_info)
-        self.max_line_bytes, self.grace_s = max_line_bytes, grace_s
+    def __init__(self, launch: Launch, greeting: Greeting, *, on_down: Callable[[str], None], on_up: Callable[[], None],
+                 liveness_timeout_s: float = 0.0):
+        self.launch = launch
+        self.name = launch.name
+        self.capabilities, self.client_info = dict(greeting.capabilities), dict(greeting.client_info)
         self.liveness_timeout_s = liveness_timeout_s
         self.liveness: Liveness | None = None
         self.on_down, self.on_up = on_down, on_up
@@ -140,16 +145,15 @@ class ProcessSlot:
 
     async def _run_once(self) -> str:
         """Start the process, `initialize` it, and wait until it exits; returns why it stopped."""
-        process = StdioProcess(self.name, self.argv, env=self.env, cwd=self.cwd, max_line_bytes=self.max_line_bytes,
-                               grace_s=self.grace_s, on_message=self._from_process, on_exit=lambda code: self._exited.set(),
+        process = StdioProcess(self.launch, on_message=self._from_process, on_exit=lambda code: self._exited.set(),
                                on_long_line=self._long_line)
         self.liveness = None
         try:
             await process.start()
         except OSError as exc:
             if self.restarts == 0:
-                self.start_failure = f"its command {shlex.join(self.argv)!r} cannot be run: {exc.strerror or exc}"
-            return f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
+                self.start_failure = f"its command {shlex.join(self.launch.argv)!r} cannot be run: {exc.strerror or exc}"
+            return f"cannot start {self.launch.argv[0]!r}: {exc.strerror or exc}"
         self.process = process
         pending = Pending(None, None, "initialize", None)
         request_id = next(self._ids)
@@ -166,7 +170,7 @@ class ProcessSlot:
             exited_first = self._exited.is_set()  # read before the stop below ends the process
             await process.stop()
             if exited_first and self.restarts == 0:
-                self.start_failure = _exited_before_initialize(self.argv, process)
+                self.start_failure = _exited_before_initialize(self.launch.argv, process)
             return "the process exited before answering initialize" if exited_first else \
                 f"the process did not answer initialize within {INITIALIZE_TIMEOUT_S:g} s"
         message, _ = answer.result()
@@ -243,7 +247,7 @@ class ProcessSlot:
         (EOF, SIGTERM, SIGKILL: two `grace_s` at most) — so a healthy start is not cut short by the
         waits before it (decisions 149, 150)."""
         backoff = max(0.0, self.retry_at - time.monotonic()) if self.retry_at is not None else 0.0
-        stopping = 2 * self.grace_s + REAP_MARGIN_S if any(not stop.done() for stop in self._after) else 0.0
+        stopping = 2 * self.launch.grace_s + REAP_MARGIN_S if any(not stop.done() for stop in self._after) else 0.0
         return wait_s + backoff + stopping
 
     async def started(self) -> None:
@@ -449,9 +453,9 @@ class ProcessSlot:
         if not isinstance(request_id, int) or request_id not in self._pending:
             return
         error = McpError(INTERNAL_ERROR, f"Backend {self.name!r}: its response was {line.size} bytes long, "
-                                         f"over max_line_bytes ({self.max_line_bytes}); it was not kept")
+                                         f"over max_line_bytes ({self.launch.max_line_bytes}); it was not kept")
         log.warning("backend %s: the response to request %d was over %d bytes; answered with an error", self.name, request_id,
-                    self.max_line_bytes)
+                    self.launch.max_line_bytes)
         self._response(jsonrpc.error_response(request_id, error))
 
     def _response(self, message: dict[str, Any], line: bytes | None = None) -> None:

@@ -17,7 +17,7 @@ answer as the client got it, final (a result, or `{"error": {...}}`), put in can
 (`translators.shadow`) by the child. An outcome, `{"id",
 "outcome", "reason"?, "diff"?, "paths"?}`: "match", "differ" (with the compact diff and the
 differing paths), "candidate_error" (with the reason), "timeout" or "too_large". The proxy counts and logs them
-(`proxy/shadow.py`); the child only asks and compares. It is started by its handle on the first
+(`proxy/shadow/mirror.py`); the child only asks and compares. It is started by its handle on the first
 job and stopped by it (stdin closed, then terminated after `STOP_WAIT_S`); it ends by itself when
 the proxy's end of the pipe closes.
 """
@@ -79,7 +79,7 @@ class ShadowProcess:
     async def _start(self) -> None:
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "proxy.shadow_process", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                sys.executable, "-m", "proxy.shadow.process", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 limit=LINE_LIMIT)
             assert self.process.stdout is not None
             ready = await asyncio.wait_for(self.process.stdout.readline(), 30)
@@ -178,9 +178,9 @@ async def _child() -> None:
 
     from translators import shadow as canon
 
-    from .shadow_ask import candidate_outcome
-    from .upstream.answer_bound import ANSWER_BOUND, ReadBound
-    from .upstream.endpoint import Endpoint
+    from ..upstream.answer_bound import ANSWER_BOUND, ReadBound
+    from ..upstream.endpoint import Endpoint
+    from .ask import candidate_outcome
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
@@ -258,7 +258,7 @@ async def _child() -> None:
 
 
 def main() -> None:
-    """`python -m proxy.shadow_process`: the child, until its stdin closes."""
+    """`python -m proxy.shadow.process`: the child, until its stdin closes."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="shadow process: %(levelname)s %(message)s")
     try:
         import uvloop
