@@ -54,6 +54,7 @@ def _settings(args: argparse.Namespace) -> Settings | None:
 
 
 def _stdio(args: argparse.Namespace) -> int:
+    from .app import start
     from .faces.stdio import serve_stdio
     from .logs import configure
     from .upstream.backend import UnsupportedBackend
@@ -63,7 +64,7 @@ def _stdio(args: argparse.Namespace) -> int:
         return 2
     configure(settings.log_level, settings.log_format)  # the log goes to stderr; stdout is the wire
     try:
-        return asyncio.run(serve_stdio(settings))
+        return asyncio.run(serve_stdio(settings, start))
     except (UnsupportedBackend, ConfigError) as exc:
         announce(settings.log_format, f"mcp-tasks-proxy: refusing to start: {exc}", sys.stderr, level=logging.ERROR)
         return 2

@@ -108,17 +108,17 @@ class Entry:
         (`proxy.observe.outcome.record`), then offered to shadow backends; a refusal or a proxy
         bug is answered and recorded here, on the backend the call had reached (the fleet's first
         before it is routed)."""
-        call = Call(request, self.fleet.first.backend, self._principal)
+        call = Call(request, self.fleet.first.backend)
         try:
             response, outcome = await self._answer(call)
         except asyncio.CancelledError:  # the client left: a relay under way counts it, "cancelled" unless it had its answer
             if call.relaying:
                 record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
-                if self._shadowed(call):
+                if self.shadow is not None and self._shadowed(call):
                     self._offer(call, None, True)
             raise
         except McpError as exc:
-            reason = self._log_refusal(exc, call.principal, request)
+            reason = self._log_refusal(exc, self._caller(call), request)
             message = call.message
             answer_id = message.id if message is not None and message.kind == "request" else exc.request_id
             outcome = Outcome(outcome_of(exc), of_refusal(exc, call.method), reason)
@@ -130,12 +130,12 @@ class Entry:
             outcome = Outcome(str(INTERNAL_ERROR), (PROXY_ERROR, PROXY), "backend of an unsupported dialect")
             response = json_response(jsonrpc.error_response(_request_id(call), McpError(INTERNAL_ERROR, str(exc), http_status=502)), 502)
         except Exception:  # a proxy bug must not take the connection down without an answer
-            log.exception("internal error answering a request from principal=%s", call.principal)
+            log.exception("internal error answering a request from principal=%s", self._caller(call))
             outcome = Outcome(str(INTERNAL_ERROR), (PROXY_ERROR, PROXY), "internal error in mcp-tasks-proxy")
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             response = json_response(jsonrpc.error_response(_request_id(call), error), 500)
         record(call, outcome)
-        if outcome.source is not None and self._shadowed(call):
+        if outcome.source is not None and self.shadow is not None and self._shadowed(call):
             await self._offer_answered(call, response, outcome)
         return response
 
@@ -165,7 +165,8 @@ class Entry:
         refuse_conflicting_duplicates(request)
         check_headers(message.method, params, meta, request.headers)
         call.repairs = repairs_of(message.method, params, request.headers)
-        route = await self.router.modern(message, meta, call.principal)
+        principal = call.principal = self._principal(request)
+        route = await self.router.modern(message, meta, principal)
         return await self.router.drive(route, functools.partial(self._modern, call))
 
     async def _modern(self, call: Call, route: Route) -> tuple[web.StreamResponse, Outcome]:
@@ -190,8 +191,8 @@ class Entry:
         out = AnswerStream(request, self._keepalive_s)
         if out.gone and message.method == "subscriptions/listen":  # decision 66: nothing it could receive
             raise McpError(INVALID_REQUEST, "Not Acceptable: subscriptions/listen is answered as text/event-stream", http_status=406)
-        modern = ModernRequest(message.method, message.params, call.meta, call.principal,
-                               self.settings.upstream_headers(request.headers)).streamed(out.notify, message.id)
+        modern = ModernRequest(message.method, message.params, call.meta, call.principal, self.settings.upstream_headers(request.headers))
+        modern.notify, modern.request_id = out.notify, message.id
         try:
             reply = await pairing.answer(modern)  # type: ignore[union-attr]
         except asyncio.CancelledError:
@@ -235,7 +236,7 @@ class Entry:
         if member is not None:
             message = call.message
             assert message is not None
-            self.shadow.offer(member, message.method, message.params, call.principal,
+            self.shadow.offer(member, message.method, message.params, self._caller(call),
                               self.settings.upstream_headers(call.request.headers), answer, follow=follow)
 
     async def _session_wire(self, call: Call, session_id: str | None) -> tuple[web.StreamResponse, Outcome]:
@@ -247,7 +248,7 @@ class Entry:
             owned = self.sessions.owns_now(session_id)  # no await in the common cases
             if owned or (owned is None and await self.sessions.owns(session_id)):
                 return await self.sessions.handle_post(call)
-            routed = self.router.relayed_session(session_id, lambda: call.principal)
+            routed = self.router.relayed_session(session_id, lambda: self._caller(call))
             if routed is not None:
                 member, upstream_id = routed
                 dialect = (member.backend.fresh() or await member.backend.current(_credentials(request))).dialect
@@ -355,6 +356,13 @@ class Entry:
 
     def _principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))
+
+    def _caller(self, call: Call) -> str:
+        """The call's principal, worked out once."""
+        principal = call.principal
+        if principal is None:
+            principal = call.principal = self._principal(call.request)
+        return principal
 
     def _log_refusal(self, exc: McpError, principal: str, request: web.Request) -> str:
         """Log a refusal; returns its reason as logs and the status page may show it."""

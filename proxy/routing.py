@@ -45,6 +45,8 @@ class Router:
         self.fleet = fleet
         self.keyring = keyring
         self.reconnect_wait_s = reconnect_wait_s
+        self._single: Route | None = None
+        """The route of everything with one backend."""
         self._state_fields = (2, 3) if shared_store else (2,)
         """Field counts of a held exchange's `requestState`: a holding process is named only with a shared store."""
 
@@ -79,7 +81,10 @@ class Router:
         before goes to the fleet's `plain_owner` (docs/decisions.md §83)."""
         fleet = self.fleet
         if not fleet.multi:
-            return Route(fleet.first, True)
+            route = self._single
+            if route is None or route.member is not fleet.first:  # made again after a reload that changed it
+                route = self._single = Route(fleet.first, True)
+            return route
         params = message.params
         if message.method in TASK_METHODS_V2:
             if not meta.declares_tasks:

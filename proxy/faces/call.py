@@ -97,23 +97,21 @@ _OK_FROM = {source: Outcome("ok", source=source) for source in (RELAYED, RELAYED
 class Call:
     """One POST, parsed once: the HTTP `request` and its `body`, the JSON-RPC `message`, the `face`
     it came in on ("v2-modern", "v1", "v2-session", or `UNCLASSIFIED` until read), the client's
-    `dialect` when it is not the face's (a relayed v2-session), its `principal` (worked out once,
-    when first asked), its `client` (`clientInfo`), the modern `meta`, the `repairs` the proxy made
+    `dialect` when it is not the face's (a relayed v2-session), its `principal` (None until the
+    entry has worked it out: a relayed session's POST needs none), its `client` (`clientInfo`), the modern `meta`, the `repairs` the proxy made
     good for it, and where it is counted: `backend` (a `proxy.upstream.backend.Backend`; the fleet's
     first until routed) and `backend_dialect` (None: what the backend speaks now)."""
 
-    __slots__ = ("request", "body", "message", "face", "dialect", "_principal", "principal_of", "client", "meta", "repairs",
-                 "backend", "backend_dialect", "relaying")
+    __slots__ = ("request", "body", "message", "face", "dialect", "principal", "client", "meta", "repairs", "backend",
+                 "backend_dialect", "relaying")
 
-    def __init__(self, request: web.Request, backend: Any, principal_of: Any):
+    def __init__(self, request: web.Request, backend: Any):
         self.request = request
         self.body = b""
         self.message: jsonrpc.Message | None = None
         self.face = UNCLASSIFIED
         self.dialect: str | None = None
-        self._principal: str | None = None
-        self.principal_of = principal_of
-        """Works out the principal from the request (`Keyring.principal` of the identity header)."""
+        self.principal: str | None = None
         self.client: ClientKey = UNKNOWN_CLIENT
         self.meta: ModernMeta | None = None
         self.repairs: tuple[str, ...] = ()
@@ -126,13 +124,6 @@ class Call:
     def method(self) -> str | None:
         message = self.message
         return message.method if message is not None else None
-
-    @property
-    def principal(self) -> str:
-        principal = self._principal
-        if principal is None:
-            principal = self._principal = self.principal_of(self.request)
-        return principal
 
     @property
     def session_id(self) -> str | None:

@@ -24,7 +24,7 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -326,11 +326,9 @@ class StdioFace:
                 pass
 
 
-async def serve_stdio(settings: Settings) -> int:
-    """Run the proxy on a loopback port and serve this process's stdin/stdout through it until
-    EOF on stdin. Returns the exit status."""
-    from ..app import start
-
+async def serve_stdio(settings: Settings, start: Callable[[Settings], Awaitable[Any]]) -> int:
+    """Run the proxy (`start`: `proxy.app.start`, which the CLI hands in) on a loopback port and
+    serve this process's stdin/stdout through it until EOF on stdin. Returns the exit status."""
     running = await start(settings.model_copy(update={"listen": "127.0.0.1:0"}))
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()

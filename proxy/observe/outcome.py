@@ -39,7 +39,8 @@ def record(call: Call, outcome: Outcome) -> None:
     backend_dialect = call.backend_dialect or backend.dialect
     face = call.face
     client_dialect = call.dialect or face
-    method = call.method
+    message = call.message
+    method = message.method if message is not None else None
     label = outcome.label
     reason = outcome.reason if outcome.source != OWN_SESSION else shown_detail(call.request.get(REFUSAL))
     metrics.request(face, backend_dialect, method, label)
