@@ -104,13 +104,39 @@ class Entry:
             TRACE.reset(token)
 
     async def _post(self, request: web.Request) -> web.StreamResponse:
-        """Every POST: parsed once into a `Call`, answered, and its outcome recorded once
-        (`proxy.observe.outcome.record`), then offered to shadow backends; a refusal or a proxy
-        bug is answered and recorded here, on the backend the call had reached (the fleet's first
-        before it is routed)."""
+        """Every POST: read and checked once into a `Call`, its dialect and its route worked out,
+        answered, and its outcome recorded once (`proxy.observe.outcome.record`), then offered to
+        shadow backends; a refusal or a proxy bug is answered and recorded here, on the backend
+        the call had reached (the fleet's first before it is routed)."""
         call = Call(request, self.fleet.first.backend)
         try:
-            response, outcome = await self._answer(call)
+            call.body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
+            message = call.message = jsonrpc.parse(call.body)
+            refuse_ambiguous_caller(request, self._caller_headers)
+            params = message.params
+            if self.tracing is not None:
+                TRACE.get().begin(message.method, params, message.id if message.kind == "request" else None)
+            if not is_modern(message.method, params):
+                session_id = request.headers.get(H_SESSION_ID)
+                if session_id is None and message.method != "initialize":
+                    raise not_modern_error(message, request)
+                call.face = "v1"
+                # A session is bound to its backend; with one backend, so is everything.
+                bound = session_id is not None or not self.fleet.multi
+                with reconnect_wait(self.router.reconnect_wait_s if bound else 0.0):
+                    response, outcome = await self._session_wire(call, session_id)
+            else:
+                call.face = "v2-modern"
+                if not accepts_json(request.headers.get("Accept")):
+                    raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
+                meta = call.meta = read_meta(params)
+                call.client = client_key(meta.client_info)
+                refuse_conflicting_duplicates(request)
+                check_headers(message.method, params, meta, request.headers)
+                call.repairs = repairs_of(message.method, params, request.headers)
+                principal = call.principal = self._principal(request)
+                route = await self.router.modern(message, meta, principal)
+                response, outcome = await self.router.drive(route, functools.partial(self._modern, call))
         except asyncio.CancelledError:  # the client left: a relay under way counts it, "cancelled" unless it had its answer
             if call.relaying:
                 record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
@@ -139,36 +165,6 @@ class Entry:
             await self._offer_answered(call, response, outcome)
         return response
 
-    async def _answer(self, call: Call) -> tuple[web.StreamResponse, Outcome]:
-        """Read and check the call, work out its dialect and its route, and answer it."""
-        request = call.request
-        call.body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
-        message = call.message = jsonrpc.parse(call.body)
-        refuse_ambiguous_caller(request, self._caller_headers)
-        params = message.params
-        if self.tracing is not None:
-            TRACE.get().begin(message.method, params, message.id if message.kind == "request" else None)
-        if not is_modern(message.method, params):
-            session_id = request.headers.get(H_SESSION_ID)
-            if session_id is not None or message.method == "initialize":
-                call.face = "v1"
-                # A session is bound to its backend; with one backend, so is everything.
-                bound = session_id is not None or not self.fleet.multi
-                with reconnect_wait(self.router.reconnect_wait_s if bound else 0.0):
-                    return await self._session_wire(call, session_id)
-            raise not_modern_error(message, request)
-        call.face = "v2-modern"
-        if not accepts_json(request.headers.get("Accept")):
-            raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
-        meta = call.meta = read_meta(params)
-        call.client = client_key(meta.client_info)
-        refuse_conflicting_duplicates(request)
-        check_headers(message.method, params, meta, request.headers)
-        call.repairs = repairs_of(message.method, params, request.headers)
-        principal = call.principal = self._principal(request)
-        route = await self.router.modern(message, meta, principal)
-        return await self.router.drive(route, functools.partial(self._modern, call))
-
     async def _modern(self, call: Call, route: Route) -> tuple[web.StreamResponse, Outcome]:
         """A checked modern request, answered by the route's pairing for its backend's dialect."""
         member = route.member
@@ -181,7 +177,7 @@ class Entry:
         pairing = member.pairing("v2-modern", profile.dialect)
         if isinstance(pairing, Relay):
             call.relaying = True
-            response = await pairing.modern(request, call.body, message, call.principal)
+            response = await pairing.modern(call)
             call.relaying = False
             return response, Outcome.relayed(response, RELAYED)
         if message.kind == "notification":
@@ -279,16 +275,17 @@ class Entry:
         recorder = backend.metrics.recorder
         call.dialect = call.backend_dialect = "v2-session" if backend.dialect == "v2-session" else "v1"
         initialize = message.method == "initialize"
-        client = call.client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(call.session_id)
-        if client is UNKNOWN_CLIENT and not initialize and backend.metrics.lasting is not None and H_SESSION_ID in request.headers:
+        session_id = request.headers.get(H_SESSION_ID)
+        client = call.client = client_key(message.params.get("clientInfo")) if initialize else recorder.session_client(session_id)
+        if client is UNKNOWN_CLIENT and not initialize and backend.metrics.lasting is not None and session_id is not None:
             # Begun before a restart, or on another worker or replica: the store may know its client.
-            client = call.client = await backend.metrics.lasting.session_client(request.headers[H_SESSION_ID])
+            client = call.client = await backend.metrics.lasting.session_client(session_id)
         if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §9)
             held = await member.held_sessions.intercept(request, message, upstream_id)
             if held is not None:  # answered by the proxy: the session is in use all the same (decision 140)
                 backend.connector.session_used(upstream_id)
-                if H_SESSION_ID in request.headers:
-                    member.work.session_used(request.headers[H_SESSION_ID])
+                if session_id is not None:
+                    member.work.session_used(session_id)
                 return held, Outcome.of_status(held.status)
         try:
             body = relay.session_body(message, call.body, upstream_id)
@@ -305,7 +302,6 @@ class Entry:
                 work.session_seen(session_id)
                 if lasting is not None:
                     lasting.session_begun(session_id, client)
-        session_id = call.session_id
         counted = session_id is not None and work.session_began(session_id)
         work.begin()
         call.relaying = True

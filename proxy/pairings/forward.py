@@ -37,7 +37,7 @@ Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 class Forward:
     """How `relay` passes one request on and its answer back (each field: see `relay`)."""
 
-    wanted: Mapping[str, str]
+    wanted: tuple[str, ...]
     set_headers: Mapping[str, str] | None = None
     session_id: str | None = None
     seal_session: Callable[[str], str] | None = None
@@ -50,10 +50,14 @@ class Forward:
     rewrite_every: bool = False
 
 
-def wanted_headers(forward_headers: Iterable[str]) -> dict[str, str]:
-    """A relay's `Forward.wanted`: each request header it passes on (`REQUEST_HEADERS` and the
-    configured `forward_headers`), lower-cased, to the name it is sent under."""
-    return {name.lower(): name for name in (*REQUEST_HEADERS, *forward_headers)}
+def wanted_headers(forward_headers: Iterable[str]) -> tuple[str, ...]:
+    """A relay's `Forward.wanted`: the request headers it passes on, `REQUEST_HEADERS` and the
+    configured `forward_headers`."""
+    return (*REQUEST_HEADERS, *forward_headers)
+
+
+PARAM_PREFIX = "\nmcp-param-"
+"""How an `Mcp-Param-*` header's name begins, lower-cased, after the newline `relay` joins names with."""
 
 
 def error_answer(error: McpError, request_id: Any) -> web.Response:

@@ -63,7 +63,7 @@ from translators.sealing import TaskRef
 from ..faces.modern import ModernRequest, Reply
 from ..state.held_tasks import HeldRecord, HeldTaskStore
 from ..upstream.session_wire import SessionLost, UpstreamSession
-from .mrtr import Asked, Exchange, ExchangeBook
+from .mrtr import Exchange, ExchangeBook
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -180,7 +180,7 @@ class HeldCalls:
               headers: dict[str, str]) -> Exchange:
         """The upstream plain call on a new exchange, with a `progressToken` of the proxy's when the
         client gave none (so progress can become the `statusMessage`)."""
-        exchange = self.exchanges.open(Asked(call_principal, "tools/call", name, headers), session)
+        exchange = self.exchanges.open((call_principal, "tools/call", name, headers), session)
         upstream = with_progress_token(params, PROGRESS_TOKEN_PREFIX + exchange.id)
         exchange.start(functools.partial(session.request, "tools/call", upstream, headers=headers))
         return exchange

@@ -21,7 +21,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
@@ -37,24 +37,19 @@ BATCH_S = 0.05
 questions asked concurrently) so they go to the client in one round."""
 
 
-class Asked(NamedTuple):
-    """What an exchange holds the request of: who asked (`principal`), its `method` and the tool,
-    prompt or resource `name`, and the `headers` its upstream requests carry."""
-
-    principal: str
-    method: str
-    name: str
-    headers: Mapping[str, str]
-
+Asked = tuple[str, str, str, Mapping[str, str]]
+"""What an exchange holds the request of, (principal, method, name, headers): who asked, its
+method and the tool, prompt or resource name, and the headers its upstream requests carry. A
+plain tuple: one is made for every call that may ask for input."""
 
 class Exchange:
     """One held upstream request and the requests for input it is waiting on."""
 
     def __init__(self, exchange_id: str, asked: Asked, session: UpstreamSession, expires_at: float, context: Any = None):
         self.id = exchange_id
-        self.principal, self.method, self.name = asked.principal, asked.method, asked.name
+        self.principal, self.method, self.name, headers = asked
         self.session = session
-        self.headers = dict(asked.headers)
+        self.headers = dict(headers)
         self.expires_at = expires_at
         self.context = context
         self.outstanding: dict[str, tuple[jsonrpc.RequestId, InputRequest]] = {}

@@ -39,10 +39,12 @@ from translators.protocol import H_METHOD, H_NAME, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
 
+from ..faces.call import Call
 from ..faces.checks import takes_sse
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
 from .forward import (
+    PARAM_PREFIX,
     RESPONSE_HEADERS,
     WHOLE_BODY_MAX,
     Forward,
@@ -92,15 +94,14 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     could be made, so that new work may go to another backend); a GET or DELETE that cannot be
     sent gets the client a 502 with a JSON-RPC error naming the backend.
     """
-    wanted = forward.wanted
-    headers: dict[str, str] = {}
-    for name, value in request.headers.items():  # one pass: what is wanted, and a tool's x-mcp-header arguments (wire.md §4.3)
-        lower = name.lower()
-        known = wanted.get(lower)
-        if known is not None:
-            headers.setdefault(known, value)
-        elif lower[:10] == "mcp-param-":
-            headers[name] = value
+    client_headers = request.headers
+    headers = {name: client_headers[name] for name in forward.wanted if name in client_headers}
+    # A tool's x-mcp-header arguments (wire.md §4.3), looked for in one C-level pass over the names:
+    # most requests have none, and a loop over every header cost each relayed call 2 % (issue 38).
+    if PARAM_PREFIX in "\n" + "\n".join(client_headers.keys()).lower():
+        for name, value in client_headers.items():
+            if name[:10].lower() == "mcp-param-":
+                headers[name] = value
     set_headers, session_id, method, v2 = forward.set_headers, forward.session_id, forward.method, forward.v2
     if set_headers:
         headers.update(set_headers)
@@ -294,8 +295,10 @@ class Relay:
         self.backend = parts.backend
         self.plain_ids = False
 
-    async def modern(self, request: web.Request, body: bytes, message: jsonrpc.Message, principal: str) -> web.StreamResponse:
-        """Relay a checked modern request to this v2-modern backend, its answer back."""
+    async def modern(self, call: Call) -> web.StreamResponse:
+        """Relay a checked modern call to this v2-modern backend, its answer back."""
+        request, body, message, principal = call.request, call.body, call.message, call.principal
+        assert message is not None and principal is not None
         name = self.backend.name
         plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
         outbound = message.raw

@@ -52,7 +52,7 @@ from ..upstream.pool import Starting
 from ..upstream.session_wire import SessionLost, UpstreamSession
 from .handover import HeldAt, requests_of
 from .listen import listen
-from .mrtr import Asked, Exchange, Finished
+from .mrtr import Exchange, Finished
 from .parts import MemberParts
 
 
@@ -200,7 +200,7 @@ class V2OverV1:
         """Start the upstream call as a held exchange and answer its first round."""
         shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
-        exchange = self.exchanges.open(Asked(call.principal, call.method, name, call.upstream_headers), session, creates_task)
+        exchange = self.exchanges.open((call.principal, call.method, name, call.upstream_headers), session, creates_task)
         exchange.attend(call.notify, call.meta.log_level)
         exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
         try:
@@ -210,7 +210,7 @@ class V2OverV1:
                 raise McpError(INTERNAL_ERROR, f"Backend {self.backend.name!r} lost the upstream session") from None
             # The backend forgot the pooled session before processing anything: once more, anew.
             session = await self._session(call)
-            exchange = self.exchanges.open(Asked(call.principal, call.method, name, call.upstream_headers), session, creates_task)
+            exchange = self.exchanges.open((call.principal, call.method, name, call.upstream_headers), session, creates_task)
             exchange.attend(call.notify, call.meta.log_level)
             exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
             return await self._round(call, exchange)

@@ -23,7 +23,7 @@ from translators.errors import McpError
 from translators.protocol import H_METHOD, H_NAME, H_PROTOCOL_VERSION
 
 from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
-from .session_wire import Before, NotificationHandler, read_answer
+from .session_wire import NotificationHandler, read_answer
 from .tool_headers import ToolHeaders
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class ModernClient:
         try:
             response = await self.backend.post(body, request_headers, idempotent=method in IDEMPOTENT_METHODS)
             async with response:
-                result = await read_answer(self.backend.name, response, (method, request_id), Before(_no_server_requests, on_notification, _nowhere))
+                result = await read_answer(self.backend.name, response, (method, request_id), (_no_server_requests, on_notification, _nowhere))
         except McpError:
             self.backend.on_hop(method, time.perf_counter() - started)
             raise

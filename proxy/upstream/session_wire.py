@@ -15,7 +15,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import aiohttp
 
@@ -196,17 +196,14 @@ class UpstreamSession:
                 await self.respond(answer, headers=headers)
 
             return await read_answer(self.backend.name, response, (method, message["id"]),
-                                     Before(on_server_request or refuse_server_request, on_notification, respond))
+                                     (on_server_request or refuse_server_request, on_notification, respond))
 
 
-class Before(NamedTuple):
-    """What is done with the messages that come before an answer on its SSE stream: a server
-    request goes to `on_server_request` (a non-None answer is passed to `respond`), a notification
-    to `on_notification`."""
-
-    on_server_request: ServerRequestHandler
-    on_notification: NotificationHandler | None
-    respond: Callable[[dict[str, Any]], Awaitable[None]]
+Before = tuple[ServerRequestHandler, NotificationHandler | None, Callable[[dict[str, Any]], Awaitable[None]]]
+"""What is done with the messages that come before an answer on its SSE stream, (on_server_request,
+on_notification, respond): a server request goes to `on_server_request` (a non-None answer is
+passed to `respond`), a notification to `on_notification`. A plain tuple: one is made for every
+upstream request."""
 
 
 async def read_answer(backend: str, response: aiohttp.ClientResponse, asked: tuple[str, jsonrpc.RequestId],
