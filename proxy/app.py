@@ -453,6 +453,10 @@ class RunningProxy:
     async def stop(self) -> None:
         await self.runner.cleanup()
 
+    def reloaded(self, verdict: dict[str, Any]) -> None:
+        """A reload's verdict (`proxy/reload.py`), for the status page's last reloads."""
+        self.runner.app[STATE].fleet.reloads.append(verdict)  # type: ignore[union-attr]  # started: it has a fleet
+
     async def reload(self, new: Settings) -> list[str]:
         """Apply `new`'s backends (weights, drains, added and removed backends) without dropping a
         connection, session or task (`proxy/fleet_config.py`); returns what changed. Raises

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
             if refusal:
                 announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
                 return 2
-            return _run_workers(settings.workers, lambda: _serve_one(settings, lambda: load(args.config, overrides)))
+            return _run_workers(settings, lambda: _serve_one(settings, lambda: load(args.config, overrides)))
         return _serve_one(settings, lambda: load(args.config, overrides))
 
 
@@ -108,13 +109,18 @@ def _workers_refusal(settings: Settings) -> str | None:
     return None
 
 
-def _run_workers(count: int, serve: Callable[[], int]) -> int:
-    """`count` worker processes that each `serve()` on the one port, supervised (`proxy/workers.py`:
-    one that dies is replaced, within a bound; SIGHUP is passed on: each worker reloads). Returns the
-    worst exit status."""
+def _run_workers(settings: Settings, serve: Callable[[], int]) -> int:
+    """`settings.workers` worker processes that each `serve()` on the one port, supervised
+    (`proxy/workers.py`: one that dies is replaced, within a bound; SIGHUP is passed on: each worker
+    reloads), named in `<state_dir>/serve.workers` for `mcp-tasks-proxy reload`. Returns the worst
+    exit status."""
+    from .reload import WORKERS_FILE, remove_own, write_workers
     from .workers import run_workers
 
-    return run_workers(count, serve)
+    try:
+        return run_workers(settings.workers, serve, lambda pids: write_workers(settings.state_dir, pids))
+    finally:
+        remove_own(Path(settings.state_dir).expanduser() / WORKERS_FILE)
 
 
 
@@ -135,7 +141,7 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None)
         if reread is not None:
             from .reload import Hangup
 
-            hangup = Hangup(loop, reread)  # before start: an early SIGHUP waits instead of ending the proxy
+            hangup = Hangup(loop, reread, settings.state_dir)  # before start: an early SIGHUP waits instead of ending the proxy
         try:
             running = await start(settings)
         except (UnsupportedBackend, ConfigError) as exc:
@@ -155,6 +161,8 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None)
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
         await running.stop()
+        if hangup is not None:
+            hangup.close()
         return 0
 
     from .eventloop import loop_factory

@@ -13,10 +13,12 @@ as soon as a probe answers (a restarted or replaced backend, with its new dialec
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import aiohttp
 
@@ -132,6 +134,8 @@ class Fleet:
         round robin) or "live-sessions" (`pick`); set from `Settings.balance`, also at a reload."""
         self.proxy_sessions: Callable[[str], int] = lambda _name: 0
         """The proxy's own live sessions on a backend, by its name (set by the application: `SessionStore.count_for`)."""
+        self.reloads: collections.deque[dict[str, Any]] = collections.deque(maxlen=10)
+        """This process's last reloads, applied or refused (`proxy/reload.py`), oldest first: the status page's."""
         self.arrange(self.members)
 
     def arrange(self, members: list[FleetMember]) -> None:

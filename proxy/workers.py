@@ -48,14 +48,16 @@ def _fork(serve: Callable[[], int]) -> int:
     return pid
 
 
-def run_workers(count: int, serve: Callable[[], int]) -> int:
+def run_workers(count: int, serve: Callable[[], int], named: Callable[[list[int]], None] = lambda pids: None) -> int:
     """Fork `count` processes that each `serve()` (returning an exit status), replace those that
     die, pass SIGHUP on to them (each reloads), and return when all have ended after SIGINT/SIGTERM (the worst exit status of those
     last workers, a signal's number as status & 0xFF), or 1 when
-    workers had to be replaced more than `MAX_RESTARTS` times within `RESTART_WINDOW_S` s."""
+    workers had to be replaced more than `MAX_RESTARTS` times within `RESTART_WINDOW_S` s.
+    `named(pids)` is told the workers' process ids each time they change."""
     workers: dict[int, int] = {}  # pid -> worker number (1..count)
     for number in range(1, count + 1):
         workers[_fork(serve)] = number
+    named(list(workers))
     stopping = False
 
     def stop_all(sig: int) -> None:
@@ -98,6 +100,7 @@ def run_workers(count: int, serve: Callable[[], int]) -> int:
         restarts.append(now)
         new = _fork(serve)
         workers[new] = number
+        named(list(workers))
         if stopping:  # SIGINT/SIGTERM arrived while it was being forked
             stop_all(signal.SIGTERM)
         log.warning("worker %d (pid %d) %s; started again as pid %d", number, pid, _how(status), new)

@@ -289,6 +289,14 @@ def plot(timeline: dict[str, Any], started_ms: int | None = None, width: int = 7
     return "".join(parts)
 
 
+def _reloads(rows: list[dict[str, Any]], now: int) -> str:
+    """This process's last reloads, newest first: applied with what changed, or refused and why."""
+    return _table(["when", "pid", "verdict", "what changed, or why refused"],
+                  [[escape(when(r["at_ms"], now)), str(r["pid"]), "applied" if r["applied"] else "refused",
+                    escape("; ".join(r["changes"]) or "no backend changed") if r["applied"] else escape(r.get("reason") or "—")]
+                   for r in rows], table_id="reloads")
+
+
 def render(data: dict[str, Any], refresh_s: int) -> str:
     """The whole page."""
     now = data["now_ms"]
@@ -333,6 +341,8 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_codes(data.get("reasons", {}))}
 <h2>Recent refusals and upstream errors ({scope})</h2>
 {errors}
+<h2>Reloads (this process)</h2>
+{_reloads(data.get("reloads") or [], now)}
 {shadow_section(data.get("shadow") or [], now, _table, when)}
 </body></html>
 """

@@ -96,6 +96,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         "reasons": REASONS,
         "repairs": REPAIRS,
         "shadow": _shadow(fleet),
+        "reloads": list(reversed(fleet.reloads)),
     }
 
 

@@ -104,6 +104,9 @@ def render(data: dict[str, Any]) -> str:
                   [[when(e["at_ms"], now), e.get("replica") or "-", e["backend"], f'{e.get("client", "-")} {e.get("client_version", "")}'.strip(),
                     e["client_dialect"], e["method"] or "-", e["code"], e.get("reason") or "-", e.get("by", "-")]
                    for e in data["recent_errors"][:20]])]
+    out += ["", "Reloads (the process that answered)", table(["when", "pid", "verdict", "what changed, or why refused"],
+            [[when(r["at_ms"], now), str(r["pid"]), "applied" if r["applied"] else "refused",
+              "; ".join(r["changes"]) or "no backend changed" if r["applied"] else r.get("reason") or "-"] for r in data.get("reloads") or ()])]
     for shadow in data.get("shadow") or ():
         out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%; this process, since its start)",
                 table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "too large", "match rate"],

@@ -1,10 +1,13 @@
-"""`SIGHUP` and `mcp-tasks-proxy reload` on a real `serve` process (docs/decisions.md §85): a bad
+"""`SIGHUP` and `mcp-tasks-proxy reload` on a real `serve` process (docs/decisions.md §85, §163): a bad
 file is refused with its key named and the proxy goes on serving its running configuration; a good
-one is applied without dropping the session opened before; with `--workers 2` both workers reload."""
+one is applied without dropping the session opened before; with `--workers 2` both workers reload.
+`reload` prints every serving process's verdict and exits 0 applied, 1 refused, 2 nothing sent;
+the status page lists the last reloads."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -108,7 +111,8 @@ async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad
             out, _ = await asyncio.wait_for(sent.communicate(), WAIT_S)
             assert (sent.returncode, out.decode().strip()) == (
                 0,
-                f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid}); its log says what changed",
+                f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid})\n"
+                f"pid {process.pid}: applied: backend b added ({second_v1_server.url}, weight 3)",
             )
             added = await _line_with(process.stderr, "reload: backend b added")
             assert added.endswith(f"reload: backend b added ({second_v1_server.url}, weight 3)")
@@ -117,9 +121,42 @@ async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad
             assert (await client.call("tools/call", {"name": "greet", "arguments": {"name": "B"}}))["result"]["content"] == [
                 {"type": "text", "text": "Hello, B!"}
             ]
+
+            # Issue 39: a removal the proxy refuses (a not drained) exits 1, naming the backend and why.
+            _config(config, tmp_path, port, "memory", ("b", second_v1_server.url, 3))
+            refusing = await _spawn("reload", "--config", str(config))
+            out, err = await asyncio.wait_for(refusing.communicate(), WAIT_S)
+            not_drained = (
+                "upstream: backend 'a' is removed but was not drained: set drain = true on it, reload, wait for the status "
+                "page to say drained, then remove it (or list it in remove_with_work)"
+            )
+            assert (refusing.returncode, out.decode().strip(), err) == (
+                1,
+                f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid})\n"
+                f"pid {process.pid}: refused, the running configuration stays: {not_drained}",
+                b"",
+            )
+            assert await _backends(http, base) == [("a", 1), ("b", 3)]
+            async with http.get(base + "/status.json") as response:
+                reloads = (await response.json())["reloads"]
+            assert [(r["reload"], r["pid"], r["applied"], r["changes"], r["reason"]) for r in reloads] == [
+                (3, process.pid, False, [], not_drained),
+                (2, process.pid, True, [f"backend b added ({second_v1_server.url}, weight 3)"], None),
+                (
+                    1,
+                    process.pid,
+                    False,
+                    [],
+                    f"{config}: upstream.0.weight: Input should be greater than or equal to 0 (got -1)",
+                ),
+            ]
+            async with http.get(base + "/status") as response:
+                page = await response.text()
+            assert page.count("<td>refused</td>") == 2 and "backend b added" in page
     finally:
         await _stop(process)
     assert process.returncode == 0 and not (tmp_path / "serve.pid").exists()
+    assert not (tmp_path / "reloads" / f"{process.pid}.json").exists()  # a stopped process's verdicts go with it
 
 
 async def test_sighup_reloads_every_worker(reference_v1_server, second_v1_server, redis_url, tmp_path):
@@ -141,9 +178,51 @@ async def test_sighup_reloads_every_worker(reference_v1_server, second_v1_server
         await _stop(process)
 
 
+async def test_the_reload_command_prints_the_verdict_of_every_worker(reference_v1_server, second_v1_server, redis_url, tmp_path):
+    """Issue 39: with `--workers 2` the command waits for both workers' verdicts (the supervisor
+    names them in `serve.workers`): applied by both (exit 0), then a removal refused by both (exit 1)."""
+    port = _free_port()
+    config = tmp_path / "proxy.toml"
+    _config(config, tmp_path, port, redis_url, ("a", reference_v1_server.url, 1))
+    process = await _spawn("serve", "--config", str(config), "--workers", "2")
+    try:
+        for _ in range(2):
+            await _line_with(process.stdout, "listening on")
+        named = json.loads((tmp_path / "serve.workers").read_text())
+        workers = named["workers"]
+        assert (named["supervisor"], len(workers)) == (process.pid, 2)
+
+        _config(config, tmp_path, port, redis_url, ("a", reference_v1_server.url, 1), ("b", second_v1_server.url, 1))
+        sent = await _spawn("reload", "--config", str(config))
+        out, err = await asyncio.wait_for(sent.communicate(), WAIT_S)
+        assert (sent.returncode, out.decode().splitlines(), err) == (
+            0,
+            [f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid})"]
+            + [f"pid {worker}: applied: backend b added ({second_v1_server.url}, weight 1)" for worker in workers],
+            b"",
+        )
+
+        _config(config, tmp_path, port, redis_url, ("b", second_v1_server.url, 1))
+        refusing = await _spawn("reload", "--config", str(config))
+        out, err = await asyncio.wait_for(refusing.communicate(), WAIT_S)
+        reason = (
+            "upstream: backend 'a' is removed but was not drained: set drain = true on it, reload, wait for the status "
+            "page to say drained, then remove it (or list it in remove_with_work)"
+        )
+        assert (refusing.returncode, out.decode().splitlines(), err) == (
+            1,
+            [f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid})"]
+            + [f"pid {worker}: refused, the running configuration stays: {reason}" for worker in workers],
+            b"",
+        )
+    finally:
+        await _stop(process)
+    assert not (tmp_path / "serve.workers").exists()
+
+
 async def test_the_reload_command_never_signals_a_process_that_is_not_a_serving_proxy(tmp_path):
     """A stale `serve.pid` naming a process that got the pid since (here a `sleep` this test
-    started): nothing is sent, the command says why and exits 1, the process lives on."""
+    started): nothing is sent, the command says why and exits 2, the process lives on."""
     sleeper = await asyncio.create_subprocess_exec("sleep", "60")
     try:
         state = tmp_path / "state"
@@ -152,7 +231,7 @@ async def test_the_reload_command_never_signals_a_process_that_is_not_a_serving_
         command = await _spawn("reload", "--state-dir", str(state))
         out, err = await asyncio.wait_for(command.communicate(), 30)
         assert (command.returncode, out.decode(), err.decode()) == (
-            1,
+            2,
             "",
             f"mcp-tasks-proxy: {state / 'serve.pid'} names process {sleeper.pid}, which is not a running "
             "`mcp-tasks-proxy serve` (a stale pid file?); nothing sent\n",
@@ -202,7 +281,7 @@ async def test_a_proxy_started_after_one_killed_unreaped_owns_the_pid_file_and_r
         out, err = await asyncio.wait_for(sent.communicate(), WAIT_S)
         assert (sent.returncode, out.decode().strip(), err) == (
             0,
-            f"sent SIGHUP to mcp-tasks-proxy (pid {second.pid}); its log says what changed",
+            f"sent SIGHUP to mcp-tasks-proxy (pid {second.pid})\npid {second.pid}: applied: no backend changed",
             b"",
         )
         assert (await _line_with(second.stderr, "no backend changed")).endswith("reload: no backend changed")

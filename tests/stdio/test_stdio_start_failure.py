@@ -153,7 +153,7 @@ async def test_a_reload_adding_a_command_that_cannot_start_is_refused_and_the_pr
         sent = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "proxy", "reload", "--config", str(config), cwd=ROOT, env=_env(tmp_path)
         )
-        assert await asyncio.wait_for(sent.wait(), WAIT_S) == 0
+        assert await asyncio.wait_for(sent.wait(), WAIT_S) == 1  # refused by the proxy (issue 39: the command says so)
         refused = await _line_with(process.stderr, "reload refused")
         assert refused.endswith(
             "reload refused, the running configuration stays: upstream: backend 'b': "

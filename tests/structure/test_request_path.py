@@ -1,5 +1,7 @@
 """The request path's shape, read from the source with `ast` (docs/architecture.md "The request path").
 
+* The request path's layers import downwards only: entry → routing → fleet → pairings → faces →
+  state → upstream (`proxy.observe` and `translators` sit beside and below them).
 * Functions on the request path take few parameters: the call and the route, not their pieces.
   Every function defined in `proxy/entry.py`, `proxy/routing.py`, `proxy/pairings/`,
   `proxy/faces/` and `proxy/upstream/` takes at most five besides `self`/`cls` (`*args` and
@@ -39,6 +41,28 @@ held-task counters) and the observer that feeds them."""
 COUNTERS = frozenset({("metrics", "request"), ("metrics", "failure"), ("metrics", "repaired"), ("recorder", "request")})
 """(the object's last name, the method) of each request and failure counter."""
 OBSERVER = "proxy/observe/outcome.py"
+LAYERS = ("proxy.entry", "proxy.routing", "proxy.fleet", "proxy.pairings", "proxy.faces", "proxy.state", "proxy.upstream")
+"""The request path's layers, highest first."""
+
+
+def _layer(module: str) -> int | None:
+    for depth, layer in enumerate(LAYERS):
+        if module == layer or module.startswith(layer + "."):
+            return depth
+    return None
+
+
+def test_the_request_path_s_layers_import_downwards_only() -> None:
+    upwards = []
+    for importer, imports in import_graph(_modules()).items():
+        depth = _layer(importer)
+        if depth is None:
+            continue
+        for imported in imports:
+            target = _layer(imported)
+            if target is not None and target < depth:
+                upwards.append(f"{importer} imports {imported}")
+    assert sorted(upwards) == []
 
 
 def _request_path_files() -> list[Path]:
