@@ -266,3 +266,29 @@ async def test_shadow_tools_mirrors_a_tool_without_read_only_hint(shadow_peers, 
         shadow = await _shadow_rows(http, proxy.base_url, 1)
     assert shadow["rows"] == [_row("tools/call", "remember", match=1)]
     assert _calls(candidate_log) == [f"remember {json.dumps({'note': 'x'})}"]
+
+
+async def test_the_official_v1_client_s_tools_list_on_relayed_sessions_is_mirrored(shadow_peers, tmp_path):
+    """Issue 39, part 5: session clients are mirrored too (docs/behaviour.md §8). The official `mcp`
+    1.30 client lists the tools at the start of each of four sessions, relayed to the v1 primary:
+    each listing is asked again of the primary and compared with the candidate's."""
+    primary, candidate, _, _ = shadow_peers
+    async with (
+        running_proxy("", tmp_path, upstream=_upstream(primary, candidate), store="memory") as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        process = await asyncio.create_subprocess_exec(
+            str(ensure_peer_env("mcp-v1")),
+            str(PEERS / "mcp1_list_tools.py"),
+            "--url",
+            proxy.url,
+            "--sessions",
+            "4",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+        assert process.returncode == 0, err.decode()[-2000:]
+        listed = json.loads(out.decode().strip().splitlines()[-1])["tools"]
+        shadow = await _shadow_rows(http, proxy.base_url, 4)
+    assert (listed, shadow["rows"]) == ([4, 4, 4, 4], [_row("tools/list", "", match=4)])
