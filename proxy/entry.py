@@ -139,7 +139,7 @@ class Entry:
                 response, outcome = await self.router.drive(route, functools.partial(self._modern, call))
         except asyncio.CancelledError:  # the client left: a relay under way counts it, "cancelled" unless it had its answer
             if call.relaying:
-                record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
+                self._record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
                 if self.shadow is not None and self._shadowed(call):
                     self._offer(call, None, True)
             raise
@@ -160,7 +160,7 @@ class Entry:
             outcome = Outcome(str(INTERNAL_ERROR), (PROXY_ERROR, PROXY), "internal error in mcp-tasks-proxy")
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             response = json_response(jsonrpc.error_response(_request_id(call), error), 500)
-        record(call, outcome)
+        self._record(call, outcome)
         if outcome.source is not None and self.shadow is not None and self._shadowed(call):
             await self._offer_answered(call, response, outcome)
         return response
@@ -177,7 +177,11 @@ class Entry:
         pairing = member.pairing("v2-modern", profile.dialect)
         if isinstance(pairing, Relay):
             call.relaying = True
-            response = await pairing.modern(call)
+            try:
+                response = await pairing.modern(call)
+            except Exception:  # not relayed after all (e.g. unreachable: the next backend may translate it)
+                call.relaying = False
+                raise
             call.relaying = False
             return response, Outcome.relayed(response, RELAYED)
         if message.kind == "notification":
@@ -204,8 +208,11 @@ class Entry:
             else:
                 self._log_refusal(exc, call.principal, request)
             outcome = Outcome(outcome_of(error), of_refusal(error, message.method), error.message)
+            self._record(call, outcome)  # before it is written: a client that leaves while it is, had it
             return await out.finish(jsonrpc.error_response(message.id, error)), outcome
-        return await write_reply(out, message.id, reply), Outcome("ok", source=TRANSLATED, answer=reply.result)
+        outcome = Outcome("ok", source=TRANSLATED, answer=reply.result)
+        self._record(call, outcome)  # before it is written: the trace links a created task before the client can ask for it
+        return await write_reply(out, message.id, reply), outcome
 
     def _shadowed(self, call: Call) -> bool:
         """Whether the call's answer may be offered to its backend's shadows (before any parsing)."""
@@ -349,6 +356,12 @@ class Entry:
         if request.method == "GET":
             return await self.sessions.handle_get(request)
         return await self.sessions.handle_delete(request)
+
+    def _record(self, call: Call, outcome: Outcome) -> None:
+        """Hand the call's outcome to the observer (`proxy.observe.outcome.record`), once."""
+        if not call.recorded:
+            call.recorded = True
+            record(call, outcome)
 
     def _principal(self, request: web.Request) -> str:
         return self.keyring.principal(request.headers.get(self._identity_header))

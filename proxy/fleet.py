@@ -69,8 +69,8 @@ class FleetMember:
         """No new work comes here; what is bound to it runs to its end (docs/decisions.md §84)."""
         self.work = BoundWork(settings.session_idle_ms / 1000)
         """Requests in flight and relayed sessions bound to it (`proxy/work.py`)."""
-        self.backend = Backend(upstream, http, settings, metrics=metrics)
-        self.backend.connector.on_hop = functools.partial(metrics.upstream, upstream.name)  # mcp_tasks_proxy_upstream_seconds
+        self.backend = Backend(upstream, http, settings, metrics=metrics,
+                               on_hop=functools.partial(metrics.upstream, upstream.name))  # mcp_tasks_proxy_upstream_seconds
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         # Followed v1 tasks not finished; a backend no longer v1 (upgraded in place) forgot them.

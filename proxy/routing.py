@@ -55,14 +55,15 @@ class Router:
         (`BackendUnreachable`: nothing was sent to it) `attempt` again on the next backend the fleet
         picks (a new `session`: as `Fleet.pick` places sessions), until one answers or every
         backend was tried; bound work is tried on its backend only, waiting for it to reconnect,
-        and counted in the backend's bound work while it runs."""
+        and counted in the backend's bound work while it runs. With one backend all work waits for
+        it (there is nowhere else to go)."""
         tried: set[str] = set()
         while True:
             work = route.member.work if route.bound else None
             if work is not None:
                 work.begin()
             try:
-                with reconnect_wait(self.reconnect_wait_s if route.bound else 0.0):
+                with reconnect_wait(self.reconnect_wait_s if route.bound or not self.fleet.multi else 0.0):
                     return await attempt(route)
             except BackendUnreachable:
                 tried.add(route.member.name)

@@ -103,7 +103,7 @@ class Call:
     first until routed) and `backend_dialect` (None: what the backend speaks now)."""
 
     __slots__ = ("request", "body", "message", "face", "dialect", "principal", "client", "meta", "repairs", "backend",
-                 "backend_dialect", "relaying")
+                 "backend_dialect", "relaying", "recorded")
 
     def __init__(self, request: web.Request, backend: Any):
         self.request = request
@@ -119,6 +119,8 @@ class Call:
         self.backend_dialect: str | None = None
         self.relaying = False
         """A relay is under way: a client that leaves now is counted (`CANCELLED`, or ok once it had its answer)."""
+        self.recorded = False
+        """The observer has its outcome (a translated answer's is recorded before it is written)."""
 
     @property
     def method(self) -> str | None:

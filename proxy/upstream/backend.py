@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -44,11 +45,13 @@ class Backend:
     """One backend: its connector (`Endpoint`), its profile (None until a probe succeeded) and
     its session pool."""
 
-    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Any):
+    def __init__(self, config: Upstream, http: aiohttp.ClientSession, settings: Settings, *, metrics: Any,
+                 on_hop: Callable[[str, float], None]):
         self.config = config
         self.name = config.name
         self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms,
                                  session_idle_ms=settings.session_idle_ms)
+        self.connector.on_hop = on_hop  # before any view of the connector is made (the probe's below)
         self.pool = SessionPool(self.connector)
         if config.command is not None and settings.replicas > 1:  # docs/load-balancing.md "stdio backends"
             log.warning("backend %s runs its processes in this replica: with replicas = %d, route each session "
@@ -59,8 +62,8 @@ class Backend:
         (`profile.dialect`, kept beside it: every relayed request reads it)."""
         self.metrics = metrics
         """Where the layers above count this backend's requests and dropped fields (`proxy.metrics.Metrics`;
-        this layer only carries it); the connector reports each request's time to its `on_hop`,
-        which the fleet points at the metrics."""
+        this layer only carries it); the connector reports each request's time to `on_hop`, which
+        the fleet points at the metrics."""
         self._probe_lock = asyncio.Lock()
         self._last_probe = 0.0
         self._suspect = False

@@ -262,3 +262,57 @@ async def test_live_sessions_balance_splits_the_sessions_alive_by_weight_and_shi
         assert await sessions(10) == "bbbbbbbbab"
     finally:
         await http.close()
+
+
+async def test_the_router_s_retry_waits_for_bound_work_and_for_a_lone_backend_only():
+    """`Router.drive` (issue 38): what each attempt may wait for a reconnecting backend
+    (`RECONNECT_WAIT_S`) and whether it is counted as the backend's bound work. Bound work waits;
+    new work waits only when there is no other backend to go to (a lone backend's session
+    `initialize`, whose probe used to wait too); only bound work counts in `work.in_flight`."""
+    from proxy.routing import Route
+    from proxy.upstream.endpoint import RECONNECT_WAIT_S
+
+    lone, http_lone = await _fleet(1)
+    two, http_two = await _fleet(1, 1)
+    seen: list[tuple[str, float, int]] = []
+
+    async def attempt(route: Route) -> str:
+        seen.append((route.member.name, RECONNECT_WAIT_S.get(), route.member.work.in_flight))
+        return route.member.name
+
+    try:
+        for fleet in (lone, two):
+            router = Router(fleet, KEYRING, reconnect_wait_s=2.5)
+            for bound in (True, False):
+                assert await router.drive(Route(fleet.first, bound), attempt, session=not bound) == "a"
+        assert seen == [("a", 2.5, 1), ("a", 2.5, 0), ("a", 2.5, 1), ("a", 0.0, 0)]
+    finally:
+        await http_lone.close()
+        await http_two.close()
+
+
+async def test_the_probe_s_own_connector_reports_its_upstream_times_too():
+    """A backend with `probe_headers` probes through a view of its connector made when the backend
+    is; that view reports each request's time to the metrics like the connector (issue 38: the
+    hop report is wired before any view is made)."""
+    settings = load(None, {"upstream": [{"name": "a", "url": "http://127.0.0.1:9/a", "probe_headers": {"X-Probe": "1"}}]})
+    http = aiohttp.ClientSession()
+    metrics = Metrics()
+    try:
+        backend = Fleet.build(settings, http, KEYRING, metrics).first.backend
+        probe = backend._probe_connector
+        probe.on_hop("tools/list", 0.25)
+        backend.connector.on_hop("tools/list", 0.5)
+        samples = {
+            sample.name: sample.value
+            for family in metrics.registry.collect()
+            if family.name == "mcp_tasks_proxy_upstream_seconds"
+            for sample in family.samples
+            if sample.labels.get("backend") == "a" and sample.name.endswith(("_count", "_sum"))
+        }
+        assert (probe is not backend.connector, samples) == (
+            True,
+            {"mcp_tasks_proxy_upstream_seconds_count": 2.0, "mcp_tasks_proxy_upstream_seconds_sum": 0.75},
+        )
+    finally:
+        await http.close()
