@@ -45,12 +45,14 @@ drain the old one, then remove it)."""
 def remaining(member: FleetMember, fleet: Fleet) -> dict[str, int]:
     """The work still bound to `member` (docs/decisions.md §84), as shown on the status page:
     `sessions` (the proxy's own sessions on it plus relayed sessions opened on it), `requests`
-    (bound requests in flight, GET streams included) and `tasks` (its v1 tasks followed for modern
-    clients: from their creation through the proxy until the proxy sees them end, or their ttl)."""
+    (bound requests in flight, GET streams included), `tasks` (its v1 tasks followed for modern
+    clients: from their creation through the proxy until the proxy sees them end, or their ttl)
+    and `held` (held calls running on it in this process: a client polls their task, issue 39)."""
     return {
         "sessions": fleet.proxy_sessions(member.name) + member.work.relayed_sessions(),
         "requests": member.work.in_flight,
         "tasks": len(member.follower.inputs),
+        "held": member.held.live(),
     }
 
 

@@ -83,8 +83,9 @@ def _backends(data: dict[str, Any]) -> str:
             health += f'<br><span class="muted">{escape(b["down_reason"])}</span>'
         dialect = escape(b["dialect"]) + (" (pinned)" if b["pinned"] else "")
         left = b["remaining"]
-        drain = escape(b["drain"] or "—") + (f'<br><span class="muted">{left["sessions"]} sessions, {left["requests"]} requests, '
-                                              f'{left["tasks"]} tasks followed</span>' if b["drain"] == "draining" else "")
+        counts = (f'{left["sessions"]} sessions, {left["requests"]} requests, {left["tasks"]} tasks followed, '
+                  f'{left.get("held", 0)} held calls')
+        drain = escape(b["drain"] or "—") + (f'<br><span class="muted">{counts}</span>' if b["drain"] == "draining" else "")
         rows.append([escape(b["name"]), escape(b["transport"]), dialect, escape(", ".join(b["protocol_versions"]) or "—"), health,
                      escape(when(b["last_probe_ms"], now)), escape(when(b["dialect_since_ms"], now)), str(b["live_tasks"]) + _held(b),
                      f'{b["requests_last_minute"]} / {b["requests_last_hour"]}', f'{b["errors_last_minute"]} / {b["errors_last_hour"]}',

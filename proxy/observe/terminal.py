@@ -34,11 +34,11 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _drain(backend: dict[str, Any]) -> str:
-    """"-", "drained", or "draining: N sessions, N requests, N tasks" (what is still bound to it)."""
+    """"-", "drained", or "draining: N sessions, N requests, N tasks, N held" (what is still bound to it)."""
     if backend["drain"] != "draining":
         return backend["drain"] or "-"
     left = backend["remaining"]
-    return f'draining: {left["sessions"]} sessions, {left["requests"]} requests, {left["tasks"]} tasks'
+    return f'draining: {left["sessions"]} sessions, {left["requests"]} requests, {left["tasks"]} tasks, {left.get("held", 0)} held'
 
 
 def _counting(data: dict[str, Any]) -> list[str]:

@@ -128,7 +128,7 @@ async def test_a_migration_by_reloads_and_a_drain_loses_nothing(reference_v1_ser
             await proxy.reload(fleet({**old, "weight": 0}, {**new, "weight": 1}))
             await proxy.reload(fleet({**old, "weight": 0, "drain": True}, {**new, "weight": 1}))
             drained = await _until(status, lambda backends: backends["old"]["drain"] == "drained")
-            assert drained["old"]["remaining"] == {"sessions": 0, "requests": 0, "tasks": 0}
+            assert drained["old"]["remaining"] == {"sessions": 0, "requests": 0, "tasks": 0, "held": 0}
             assert await proxy.reload(fleet({**new, "weight": 1})) == ["backend old removed"]
             at_removal = dict(tally.finished)
             await _until(tally.counts, lambda done: done["new"] >= at_removal["new"] + CLIENTS)

@@ -106,7 +106,7 @@ async def test_a_modern_relay_keeps_its_tasks_from_one_backend_to_two_and_back(
         status = await _status(http, proxy)
         assert (status["a"]["drain"], status["a"]["remaining"], status["b"]["drain"]) == (
             "drained",
-            {"sessions": 0, "requests": 0, "tasks": 0},
+            {"sessions": 0, "requests": 0, "tasks": 0, "held": 0},
             None,
         )
         await proxy.reload(_settings(tmp_path, b))

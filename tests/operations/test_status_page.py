@@ -133,7 +133,7 @@ async def test_status_json_counts_every_request_dialect_and_client(reference_v1_
             "weight": 1,
             "new_work_share": 0.5,
             "drain": None,
-            "remaining": {"sessions": sessions, "requests": 0, "tasks": 0},
+            "remaining": {"sessions": sessions, "requests": 0, "tasks": 0, "held": 0},
         }
         assert b["requests_last_minute"] <= requests  # the run may straddle a minute
     matrix = [

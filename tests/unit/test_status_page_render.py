@@ -28,7 +28,7 @@ def _data(**changes: Any) -> dict[str, Any]:
                "health": "up", "down_reason": None, "last_probe_ms": NOW, "dialect_since_ms": NOW, "live_tasks": 0,
                "requests_last_minute": 0, "errors_last_minute": 0, "requests_last_hour": 0, "errors_last_hour": 0,
                "upstream_latency_ms": {"samples": 0, "p50": None, "p90": None, "p99": None}, "weight": 1, "new_work_share": 1.0,
-               "drain": None, "remaining": {"sessions": 0, "requests": 0, "tasks": 0}}  # fmt: skip
+               "drain": None, "remaining": {"sessions": 0, "requests": 0, "tasks": 0, "held": 0}}  # fmt: skip
     data = {"now_ms": NOW, "started_ms": NOW - 3 * 3_600_000, "backends": [backend],
             "matrix": {"last_hour": [], "last_day": []}, "matrix_by_backend": {"last_hour": [], "last_day": []},
             "clients": [], "v1_clients": [], "last_v1_ms": None, "timeline": _timeline([]), "recent_errors": [],

@@ -205,3 +205,38 @@ async def test_server_everythings_long_running_operation_on_stdio_is_held(tmp_pa
             "resultType": "complete",
         },
     )
+
+
+async def test_a_held_call_keeps_its_backend_draining_until_it_ends(untasked, tmp_path):
+    """Issue 39, part 4: a held call is work bound to its backend. Drained by a reload while one
+    runs (its client only polls now: no session, no request in flight), the backend stays
+    "draining", one held call left, until the call ends; then "drained"."""
+    from proxy.config import load
+
+    table, _ = untasked
+    other = {**table, "name": "other", "weight": 0}  # a second backend to take the new work once main drains
+    async with held_proxy([table, other], tmp_path / "state") as proxy, aiohttp.ClientSession() as http:
+        caller = Caller(http, proxy.url)
+        await warm(caller)
+        created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "drain"}})
+        assert created.result["status"] == "working"
+        drained = {"listen": "127.0.0.1:0", "state_dir": str(tmp_path / "state"), "probe_interval_ms": 300}
+        upstream = [{**table, "drain": True}, {**other, "weight": 1}]
+        assert await proxy.reload(load(None, {**drained, "upstream": upstream})) == [
+            "backend main: weight 1 -> 1, drain true",
+            "backend other: weight 0 -> 1",
+        ]
+
+        async def drain() -> tuple[str, dict]:
+            async with http.get(proxy.base_url + "/status.json") as response:
+                backend = (await response.json())["backends"][0]  # main
+            return backend["drain"], backend["remaining"]
+
+        assert await drain() == ("draining", {"sessions": 0, "requests": 0, "tasks": 0, "held": 1})
+        final = await caller.poll(created.result["taskId"])
+        assert (final["status"], final["result"]) == ("completed", text("computed drain"))
+        deadline = time.monotonic() + 10
+        while (state := await drain())[0] != "drained":  # the held call's driver ends once its result is kept
+            assert time.monotonic() < deadline, state
+            await asyncio.sleep(0.05)
+        assert state == ("drained", {"sessions": 0, "requests": 0, "tasks": 0, "held": 0})
