@@ -12,6 +12,7 @@ errors to HTTP in one place.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from typing import Any
@@ -21,7 +22,7 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.dialect import is_modern, session_dialect
 from translators.envelope import check_headers, read_meta
-from translators.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, modern_http_status
+from translators.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, backend_removed, modern_http_status
 from translators.failures import PROXY, PROXY_ERROR
 from translators.oauth import AuthChallenge
 from translators.protocol import H_SESSION_ID
@@ -43,6 +44,7 @@ from .faces.call import (
 from .faces.challenge import challenge_answer
 from .faces.checks import (
     ANSWERED,
+    STREAMING,
     accepts_json,
     caller_headers,
     json_response,
@@ -61,9 +63,11 @@ from .observe.outcome import record
 from .pairings import Relay
 from .routing import Route, Router
 from .shadow.mirror import held_body, written
+from .sse import unnumbered_frame
 from .state.health import StoreTrouble
 from .upstream.backend import UnsupportedBackend
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
+from .work import removed_backend
 
 log = logging.getLogger(__name__)
 
@@ -137,12 +141,19 @@ class Entry:
                 principal = call.principal = self._principal(request)
                 route = await self.router.modern(message, meta, principal)
                 response, outcome = await self.router.drive(route, functools.partial(self._modern, call))
-        except asyncio.CancelledError:  # the client left: a relay under way counts it, "cancelled" unless it had its answer
-            if call.relaying:
-                self._record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
-                if self.shadow is not None and self._shadowed(call):
-                    self._offer(call, None, True)
-            raise
+        except asyncio.CancelledError as exc:
+            removed = removed_backend(exc)
+            if removed is None or not _uncancelled():
+                # the client left: a relay under way counts it, "cancelled" unless it had its answer
+                if call.relaying:
+                    self._record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
+                    if self.shadow is not None and self._shadowed(call):
+                        self._offer(call, None, True)
+                raise
+            # its backend was removed by a reload while it was in flight (decision 165): answered now
+            error = backend_removed(removed)
+            outcome = Outcome(outcome_of(error), of_refusal(error, call.method), error.message)
+            response = await _removed_answer(request, jsonrpc.error_response(_request_id(call), error))
         except McpError as exc:
             reason = self._log_refusal(exc, self._caller(call), request)
             message = call.message
@@ -395,6 +406,25 @@ def _credentials(request: web.Request) -> dict[str, str] | None:
     backend's dialect may be learnt with (docs/decisions.md §82)."""
     authorization = request.headers.get("Authorization")
     return {"Authorization": authorization} if authorization else None
+
+
+async def _removed_answer(request: web.Request, answer: dict[str, Any]) -> web.StreamResponse:
+    """`answer` (an error naming a removed backend) as JSON with HTTP 502, or as the last event of
+    the SSE answer already under way (its status was sent)."""
+    stream = request.get(STREAMING)
+    if stream is None:
+        return json_response(answer, 502)
+    with contextlib.suppress(ConnectionError, RuntimeError):  # the client may have gone too
+        await stream.write(unnumbered_frame(answer))
+        await stream.write_eof()
+    return stream
+
+
+def _uncancelled() -> bool:
+    """Take back the one cancellation of this handler (a backend's removal, answered instead);
+    False when another is pending (its client left too)."""
+    task = asyncio.current_task()
+    return task is not None and task.uncancel() == 0
 
 
 def _request_id(call: Call) -> Any:

@@ -141,6 +141,9 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
     fleet.arrange([by_name[upstream.name] for upstream in new.upstream])
     for member in removed:
         changes.append(f"backend {member.name} removed")
+        abandoned = member.work.abandon(member.name)  # remove_with_work: its requests in flight are answered now
+        if abandoned:
+            log.info("reload: backend %s removed with %d request(s) in flight: each answered that it was removed", member.name, abandoned)
         await member.close()
     waiting = [key for key in Settings.model_fields if key not in RELOADED_KEYS and getattr(running, key) != getattr(new, key)]
     running.upstream = list(new.upstream)

@@ -106,6 +106,11 @@ async def iter_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Event]:
         yield event
 
 
+def unnumbered_frame(message: dict[str, Any]) -> bytes:
+    """One SSE event carrying a JSON-RPC message, without an `id` (on a stream whose ids are another's)."""
+    return b"event: message\ndata: " + jsonrpc.dumps(message) + b"\n\n"
+
+
 def sse_frame(event_id: int, message: dict[str, Any]) -> bytes:
     """One SSE event carrying a JSON-RPC message (`id`, `event: message`, one `data` line)."""
     return b"id: %d\nevent: message\ndata: " % event_id + jsonrpc.dumps(message) + b"\n\n"

@@ -13,8 +13,26 @@ is bound work again.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+
+REMOVED_MARK = "mcp-tasks-proxy: backend removed: "
+"""The cancel message `abandon` gives a handler, followed by the backend's name (`removed_backend`)."""
+
+
+def removed_backend(cancelled: BaseException) -> str | None:
+    """The backend whose removal cancelled a handler (`BoundWork.abandon`), else None."""
+    message = cancelled.args[0] if cancelled.args else None
+    return message[len(REMOVED_MARK):] if isinstance(message, str) and message.startswith(REMOVED_MARK) else None
+
+
+def _current_task() -> asyncio.Task[object] | None:
+    """The task running now; None outside an event loop (a count kept by hand)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 class BoundWork:
@@ -28,13 +46,30 @@ class BoundWork:
         self._sessions: dict[str, float] = {}
         self._busy: dict[str, int] = {}
         """Relayed session id → its requests and GET streams running now (`session_began`)."""
+        self._handlers: set[asyncio.Task[object]] = set()
+        """The request handlers doing bound work now (`abandon`)."""
 
     def begin(self) -> None:
-        """A bound request started (pair with `end`)."""
+        """A bound request started, in the request handler's task (pair with `end`)."""
         self.in_flight += 1
+        task = _current_task()
+        if task is not None:
+            self._handlers.add(task)
 
     def end(self) -> None:
         self.in_flight -= 1
+        task = _current_task()
+        if task is not None:
+            self._handlers.discard(task)
+
+    def abandon(self, backend: str) -> int:
+        """`backend` is gone (removed with its work): each handler doing bound work is cancelled,
+        naming it (`REMOVED_MARK`), for the entry to answer its client at once (decision 165).
+        Returns how many."""
+        handlers, self._handlers = self._handlers, set()
+        for task in handlers:
+            task.cancel(REMOVED_MARK + backend)
+        return len(handlers)
 
     def session_seen(self, session_id: str) -> None:
         """A relayed session was opened (its `initialize`)."""

@@ -106,6 +106,15 @@ def backend_unavailable(backend: str, reason: str) -> McpError:
     return _backends(McpError(INTERNAL_ERROR, f"Backend {backend!r} unavailable: {reason}", http_status=502))
 
 
+REMOVED = "removed from the proxy's configuration by a reload while the request was in flight (remove_with_work)"
+"""Why a request in flight on a backend a reload removed was answered at once (decision 165)."""
+
+
+def backend_removed(backend: str) -> McpError:
+    """-32603 with HTTP 502 naming `backend` and its removal (`REMOVED`): the proxy's own answer."""
+    return McpError(INTERNAL_ERROR, f"Backend {backend!r} {REMOVED}", http_status=502)
+
+
 def _backends(error: McpError) -> McpError:
     """`error`, marked as the backend's (`McpError.by_backend`)."""
     error.by_backend = True

@@ -29,6 +29,17 @@ ANSWERED = web.RequestKey("mcp_tasks_proxy_answered", bool)
 it whole, before the backend's stream ended: counted as answered, not "cancelled" (issue 37)."""
 
 
+STREAMING = web.RequestKey("mcp_tasks_proxy_streaming", web.StreamResponse)
+"""The SSE answer whose headers were sent (`stream_to`): from then on the request is answered on
+it (the entry's answer to a request whose backend was removed is its last event, decision 165)."""
+
+
+async def stream_to(request: web.Request, response: web.StreamResponse) -> None:
+    """Send `response`'s headers: from now on the request is answered by this stream."""
+    request[STREAMING] = response
+    await response.prepare(request)
+
+
 def relay_outcome(response: web.StreamResponse) -> str:
     """The outcome label of a relayed answer: its body is not read, so only its HTTP status."""
     return "ok" if response.status < 300 else f"http_{response.status}"

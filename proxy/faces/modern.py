@@ -21,7 +21,7 @@ from translators import jsonrpc
 from translators.envelope import ModernMeta
 
 from ..sse import sse_frame
-from .checks import json_response, takes_sse
+from .checks import json_response, stream_to, takes_sse
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
 """Send one JSON-RPC notification about the request to its client, now."""
@@ -101,7 +101,7 @@ class AnswerStream:
                 stream = web.StreamResponse(status=200, headers={
                     "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
                 self.stream = stream
-                await stream.prepare(self.request)
+                await stream_to(self.request, stream)
                 self._keepalive = asyncio.ensure_future(self._keep_alive(stream))
             self._events += 1
             await self.stream.write(sse_frame(self._events, message))

@@ -33,7 +33,7 @@ from ..state.health import StoreTrouble
 from ..state.store import SessionRecord, TaskStateStore
 from .call import OWN_SESSION, REFUSAL, Call, Outcome, client_key
 from .challenge import challenge_answer
-from .checks import session_outcome, version_refusal
+from .checks import session_outcome, stream_to, version_refusal
 from .replay import ReplayBuffer
 
 OUTCOME = web.RequestKey("mcp_tasks_proxy_outcome", str)  # the outcome label `SessionReply.finish` leaves for the counter
@@ -172,7 +172,7 @@ class SessionReply:
                 raise McpError(INVALID_REQUEST, "This answer needs a server-sent event stream: send Accept: text/event-stream")
             self.stream = web.StreamResponse(status=200, headers={
                 "Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no", H_SESSION_ID: self.session.id})
-            await self.stream.prepare(self.request)
+            await stream_to(self.request, self.stream)
         return self.stream
 
     async def send(self, message: dict[str, Any]) -> None:

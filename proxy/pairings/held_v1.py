@@ -38,7 +38,7 @@ from translators.held import HELD_SESSION, cancelled_v1, created_v1, get_v1, lis
 from translators.inputs import input_request_to_v1
 from translators.model import InputRequest
 
-from ..faces.checks import json_response
+from ..faces.checks import json_response, stream_to
 from ..sse import sse_frame
 from ..upstream.session_wire import SessionLost
 from .held import POLL_MS, HeldCalls
@@ -183,7 +183,7 @@ class HeldSessions:
                     continue
                 if stream is None:
                     stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-                    await stream.prepare(request)
+                    await stream_to(request, stream)
                 event += 1
                 await stream.write(sse_frame(event, input_request_to_v1(question, upstream_id, sealed)))
                 sent.add(key)

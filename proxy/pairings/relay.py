@@ -40,7 +40,7 @@ from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
 
 from ..faces.call import Call
-from ..faces.checks import takes_sse
+from ..faces.checks import stream_to, takes_sse
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
 from .forward import (
@@ -149,7 +149,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 body = _renumbered_body(body)
             return web.Response(body=body, status=upstream.status, headers=headers)
         response = web.StreamResponse(status=upstream.status, headers=headers)
-        await response.prepare(request)
+        await stream_to(request, response)
         try:
             await relay_stream(request, upstream, response, renumber=v2 and is_sse)
             await response.write_eof()
@@ -234,7 +234,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         name_from_result(headers, message)
         return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
     response = web.StreamResponse(status=upstream.status, headers=headers)
-    await response.prepare(request)
+    await stream_to(request, response)
     parser = SseParser()
     try:
         with noting_answer(request) as written:

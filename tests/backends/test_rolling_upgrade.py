@@ -160,7 +160,17 @@ async def _v1_worker(http: aiohttp.ClientSession, url: str, tally: Tally, stop: 
             return
         if client is None or n % 3 == 0:  # clients come and go: a new session every third task
             client = SessionCaller(http, url)
-            init = await client.initialize()
+            init = await _v1_call(
+                client,
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": client.capabilities, "clientInfo": client.client_info},
+            )
+            if init["_status"] == 0:  # relayed to b, which died answering it: its session id names b
+                tally.cut_starts.append(_relayed_backend(client))
+                client = None
+                continue
+            async with http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=client.headers()):
+                pass
             if init["_status"] != 200:
                 tally.failed_starts.append(("v1", "initialize", init["_status"], init))
                 client = None

@@ -216,3 +216,48 @@ async def test_a_reload_logs_what_it_applied_and_names_only_the_keys_that_wait_f
             ("INFO", f"reload: backend b added ({second_v1_server.url}, weight 1)"),
             ("WARNING", "reload: max_sessions changed in the file; it takes effect at the next restart"),
         ]
+
+
+async def test_a_request_in_flight_on_a_backend_removed_with_its_work_is_answered_at_once(
+    reference_v1_server, second_v1_server, tmp_path
+):
+    """Issue 39, part 4 (decision 165): a v1 client's blocking `tasks/result` waits on backend `a`
+    when a reload removes `a` with `remove_with_work`. It is answered at once, -32603 with HTTP 502
+    naming the removal (before, it hung until the backend answered or the client gave up), and
+    counted `backend_removed`, by the proxy. The backend had begun an SSE answer: the error is its
+    last event."""
+    import asyncio
+
+    from proxy.observe.failures import of_refusal
+    from translators.errors import backend_removed
+
+    a = {"name": "a", "url": reference_v1_server.url}
+    b = {"name": "b", "url": second_v1_server.url, "weight": 0}
+    async with running_proxy("", tmp_path, upstream=[a, b]) as proxy, aiohttp.ClientSession() as http:
+        v1 = SessionCaller(http, proxy.url)
+        await v1.initialize()
+        task_id = await _v1_task(v1, "long", 60)
+        waiting = asyncio.ensure_future(v1.call("tasks/result", {"taskId": task_id}))
+        deadline = asyncio.get_running_loop().time() + 10
+        while (await _status(http, proxy))["a"]["remaining"]["requests"] == 0:  # the tasks/result is in flight on a
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        assert await proxy.reload(_settings(tmp_path, {**b, "weight": 1}, remove_with_work=["a"])) == [
+            "backend b: weight 0 -> 1",
+            "backend a removed",
+        ]
+        answer = await asyncio.wait_for(waiting, 5)  # answered by the reload, not by the backend's 60 s
+        assert answer == {
+            "_status": 200,  # the last event of the SSE answer the backend had begun (its status was sent)
+            "jsonrpc": "2.0",
+            "id": answer["id"],
+            "error": {
+                "code": -32603,
+                "message": "Backend 'a' removed from the proxy's configuration by a reload while the request was in flight "
+                "(remove_with_work)",
+            },
+        }
+        async with http.get(proxy.base_url + "/status.json") as response:
+            failures = (await response.json())["failures"]["last_hour"]
+        assert [(f["backend"], f["reason"], f["by"], f["count"]) for f in failures] == [("a", "backend_removed", "proxy", 1)]
+    assert of_refusal(backend_removed("a"), "tasks/result") == ("backend_removed", "proxy")

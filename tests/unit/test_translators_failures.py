@@ -22,6 +22,7 @@ from translators.failures import (
     AUTH_REQUIRED,
     BACKEND,
     BACKEND_REFUSED,
+    BACKEND_REMOVED,
     BACKEND_UNREACHABLE,
     MISSING_METHOD,
     MISSING_NAME,
@@ -55,6 +56,7 @@ def test_the_sets_are_closed_and_each_code_is_explained():
         PROXY_REFUSED,
         STORE_UNREACHABLE,
         PROXY_ERROR,
+        BACKEND_REMOVED,
     ]
     assert list(REPAIRS) == [MISSING_METHOD, MISSING_NAME, ACCEPT]
     assert all(text and text[0].islower() for text in (*REASONS.values(), *REPAIRS.values()))
