@@ -147,7 +147,7 @@ class Entry:
                 # the client left: a relay under way counts it, "cancelled" unless it had its answer
                 if call.relaying:
                     self._record(call, Outcome("ok" if request.get(ANSWERED) else CANCELLED))
-                    if self.shadow is not None and self._shadowed(call):
+                    if self._shadowed(call):
                         self._offer(call, None, True)
                 raise
             # its backend was removed by a reload while it was in flight (decision 165): answered now
@@ -172,7 +172,7 @@ class Entry:
             error = McpError(INTERNAL_ERROR, "Internal error in mcp-tasks-proxy")
             response = json_response(jsonrpc.error_response(_request_id(call), error), 500)
         self._record(call, outcome)
-        if outcome.source is not None and self.shadow is not None and self._shadowed(call):
+        if outcome.source is not None and self._shadowed(call):
             await self._offer_answered(call, response, outcome)
         return response
 
@@ -202,8 +202,8 @@ class Entry:
         out = AnswerStream(request, self._keepalive_s)
         if out.gone and message.method == "subscriptions/listen":  # decision 66: nothing it could receive
             raise McpError(INVALID_REQUEST, "Not Acceptable: subscriptions/listen is answered as text/event-stream", http_status=406)
-        modern = ModernRequest(message.method, message.params, call.meta, call.principal, self.settings.upstream_headers(request.headers))
-        modern.notify, modern.request_id = out.notify, message.id
+        modern = ModernRequest(message.method, message.params, call.meta, call.principal,
+                               self.settings.upstream_headers(request.headers)).streamed(out.notify, message.id)
         try:
             reply = await pairing.answer(modern)  # type: ignore[union-attr]
         except asyncio.CancelledError:

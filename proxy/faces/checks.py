@@ -40,11 +40,6 @@ async def stream_to(request: web.Request, response: web.StreamResponse) -> None:
     await response.prepare(request)
 
 
-def relay_outcome(response: web.StreamResponse) -> str:
-    """The outcome label of a relayed answer: its body is not read, so only its HTTP status."""
-    return "ok" if response.status < 300 else f"http_{response.status}"
-
-
 def accepts_json(accept: str | None) -> bool:
     if not accept:
         return True

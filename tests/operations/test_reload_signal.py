@@ -32,6 +32,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+NOT_DRAINED = (
+    "upstream: backend 'a' is removed but was not drained: set drain = true on it, reload, wait for the status "
+    "page to say drained, then remove it (or list it in remove_with_work)"
+)
+"""What the proxy says when a reload removes `a` without draining it first."""
+
+
 def _config(path: Path, state_dir: Path, port: int, store: str, *upstream: tuple[str, str, int]) -> None:
     tables = "".join(f'\n[[upstream]]\nname = "{name}"\nurl = "{url}"\nweight = {weight}\n' for name, url, weight in upstream)
     path.write_text(f'listen = "127.0.0.1:{port}"\nstate_dir = "{state_dir}"\nstore = "{store}"\n{tables}')
@@ -126,21 +133,17 @@ async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad
             _config(config, tmp_path, port, "memory", ("b", second_v1_server.url, 3))
             refusing = await _spawn("reload", "--config", str(config))
             out, err = await asyncio.wait_for(refusing.communicate(), WAIT_S)
-            not_drained = (
-                "upstream: backend 'a' is removed but was not drained: set drain = true on it, reload, wait for the status "
-                "page to say drained, then remove it (or list it in remove_with_work)"
-            )
             assert (refusing.returncode, out.decode().strip(), err) == (
                 1,
                 f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid})\n"
-                f"pid {process.pid}: refused, the running configuration stays: {not_drained}",
+                f"pid {process.pid}: refused, the running configuration stays: {NOT_DRAINED}",
                 b"",
             )
             assert await _backends(http, base) == [("a", 1), ("b", 3)]
             async with http.get(base + "/status.json") as response:
                 reloads = (await response.json())["reloads"]
             assert [(r["reload"], r["pid"], r["applied"], r["changes"], r["reason"]) for r in reloads] == [
-                (3, process.pid, False, [], not_drained),
+                (3, process.pid, False, [], NOT_DRAINED),
                 (2, process.pid, True, [f"backend b added ({second_v1_server.url}, weight 3)"], None),
                 (
                     1,
@@ -205,14 +208,10 @@ async def test_the_reload_command_prints_the_verdict_of_every_worker(reference_v
         _config(config, tmp_path, port, redis_url, ("b", second_v1_server.url, 1))
         refusing = await _spawn("reload", "--config", str(config))
         out, err = await asyncio.wait_for(refusing.communicate(), WAIT_S)
-        reason = (
-            "upstream: backend 'a' is removed but was not drained: set drain = true on it, reload, wait for the status "
-            "page to say drained, then remove it (or list it in remove_with_work)"
-        )
         assert (refusing.returncode, out.decode().splitlines(), err) == (
             1,
             [f"sent SIGHUP to mcp-tasks-proxy (pid {process.pid})"]
-            + [f"pid {worker}: refused, the running configuration stays: {reason}" for worker in workers],
+            + [f"pid {worker}: refused, the running configuration stays: {NOT_DRAINED}" for worker in workers],
             b"",
         )
     finally:
