@@ -14,6 +14,10 @@
 * `mcp_tasks_proxy_repairs_total{client_dialect, repair}`: what the proxy made good for clients
   (`translators.failures.REPAIRS`: a missing `Mcp-Method` or `Mcp-Name`, an `Accept` without both
   media types); which clients, the status page says.
+* `mcp_tasks_proxy_tool_results_total{backend, tool, outcome}`: every tool call as its client saw
+  it, an answered `tools/call` or a task's end (`translators.tool_results.OUTCOMES`: "ok",
+  "tool_error", "protocol_error", "timeout", "refused"); `tool` is a name the backend lists, else
+  "other" (`proxy/observe/tools.py`).
 * `mcp_tasks_proxy_dropped_fields_total{field}`: task fields dropped in translation (a hub task's
   `dropped`, e.g. `parentTaskId`); each drop is also logged at debug level.
 
@@ -34,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from translators.errors import McpError
 
 from .observe.recorder import NoRecorder, StatusRecorder
+from .observe.tools import ToolTasks
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +106,11 @@ class Metrics:
             "mcp_tasks_proxy_repairs", "Repairs the proxy made for clients (a missing routing header, an Accept), by client dialect",
             ["client_dialect", "repair"], registry=self.registry,
         )
+        self._tool_results = Counter(
+            "mcp_tasks_proxy_tool_results", "Tool calls as their clients saw them (an answered tools/call or a task's end), "
+            "by backend, tool and outcome", ["backend", "tool", "outcome"], registry=self.registry,
+        )
+        self._tool_children: dict[tuple[str, str, str], Counter] = {}
         self._failure_children: dict[tuple[str, str, str, str, str], Counter] = {}
         self._repair_children: dict[tuple[str, str], Counter] = {}
         self._dropped = Counter(
@@ -108,6 +118,8 @@ class Metrics:
             ["field"], registry=self.registry,
         )
         self._live_sources: dict[str, list[Callable[[], int]]] = {}
+        self.tool_tasks = ToolTasks()
+        """The tool of each task created through this process, until its end is counted (`proxy/observe/tools.py`)."""
         self.recorder = StatusRecorder()
         """What the status page shows (`proxy/observe/recorder.py`), recorded beside these metrics."""
         self.lasting: Any = None
@@ -135,6 +147,14 @@ class Metrics:
         child = self._failure_children.get(key)
         if child is None:
             child = self._failure_children[key] = self._failures.labels(*key)
+        child.inc()
+
+    def tool_result(self, backend: str, tool: str, outcome: str) -> None:
+        """Count one tool call's outcome (a tool label already bounded by the observer)."""
+        key = (backend, tool, outcome)
+        child = self._tool_children.get(key)
+        if child is None:
+            child = self._tool_children[key] = self._tool_results.labels(*key)
         child.inc()
 
     def repaired(self, client_dialect: str, repairs: tuple[str, ...]) -> None:
@@ -190,6 +210,7 @@ class NoMetrics(Metrics):
     """Records nothing: the default of connectors and components no application wired up."""
 
     def __init__(self) -> None:  # no registry at all
+        self.tool_tasks = ToolTasks()
         self.recorder = NoRecorder()
         self.lasting = None
 
@@ -197,6 +218,9 @@ class NoMetrics(Metrics):
         pass
 
     def upstream(self, backend: str, method: str, seconds: float) -> None:
+        pass
+
+    def tool_result(self, backend: str, tool: str, outcome: str) -> None:
         pass
 
     def dropped(self, fields: Iterable[str], where: str) -> None:

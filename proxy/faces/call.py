@@ -8,6 +8,7 @@ reports (returns, or raises as an `McpError`) and the entry's observer records o
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from translators import jsonrpc
 from translators.envelope import ModernMeta
 from translators.errors import McpError
 from translators.failures import Failure
+from translators.tool_results import Seen
 
 ClientKey = tuple[str, str]
 """A client as it names itself: (`clientInfo.name`, `clientInfo.version`); ("unknown", "") without one."""
@@ -28,6 +30,10 @@ CANCELLED = "cancelled"
 
 REFUSAL = web.RequestKey("mcp_tasks_proxy_refusal", McpError)
 """The error a proxy session's rules raised for a request, for its failure's reason."""
+SEEN = web.RequestKey("mcp_tasks_proxy_tool_seen", Seen)
+"""What the answer to a `tools/call`, `tasks/get` or `tasks/result` said of the tool's outcome
+(`translators.tool_results`), left by the layer that wrote it (a relay, a proxy session): the
+observer counts it (`proxy/observe/tools.py`)."""
 
 
 def client_key(info: Any) -> ClientKey:
@@ -103,7 +109,7 @@ class Call:
     first until routed) and `backend_dialect` (None: what the backend speaks now)."""
 
     __slots__ = ("request", "body", "message", "face", "dialect", "principal", "client", "meta", "repairs", "backend",
-                 "backend_dialect", "relaying", "recorded")
+                 "backend_dialect", "relaying", "recorded", "started")
 
     def __init__(self, request: web.Request, backend: Any):
         self.request = request
@@ -121,6 +127,8 @@ class Call:
         """A relay is under way: a client that leaves now is counted (`CANCELLED`, or ok once it had its answer)."""
         self.recorded = False
         """The observer has its outcome (a translated answer's is recorded before it is written)."""
+        self.started = time.perf_counter()
+        """When the entry took the call (`time.perf_counter`): a tool call's latency is counted from here."""
 
     @property
     def method(self) -> str | None:

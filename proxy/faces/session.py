@@ -26,12 +26,13 @@ from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, for_v1
 from translators.oauth import AuthChallenge
 from translators.protocol import H_LAST_EVENT_ID, H_SESSION_ID, LEGACY_VERSION
 from translators.sealing import Keyring
+from translators.tool_results import TOOL_METHODS, of_result
 
 from ..config import Settings
 from ..sse import sse_frame
 from ..state.health import StoreTrouble
 from ..state.store import SessionRecord, TaskStateStore
-from .call import OWN_SESSION, REFUSAL, Call, Outcome, client_key
+from .call import OWN_SESSION, REFUSAL, SEEN, Call, Outcome, client_key
 from .challenge import challenge_answer
 from .checks import session_outcome, stream_to, version_refusal
 from .replay import ReplayBuffer
@@ -408,6 +409,8 @@ class SessionFace:
             if isinstance(exc, AuthChallenge) and reply.stream is None:  # the backend's challenge (decision 80)
                 return challenge_answer(exc, message.id, self.settings, request)
             return await reply.finish(jsonrpc.error_response(message.id, error))
+        if message.method in TOOL_METHODS:
+            request[SEEN] = of_result(message.method, result, v1=not v2)
         return await reply.finish(jsonrpc.result_response(message.id, result))
 
     async def _initialize(self, request: web.Request, message: jsonrpc.Message, principal: str, handler: SessionPairing) -> web.StreamResponse:

@@ -1,7 +1,8 @@
 """The one place a call's outcome is recorded (docs/architecture.md "The request path").
 
 The entry hands every answered `Call` and its `Outcome` here, once, at the end of the request:
-`mcp_tasks_proxy_requests_total` and the failure counts (`/metrics`), the status page's recorder
+`mcp_tasks_proxy_requests_total`, the failure counts and the tool results (`/metrics`,
+`proxy/observe/tools.py`), the status page's recorder
 (and through it the lasting figures), the repairs, the request's trace. Lower layers (faces,
 pairings, upstream connectors) report what happened and never count. Failures are classified
 here, and only for outcomes that are not ok (`proxy/observe/failures.py`, `translators.failures`).
@@ -10,12 +11,14 @@ here, and only for outcomes that are not ok (`proxy/observe/failures.py`, `trans
 from __future__ import annotations
 
 from translators.failures import Failure
+from translators.tool_results import TOOL_METHODS
 
 from ..faces.call import CANCELLED, OWN_SESSION, REFUSAL, RELAYED_SESSION, TRANSLATED, Call, Outcome
 from ..metrics import method_label
 from .failures import of_relayed, of_session_answer, shown_detail
 from .hooks import TRACE
 from .recorder import default_failure
+from .tools import record_tool
 
 
 def failure_of(call: Call, outcome: Outcome) -> Failure:
@@ -52,6 +55,8 @@ def record(call: Call, outcome: Outcome) -> None:
                              None if label == "ok" else method_label(method), reason, failure=failure, repairs=call.repairs)
     if call.repairs:
         metrics.repaired(client_dialect, call.repairs)
+    if method in TOOL_METHODS:
+        record_tool(call, outcome, failure, client_dialect)
     trace = TRACE.get()
     if trace is not None:
         if outcome.source == TRANSLATED:

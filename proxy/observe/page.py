@@ -133,6 +133,27 @@ def _failures(rows: list[dict[str, Any]], table_id: str) -> str:
     return _table(headers, body, {6}, table_id)
 
 
+def _rate(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _tools(tools: list[dict[str, Any]]) -> str:
+    """Per tool, each backend's calls, outcomes, rates, latency and verdict (`proxy/observe/tool_verdicts.py`)."""
+    headers = ["tool", "backend", "calls", "ok", "tool errors", "protocol errors", "timeouts", "refused", "tool-error rate",
+               "error rate", "p50 ms", "p95 ms", "verdict"]
+    body = []
+    for tool in tools:
+        for r in tool["backends"]:
+            verdict = r["verdict"]
+            shown = "—" if verdict is None else f'{verdict["outcome"].replace("_", " ")} against {verdict["against"]}: {verdict["reason"]}'
+            cls = ' class="down"' if verdict is not None and verdict["outcome"] == "worse" else ""
+            body.append([escape(tool["tool"]), escape(r["backend"]), str(r["calls"]), str(r["ok"]), str(r["tool_error"]),
+                         str(r["protocol_error"]), str(r["timeout"]), str(r["refused"]), _rate(r["tool_error_rate"]), _rate(r["error_rate"]),
+                         "—" if r["p50_ms"] is None else f'≤ {r["p50_ms"]}', "—" if r["p95_ms"] is None else f'≤ {r["p95_ms"]}',
+                         f"<span{cls}>{escape(shown)}</span>"])
+    return _table(headers, body, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, "tools")
+
+
 def _codes(codes: dict[str, str]) -> str:
     return '<dl class="codes">' + "".join(f"<dt><code>{escape(code)}</code></dt><dd>{escape(text)}</dd>" for code, text in codes.items()) + "</dl>"
 
@@ -336,6 +357,11 @@ reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 <p class="muted">Requests the proxy made good: pointed straight at a v2 backend, these clients would fail.</p>
 {_leaning(data.get("leaning", []), now)}
 {_codes(data.get("repairs", {}))}
+<h2>Tools, backend beside backend (last {data.get("tools_window_minutes", 60)} minutes; {scope})</h2>
+<p class="muted">Every tool call as its client saw it: an answered <code>tools/call</code>, or a task's end. A tool error is a result with
+<code>isError</code> (or a v1 task that failed); a newer backend is <b>worse</b> when its error rates are above the first backend's beyond
+chance (99 %, at least 20 calls each) or its p95 above twice the first's.</p>
+{_tools(data.get("tools") or [])}
 <h2>Failures by reason ({scope})</h2>
 <p>Last hour</p>{_failures(data.get("failures", {}).get("last_hour", []), "failures-hour")}
 <p>Last day</p>{_failures(data.get("failures", {}).get("last_day", []), "failures-day")}

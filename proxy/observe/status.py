@@ -22,6 +22,7 @@ from .figures import Figures
 from .lasting import process_view
 from .page import render
 from .recorder import StatusRecorder
+from .tool_verdicts import WINDOW_MINUTES, tool_rows
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
@@ -92,6 +93,8 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         "timeline": figures.timeline(HOUR),
         "recent_errors": list(reversed(figures.errors)),
         "failures": {"last_hour": figures.failures(HOUR), "last_day": figures.failures(DAY)},
+        "tools": tool_rows(figures, [member.name for member in fleet.members]),
+        "tools_window_minutes": WINDOW_MINUTES,
         "leaning": figures.leaning(),
         "reasons": REASONS,
         "repairs": REPAIRS,

@@ -96,6 +96,14 @@ def render(data: dict[str, Any]) -> str:
     out += ["", "Clients leaning on the proxy", table(["dialect", "client", "version", "requests", "repaired", "repairs"],
             [[r["dialect"], r["name"], r["version"] or "-", str(r["requests"]), str(r["leaning"]),
               ",".join(f"{code}={n}" for code, n in r["repairs"].items())] for r in data.get("leaning", [])])]
+    out += ["", f"Tools, last {data.get('tools_window_minutes', 60)} minutes (tool calls as clients saw them; verdict against the first backend)",
+            table(["tool", "backend", "calls", "ok", "tool err", "proto err", "timeout", "refused", "p50 ms", "p95 ms", "verdict"],
+                  [[t["tool"], r["backend"], str(r["calls"]), str(r["ok"]), str(r["tool_error"]), str(r["protocol_error"]), str(r["timeout"]),
+                    str(r["refused"]), str(r["p50_ms"] or "-"), str(r["p95_ms"] or "-"),
+                    "-" if r["verdict"] is None else f'{r["verdict"]["outcome"].replace("_", " ")} against {r["verdict"]["against"]}']
+                   for t in data.get("tools") or () for r in t["backends"]])]
+    out += [escaped(f"  {t['tool']} on {r['backend']}: {r['verdict']['reason']}") for t in data.get("tools") or () for r in t["backends"]
+            if r["verdict"] is not None and r["verdict"]["outcome"] == "worse"]
     out += ["", "Failures by reason, last hour", table(["backend", "client", "backend dialect", "how", "reason", "by", "count"],
             [[r["backend"], r["client_dialect"], r["backend_dialect"], r["mode"], r["reason"], r["by"], str(r["count"])]
              for r in data.get("failures", {}).get("last_hour", [])])]

@@ -37,7 +37,9 @@ from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
 from translators.held import HELD_SESSION, cancelled_v1, created_v1, get_v1, list_v1, result_v1, tools_list_held_v1
 from translators.inputs import input_request_to_v1
 from translators.model import InputRequest
+from translators.tool_results import of_message
 
+from ..faces.call import SEEN
 from ..faces.checks import json_response, stream_to
 from ..sse import sse_frame
 from ..upstream.session_wire import SessionLost
@@ -138,13 +140,13 @@ class HeldSessions:
         holding = await self.held.promote(exchange, owner, name, ttl_ms=ttl, at_once=True)
         assert holding is not None  # room was checked just now, with no await between
         sealed = self.held.sealed(holding.record.task_id, owner)
-        return json_response(jsonrpc.result_response(message.id, created_v1(replace(holding.state, task_id=sealed))))
+        return json_response(_seen(request, "tools/call", jsonrpc.result_response(message.id, created_v1(replace(holding.state, task_id=sealed)))))
 
     async def _task(self, request: web.Request, message: jsonrpc.Message, held_id: str, owner: str) -> web.StreamResponse:
         sealed = message.params["taskId"]
         record = await self.held.read(held_id, owner)
         if message.method == "tasks/get":
-            return json_response(jsonrpc.result_response(message.id, get_v1(replace(record.state, task_id=sealed))))
+            return json_response(_seen(request, "tasks/get", jsonrpc.result_response(message.id, get_v1(replace(record.state, task_id=sealed)))))
         if message.method == "tasks/cancel":
             if record.state.terminal:
                 raise McpError(INVALID_PARAMS, f"Cannot cancel task {sealed}: it is already {record.state.status}")
@@ -165,8 +167,8 @@ class HeldSessions:
             record = await self.held.read(held_id, owner)
             if record.state.terminal:
                 payload = result_v1(replace(record.state, task_id=sealed))
-                answer = (jsonrpc.error_response(message.id, payload) if isinstance(payload, McpError)
-                          else jsonrpc.result_response(message.id, payload))
+                answer = _seen(request, "tasks/result", jsonrpc.error_response(message.id, payload) if isinstance(payload, McpError)
+                               else jsonrpc.result_response(message.id, payload))
                 if stream is None:
                     return json_response(answer)
                 event += 1
@@ -212,3 +214,9 @@ class HeldSessions:
                         await self.held.answer(record, {key: raw["result"]})
                         return web.Response(status=202)
         return None
+
+
+def _seen(request: web.Request, method: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """`answer` (to `method`), its tool outcome left for the observer (`SEEN`)."""
+    request[SEEN] = of_message(method, answer, v1=True)
+    return answer

@@ -38,8 +38,9 @@ from translators.held import initialize_held_v1
 from translators.protocol import H_METHOD, H_NAME, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
+from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes
 
-from ..faces.call import Call
+from ..faces.call import SEEN, Call
 from ..faces.checks import stream_to, takes_sse
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
@@ -56,7 +57,7 @@ from .forward import (
     wanted_headers,
 )
 from .parts import MemberParts
-from .relay_sse import _frame, _renumbered_body, noting_answer, relay_stream
+from .relay_sse import Written, _frame, _renumbered_body, noting_answer, relay_stream
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,21 @@ log = logging.getLogger(__name__)
 
 
 async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward: Forward) -> web.StreamResponse:
+    """`_relay`; the answer to a method that can end a tool call (`TOOL_METHODS`) is also read for
+    what it says of the tool's outcome, left on `request` for the observer (`SEEN`): a JSON body
+    by a bytes search first (`tool_results.of_bytes`), a stream by its last event."""
+    method = forward.method
+    if method not in TOOL_METHODS:
+        return await _relay(request, backend, body, forward, None)
+    written = Written()
+    response = await _relay(request, backend, body, forward, written)
+    raw = response.body if isinstance(response, web.Response) else written.last_data()
+    request[SEEN] = of_bytes(method, raw, v1=not forward.v2) if isinstance(raw, bytes) else NOT_ENDED
+    return response
+
+
+async def _relay(request: web.Request, backend: Endpoint, body: bytes | None, forward: Forward,
+                 written: Written | None) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` as `forward` says, and stream its
     answer back. The request headers named in `forward.wanted` and every `Mcp-Param-*` go on;
     `set_headers` replace the client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
@@ -136,7 +152,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         if is_sse and json_only:
             return await final_answer(upstream, headers, backend.name, forward)
         if forward.rewrite is not None:
-            return await _relay_rewritten(request, upstream, headers, backend.name, forward)
+            return await _relay_rewritten(request, upstream, headers, backend.name, forward, written)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -151,7 +167,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await stream_to(request, response)
         try:
-            await relay_stream(request, upstream, response, renumber=v2 and is_sse)
+            await relay_stream(request, upstream, response, renumber=v2 and is_sse, written=written)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
@@ -200,7 +216,7 @@ async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str,
 
 
 async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str,
-                           forward: Forward) -> web.StreamResponse:
+                           forward: Forward, written: Written | None = None) -> web.StreamResponse:
     """The answer with `forward.rewrite` applied to each JSON-RPC message (with `v2`, legacy codes
     renumbered too): a JSON body whole, an SSE body event by event as they arrive. A body that is
     not JSON-RPC passes unchanged, and so does one that holds no id to rewrite
@@ -237,7 +253,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     await stream_to(request, response)
     parser = SseParser()
     try:
-        with noting_answer(request) as written:
+        with noting_answer(request, written) as written:
             async for chunk in upstream.content.iter_any():
                 for event in parser.feed(chunk):
                     data = event.data.encode()

@@ -47,25 +47,31 @@ class Written:
             self._size += len(chunk)
         self._ended = chunk.endswith(_EVENT_ENDS)
 
+    def last_data(self) -> bytes | None:
+        """The data of the last whole event written (None: none, or one longer than `KEEP_MAX`)."""
+        if self._size > KEEP_MAX or not self._kept:
+            return None
+        events = SseParser().feed(b"".join(self._kept))
+        return events[-1].data.encode() if events else None
+
     def answered(self) -> bool:
         """Whether the last event written is a JSON-RPC response: on a POST's stream only the answer
         to that POST is one, and it is the stream's last event (MCP 2025-11-25, Streamable HTTP)."""
-        if self._size > KEEP_MAX or not self._kept:
-            return False
-        events = SseParser().feed(b"".join(self._kept))
-        if not events:
+        data = self.last_data()
+        if data is None:
             return False
         try:
-            return jsonrpc.parse(events[-1].data).kind == "response"
+            return jsonrpc.parse(data).kind == "response"
         except McpError:
             return False
 
 
 @contextlib.contextmanager
-def noting_answer(request: web.Request) -> Iterator[Written]:
-    """Around the writing of a relayed SSE answer: a client that leaves once its answer was
-    written whole leaves `ANSWERED` on `request` (the entry counts it answered, not cancelled)."""
-    written = Written()
+def noting_answer(request: web.Request, written: Written | None = None) -> Iterator[Written]:
+    """Around the writing of a relayed SSE answer (into `written`, a new `Written` by default): a
+    client that leaves once its answer was written whole leaves `ANSWERED` on `request` (the entry
+    counts it answered, not cancelled)."""
+    written = written if written is not None else Written()
     try:
         yield written
     except asyncio.CancelledError:
@@ -131,11 +137,12 @@ async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse,  # 
         await response.write(b"".join(pending))
 
 
-async def relay_stream(request: web.Request, upstream: Any, response: web.StreamResponse, *, renumber: bool) -> None:
+async def relay_stream(request: web.Request, upstream: Any, response: web.StreamResponse, *, renumber: bool,
+                       written: Written | None = None) -> None:
     """A backend's streamed answer passed on as it arrives (`renumber`: a v2 backend's SSE, whole
     events at a time, `_relay_sse_renumbered`); a client that leaves after its answer is noted
-    (`noting_answer`)."""
-    with noting_answer(request) as written:
+    (`noting_answer`, into `written`)."""
+    with noting_answer(request, written) as written:
         if renumber:
             await _relay_sse_renumbered(upstream, response, written)
             return

@@ -91,6 +91,14 @@ class Backend:
         self.tool_headers = ToolHeaders(lambda: self.profile)
         """Its tools' `x-mcp-header` annotations, for the `tools/call` translated to it (v2-modern)."""
 
+    def lists_tool(self, name: object) -> bool:
+        """Whether the backend lists a tool `name`: in the `tools/list` its last probe read, or in one
+        the proxy passed on since (a bound on the `tool` label of the tool results, `proxy/observe/tools.py`)."""
+        if not isinstance(name, str):
+            return False
+        profile = self.profile
+        return (profile is not None and (name in profile.tools or name in profile.listed)) or self.tool_headers.knows(name)
+
     def check_supported(self, profile: BackendProfile) -> None:
         """Raise `UnsupportedBackend` unless `profile` is a dialect the proxy serves: v1, v2-modern
         or v2-session (every dialect today; the check stays for dialects yet to come)."""

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import aiohttp
+
 from translators import jsonrpc
 from translators.capabilities import task_support, v1_offers_tool_tasks
 from translators.envelope import ModernMeta, add_envelope
@@ -59,6 +61,9 @@ class BackendProfile:
     instructions: str | None
     tools: dict[str, TaskSupport] = field(default_factory=dict)
     offers_tool_tasks: bool = False
+    listed: frozenset[str] = frozenset()
+    """The tool names a v2-modern backend's own `tools/list` gave the probe (`list_modern_tools`):
+    the tools it serves, for the `tool` label of the tool results."""
     probed_at_ms: int = 0
     provisional: bool = False
     """Not probed: the pinned `dialect` of a protected backend whose probe was challenged and that
@@ -105,6 +110,40 @@ def _first_message(raw: bytes, content_type: str) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+async def list_modern_tools(backend: Endpoint) -> frozenset[str]:
+    """The names of every tool a v2-modern backend lists (modern `tools/list`, following
+    `nextCursor`, at most `MAX_TOOL_PAGES` pages); what was read so far when a page fails (a
+    protected backend challenges the probe: none)."""
+    meta = ModernMeta(MODERN_VERSION, {"extensions": {TASKS_EXTENSION: {}}}, PROBE_CLIENT)
+    headers = {"Accept": ACCEPT_BOTH, H_PROTOCOL_VERSION: MODERN_VERSION, H_METHOD: "tools/list"}
+    names: set[str] = set()
+    cursor: Any = None
+    for page in range(MAX_TOOL_PAGES):
+        body = jsonrpc.dumps(jsonrpc.request(page + 1, "tools/list", add_envelope({"cursor": cursor} if cursor else {}, meta)))
+        try:
+            response = await backend.post(body, headers, lean=False)
+            async with response:
+                raw = await response.read()
+                content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        except (McpError, aiohttp.ClientError, OSError, TimeoutError):
+            break
+        answer = _first_message(raw, content_type)
+        result = answer.get("result") if isinstance(answer, dict) else None
+        if not isinstance(result, dict):
+            break
+        tools = result.get("tools")
+        if isinstance(tools, list):
+            names.update(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
+        cursor = result.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            break
+    return frozenset(names)
+
+
+MAX_TOOL_PAGES = 100
+"""Pages of one `tools/list` a probe follows."""
 
 
 async def list_tools(session: UpstreamSession) -> list[dict[str, Any]]:
@@ -205,7 +244,7 @@ async def probe(backend: Endpoint, pinned: str = "auto", held: ProbeSession | No
             capabilities=discovered.get("capabilities") or {},
             server_info=((discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}),
             instructions=discovered.get("instructions"), offers_tool_tasks=TASKS_EXTENSION in extensions, probed_at_ms=now,
-            tools=await _legacy_task_support(held),
+            tools=await _legacy_task_support(held), listed=await list_modern_tools(backend),
         )
     try:
         session, tools = await held.tools(V1_PROBE_CAPABILITIES)

@@ -50,6 +50,10 @@ class ToolHeaders:
             self._learnt_under, self._tools = profile, {}
         return self._tools
 
+    def knows(self, name: str) -> bool:
+        """Whether a `tools/list` answer learnt since the last probe named the tool `name`."""
+        return name in self._current()
+
     def heard(self, result: Mapping[str, Any]) -> None:
         """A `tools/list` result (one page) of the backend, as the proxy passes it on."""
         self._current().update(tool_bindings(result.get("tools")))
