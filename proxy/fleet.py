@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from translators.errors import McpError, unknown_task
+from translators.errors import McpError, task_of_removed
 from translators.sealing import Keyring
 
 from .config import Settings, Upstream
@@ -171,10 +171,10 @@ class Fleet:
 
     def named(self, name: str) -> FleetMember:
         """The member of the backend `name` sealed in an id. Raises `McpError(-32602)` "Unknown task"
-        for a name no longer configured (the id outlived its backend)."""
+        naming it for a name no longer configured (the id outlived its backend: `task_of_removed`)."""
         member = self._by_name.get(name)
         if member is None:
-            raise unknown_task("the backend that held it is no longer configured")
+            raise task_of_removed(name)
         return member
 
     def get(self, name: str) -> FleetMember | None:

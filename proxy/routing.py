@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from translators import jsonrpc
 from translators.envelope import ModernMeta
-from translators.errors import INVALID_PARAMS, McpError, missing_tasks_extension
+from translators.errors import INVALID_PARAMS, McpError, missing_tasks_extension, task_of_removed
 from translators.fleet_ids import listened_task_ids
 from translators.protocol import MRTR_METHODS, TASK_METHODS_V2
 from translators.sealing import RELAY_SESSION, RELAY_STATE, Keyring
@@ -85,6 +85,8 @@ class Router:
             route = self._single
             if route is None or route.member is not fleet.first:  # made again after a reload that changed it
                 route = self._single = Route(fleet.first, True)
+            if message.method in TASK_METHODS_V2:
+                self._not_removed(message.params.get("taskId"), principal)
             return route
         params = message.params
         if message.method in TASK_METHODS_V2:
@@ -103,6 +105,13 @@ class Router:
                 raise McpError(INVALID_PARAMS, "Invalid requestState")
             return Route(member, True)
         return Route(await fleet.pick(), False)
+
+    def _not_removed(self, task_id: Any, principal: str) -> None:
+        """Raise `task_of_removed` when `task_id` is sealed with a backend the fleet no longer has
+        (the one backend left answers every other id, its own or not: decision 168)."""
+        ref = self.keyring.opened_task_id(task_id, principal)
+        if ref is not None and self.fleet.get(ref.backend) is None:
+            raise task_of_removed(ref.backend)
 
     def _task_backend(self, task_id: Any, principal: str) -> str:
         """The backend of a task id: the one sealed in it, or for a plain id from before (a string

@@ -86,6 +86,16 @@ NOT_OF_SESSION = "the id names no task of this session"
 """Why a task id is unknown on a relayed stdio session (the process's tasks are per session)."""
 
 
+NO_LONGER_CONFIGURED = "is no longer configured: a reload removed it (or renamed it)"
+"""Why a sealed task id is unknown when the backend sealed in it is not in the fleet (`task_of_removed`)."""
+
+
+def task_of_removed(backend: str) -> McpError:
+    """-32602 "Unknown task" for an id sealed with `backend`, which the configuration no longer
+    has: named, so that no other backend is blamed for it (the proxy's answer, `backend_removed`)."""
+    return McpError(INVALID_PARAMS, f"{UNKNOWN_TASK}: the backend that held it, {backend[:100]!r}, {NO_LONGER_CONFIGURED}")
+
+
 def unknown_task(why: str | None = None) -> McpError:
     """-32602 "Unknown task: <why>" (`NOT_ISSUED`, `FORGOTTEN`, `ELSEWHERE`, `NOT_OF_SESSION`), or
     plain "Unknown task" without a reason; a reason is cut to 200 characters."""

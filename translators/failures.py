@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .envelope import name_param
-from .errors import FORGOTTEN, INTERNAL_ERROR, INVALID_PARAMS, REMOVED, SESSION_NOT_FOUND, UNKNOWN_TASK
+from .errors import FORGOTTEN, INTERNAL_ERROR, INVALID_PARAMS, NO_LONGER_CONFIGURED, REMOVED, SESSION_NOT_FOUND, UNKNOWN_TASK
 from .protocol import H_METHOD, H_NAME
 
 SESSION_LOST: Final = "session_lost"
@@ -43,7 +43,8 @@ REASONS: Final[dict[str, str]] = {
     "backend",
     STORE_UNREACHABLE: "the proxy's task state store did not answer (HTTP 503)",
     PROXY_ERROR: "an internal error in mcp-tasks-proxy (logged with its traceback)",
-    BACKEND_REMOVED: "the request was in flight on a backend a reload removed with remove_with_work: answered at once (HTTP 502)",
+    BACKEND_REMOVED: "the request was in flight on a backend a reload removed with remove_with_work: answered at once (HTTP "
+    "502); or it names a task of a backend a reload removed (-32602 \"Unknown task\", naming that backend)",
 }
 """Every reason code, with what it means for an operator. The set is closed: nothing else is counted."""
 
@@ -75,7 +76,7 @@ def of_error(code: int, message: str, http_status: int | None, *, by_backend: bo
     -32602 on `tasks/*` means the task is unknown to it)."""
     if http_status in (401, 403):
         return AUTH_REQUIRED, BACKEND
-    if not by_backend and message.endswith(REMOVED):
+    if not by_backend and (message.endswith(REMOVED) or (code == INVALID_PARAMS and message.endswith(NO_LONGER_CONFIGURED))):
         return BACKEND_REMOVED, PROXY
     if http_status == 503 and message.startswith("task state store "):
         return STORE_UNREACHABLE, PROXY

@@ -42,7 +42,10 @@ LATER_MS = 4_102_444_800_000  # 2100-01-01: a requestState that has not expired
 UNKNOWN_TASK = (
     "Unknown task: the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered"
 )
-GONE_BACKEND = "Unknown task: the backend that held it is no longer configured"
+def gone_backend(name: str) -> str:
+    return f"Unknown task: the backend that held it, {name!r}, is no longer configured: a reload removed it (or renamed it)"
+
+
 ELSEWHERE = (
     "Unknown task: the id names a task this backend does not hold: one of another backend, or of this backend before its upgrade"
 )
@@ -257,13 +260,13 @@ async def test_task_ids_the_proxy_did_not_issue_for_this_call_never_reach_a_back
         "base64 noise": base64.urlsafe_b64encode(bytes(range(64))).decode().rstrip("="),
     }
     refused: dict[str, Any] = {label: (400, -32602, UNKNOWN_TASK) for label in sealed}
-    for label in (
-        "unconfigured backend",
-        "unconfigured backend with a session",
-        "empty backend name",
-        "backend name differing in case",
+    for label, name in (
+        ("unconfigured backend", "zz"),
+        ("unconfigured backend with a session", "zz"),
+        ("empty backend name", ""),
+        ("backend name differing in case", "B"),
     ):
-        refused[label] = (400, -32602, GONE_BACKEND)
+        refused[label] = (400, -32602, gone_backend(name))
     for label in ("relayed v2 id with a session", "translated v1 id without a session"):
         refused[label] = (400, -32602, ELSEWHERE)
     garbage: dict[str, Any] = {

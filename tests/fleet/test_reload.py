@@ -11,7 +11,7 @@ from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy
 
 from proxy.config import ConfigError, load
-from translators.errors import ELSEWHERE, NOT_ISSUED, UNKNOWN_TASK
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK
 from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring
 
 pytestmark = pytest.mark.peers
@@ -83,8 +83,17 @@ async def test_one_backend_to_two_and_back_keeps_every_task_and_session(referenc
         third = await _v1_task(v1, "three", 0.1)
         assert await _computed(v1, third) == "computed three"
         assert (await modern.poll(m1["taskId"]))["result"]["content"][0]["text"] == "computed m1"
-        gone = await modern.call("tasks/get", {"taskId": on_b["taskId"]})
-        assert gone.error == {"code": -32602, "message": f"{UNKNOWN_TASK}: {ELSEWHERE}"}
+        gone = await modern.call("tasks/get", {"taskId": on_b["taskId"]})  # named: a, left alone, never blamed (decision 168)
+        assert gone.error == {
+            "code": -32602,
+            "message": f"{UNKNOWN_TASK}: the backend that held it, 'b', is no longer configured: a reload removed it (or renamed it)",
+        }
+        async with http.get(proxy.base_url + "/status.json") as response:
+            status = await response.json()
+        assert [(f["backend"], f["reason"], f["by"], f["count"]) for f in status["failures"]["last_hour"]] == [
+            ("a", "backend_removed", "proxy", 1)
+        ]
+        assert [(b["name"], b["errors_last_hour"], b["refusals_last_hour"]) for b in status["backends"]] == [("a", 0, 1)]
         cancelled = await v1.call("tasks/cancel", {"taskId": long_v1})
         assert cancelled["result"]["status"] == "cancelled"
 
