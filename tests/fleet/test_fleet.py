@@ -139,7 +139,7 @@ async def test_a_backend_no_longer_configured_is_an_unknown_task():
             fleet.named("retired")
         assert (refused.value.code, refused.value.message) == (
             -32602,
-            "Unknown task: the backend that held it is no longer configured",
+            "Unknown task: the backend that held it, 'retired', is no longer configured: a reload removed it (or renamed it)",
         )
     finally:
         await http.close()
