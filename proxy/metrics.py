@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from translators.errors import McpError
 
@@ -106,11 +108,6 @@ class Metrics:
             "mcp_tasks_proxy_repairs", "Repairs the proxy made for clients (a missing routing header, an Accept), by client dialect",
             ["client_dialect", "repair"], registry=self.registry,
         )
-        self._tool_results = Counter(
-            "mcp_tasks_proxy_tool_results", "Tool calls as their clients saw them (an answered tools/call or a task's end), "
-            "by backend, tool and outcome", ["backend", "tool", "outcome"], registry=self.registry,
-        )
-        self._tool_children: dict[tuple[str, str, str], Counter] = {}
         self._failure_children: dict[tuple[str, str, str, str, str], Counter] = {}
         self._repair_children: dict[tuple[str, str], Counter] = {}
         self._dropped = Counter(
@@ -121,7 +118,9 @@ class Metrics:
         self.tool_tasks = ToolTasks()
         """The tool of each task created through this process, until its end is counted (`proxy/observe/tools.py`)."""
         self.recorder = StatusRecorder()
-        """What the status page shows (`proxy/observe/recorder.py`), recorded beside these metrics."""
+        """What the status page shows (`proxy/observe/recorder.py`), recorded beside these metrics;
+        it also counts the tool results (`StatusRecorder.tool`), exported at scrape time (`_ToolResults`)."""
+        self.registry.register(_ToolResults(self.recorder))
         self.lasting: Any = None
         """`proxy.observe.lasting.Lasting` once the application keeps the figures in its store."""
         # Pre-bound label children: one dict lookup per event instead of prometheus_client's
@@ -147,14 +146,6 @@ class Metrics:
         child = self._failure_children.get(key)
         if child is None:
             child = self._failure_children[key] = self._failures.labels(*key)
-        child.inc()
-
-    def tool_result(self, backend: str, tool: str, outcome: str) -> None:
-        """Count one tool call's outcome (a tool label already bounded by the observer)."""
-        key = (backend, tool, outcome)
-        child = self._tool_children.get(key)
-        if child is None:
-            child = self._tool_children[key] = self._tool_results.labels(*key)
         child.inc()
 
     def repaired(self, client_dialect: str, repairs: tuple[str, ...]) -> None:
@@ -220,9 +211,6 @@ class NoMetrics(Metrics):
     def upstream(self, backend: str, method: str, seconds: float) -> None:
         pass
 
-    def tool_result(self, backend: str, tool: str, outcome: str) -> None:
-        pass
-
     def dropped(self, fields: Iterable[str], where: str) -> None:
         for field in fields:
             log.debug("dropped task field %s from %s (the other dialect cannot carry it)", field, where)
@@ -247,3 +235,22 @@ NO_METRICS = NoMetrics()
 
 clock = time.perf_counter
 """The clock upstream latencies are measured with."""
+
+
+class _ToolResults(Collector):
+    """`mcp_tasks_proxy_tool_results_total{backend, tool, outcome}` from the recorder's counts
+    (`StatusRecorder.tools_counted`; read on the event loop's thread, like every write to them):
+    a tuple appended on the request path instead of a counter child's lock and label lookup."""
+
+    def __init__(self, recorder: StatusRecorder):
+        self._recorder = recorder
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily("mcp_tasks_proxy_tool_results", "Tool calls as their clients saw them (an answered "
+                                     "tools/call or a task's end), by backend, tool and outcome", labels=["backend", "tool", "outcome"])
+        for key, count in list(self._recorder.tools_counted().items()):
+            family.add_metric(list(key), count)
+        yield family
+
+    def describe(self) -> Iterable[CounterMetricFamily]:
+        return self.collect()

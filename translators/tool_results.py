@@ -8,13 +8,12 @@ whose id it gives, or one still running or cancelled by its client). The other o
 (`TIMEOUT`, `REFUSED`) are the observer's, from the request's own outcome, never from a body.
 
 `of_bytes` is the relay's: it answers from a bytes search when the answer cannot be anything but
-a plain ok, and parses only an answer that may be something else (it holds `"isError": true`,
-`taskId` or `"error"`, or answers a task request). Sans-IO: no clock, no I/O.
+a plain ok, and parses only an answer that may be something else (its last `isError` is not
+`false`, it holds `taskId` or `"error"`, or it answers a task request). Sans-IO: no clock, no I/O.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final, NamedTuple
 
 from .errors import McpError
@@ -100,16 +99,23 @@ def of_message(method: str, message: Any, *, v1: bool) -> Seen:
     return NOT_ENDED
 
 
-_IS_ERROR_TRUE: Final = re.compile(rb'"isError"\s*:\s*true')
-"""`"isError": true` as JSON writes it (inside a string its quotes are escaped, so never matched there)."""
+_FALSE: Final = (b":false", b": false", b" : false", b" :false")
+"""How JSON writes `false` after a key (compact, Python's default, and spaced): any other spelling is parsed."""
 
 
-def of_bytes(method: str, raw: bytes, *, v1: bool) -> Seen:
-    """`of_message` of the serialized answer `raw`. A `tools/call` answer without `"isError": true`,
-    `taskId` or `"error"` is a plain result (`OK`) without being parsed (servers write
-    `"isError": false` on every result); anything that is not one JSON object is no end."""
-    if method == "tools/call" and b"taskId" not in raw and b'"error"' not in raw and _IS_ERROR_TRUE.search(raw) is None:
-        return ENDED_OK if b'"result"' in raw else NOT_ENDED
+def of_bytes(method: str, raw: bytes, *, v1: bool, no_ids: bool = False) -> Seen:
+    """`of_message` of the serialized answer `raw`, parsed only when it may be anything but a plain
+    result. A `tools/call` answer without `taskId` (`no_ids`: the caller searched for it already)
+    is read by its last `"isError"` (servers write it last, `false` on every result): followed by
+    `false`, a result (`OK`); by `true`, a tool error (parsed, to be sure); absent, a result unless
+    the bytes hold `"error"`. Anything that is not one JSON object is no end."""
+    if method == "tools/call" and (no_ids or b"taskId" not in raw):
+        at = raw.rfind(b'"isError"')
+        if at >= 0:
+            if raw.startswith(_FALSE, at + 9):
+                return ENDED_OK
+        elif b'"error"' not in raw:
+            return ENDED_OK if b'"result"' in raw else NOT_ENDED
     try:
         message = parse_json(raw)
     except McpError:

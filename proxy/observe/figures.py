@@ -12,6 +12,7 @@ Times are Unix ms, minutes Unix minutes (`ms // 60_000`).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,8 +32,27 @@ REPAIRS = "repairs"
 """What the proxy made good for a client: `(REPAIRS, dialect, name, version, repair)` (`translators.failures.REPAIRS`)."""
 LEANING = "leaning"
 """A client's requests that needed a repair: `(LEANING, dialect, name, version)`."""
+TOOLS = "tools"
+"""Tool calls as their clients saw them (`proxy/observe/tools.py`): `(TOOLS, backend, tool, client_dialect, outcome)`."""
+OTHER_TOOL = "other"
+"""The tool label of a name its backend does not list (or of a task whose creation this process did not see)."""
+TOOL_MS = "tool_ms"
+"""Their latencies: `(TOOL_MS, backend, tool, bucket)`, `bucket` of `latency_bucket`."""
+BUCKET_BASE = 1.25
+"""Latency buckets grow by this factor: bucket b holds [1.25^b, 1.25^(b+1)) ms (b = 0 below 1.25 ms)."""
+MAX_BUCKET = 64
+"""The last bucket (1.25^65 ms: about 6 hours) also holds anything longer."""
+LATENCY_BOUNDS_MS = tuple(BUCKET_BASE ** (b + 1) for b in range(MAX_BUCKET))
+"""Each bucket's upper bound (ms): a latency's bucket is the number of bounds at or below it."""
+LATENCY_BOUNDS_S = tuple(bound / 1000 for bound in LATENCY_BOUNDS_MS)
 DAY = 1440
 """Minutes in the per-client failures and repairs (the minutes kept)."""
+
+
+def latency_bucket(ms: float) -> int:
+    """The latency bucket of `ms` milliseconds (`BUCKET_BASE`; `StatusRecorder.tool` finds it
+    from seconds, in `LATENCY_BOUNDS_S`)."""
+    return bisect.bisect_right(LATENCY_BOUNDS_MS, ms)
 
 CountKey = tuple[Any, ...]
 Bucket = dict[CountKey, int]

@@ -25,6 +25,7 @@ by closed sets of codes.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import time
 from collections.abc import Callable
@@ -37,9 +38,13 @@ from .figures import (
     CLIENT_FAILURES,
     DIALECTS,
     FAILURES,
+    LATENCY_BOUNDS_S,
     LEANING,
+    OTHER_TOOL,
     REPAIRS,
     REQUESTS,
+    TOOL_MS,
+    TOOLS,
     UNCLASSIFIED,
     Batch,
     Bucket,
@@ -56,6 +61,8 @@ MAX_BACKENDS_PER_CLIENT = 32
 LATENCY_SAMPLES = 512
 RECENT_ERRORS = 50
 REASON_CHARS = 200
+MAX_PENDING_TOOLS = 4096
+"""Tool calls kept before they are counted (`StatusRecorder.tool`)."""
 __all__ = ["CANCELLED", "DIALECTS", "UNCLASSIFIED", "UNKNOWN_CLIENT", "ClientKey", "ClientRow", "NoRecorder", "StatusRecorder",
            "client_key"]
 # `UNCLASSIFIED`, `CANCELLED` and the client's key are the call's vocabulary (`proxy/faces/call.py`).
@@ -83,6 +90,8 @@ class StatusRecorder:
         self._sessions: collections.OrderedDict[str, ClientKey] = collections.OrderedDict()
         self._latency: dict[str, collections.deque[float]] = {}
         self.errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ERRORS)
+        self._tool_calls: list[tuple[Any, str | None, str, str, int]] = []
+        self.tool_totals: dict[tuple[str, str, str], int] = {}
         # What `take` has handed to the store: the minute it last looked at and its counts then,
         # when it looked (ms), how many errors had been recorded, and sessions not handed yet.
         self._taken_minute = -1
@@ -97,15 +106,63 @@ class StatusRecorder:
 
     # -- recording (the hot path: no parsing, a few dict operations) -------------------------------
 
-    def count(self, key: CountKey) -> None:
-        """One more of `key` (its first item the kind of count, figures.py) in this minute."""
+    def _now_bucket(self) -> Bucket:
+        """This minute's bucket (a new one when the minute turned)."""
         minute = int(self.clock() // 60)
         if minute != self._minute:
-            self._bucket = {}
-            self._minutes.append((minute, self._bucket))
-            self._minute = minute
-        bucket = self._bucket
+            self._turn(minute)
+        return self._bucket
+
+    def _turn(self, minute: int) -> None:
+        """A new minute: the tool calls of the last one counted in its bucket, then a new bucket."""
+        if self._tool_calls:
+            self._tally()
+        self._bucket = {}
+        self._minutes.append((minute, self._bucket))
+        self._minute = minute
+
+    def count(self, key: CountKey) -> None:
+        """One more of `key` (its first item the kind of count, figures.py) in this minute."""
+        bucket = self._now_bucket()
         bucket[key] = bucket.get(key, 0) + 1
+
+    def tool(self, backend: Any, name: str | None, client_dialect: str, outcome: str, started: float | None) -> None:
+        """One tool call that ended now as its client saw it (`proxy/observe/tools.py`): `backend`
+        (a `proxy.upstream.backend.Backend`), the tool `name` the client gave (bounded when counted,
+        by `backend.lists_tool`, else `OTHER_TOOL`), its `outcome` and when it `started`
+        (`time.perf_counter`; None: no latency to count). Kept as a tuple, with its latency bucket
+        (figures.py), on the request path, and counted (`_tally`: `tool_totals`, figures.py `TOOLS`
+        and `TOOL_MS`) when the figures are next read or handed over, when the minute turns, or
+        every `MAX_PENDING_TOOLS`: alike tuples are counted together."""
+        calls = self._tool_calls
+        calls.append((backend, name, client_dialect, outcome,
+                      -1 if started is None else bisect.bisect_right(LATENCY_BOUNDS_S, time.perf_counter() - started)))
+        if len(calls) >= MAX_PENDING_TOOLS:
+            self._tally()
+
+    def _tally(self) -> None:
+        """Count the tool calls kept since the last tally, in this minute's bucket (they all ended in
+        it: the minute's turn tallies first)."""
+        calls, self._tool_calls = self._tool_calls, []
+        if self._minute < 0:
+            self._turn(int(self.clock() // 60))
+        bucket = self._bucket
+        totals = self.tool_totals
+        for (backend, name, dialect, outcome, latency), n in collections.Counter(calls).items():
+            tool = name if name is not None and backend.lists_tool(name) else OTHER_TOOL
+            key: CountKey = (backend.name, tool, outcome)
+            totals[key] = totals.get(key, 0) + n
+            key = (TOOLS, backend.name, tool, dialect, outcome)
+            bucket[key] = bucket.get(key, 0) + n
+            if latency >= 0:
+                key = (TOOL_MS, backend.name, tool, latency)
+                bucket[key] = bucket.get(key, 0) + n
+
+    def tools_counted(self) -> dict[tuple[str, str, str], int]:
+        """Tool calls counted since the start, by (backend, tool, outcome): `mcp_tasks_proxy_tool_results_total`."""
+        if self._tool_calls:
+            self._tally()
+        return self.tool_totals
 
     def request(self, backend: str, client_dialect: str, backend_dialect: str, outcome: str,
                 client: ClientKey = UNKNOWN_CLIENT, method: str | None = None, reason: str | None = None, *,
@@ -120,9 +177,7 @@ class StatusRecorder:
         now = self.clock()
         minute = int(now // 60)
         if minute != self._minute:
-            self._bucket = {}
-            self._minutes.append((minute, self._bucket))
-            self._minute = minute
+            self._turn(minute)
         failed = outcome != "ok" and outcome != CANCELLED
         key = (REQUESTS, backend, client_dialect, backend_dialect, failed)
         bucket = self._bucket
@@ -199,6 +254,8 @@ class StatusRecorder:
         """What was counted since the last `take` (at most `MINUTES` minutes back): counts, the
         client rows used (their new requests, first and last seen, backends), relayed sessions
         and errors. Only the minute buckets from the last take's minute on can have changed."""
+        if self._tool_calls:
+            self._tally()
         batch = Batch()
         now_ms = int(self.clock() * 1000)
         for minute, bucket in reversed(self._minutes):
@@ -233,6 +290,8 @@ class StatusRecorder:
 
     def figures(self) -> Figures:
         """This process's own figures (read in place, not copied)."""
+        if self._tool_calls:
+            self._tally()
         return Figures(self._minutes, self._clients, self.errors, self.now_ms(), self.started_ms)
 
     def matrix(self, minutes: int, *, by_backend: bool = False) -> list[dict[str, Any]]:
@@ -292,6 +351,9 @@ class NoRecorder(StatusRecorder):
         pass
 
     def upstream(self, backend: str, seconds: float) -> None:
+        pass
+
+    def tool(self, backend: Any, name: str | None, client_dialect: str, outcome: str, started: float | None) -> None:
         pass
 
     def remember_session(self, session_id: str, *, client: ClientKey) -> None:

@@ -23,8 +23,7 @@ from typing import Any
 
 from translators.tool_results import OK, OUTCOMES, PROTOCOL_ERROR, REFUSED, TIMEOUT, TOOL_ERROR
 
-from .figures import Figures
-from .tools import BUCKET_BASE, TOOL_MS, TOOLS
+from .figures import BUCKET_BASE, TOOL_MS, TOOLS, Figures
 
 WINDOW_MINUTES = 60
 """The minutes the tool rows and verdicts cover."""

@@ -12,18 +12,16 @@ client left before its answer, `protocol_error` for a JSON-RPC error of the back
 A task's tool is remembered from the `tools/call` that created it (`ToolTasks`, by the task id its
 client was given, in this process: a task created through another worker or replica, or before a
 restart, ends under the tool `other`), and its end is counted once: a second poll of an ended task
-counts nothing. Each outcome is counted in `mcp_tasks_proxy_tool_results_total{backend, tool,
-outcome}` and, for the status page, under (`TOOLS`, backend, tool, client dialect, outcome) and its
-latency under (`TOOL_MS`, backend, tool, bucket) (`proxy/observe/tool_verdicts.py` reads them).
-The `tool` label is a name the backend lists (`Backend.lists_tool`), else `other`: a client cannot
-grow the label space.
+counts nothing. Each outcome goes to the recorder as it came, one append on the request path
+(`StatusRecorder.tool`), which counts them when it is read: `mcp_tasks_proxy_tool_results_total{backend,
+tool, outcome}` and, for the status page, figures.py's `TOOLS` and `TOOL_MS`
+(`proxy/observe/tool_verdicts.py` reads them). The `tool` label is a name the backend lists
+(`Backend.lists_tool`), else `other`: a client cannot grow the label space.
 """
 
 from __future__ import annotations
 
 import collections
-import math
-import time
 from typing import Any
 
 from translators.failures import (
@@ -38,29 +36,13 @@ from translators.failures import (
 from translators.tool_results import PROTOCOL_ERROR, REFUSED, TIMEOUT, Seen, of_result
 
 from ..faces.call import CANCELLED, SEEN, TRANSLATED, Call, Outcome
+from .figures import OTHER_TOOL
 
-TOOLS = "tools"
-"""Count kind of the tool outcomes: `(TOOLS, backend, tool, client_dialect, outcome)`."""
-TOOL_MS = "tool_ms"
-"""Count kind of the tool latencies: `(TOOL_MS, backend, tool, bucket)`, `bucket` of `latency_bucket`."""
-OTHER = "other"
-"""The tool label of a name the backend does not list (or of a task whose creation this process did not see)."""
 MAX_TASKS = 10_000
 """Tasks whose tool this process remembers until their end (the oldest forgotten first), and ended ones it remembers."""
-BUCKET_BASE = 1.25
-"""Latency buckets grow by this factor: bucket b holds [1.25^b, 1.25^(b+1)) ms (b = 0 below 1.25 ms)."""
-MAX_BUCKET = 64
-"""The last bucket (1.25^65 ms: about 6 hours) also holds anything longer."""
 REFUSALS = frozenset({PROXY_REFUSED, BACKEND_UNREACHABLE, AUTH_REQUIRED, STORE_UNREACHABLE, PROXY_ERROR, BACKEND_REMOVED})
 """Failure reasons of a call the backend never answered: its outcome is `refused`."""
 _ENDED = object()
-
-
-def latency_bucket(ms: float) -> int:
-    """The latency bucket of `ms` milliseconds (`BUCKET_BASE`)."""
-    if ms < BUCKET_BASE:
-        return 0
-    return min(MAX_BUCKET, int(math.log(ms, BUCKET_BASE)))
 
 
 class ToolTasks:
@@ -69,18 +51,19 @@ class ToolTasks:
     def __init__(self) -> None:
         self._tasks: collections.OrderedDict[str, Any] = collections.OrderedDict()
 
-    def created(self, task_id: str, tool: str, started: float) -> None:
-        """A `tools/call` of `tool` (started at `started`, `time.perf_counter`) created the task the client knows as `task_id`."""
+    def created(self, task_id: str, tool: str | None, started: float) -> None:
+        """A `tools/call` of `tool` (the name its client gave: bounded when counted, `StatusRecorder.tool`;
+        started at `started`, `time.perf_counter`) created the task the client knows as `task_id`."""
         self._remember(task_id, (tool, started))
 
-    def end(self, task_id: str) -> tuple[str, float | None] | None:
-        """The end of `task_id` is seen: its (tool, start) to count, (`OTHER`, None) for a task this
+    def end(self, task_id: str) -> tuple[str | None, float | None] | None:
+        """The end of `task_id` is seen: its (tool, start) to count, (`OTHER_TOOL`, None) for a task this
         process did not see created, None when its end was counted already."""
         known = self._tasks.pop(task_id, None)
         self._remember(task_id, _ENDED)
         if known is _ENDED:
             return None
-        return known if known is not None else (OTHER, None)
+        return known if known is not None else (OTHER_TOOL, None)
 
     def _remember(self, task_id: str, value: Any) -> None:
         tasks = self._tasks
@@ -94,16 +77,19 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
     tool, if it ended one (module docstring)."""
     message = call.message
     assert message is not None
-    method, params = message.method, message.params
+    method = message.method
     label = outcome.label
+    backend = call.backend
     if label == "ok":
         # a modern client's translated answer is read here; any other, the layer that wrote it read
         seen: Seen | None = of_result(method, outcome.answer, v1=False) if outcome.source == TRANSLATED else call.request.get(SEEN)
         if seen is None:
             return
         end = seen.end
-        if method == "tools/call" and seen.task_id is not None:
-            call.backend.metrics.tool_tasks.created(seen.task_id, _label(call, params.get("name")), call.started)
+        if end is None:
+            if seen.task_id is not None and method == "tools/call":
+                name = message.params.get("name")
+                backend.metrics.tool_tasks.created(seen.task_id, name if name.__class__ is str else None, call.started)
             return
     elif method != "tools/call":
         return  # a task's poll refused, or left: the task goes on
@@ -111,30 +97,16 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
         end = TIMEOUT
     else:
         end = REFUSED if failure is not None and failure[0] in REFUSALS else PROTOCOL_ERROR
-    if end is None:
-        return
-    started: float | None = call.started
     if method == "tools/call":
-        tool = _label(call, params.get("name"))
-    else:
-        task_id = params.get("taskId")
-        if not isinstance(task_id, str):
-            return
-        known = call.backend.metrics.tool_tasks.end(task_id)
-        if known is None:
-            return
-        tool, started = known
-    backend = call.backend
-    metrics = backend.metrics
-    metrics.tool_result(backend.name, tool, end)
-    recorder = metrics.recorder
-    recorder.count((TOOLS, backend.name, tool, client_dialect, end))
-    if started is not None and end != REFUSED:
-        recorder.count((TOOL_MS, backend.name, tool, latency_bucket((time.perf_counter() - started) * 1000)))
+        name = message.params.get("name")
+        backend.metrics.recorder.tool(backend, name if name.__class__ is str else None, client_dialect, end,
+                                      call.started if end != REFUSED else None)
+        return
+    task_id = message.params.get("taskId")
+    if isinstance(task_id, str):
+        known = backend.metrics.tool_tasks.end(task_id)
+        if known is not None:
+            backend.metrics.recorder.tool(backend, known[0], client_dialect, end, known[1])
 
 
-def _label(call: Call, name: Any) -> str:
-    return name if call.backend.lists_tool(name) else OTHER
-
-
-__all__ = ["MAX_TASKS", "OTHER", "PROTOCOL_ERROR", "TOOLS", "TOOL_MS", "ToolTasks", "latency_bucket", "record_tool"]
+__all__ = ["MAX_TASKS", "ToolTasks", "record_tool"]

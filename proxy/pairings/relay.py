@@ -38,7 +38,7 @@ from translators.held import initialize_held_v1
 from translators.protocol import H_METHOD, H_NAME, H_SESSION_ID
 from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
-from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes
+from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes, of_message
 
 from ..faces.call import SEEN, Call
 from ..faces.checks import stream_to, takes_sse
@@ -70,21 +70,6 @@ log = logging.getLogger(__name__)
 
 
 async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward: Forward) -> web.StreamResponse:
-    """`_relay`; the answer to a method that can end a tool call (`TOOL_METHODS`) is also read for
-    what it says of the tool's outcome, left on `request` for the observer (`SEEN`): a JSON body
-    by a bytes search first (`tool_results.of_bytes`), a stream by its last event."""
-    method = forward.method
-    if method not in TOOL_METHODS:
-        return await _relay(request, backend, body, forward, None)
-    written = Written()
-    response = await _relay(request, backend, body, forward, written)
-    raw = response.body if isinstance(response, web.Response) else written.last_data()
-    request[SEEN] = of_bytes(method, raw, v1=not forward.v2) if isinstance(raw, bytes) else NOT_ENDED
-    return response
-
-
-async def _relay(request: web.Request, backend: Endpoint, body: bytes | None, forward: Forward,
-                 written: Written | None) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` as `forward` says, and stream its
     answer back. The request headers named in `forward.wanted` and every `Mcp-Param-*` go on;
     `set_headers` replace the client's. `session_id`, `seal_session` and `rewrite`: see the module docstring. `method`: the
@@ -109,6 +94,10 @@ async def _relay(request: web.Request, backend: Endpoint, body: bytes | None, fo
     cannot be sent raises the connector's `McpError` (`BackendUnreachable` when no connection
     could be made, so that new work may go to another backend); a GET or DELETE that cannot be
     sent gets the client a 502 with a JSON-RPC error naming the backend.
+
+    The answer to a method that can end a tool call (`TOOL_METHODS`) is also read for what it says
+    of the tool's outcome, left on `request` for the observer (`SEEN`, `_noted`): a JSON body by a
+    bytes search first (`tool_results.of_bytes`), a stream by its last event.
     """
     client_headers = request.headers
     headers = {name: client_headers[name] for name in forward.wanted if name in client_headers}
@@ -150,9 +139,9 @@ async def _relay(request: web.Request, backend: Endpoint, body: bytes | None, fo
         if upstream.status >= 400 and (length is None or length <= WHOLE_BODY_MAX):
             return await _relay_http_error(upstream, headers, backend.name, forward, method or request.method)
         if is_sse and json_only:
-            return await final_answer(upstream, headers, backend.name, forward)
+            return _noted(request, forward, await final_answer(upstream, headers, backend.name, forward))
         if forward.rewrite is not None:
-            return await _relay_rewritten(request, upstream, headers, backend.name, forward, written)
+            return await _relay_rewritten(request, upstream, headers, backend.name, forward)
         if length is not None and length <= WHOLE_BODY_MAX and not is_sse:
             # A body of known, modest length (a JSON answer, a 202): one read, one write downstream
             # with its Content-Length, instead of a chunked stream of three writes.
@@ -163,15 +152,29 @@ async def _relay(request: web.Request, backend: Endpoint, body: bytes | None, fo
                 return error_answer(backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None)
             if v2 and may_carry_legacy_code(body):
                 body = _renumbered_body(body)
+            if method in TOOL_METHODS:
+                request[SEEN] = of_bytes(method, body, v1=not v2)
             return web.Response(body=body, status=upstream.status, headers=headers)
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await stream_to(request, response)
+        written = Written()
         try:
             await relay_stream(request, upstream, response, renumber=v2 and is_sse, written=written)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
-        return response
+        return _noted(request, forward, response, written)
+
+
+def _noted(request: web.Request, forward: Forward, response: web.StreamResponse, written: Written | None = None) -> web.StreamResponse:
+    """`response`, with what it says of a tool call left on `request` (`SEEN`) when it answers a
+    `TOOL_METHODS` request: a whole body's, else the last event `written`. (The usual JSON answer
+    is read where it is written, without this call.)"""
+    method = forward.method
+    if method in TOOL_METHODS:
+        raw = response.body if isinstance(response, web.Response) else (written.last_data() if written is not None else None)
+        request[SEEN] = of_bytes(method, raw, v1=not forward.v2) if isinstance(raw, bytes) else NOT_ENDED
+    return response
 
 
 
@@ -216,7 +219,7 @@ async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str,
 
 
 async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str,
-                           forward: Forward, written: Written | None = None) -> web.StreamResponse:
+                           forward: Forward) -> web.StreamResponse:
     """The answer with `forward.rewrite` applied to each JSON-RPC message (with `v2`, legacy codes
     renumbered too): a JSON body whole, an SSE body event by event as they arrive. A body that is
     not JSON-RPC passes unchanged, and so does one that holds no id to rewrite
@@ -240,7 +243,10 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             error = backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}")
             return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
+        tool_method = forward.method in TOOL_METHODS
         if untouched(raw):
+            if tool_method:  # no task id in it (`untouched`): only its isError to read
+                request[SEEN] = of_bytes(forward.method, raw, v1=not forward.v2, no_ids=True)  # type: ignore[arg-type]
             return web.Response(body=raw, status=upstream.status, headers=headers)
         try:
             message = jsonrpc.parse(raw).raw
@@ -248,12 +254,15 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
             return web.Response(body=raw, status=upstream.status, headers=headers)
         message = rewrite(message)
         name_from_result(headers, message)
+        if tool_method:
+            request[SEEN] = of_message(forward.method, message, v1=not forward.v2)  # type: ignore[arg-type]
         return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
     response = web.StreamResponse(status=upstream.status, headers=headers)
     await stream_to(request, response)
     parser = SseParser()
+    written = Written()
     try:
-        with noting_answer(request, written) as written:
+        with noting_answer(request, written):
             async for chunk in upstream.content.iter_any():
                 for event in parser.feed(chunk):
                     data = event.data.encode()
@@ -262,7 +271,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         await response.write_eof()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
         log.info("relay from %s ended early: %s", backend, exc.__class__.__name__)
-    return response
+    return _noted(request, forward, response, written)
 
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from proxy.observe.figures import Figures
+from proxy.observe.figures import TOOL_MS, TOOLS, Figures, latency_bucket
 from proxy.observe.tool_verdicts import tool_rows, z_score
-from proxy.observe.tools import TOOL_MS, TOOLS, ToolTasks, latency_bucket
+from proxy.observe.tools import ToolTasks
 
 NOW_MS = 1_000 * 60_000
 
