@@ -29,7 +29,7 @@ from aiohttp import web
 from translators.sealing import Keyring
 
 from .config import ConfigError, Settings
-from .connections import BoundedSite, ConnectionLimits
+from .connections import BoundedSite, ConnectionLimits, drain_connections
 from .entry import Entry
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
@@ -453,6 +453,22 @@ class RunningProxy:
     async def stop(self) -> None:
         await self.runner.cleanup()
 
+    async def hand_over(self, grace_s: float) -> None:
+        """Stop as a restart's old process does (`proxy/restart.py`): stop accepting (the new
+        process holds the socket), drain the open connections for `grace_s` (each closes after its
+        next answer, an idle one after `grace_s`), then the graceful stop (`stop`)."""
+        site = next(iter(self.runner.sites))
+        assert isinstance(site, BoundedSite)
+        await site.stop()
+        await drain_connections(site.limits, grace_s)
+        await self.stop()
+
+    def listening_fd(self) -> int:
+        """The listening socket's descriptor (a restart hands it to the new process: `proxy/restart.py`)."""
+        site = next(iter(self.runner.sites))
+        assert isinstance(site, BoundedSite)
+        return site.listening_fd()
+
     def reloaded(self, verdict: dict[str, Any]) -> None:
         """A reload's verdict (`proxy/reload.py`), for the status page's last reloads."""
         self.runner.app[STATE].fleet.reloads.append(verdict)  # type: ignore[union-attr]  # started: it has a fleet
@@ -470,8 +486,9 @@ class RunningProxy:
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-                store: TaskStateStore | None = None, tracer_provider: Any = None) -> RunningProxy:
-    """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral).
+                store: TaskStateStore | None = None, tracer_provider: Any = None, listening_fd: int | None = None) -> RunningProxy:
+    """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral), or on the
+    listening socket `listening_fd` a restart handed over (`proxy/restart.py`).
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.
     """
@@ -481,7 +498,8 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, reuse_port=settings.workers > 1)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, reuse_port=settings.workers > 1,
+                       listening_fd=listening_fd)
     try:
         await site.start()
     except BaseException:

@@ -1,4 +1,4 @@
-"""Command line: `mcp-tasks-proxy serve | reload | stdio | check | demo | probe | status | reference-server | bench`."""
+"""Command line: `mcp-tasks-proxy serve | reload | restart | stdio | check | demo | probe | status | reference-server | bench`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -85,14 +85,25 @@ def _serve(args: argparse.Namespace) -> int:
     # is ignored rather than the end of the proxy; the handler replaces this (docs/decisions.md §85).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    with pid_file(settings):  # `mcp-tasks-proxy reload` signals the process named there
+    from .restart import TAKEN_OVER, Takeover
+
+    takeover = Takeover.from_environment()  # the new process of a restart (proxy/restart.py)
+    if takeover is not None:
+        if settings.workers > 1:
+            return 2  # the old process refuses restarts under --workers; never reached
+        from . import app  # noqa: F401  # imported now: an import error leaves the old process serving
+
+        TAKEN_OVER.update({"from_pid": takeover.old_pid, "at_ms": takeover.at_ms})
+        takeover.ready()
+    wait_s = takeover.lock_wait_s(settings) if takeover is not None else 0.0
+    with pid_file(settings, wait_s):  # `mcp-tasks-proxy reload` signals the process named there
         if settings.workers > 1:
             refusal = _workers_refusal(settings)
             if refusal:
                 announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
                 return 2
             return _run_workers(settings, lambda: _serve_one(settings, lambda: load(args.config, overrides)))
-        return _serve_one(settings, lambda: load(args.config, overrides))
+        return _serve_one(settings, lambda: load(args.config, overrides), takeover)
 
 
 def _workers_refusal(settings: Settings) -> str | None:
@@ -125,10 +136,12 @@ def _run_workers(settings: Settings, serve: Callable[[], int]) -> int:
 
 
 
-def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None) -> int:
+def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None, takeover: Any = None) -> int:
     """Serve until SIGINT or SIGTERM; on SIGHUP, `reread()` the configuration and reload it
-    (`proxy/reload.py`)."""
+    (`proxy/reload.py`); on SIGUSR2, hand over to a new process (`proxy/restart.py`). `takeover`:
+    this is that new process (`restart.Takeover`): it serves on the socket it was handed."""
     from .app import start
+    from .restart import HANDOVER_GRACE_S, Restarter
     from .upstream.backend import UnsupportedBackend
 
     async def run() -> int:
@@ -142,25 +155,36 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None)
             from .reload import Hangup
 
             hangup = Hangup(loop, reread, settings.state_dir)  # before start: an early SIGHUP waits instead of ending the proxy
+        restarter = Restarter(loop, stop, settings)
         try:
-            running = await start(settings)
+            running = await start(settings, listening_fd=takeover.listening_fd if takeover is not None else None)
         except (UnsupportedBackend, ConfigError) as exc:
             announce(settings.log_format, f"mcp-tasks-proxy: refusing to start: {exc}", sys.stderr, level=logging.ERROR)
+            if takeover is not None:
+                takeover.failed(settings, f"refusing to start: {exc}")
             return 2
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else exc.strerror  # "Address already in use", not asyncio's sentence
             announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
+            if takeover is not None:
+                takeover.failed(settings, f"cannot listen: {reason}")
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         if hangup is not None:
             hangup.attach(running)
+        restarter.attach(running)
+        if takeover is not None:
+            takeover.serving(settings)
         # The banner is stdout's one line (the readiness signal scripts and the benchmark wait for).
         announce(settings.log_format, f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", sys.stdout,
                  url=running.url)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
-        await running.stop()
+        if restarter.handed_over:  # a restart's new process holds the socket: drain the connections first
+            await running.hand_over(HANDOVER_GRACE_S)
+        else:
+            await running.stop()
         if hangup is not None:
             hangup.close()
         return 0
@@ -331,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     checking.add_argument("--upstream", metavar="URL", help="as for serve")
     checking.add_argument("--store", metavar="STORE", help="as for serve")
     checking.set_defaults(run=_check)
+    from .restart import add_parser as add_restart_parser
+
+    add_restart_parser(commands)
     from .reload import add_parser as add_reload_parser
 
     add_reload_parser(commands)

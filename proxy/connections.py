@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -51,6 +52,8 @@ class ConnectionLimits:
     idle_timeout_s: float
     max_connections: int
     open: int = 0
+    live: set[BoundedRequestHandler] = field(default_factory=set)
+    """The connections open now (a restart drains them: `drain_connections`)."""
 
 
 def _error_body(code: int, message: str) -> bytes:
@@ -78,6 +81,7 @@ class BoundedRequestHandler(RequestHandler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._limits.open += 1
+        self._limits.live.add(self)
         self._counted = True
         if self._limits.open > self._limits.max_connections:
             self._request_handler = self._over_the_cap(self._request_handler)
@@ -99,6 +103,7 @@ class BoundedRequestHandler(RequestHandler):
         return handle
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        self._limits.live.discard(self)
         if self._counted:
             self._counted = False
             self._limits.open -= 1
@@ -123,6 +128,29 @@ class BoundedRequestHandler(RequestHandler):
         if starts and self._request_count == parsed and not self._force_close:
             # A head begun and not complete (no timer for the common whole head).
             self._header_deadline = self._loop.call_later(self._limits.header_timeout_s, self._header_timeout)
+
+    def drain(self, grace_s: float) -> None:
+        """Keep the connection alive no more (a restart hands over, `drain_connections`): its next
+        answer says `Connection: close` and the connection closes after it, so that its client
+        opens the next one to the new process; an idle connection that gets no request within
+        `grace_s` is closed then (its client sees it closed before it reuses it)."""
+        serve = self._request_handler
+        if serve is None:
+            return
+
+        async def closing(request: BaseRequest) -> StreamResponse:
+            # As if the client had asked to close: every answer, a stream's too, says so in its head.
+            request._message = request._message._replace(should_close=True)  # aiohttp reads keep_alive from it
+            response = await serve(request)
+            response.force_close()
+            return response
+
+        self._request_handler = closing
+        self._loop.call_later(grace_s, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        if self._waiter is not None and not self._messages:
+            self.close()
 
     def _stop_header_deadline(self) -> None:
         if self._header_deadline is not None:
@@ -172,21 +200,32 @@ class BoundedSite(web.BaseSite):
     `TCPSite`, which always builds the plain `RequestHandler`). `handler_args` go to aiohttp's
     `RequestHandler` (e.g. `access_log=None`)."""
 
-    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_reuse_port")
+    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_reuse_port", "_listening_fd")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
-                 reuse_port: bool = False, **handler_args: Any):
+                 reuse_port: bool = False, listening_fd: int | None = None, **handler_args: Any):
         super().__init__(runner, backlog=backlog)
         self._host = host
         self._port = port
         self._reuse_port = reuse_port
         """`SO_REUSEPORT`: several worker processes listen on one port (the kernel spreads connections)."""
+        self._listening_fd = listening_fd
+        """A listening socket handed over by a restart (`proxy/restart.py`): served instead of binding one."""
         self._limits = limits
         self._handler_args = handler_args
 
     @property
     def name(self) -> str:
         return f"http://{self._host}:{self._port}"
+
+    @property
+    def limits(self) -> ConnectionLimits:
+        return self._limits
+
+    def listening_fd(self) -> int:
+        """The descriptor of the listening socket (once started)."""
+        assert self._server is not None
+        return int(self._server.sockets[0].fileno())
 
     async def start(self) -> None:
         await super().start()
@@ -197,5 +236,21 @@ class BoundedSite(web.BaseSite):
         def protocol() -> BoundedRequestHandler:
             return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
 
-        self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog,
-                                                reuse_port=self._reuse_port or None)
+        if self._listening_fd is not None:
+            handed = socket.socket(fileno=self._listening_fd)
+            handed.setblocking(False)
+            self._server = await loop.create_server(protocol, sock=handed, backlog=self._backlog)
+        else:
+            self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog,
+                                                    reuse_port=self._reuse_port or None)
+
+
+async def drain_connections(limits: ConnectionLimits, grace_s: float) -> None:
+    """Drain every open connection (`BoundedRequestHandler.drain`) and wait, at most `grace_s` and a
+    little more, until they have closed: a restart's old process does this once it stopped
+    accepting, before its graceful stop (`proxy/restart.py`)."""
+    for handler in list(limits.live):
+        handler.drain(grace_s)
+    deadline = asyncio.get_running_loop().time() + grace_s + 0.2
+    while limits.live and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)

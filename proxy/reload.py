@@ -55,7 +55,7 @@ def verdict_path(state_dir: str, pid: int) -> Path:
     return Path(state_dir).expanduser() / VERDICTS / f"{pid}.json"
 
 
-def _write(path: Path, data: object) -> None:
+def write_json(path: Path, data: object) -> None:
     """`data` as JSON in `path`, whole or not at all for a reader."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     written = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -66,7 +66,7 @@ def _write(path: Path, data: object) -> None:
 def write_workers(state_dir: str, workers: list[int]) -> None:
     """Name the workers of this supervisor (`serve --workers N`) for `mcp-tasks-proxy reload`."""
     try:
-        _write(Path(state_dir).expanduser() / WORKERS_FILE, {"supervisor": os.getpid(), "workers": sorted(workers)})
+        write_json(Path(state_dir).expanduser() / WORKERS_FILE, {"supervisor": os.getpid(), "workers": sorted(workers)})
     except OSError as exc:
         log.warning("cannot write %s (`mcp-tasks-proxy reload` then waits for the supervisor only): %s", WORKERS_FILE, exc.strerror)
 
@@ -83,13 +83,14 @@ def pid_path(state_dir: str) -> Path:
 
 
 @contextlib.contextmanager
-def pid_file(settings: Settings) -> Iterator[None]:
+def pid_file(settings: Settings, wait_s: float = 0.0) -> Iterator[None]:
     """`<state_dir>/serve.pid` names the process that holds `<state_dir>/serve.pid.lock` (a POSIX
     record lock, released by the kernel when its process dies, SIGKILL included, before the process
     is reaped): this process takes the lock and, once it holds it, writes its own id there whatever
     the file said (a killed proxy's, even one whose zombie still answers kill(pid, 0)). When another
     live process holds the lock, that one keeps the file, and this is logged. The file is removed at
-    the end if it still names this process; the lock goes with the process (or the block's end)."""
+    the end if it still names this process; the lock goes with the process (or the block's end).
+    `wait_s`: wait that long for the lock (a restart's new process, while the old one finishes)."""
     path = pid_path(settings.state_dir)
     mine = str(os.getpid())
     lock: int | None = None
@@ -97,7 +98,7 @@ def pid_file(settings: Settings) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = os.open(path.with_name(PID_FILE + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
         try:
-            fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(lock, wait_s)
         except OSError as exc:
             os.close(lock)
             lock = None
@@ -122,6 +123,20 @@ def pid_file(settings: Settings) -> Iterator[None]:
                 if path.read_text().strip() == mine:
                     path.unlink()
             os.close(lock)
+
+
+def _lock(fd: int, wait_s: float) -> None:
+    """Take the POSIX lock on `fd`, trying for `wait_s` seconds (ten times a second); raises the
+    last `OSError` (EAGAIN, EACCES) when another process still holds it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EAGAIN) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)
 
 
 class Hangup:
@@ -178,7 +193,7 @@ class Hangup:
         if self.running is not None:
             self.running.reloaded(verdict)
         try:
-            _write(self.path, {"pid": os.getpid(), "reloads": self.verdicts})
+            write_json(self.path, {"pid": os.getpid(), "reloads": self.verdicts})
         except OSError as exc:
             log.warning("cannot write %s (`mcp-tasks-proxy reload` waits for it): %s", self.path, exc.strerror)
 
@@ -199,28 +214,8 @@ def _reload_command(args: argparse.Namespace) -> int:
             print(escaped(f"mcp-tasks-proxy: configuration error, nothing reloaded: {exc}"), file=sys.stderr)
             return 2
     state_dir = args.state_dir or (settings.state_dir if settings is not None else Settings().state_dir)
-    pid = args.pid
-    path = pid_path(state_dir)
+    pid = serving_pid(args, state_dir)
     if pid is None:
-        try:
-            text = path.read_text().strip()
-        except OSError:
-            print(f"mcp-tasks-proxy: no serving proxy: cannot read {path} (give --pid, or the --state-dir it runs with)", file=sys.stderr)
-            return 2
-        if not text.isdigit():
-            print(f"mcp-tasks-proxy: {path} does not hold a process id", file=sys.stderr)
-            return 2
-        pid = int(text)
-    where = f"{path} names process {pid}" if args.pid is None else f"--pid {pid} is"
-    argv = _serving_argv(pid) if pid > 1 else None  # never 0 (a process group), -1 (every process) or init
-    if argv is None:
-        print(f"mcp-tasks-proxy: {where}, which is not a running `mcp-tasks-proxy serve`"
-              f"{' (a stale pid file?)' if args.pid is None else ''}; nothing sent", file=sys.stderr)
-        return 2
-    served = _config_of(argv)
-    if args.config is not None and served is not None and Path(served).resolve() != Path(args.config).resolve():
-        print(f"mcp-tasks-proxy: the proxy (pid {pid}) runs with --config {served}, not {args.config}: it re-reads its own "
-              "file; nothing sent", file=sys.stderr)
         return 2
     processes = _serving_processes(state_dir, pid)
     before = {process: _last_reload(state_dir, process) for process in processes}
@@ -244,6 +239,36 @@ def _reload_command(args: argparse.Namespace) -> int:
             print(escaped(f"pid {process}: refused, the running configuration stays: {verdict.get('reason')}"))
             status = max(status, 1)
     return status
+
+
+def serving_pid(args: argparse.Namespace, state_dir: str) -> int | None:
+    """The `mcp-tasks-proxy serve` process a command signals: `--pid`, else the one `serve.pid`
+    names in `state_dir`; None (the reason printed) when it is not a running proxy, or runs with
+    another `--config` than the one given (it re-reads its own file)."""
+    pid = args.pid
+    path = pid_path(state_dir)
+    if pid is None:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            print(f"mcp-tasks-proxy: no serving proxy: cannot read {path} (give --pid, or the --state-dir it runs with)", file=sys.stderr)
+            return None
+        if not text.isdigit():
+            print(f"mcp-tasks-proxy: {path} does not hold a process id", file=sys.stderr)
+            return None
+        pid = int(text)
+    where = f"{path} names process {pid}" if args.pid is None else f"--pid {pid} is"
+    argv = serving_argv(pid) if pid > 1 else None  # never 0 (a process group), -1 (every process) or init
+    if argv is None:
+        print(f"mcp-tasks-proxy: {where}, which is not a running `mcp-tasks-proxy serve`"
+              f"{' (a stale pid file?)' if args.pid is None else ''}; nothing sent", file=sys.stderr)
+        return None
+    served = config_of(argv)
+    if args.config is not None and served is not None and Path(served).resolve() != Path(args.config).resolve():
+        print(f"mcp-tasks-proxy: the proxy (pid {pid}) runs with --config {served}, not {args.config}: it re-reads its own "
+              "file; nothing sent", file=sys.stderr)
+        return None
+    return pid
 
 
 def _serving_processes(state_dir: str, pid: int) -> list[int]:
@@ -290,7 +315,7 @@ def _verdicts(state_dir: str, before: dict[int, int], wait_s: float) -> dict[int
         time.sleep(0.1)
 
 
-def _serving_argv(pid: int) -> list[str] | None:
+def serving_argv(pid: int) -> list[str] | None:
     """The command line of process `pid` when it is a `mcp-tasks-proxy serve` (the console script,
     or `python -m proxy serve`), else None (gone, or another program that got the pid since)."""
     try:
@@ -302,7 +327,7 @@ def _serving_argv(pid: int) -> list[str] | None:
     return argv if is_proxy and "serve" in argv else None
 
 
-def _config_of(argv: list[str]) -> str | None:
+def config_of(argv: list[str]) -> str | None:
     """The `--config FILE` a serving process was started with, or None."""
     for i, part in enumerate(argv):
         if part == "--config" and i + 1 < len(argv):

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from translators.failures import REASONS, REPAIRS
 
+from ..restart import TAKEN_OVER, version
 from .figures import Figures
 from .lasting import process_view
 from .page import render
@@ -100,6 +101,8 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         "repairs": REPAIRS,
         "shadow": _shadow(fleet),
         "reloads": list(reversed(fleet.reloads)),
+        "version": version(),
+        "restarted": {**TAKEN_OVER, "version": version()} if TAKEN_OVER else None,
     }
 
 
