@@ -84,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
     # A SIGHUP before the reload handler is installed (right after the pid file names this process)
     # is ignored rather than the end of the proxy; the handler replaces this (docs/decisions.md §85).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # likewise a restart's (proxy/restart.py) before its handler
 
     from .restart import TAKEN_OVER, Takeover
 
@@ -126,8 +127,10 @@ def _run_workers(settings: Settings, serve: Callable[[], int]) -> int:
     reloads), named in `<state_dir>/serve.workers` for `mcp-tasks-proxy reload`. Returns the worst
     exit status."""
     from .reload import WORKERS_FILE, remove_own, write_workers
+    from .restart import refuse_under_workers
     from .workers import run_workers
 
+    signal.signal(signal.SIGUSR2, lambda _sig, _frame: refuse_under_workers(settings.state_dir))
     try:
         return run_workers(settings.workers, serve, lambda pids: write_workers(settings.state_dir, pids))
     finally:
@@ -155,7 +158,7 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None,
             from .reload import Hangup
 
             hangup = Hangup(loop, reread, settings.state_dir)  # before start: an early SIGHUP waits instead of ending the proxy
-        restarter = Restarter(loop, stop, settings)
+        restarter = Restarter(loop, stop, settings) if settings.workers == 1 else None  # a worker is not restarted alone
         try:
             running = await start(settings, listening_fd=takeover.listening_fd if takeover is not None else None)
         except (UnsupportedBackend, ConfigError) as exc:
@@ -172,7 +175,8 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None,
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         if hangup is not None:
             hangup.attach(running)
-        restarter.attach(running)
+        if restarter is not None:
+            restarter.attach(running)
         if takeover is not None:
             takeover.serving(settings)
         # The banner is stdout's one line (the readiness signal scripts and the benchmark wait for).
@@ -181,7 +185,7 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None,
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
-        if restarter.handed_over:  # a restart's new process holds the socket: drain the connections first
+        if restarter is not None and restarter.handed_over:  # a restart's new process holds the socket: drain the connections first
             await running.hand_over(HANDOVER_GRACE_S)
         else:
             await running.stop()

@@ -147,6 +147,14 @@ class Restarter:
         _record(self.settings.state_dir, os.getpid(), {"outcome": "refused", "reason": reason})
 
 
+def refuse_under_workers(state_dir: str) -> None:
+    """`SIGUSR2` to the supervisor of `serve --workers N`: not done yet (decision 169), said in the verdict."""
+    reason = ("serve --workers N is not restarted in place yet: restart its replicas one by one behind the load balancer, "
+              "or stop and start it")
+    log.warning("SIGUSR2: restart refused: %s", reason)
+    _record(state_dir, os.getpid(), {"outcome": "refused", "reason": reason})
+
+
 # -- the new process ------------------------------------------------------------------------------
 
 

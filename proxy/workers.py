@@ -42,6 +42,7 @@ def _fork(serve: Callable[[], int]) -> int:
                 signal.signal(sig, signal.SIG_DFL)
             # A reload that reaches a worker before its own handler is installed is ignored, never its end.
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # the supervisor's handler is not the worker's: no restart of one worker
             code = serve()
         finally:
             os._exit(code)

@@ -181,6 +181,14 @@ def recent_replicas(replicas: list[dict[str, Any]], now: int) -> list[dict[str, 
     return [r for r in replicas if r["processes"] or now - r["last_flush_ms"] < 86_400_000]
 
 
+def _restarted(data: dict[str, Any], now: int) -> str:
+    """", restarted from pid N <when>" when this process took over from another (`mcp-tasks-proxy restart`)."""
+    restarted = data.get("restarted")
+    if not restarted:
+        return ""
+    return f' (restarted from pid {escape(str(restarted["from_pid"]))} {escape(when(restarted["at_ms"], now))})'
+
+
 def _counting(data: dict[str, Any]) -> str:
     """Since when, and over what, the page has counted; each replica's own figures."""
     counting, now = data["counting"], data["now_ms"]
@@ -335,7 +343,7 @@ def render(data: dict[str, Any], refresh_s: int) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>mcp-tasks-proxy status</title>
 <style>{STYLE}</style></head><body>
 <h1>mcp-tasks-proxy status</h1>
-<p class="muted">{escape(when(now, now).split(" (")[0])} · up since {escape(when(data["started_ms"], now))} ·
+<p class="muted">{escape(when(now, now).split(" (")[0])} · version {escape(str(data.get("version", "?")))} · up since {escape(when(data["started_ms"], now))}{_restarted(data, now)} ·
 reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_verdict(data)}
 {_counting(data)}

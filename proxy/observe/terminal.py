@@ -70,7 +70,10 @@ def _counting(data: dict[str, Any]) -> list[str]:
 def render(data: dict[str, Any]) -> str:
     now = data["now_ms"]
     scope = covers(data["counting"])
-    out = [*_counting(data), "Backends" if scope == "this process" else f"Backends (requests and errors: {scope}; the rest: this process)",
+    restarted = data.get("restarted")
+    head = [f"version {data.get('version', '?')}, up since {when(data['started_ms'], now)}"
+            + (f", restarted from pid {restarted['from_pid']} {when(restarted['at_ms'], now)}" if restarted else "")]
+    out = [*head, *_counting(data), "Backends" if scope == "this process" else f"Backends (requests and errors: {scope}; the rest: this process)",
            table(
         ["backend", "transport", "dialect", "versions", "health", "dialect since", "live tasks", "req/h", "err/h", "refused/h", "p50 ms",
          "p99 ms", "weight (new work)", "drain"],

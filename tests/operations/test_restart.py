@@ -23,6 +23,7 @@ from session_support import SessionCaller
 from support import Caller, free_port
 
 from proxy.keys import new_key_text
+from translators.held import INTERRUPTED
 
 pytestmark = pytest.mark.peers
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,3 +238,40 @@ async def test_a_held_call_running_across_a_restart_ends_with_its_result(tmp_pat
     finally:
         await served.stop()
         server.stop()
+
+
+async def test_a_held_call_longer_than_the_stop_allows_reads_interrupted_after_a_restart(tmp_path):
+    server = start_untasked_server(tmp_path / "events.jsonl")
+    served = Served(tmp_path, server.url, "hold_after_ms = 300\n")
+    served.config.write_text("shutdown_timeout_ms = 500\n" + served.config.read_text())
+    try:
+        await served.start()
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+            caller = Caller(http, served.url)
+            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"}})
+            code, out, err = await served.restart()
+            assert code == 0, (out, err, served.log.read_text())
+            after = (await caller.call("tasks/get", {"taskId": created.result["taskId"]})).result
+        assert (after["status"], after["error"]) == ("failed", {"code": -32603, "message": INTERRUPTED})
+        assert "stopping: 0 held call(s) ended, 1 still running left interrupted" in served.log.read_text()
+    finally:
+        await served.stop()
+        server.stop()
+
+
+async def test_serve_with_workers_refuses_a_restart_and_goes_on(reference_v1_server, redis_url, tmp_path):
+    served = Served(tmp_path, reference_v1_server.url)
+    served.config.write_text(f'workers = 2\nstore = "{redis_url}"\n' + served.config.read_text())
+    await served.start()
+    try:
+        supervisor = served.pid()
+        code, out, err = await served.restart()
+        assert (code, out) == (1, f"sent SIGUSR2 to mcp-tasks-proxy (pid {supervisor})\n")
+        assert err == ("mcp-tasks-proxy: restart refused: serve --workers N is not restarted in place yet: restart its replicas "
+                       "one by one behind the load balancer, or stop and start it; the old process still serves\n")
+        assert served.pid() == supervisor
+        async with aiohttp.ClientSession() as http:
+            answer = await Caller(http, served.url).call("tools/call", {"name": "greet", "arguments": {"name": "workers"}})
+        assert answer.result["content"] == [{"type": "text", "text": "Hello, workers!"}]
+    finally:
+        await served.stop()
