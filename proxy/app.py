@@ -17,10 +17,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -39,8 +37,8 @@ from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
 from .pairings.held import drain
-from .state.health import StoreUnreachable
-from .state.sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
+from .state.opening import open_store, reach
+from .state.sqlite_store import SqliteTaskStore
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
 from .upstream.resource_metadata import MetadataUnavailable, ResourceMetadata
@@ -230,7 +228,7 @@ async def _startup(app: web.Application) -> None:
 
     state.fleet.shadow = state.entry.shadow = Shadowing(settings, state.fleet, state.metrics)  # type: ignore[attr-defined]
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
-        await _heartbeat(state.store)
+        await reach(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
     # Set up before the backends are probed: the figures' tables and modules are ready by then.
     state.lasting = _lasting(state)
@@ -314,40 +312,6 @@ def _rules_for(fleet: Fleet) -> Callable[[str, str], SessionPairing | None]:
     return rules_for
 
 
-def _open_store(settings: Settings) -> TaskStateStore | None:
-    """The store `settings.store` names: the SQLite file `<state_dir>/tasks.sqlite3`, or None
-    (in memory). Raises `ConfigError` when the file cannot be opened."""
-    if settings.store == "memory":
-        return None
-    if settings.store != "sqlite":
-        try:
-            from .state.redis_store import RedisTaskStore
-        except ImportError:
-            raise ConfigError("store: a Redis URL needs the redis client: pip install 'mcp-tasks-proxy[redis]'") from None
-        return RedisTaskStore(settings.store, timeout_ms=settings.store_timeout_ms)
-    path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
-    try:
-        return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
-    except (StoreDamaged, StoreInUse) as exc:
-        raise ConfigError(f"store: {exc}") from None
-    except (OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"store: cannot open {path}: {exc}") from None
-
-
-async def _heartbeat(store: TaskStateStore) -> None:
-    """A shared store is reached once at start (its heartbeat written): an unreachable Redis
-    refuses the start with `ConfigError` instead of failing the first requests."""
-    beat = getattr(store, "heartbeat", None)
-    if beat is None:
-        return
-    try:
-        await beat()
-    except StoreUnreachable as exc:
-        raise ConfigError(f"store: cannot reach {exc.store}: {exc.reason}") from None
-    except Exception as exc:  # the client's other errors
-        raise ConfigError(f"store: cannot reach {getattr(store, 'url', 'the store')}: {exc}") from None
-
-
 async def _shutdown(app: web.Application) -> None:
     """The proxy is stopping (no longer listening): end the session face's long-lived GET streams
     so that only real requests in flight are waited for (up to `shutdown_timeout_ms`)."""
@@ -410,7 +374,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app = web.Application(client_max_size=settings.max_body_bytes + 1024)
     own_store = store is None
     if store is None:
-        store = _open_store(settings)
+        store = open_store(settings)
     app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store, tracer_provider=tracer_provider)
     path = settings.path.rstrip("/") or "/"
     for route in {path, path + "/"} if path != "/" else {"/"}:

@@ -86,7 +86,8 @@ def _serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # likewise a restart's (proxy/restart.py) before its handler
 
-    from .restart import TAKEN_OVER, Takeover
+    from .restart import Takeover
+    from .version import TAKEN_OVER
 
     takeover = Takeover.from_environment()  # the new process of a restart (proxy/restart.py)
     if takeover is not None:

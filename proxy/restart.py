@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from .config import ConfigError, Settings, load
 from .printable import escaped
 from .reload import serving_pid, write_json
+from .version import version
 
 if TYPE_CHECKING:
     from .app import RunningProxy
@@ -55,17 +56,6 @@ HANDOVER_GRACE_S = 1.0
 next request with `Connection: close`, an idle one closes then (`connections.drain_connections`)."""
 LOCK_WAIT_MARGIN_S = 30.0
 """The new process waits for the old one's locks `shutdown_timeout_ms` and this much more."""
-
-
-def version() -> str:
-    """The installed package's version (what a restart brought in)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("mcp-tasks-proxy")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def verdict_path(state_dir: str, old_pid: int) -> Path:
@@ -197,10 +187,6 @@ class Takeover:
 
     def failed(self, settings: Settings, reason: str) -> None:
         _record(settings.state_dir, self.old_pid, {"outcome": "failed", "new_pid": os.getpid(), "reason": reason})
-
-
-TAKEN_OVER: dict[str, Any] = {}
-"""Set in a process that took over from another: `from_pid`, `at_ms` (the status page says so)."""
 
 
 # -- the command ----------------------------------------------------------------------------------

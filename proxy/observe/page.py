@@ -343,8 +343,8 @@ def render(data: dict[str, Any], refresh_s: int) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>mcp-tasks-proxy status</title>
 <style>{STYLE}</style></head><body>
 <h1>mcp-tasks-proxy status</h1>
-<p class="muted">{escape(when(now, now).split(" (")[0])} · version {escape(str(data.get("version", "?")))} · up since {escape(when(data["started_ms"], now))}{_restarted(data, now)} ·
-reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
+<p class="muted">{escape(when(now, now).split(" (")[0])} · version {escape(str(data.get("version", "?")))} ·
+up since {escape(when(data["started_ms"], now))}{_restarted(data, now)} · reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_verdict(data)}
 {_counting(data)}
 <h2>Backends</h2>

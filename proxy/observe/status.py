@@ -18,7 +18,7 @@ from aiohttp import web
 
 from translators.failures import REASONS, REPAIRS
 
-from ..restart import TAKEN_OVER, version
+from ..version import TAKEN_OVER, version
 from .figures import Figures
 from .lasting import process_view
 from .page import render

@@ -71,7 +71,7 @@ def render(data: dict[str, Any]) -> str:
     now = data["now_ms"]
     scope = covers(data["counting"])
     restarted = data.get("restarted")
-    head = [f"version {data.get('version', '?')}, up since {when(data['started_ms'], now)}"
+    head = [f"version {data.get('version', '?')}, up since {when(data.get('started_ms'), now)}"
             + (f", restarted from pid {restarted['from_pid']} {when(restarted['at_ms'], now)}" if restarted else "")]
     out = [*head, *_counting(data), "Backends" if scope == "this process" else f"Backends (requests and errors: {scope}; the rest: this process)",
            table(

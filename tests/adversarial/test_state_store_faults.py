@@ -18,8 +18,9 @@ import pytest
 from adv_support import wait_for_input
 from support import Caller, running_proxy
 
-from proxy.app import STATE, _open_store
+from proxy.app import STATE
 from proxy.config import ConfigError, load
+from proxy.state.opening import open_store as _open_store
 from proxy.state.sqlite_store import SqliteTaskStore
 from proxy.state.store import SessionRecord
 from translators.model import InputRequest
@@ -79,7 +80,7 @@ async def test_a_second_process_on_the_same_state_directory_is_refused(tmp_path)
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-        from proxy.app import _open_store
+        from proxy.state.opening import open_store as _open_store
         from proxy.config import ConfigError, load
         try:
             _open_store(load(None, {{"upstream": [{{"url": "http://127.0.0.1:1/mcp"}}], "state_dir": {str(tmp_path)!r}}}))

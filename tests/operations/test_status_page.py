@@ -319,11 +319,13 @@ async def test_status_command_prints_the_tables(reference_v1_server, reference_v
         out, _ = await process.communicate()
     assert process.returncode == 0
     lines = out.decode().splitlines()
-    assert lines[0].startswith('Counts cover this process: nothing is kept (store = "memory"); counted since ')
-    assert lines[2] == "Backends"
-    assert lines[5].split()[:5] == ["old", "http", "v1", "2025-11-25", "up"]
-    assert lines[6].split()[:5] == ["new", "http", "v2-modern", "2026-07-28", "up"]
-    assert [line.split()[-3:] for line in lines[5:7]] == [["1", "(50%)", "-"], ["1", "(50%)", "-"]]  # weight, share, drain
+    assert lines[0].startswith("version 0.1.0, up since ")  # this process: not restarted from another
+    assert "restarted" not in lines[0]
+    assert lines[1].startswith('Counts cover this process: nothing is kept (store = "memory"); counted since ')
+    assert lines[3] == "Backends"
+    assert lines[6].split()[:5] == ["old", "http", "v1", "2025-11-25", "up"]
+    assert lines[7].split()[:5] == ["new", "http", "v2-modern", "2026-07-28", "up"]
+    assert [line.split()[-3:] for line in lines[6:8]] == [["1", "(50%)", "-"], ["1", "(50%)", "-"]]  # weight, share, drain
     start = lines.index("Migration matrix, last hour")
     assert [line.split() for line in lines[start + 3 : start + 8]] == [
         ["v1", "v1", "relayed", "4", "0"],
