@@ -224,8 +224,9 @@ class BoundedSite(web.BaseSite):
 
     def listening_fd(self) -> int:
         """The descriptor of the listening socket (once started)."""
-        assert self._server is not None
-        return int(self._server.sockets[0].fileno())
+        sockets = getattr(self._server, "sockets", None)  # asyncio's and uvloop's servers alike
+        assert sockets, "started"
+        return int(sockets[0].fileno())
 
     async def start(self) -> None:
         await super().start()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..config import ConfigError, Settings
 from .health import StoreUnreachable
-from .sqlite_store import SqliteTaskStore, StoreDamaged, StoreInUse
+from .sqlite_faults import StoreDamaged, StoreInUse
+from .sqlite_store import SqliteTaskStore
 from .store import TaskStateStore
 
 
