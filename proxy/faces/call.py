@@ -32,8 +32,8 @@ REFUSAL = web.RequestKey("mcp_tasks_proxy_refusal", McpError)
 """The error a proxy session's rules raised for a request, for its failure's reason."""
 SEEN = web.RequestKey("mcp_tasks_proxy_tool_seen", Seen)
 """What the answer to a `tools/call`, `tasks/get` or `tasks/result` said of the tool's outcome
-(`translators.tool_results`), left by the layer that wrote it (a relay, a proxy session): the
-observer counts it (`proxy/observe/tools.py`)."""
+(`translators.tool_results`), left by a layer that wrote it and holds only the request (a proxy
+session, the held v1 calls; a relay sets `Call.seen`): the observer counts it (`proxy/observe/tools.py`)."""
 
 
 def client_key(info: Any) -> ClientKey:
@@ -109,7 +109,7 @@ class Call:
     first until routed) and `backend_dialect` (None: what the backend speaks now)."""
 
     __slots__ = ("request", "body", "message", "face", "dialect", "principal", "client", "meta", "repairs", "backend",
-                 "backend_dialect", "relaying", "recorded", "started")
+                 "backend_dialect", "relaying", "recorded", "started", "seen")
 
     def __init__(self, request: web.Request, backend: Any):
         self.request = request
@@ -129,6 +129,9 @@ class Call:
         """The observer has its outcome (a translated answer's is recorded before it is written)."""
         self.started = time.perf_counter()
         """When the entry took the call (`time.perf_counter`): a tool call's latency is counted from here."""
+        self.seen: Seen | None = None
+        """What a relay read of its answer about a tool call (`translators.tool_results`); other
+        layers, which hold only the request, leave it as `SEEN` on the request."""
 
     @property
     def method(self) -> str | None:

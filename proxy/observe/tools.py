@@ -3,8 +3,8 @@ observer (`proxy/observe/outcome.py`) once per call, never by the layers below.
 
 A tool call ends where its client learns how it went: the answer to a `tools/call` that was not
 turned into a task, or the first answer about a task that shows its end (a v2 `tasks/get`, a v1
-`tasks/get` or `tasks/result`). What that answer said is the answering layer's report (`SEEN` on
-the request: a relay, a proxy session) or, for a translated answer, read here from the result the
+`tasks/get` or `tasks/result`). What that answer said is the answering layer's report (a relay's
+`call.seen`; `SEEN` on the request: a proxy session, the held v1 calls) or, for a translated answer, read here from the result the
 pairing built (`translators.tool_results`). A refused or abandoned `tools/call` ends it too:
 `refused` when the proxy answered in the backend's stead or could not reach it, `timeout` when the
 client left before its answer, `protocol_error` for a JSON-RPC error of the backend's.
@@ -82,7 +82,8 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
     backend = call.backend
     if label == "ok":
         # a modern client's translated answer is read here; any other, the layer that wrote it read
-        seen: Seen | None = of_result(method, outcome.answer, v1=False) if outcome.source == TRANSLATED else call.request.get(SEEN)
+        seen: Seen | None = (of_result(method, outcome.answer, v1=False) if outcome.source == TRANSLATED
+                             else call.seen if call.seen is not None else call.request.get(SEEN))
         if seen is None:
             return
         end = seen.end

@@ -15,6 +15,7 @@ from aiohttp import web
 from translators import jsonrpc
 from translators.errors import McpError, backend_unavailable, from_backend, legacy_code_renumbered, modern_http_status
 from translators.protocol import H_LAST_EVENT_ID, H_METHOD, H_NAME, H_PROTOCOL_VERSION, H_SESSION_ID
+from translators.tool_results import Seen
 
 from ..sse import SseParser
 
@@ -48,6 +49,8 @@ class Forward:
     modern: bool = False
     parsed: dict[str, Any] | jsonrpc.Message | None = None
     rewrite_every: bool = False
+    seen: Seen | None = None
+    """Filled by `relay`: what the answer to a `TOOL_METHODS` request says of the tool call."""
 
 
 def wanted_headers(forward_headers: Iterable[str]) -> tuple[str, ...]:

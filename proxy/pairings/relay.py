@@ -40,7 +40,7 @@ from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
 from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes, of_message
 
-from ..faces.call import SEEN, Call
+from ..faces.call import Call
 from ..faces.checks import stream_to, takes_sse
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
@@ -96,7 +96,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     sent gets the client a 502 with a JSON-RPC error naming the backend.
 
     The answer to a method that can end a tool call (`TOOL_METHODS`) is also read for what it says
-    of the tool's outcome, left on `request` for the observer (`SEEN`, `_noted`): a JSON body by a
+    of the tool's outcome, left in `forward.seen` for the observer (`_noted`): a JSON body by a
     bytes search first (`tool_results.of_bytes`), a stream by its last event.
     """
     client_headers = request.headers
@@ -153,7 +153,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
             if v2 and may_carry_legacy_code(body):
                 body = _renumbered_body(body)
             if method in TOOL_METHODS:
-                request[SEEN] = of_bytes(method, body, v1=not v2)
+                forward.seen = of_bytes(method, body, v1=not v2)
             return web.Response(body=body, status=upstream.status, headers=headers)
         response = web.StreamResponse(status=upstream.status, headers=headers)
         await stream_to(request, response)
@@ -167,13 +167,13 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
 
 
 def _noted(request: web.Request, forward: Forward, response: web.StreamResponse, written: Written | None = None) -> web.StreamResponse:
-    """`response`, with what it says of a tool call left on `request` (`SEEN`) when it answers a
+    """`response`, with what it says of a tool call left in `forward.seen` when it answers a
     `TOOL_METHODS` request: a whole body's, else the last event `written`. (The usual JSON answer
     is read where it is written, without this call.)"""
     method = forward.method
     if method in TOOL_METHODS:
         raw = response.body if isinstance(response, web.Response) else (written.last_data() if written is not None else None)
-        request[SEEN] = of_bytes(method, raw, v1=not forward.v2) if isinstance(raw, bytes) else NOT_ENDED
+        forward.seen = of_bytes(method, raw, v1=not forward.v2) if isinstance(raw, bytes) else NOT_ENDED
     return response
 
 
@@ -246,7 +246,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         tool_method = forward.method in TOOL_METHODS
         if untouched(raw):
             if tool_method:  # no task id in it (`untouched`): only its isError to read
-                request[SEEN] = of_bytes(forward.method, raw, v1=not forward.v2, no_ids=True)  # type: ignore[arg-type]
+                forward.seen = of_bytes(forward.method, raw, v1=not forward.v2, no_ids=True)  # type: ignore[arg-type]
             return web.Response(body=raw, status=upstream.status, headers=headers)
         try:
             message = jsonrpc.parse(raw).raw
@@ -255,7 +255,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         message = rewrite(message)
         name_from_result(headers, message)
         if tool_method:
-            request[SEEN] = of_message(forward.method, message, v1=not forward.v2)  # type: ignore[arg-type]
+            forward.seen = of_message(forward.method, message, v1=not forward.v2)  # type: ignore[arg-type]
         return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
     response = web.StreamResponse(status=upstream.status, headers=headers)
     await stream_to(request, response)
@@ -345,8 +345,11 @@ class Relay:
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
-        return await relay(request, self.backend.connector, body, Forward(self.wanted, routing, rewrite=rewrite, method=message.method,
-                                                                          request_id=answer_id, v2=True, modern=True, parsed=outbound))
+        forward = Forward(self.wanted, routing, rewrite=rewrite, method=message.method, request_id=answer_id, v2=True, modern=True,
+                          parsed=outbound)
+        response = await relay(request, self.backend.connector, body, forward)
+        call.seen = forward.seen
+        return response
 
     def _relayed_task(self, task_id: str, *, principal: str, plain: set[str] | None = None) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
@@ -390,7 +393,8 @@ class Relay:
         return jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
-                      upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
+                      upstream_id: str | None, on_session: Callable[[str], None] | None = None,
+                      call: Call | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
         GET or DELETE: `message` None); the session id the backend hands out at `initialize` is
         sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
@@ -419,7 +423,10 @@ class Relay:
                 rewrite, every = _initialize_held, True
         forward = Forward(self.wanted, caller, upstream_id, sealer, rewrite, message.method, message.id if message.kind == "request" else None,
                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids), rewrite_every=every)
-        return await relay(request, self.backend.connector, body, forward)
+        response = await relay(request, self.backend.connector, body, forward)
+        if call is not None:
+            call.seen = forward.seen
+        return response
 
     async def _declares_held_tasks(self) -> bool:
         """Whether a relayed v1 `initialize` declares the held tasks: holding is on for a v1 backend
