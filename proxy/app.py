@@ -63,6 +63,8 @@ class ProxyState:
     entry: Entry | None = None
     metrics: Metrics = field(default_factory=Metrics)
     prober: asyncio.Future[None] | None = None
+    taking_over: bool = False
+    """A restart's new process (`start(listening_fd=…)`): its first probes run while it serves."""
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     checker: asyncio.Future[None] | None = None
     """The health checks of every backend (`Fleet.keep_checking`; none with `health_interval_ms = 0`)."""
@@ -240,18 +242,33 @@ async def _startup(app: web.Application) -> None:
         state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
         state.handover = _handover(state.store, state.fleet)
     state.resource_metadata = ResourceMetadata(settings, state.http)
-    try:
-        await state.fleet.refresh_all()
-        await state.resource_metadata.check_agreement()
-    except (UnsupportedBackend, ConfigError):
-        await state.http.close()
-        state.http = None
-        raise
-    state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
+    if state.taking_over:  # a restart's new process: accept at once, the old one has stopped (proxy/restart.py)
+        state.prober = asyncio.ensure_future(_probe_then_keep_probing(state))
+    else:
+        try:
+            await state.fleet.refresh_all()
+            await state.resource_metadata.check_agreement()
+        except (UnsupportedBackend, ConfigError):
+            await state.http.close()
+            state.http = None
+            raise
+        state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
     if state.lasting is not None:  # started once the start cannot fail any more (no task left pending)
         state.flusher = asyncio.ensure_future(state.lasting.run())
     if settings.health_interval_ms > 0:
         state.checker = asyncio.ensure_future(state.fleet.keep_checking(settings.health_interval_ms / 1000))
+
+
+async def _probe_then_keep_probing(state: ProxyState) -> None:
+    """A restart's new process probes while it serves (a silent backend must not hold the queued
+    connections); what would have refused a start is logged."""
+    assert state.fleet is not None and state.resource_metadata is not None
+    try:
+        await state.fleet.refresh_all()
+        await state.resource_metadata.check_agreement()
+    except (UnsupportedBackend, ConfigError) as exc:
+        log.error("after the restart: %s", exc)
+    await state.fleet.keep_probing(state.settings.probe_interval_ms / 1000)
 
 
 def _lasting(state: ProxyState) -> Any:
@@ -458,6 +475,7 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     """
     app = create_app(settings, environ=environ, keyring=keyring, store=store, tracer_provider=tracer_provider)
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
+    app[STATE].taking_over = listening_fd is not None
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).

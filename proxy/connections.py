@@ -152,6 +152,13 @@ class BoundedRequestHandler(RequestHandler):
         if self._waiter is not None and not self._messages:
             self.close()
 
+    def end_stream(self) -> None:
+        """Close the connection if it is serving a GET (a session's event stream, which never ends
+        by itself): its client opens it again, on the new process of a restart."""
+        request = self._current_request
+        if request is not None and request.method == "GET":
+            self.force_close()
+
     def _stop_header_deadline(self) -> None:
         if self._header_deadline is not None:
             self._header_deadline.cancel()
@@ -248,10 +255,13 @@ class BoundedSite(web.BaseSite):
 
 async def drain_connections(limits: ConnectionLimits, grace_s: float) -> None:
     """Drain every open connection (`BoundedRequestHandler.drain`) and wait, at most `grace_s` and a
-    little more, until they have closed: a restart's old process does this once it stopped
-    accepting, before its graceful stop (`proxy/restart.py`)."""
+    little more, until they have closed; then end the GET event streams still open (their clients
+    reconnect): a restart's old process does this once it stopped accepting, before its graceful
+    stop (`proxy/restart.py`), whose other requests in flight then finish."""
     for handler in list(limits.live):
         handler.drain(grace_s)
     deadline = asyncio.get_running_loop().time() + grace_s + 0.2
     while limits.live and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.02)
+    for handler in list(limits.live):  # what is left: requests in flight, and event streams, ended now
+        handler.end_stream()

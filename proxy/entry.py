@@ -324,7 +324,7 @@ class Entry:
         work.begin()
         call.relaying = True
         try:
-            response = await relay.session(request, body, message, upstream_id, remember, call)
+            response = await relay.session(request, body, message, upstream_id, remember)
         finally:
             work.end()
             if counted:

@@ -257,13 +257,16 @@ def serving_pid(args: argparse.Namespace, state_dir: str) -> int | None:
             print(f"mcp-tasks-proxy: {path} does not hold a process id", file=sys.stderr)
             return None
         pid = int(text)
-    where = f"{path} names process {pid}" if args.pid is None else f"--pid {pid} is"
+    where = f"{path} names process {pid}" if args.pid is None else f"--pid {pid} names process {pid}"
     argv = serving_argv(pid) if pid > 1 else None  # never 0 (a process group), -1 (every process) or init
     if argv is None:
         print(f"mcp-tasks-proxy: {where}, which is not a running `mcp-tasks-proxy serve`"
               f"{' (a stale pid file?)' if args.pid is None else ''}; nothing sent", file=sys.stderr)
         return None
     served = config_of(argv)
+    if served is not None and not Path(served).is_absolute():  # relative to the proxy's working directory, not ours
+        with contextlib.suppress(OSError):
+            served = str(Path(os.readlink(f"/proc/{pid}/cwd")) / served)
     if args.config is not None and served is not None and Path(served).resolve() != Path(args.config).resolve():
         print(f"mcp-tasks-proxy: the proxy (pid {pid}) runs with --config {served}, not {args.config}: it re-reads its own "
               "file; nothing sent", file=sys.stderr)

@@ -54,7 +54,7 @@ WAIT_S = 120.0
 HANDOVER_GRACE_S = 1.0
 """How long the old process keeps its open connections after it stopped accepting: each answers its
 next request with `Connection: close`, an idle one closes then (`connections.drain_connections`)."""
-LOCK_WAIT_MARGIN_S = 30.0
+LOCK_WAIT_MARGIN_S = 60.0
 """The new process waits for the old one's locks `shutdown_timeout_ms` and this much more."""
 
 
@@ -98,7 +98,8 @@ class Restarter:
             return
         listening = self.running.listening_fd()
         ready_read, ready_write = os.pipe()
-        argv = [sys.executable, "-m", "proxy", *sys.argv[1:]]
+        # -P: the installed code, never a `proxy` directory in the working directory (Python 3.11+)
+        argv = [sys.executable, "-P", "-m", "proxy", *sys.argv[1:]]
         env = {**os.environ, TAKEOVER_ENV: f"{os.getpid()}:{listening}:{ready_write}"}
         try:
             self.child = subprocess.Popen(argv, env=env, pass_fds=(listening, ready_write))
@@ -180,7 +181,9 @@ class Takeover:
             os.close(self.ready_fd)
 
     def lock_wait_s(self, settings: Settings) -> float:
-        return settings.shutdown_timeout_ms / 1000 + LOCK_WAIT_MARGIN_S
+        """How long to wait for the old process's locks: its stop (requests in flight, then held
+        calls, each up to `shutdown_timeout_ms`) and a margin."""
+        return 2 * settings.shutdown_timeout_ms / 1000 + LOCK_WAIT_MARGIN_S
 
     def serving(self, settings: Settings) -> None:
         _record(settings.state_dir, self.old_pid, {"outcome": "serving", "new_pid": os.getpid(), "version": version()})
@@ -223,6 +226,8 @@ def _restart_command(args: argparse.Namespace) -> int:
         except (OSError, ValueError):
             time.sleep(0.1)
             continue
+        with contextlib.suppress(OSError):
+            path.unlink()  # read: the command's own (the state directory keeps no pile of them)
         outcome = verdict.get("outcome")
         if outcome == "serving":
             print(escaped(f"restarted: pid {verdict.get('new_pid')} serves (version {verdict.get('version')}); pid {pid} has stopped"))

@@ -40,7 +40,7 @@ from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
 from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes, of_message
 
-from ..faces.call import Call
+from ..faces.call import SEEN, Call
 from ..faces.checks import stream_to, takes_sse
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
@@ -393,8 +393,7 @@ class Relay:
         return jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
-                      upstream_id: str | None, on_session: Callable[[str], None] | None = None,
-                      call: Call | None = None) -> web.StreamResponse:
+                      upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
         GET or DELETE: `message` None); the session id the backend hands out at `initialize` is
         sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
@@ -424,8 +423,8 @@ class Relay:
         forward = Forward(self.wanted, caller, upstream_id, sealer, rewrite, message.method, message.id if message.kind == "request" else None,
                           v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids), rewrite_every=every)
         response = await relay(request, self.backend.connector, body, forward)
-        if call is not None:
-            call.seen = forward.seen
+        if forward.seen is not None:  # for the observer, which the session relay is not handed (`Call.seen` on the modern wire)
+            request[SEEN] = forward.seen
         return response
 
     async def _declares_held_tasks(self) -> bool:
