@@ -56,8 +56,8 @@ def of_result(method: str, result: Any, *, v1: bool) -> Seen:
     * `tools/call`: a created task (v1 `{"task": {...}}`, v2 `resultType: "task"`) is no end yet;
       otherwise the tool's result, `TOOL_ERROR` with `isError: true`.
     * `tasks/result` (v1): the tool's result, as for `tools/call`.
-    * `tasks/get`: v1 `completed` is `OK` and `failed` `TOOL_ERROR` (a v1 task fails for its
-      tool's error); v2 `completed` is the inlined result's (`TOOL_ERROR` with `isError`) and
+    * `tasks/get`: v1 `completed` is no end yet (its payload, `tasks/result`, is: the `mcp` 1.30
+      SDK completes a task whose tool answered `isError`) and `failed` `TOOL_ERROR`; v2 `completed` is the inlined result's (`TOOL_ERROR` with `isError`) and
       `failed` (an inlined JSON-RPC error) `PROTOCOL_ERROR`. Any other status (working,
       input_required, cancelled) is no end to count: a cancelled task is its client's choice.
     """
@@ -78,7 +78,7 @@ def of_result(method: str, result: Any, *, v1: bool) -> Seen:
     status = result.get("status")
     if status == "completed":
         if v1:
-            return ENDED_OK
+            return NOT_ENDED  # its payload, `tasks/result`, says how it went (an SDK completes a task whose tool failed)
         inlined = result.get("result")
         return _tool_result(inlined) if isinstance(inlined, dict) else ENDED_OK
     if status == "failed":
@@ -103,16 +103,23 @@ _FALSE: Final = (b":false", b": false", b" : false", b" :false")
 """How JSON writes `false` after a key (compact, Python's default, and spaced): any other spelling is parsed."""
 
 
+_HEAD: Final = 128
+"""Bytes at the start of a message where its `"error"` member is looked for (JSON-RPC writes the
+envelope's few members first); anything else that holds `isError` is parsed."""
+
+
 def of_bytes(method: str, raw: bytes, *, v1: bool, no_ids: bool = False) -> Seen:
     """`of_message` of the serialized answer `raw`, parsed only when it may be anything but a plain
     result. A `tools/call` answer without `taskId` (`no_ids`: the caller searched for it already)
-    is read by its last `"isError"` (servers write it last, `false` on every result): followed by
-    `false`, a result (`OK`); by `true`, a tool error (parsed, to be sure); absent, a result unless
-    the bytes hold `"error"`. Anything that is not one JSON object is no end."""
+    is read by its last `"isError"` (servers write it last, `false` on every result): the only one,
+    followed by `false`, and no `"error"` member at the start, a result (`OK`); absent, a result
+    unless the bytes hold `"error"`; anything else is parsed. Anything that is not one JSON object
+    is no end."""
     if method == "tools/call" and (no_ids or b"taskId" not in raw):
         at = raw.rfind(b'"isError"')
         if at >= 0:
-            if raw.startswith(_FALSE, at + 9):
+            # the only one (not a nested one after the tool's own), in a result (not an error's data)
+            if raw.startswith(_FALSE, at + 9) and raw.find(b'"isError"', 0, at) < 0 and raw.find(b'"error"', 0, _HEAD) < 0:
                 return ENDED_OK
         elif b'"error"' not in raw:
             return ENDED_OK if b'"result"' in raw else NOT_ENDED

@@ -30,7 +30,7 @@ TEXT = [{"type": "text", "text": "hi"}]
     ("tools/call", {"taskId": "t-2", "status": "working", "resultType": "task"}, False, Seen(None, "t-2")),
     ("tasks/result", {"content": TEXT, "isError": True}, True, ENDED_TOOL_ERROR),
     ("tasks/result", {"content": TEXT}, True, ENDED_OK),
-    ("tasks/get", {"taskId": "t", "status": "completed"}, True, ENDED_OK),
+    ("tasks/get", {"taskId": "t", "status": "completed"}, True, NOT_ENDED),
     ("tasks/get", {"taskId": "t", "status": "failed"}, True, ENDED_TOOL_ERROR),
     ("tasks/get", {"taskId": "t", "status": "working"}, True, NOT_ENDED),
     ("tasks/get", {"taskId": "t", "status": "cancelled"}, True, NOT_ENDED),
@@ -69,3 +69,11 @@ def test_a_result_that_is_no_object_is_no_end() -> None:
 def test_not_json_is_no_end() -> None:
     assert of_bytes("tasks/result", b"<html>", v1=True) == NOT_ENDED
     assert of_bytes("tools/call", b"", v1=True) == NOT_ENDED
+
+
+def test_a_nested_is_error_or_an_errors_data_is_parsed_not_trusted() -> None:
+    first = {"jsonrpc": "2.0", "id": 1, "result": {"isError": True, "content": TEXT, "structuredContent": {"isError": False}}}
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "boom", "data": {"isError": False}}}
+    for separators in ((",", ":"), (", ", ": ")):
+        assert of_bytes("tools/call", json.dumps(first, separators=separators).encode(), v1=True) == ENDED_TOOL_ERROR
+        assert of_bytes("tools/call", json.dumps(error, separators=separators).encode(), v1=True) == ENDED_PROTOCOL_ERROR
