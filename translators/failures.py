@@ -44,7 +44,7 @@ REASONS: Final[dict[str, str]] = {
     STORE_UNREACHABLE: "the proxy's task state store did not answer (HTTP 503)",
     PROXY_ERROR: "an internal error in mcp-tasks-proxy (logged with its traceback)",
     BACKEND_REMOVED: "the request was in flight on a backend a reload removed with remove_with_work: answered at once (HTTP "
-    "502); or it names a task of a backend a reload removed (-32602 \"Unknown task\", naming that backend)",
+    '502); or it names a task of a backend a reload removed (-32602 "Unknown task", naming that backend)',
 }
 """Every reason code, with what it means for an operator. The set is closed: nothing else is counted."""
 

@@ -57,8 +57,9 @@ def of_result(method: str, result: Any, *, v1: bool) -> Seen:
       otherwise the tool's result, `TOOL_ERROR` with `isError: true`.
     * `tasks/result` (v1): the tool's result, as for `tools/call`.
     * `tasks/get`: v1 `completed` is no end yet (its payload, `tasks/result`, is: the `mcp` 1.30
-      SDK completes a task whose tool answered `isError`) and `failed` `TOOL_ERROR`; v2 `completed` is the inlined result's (`TOOL_ERROR` with `isError`) and
-      `failed` (an inlined JSON-RPC error) `PROTOCOL_ERROR`. Any other status (working,
+      SDK completes a task whose tool answered `isError`) and `failed` `TOOL_ERROR`; v2
+      `completed` is the inlined result's (`TOOL_ERROR` with `isError`) and `failed` (an inlined
+      JSON-RPC error) `PROTOCOL_ERROR`. Any other status (working,
       input_required, cancelled) is no end to count: a cancelled task is its client's choice.
     """
     if not isinstance(result, dict):

@@ -42,6 +42,8 @@ LATER_MS = 4_102_444_800_000  # 2100-01-01: a requestState that has not expired
 UNKNOWN_TASK = (
     "Unknown task: the id does not unseal: it was not issued by this proxy to this caller or session, or it was altered"
 )
+
+
 def gone_backend(name: str) -> str:
     return f"Unknown task: the backend that held it, {name!r}, is no longer configured: a reload removed it (or renamed it)"
 

@@ -36,8 +36,10 @@ class Served:
         self.port = free_port()
         self.state = tmp_path / "state"
         self.config = tmp_path / "proxy.toml"
-        self.config.write_text(f'state_dir = "{self.state}"\nlisten = "127.0.0.1:{self.port}"\n'
-                               f'[[upstream]]\nname = "main"\nurl = "{upstream}"\n{backend_settings}')
+        self.config.write_text(
+            f'state_dir = "{self.state}"\nlisten = "127.0.0.1:{self.port}"\n'
+            f'[[upstream]]\nname = "main"\nurl = "{upstream}"\n{backend_settings}'
+        )
         self.env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
         self.log = tmp_path / "proxy.log"
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -45,8 +47,18 @@ class Served:
 
     async def start(self) -> None:
         with open(self.log, "ab") as log:  # noqa: ASYNC230 - the log file of a process the test starts
-            self.first = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "serve", "--config", str(self.config),
-                                                              cwd=ROOT, env=self.env, stdout=log, stderr=log)
+            self.first = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "proxy",
+                "serve",
+                "--config",
+                str(self.config),
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+            )
         await self._serving(lambda pid: True)
 
     def pid(self) -> int | None:
@@ -69,9 +81,21 @@ class Served:
                 await asyncio.sleep(0.05)
 
     async def restart(self, *extra: str) -> tuple[int, str, str]:
-        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "restart", "--state-dir", str(self.state),
-                                                       "--wait", "60", *extra, cwd=ROOT, env=self.env,
-                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "proxy",
+            "restart",
+            "--state-dir",
+            str(self.state),
+            "--wait",
+            "60",
+            *extra,
+            cwd=ROOT,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(process.communicate(), 90)
         assert process.returncode is not None
         return process.returncode, out.decode(), err.decode()
@@ -111,7 +135,9 @@ class Traffic:
                 except aiohttp.ClientError as exc:
                     self.failures.append(f"modern call: {exc!r}")
                     continue
-                if answer.status != 200 or answer.body.get("result", {}).get("content") != [{"type": "text", "text": f"Hello, {name}!"}]:
+                if answer.status != 200 or answer.body.get("result", {}).get("content") != [
+                    {"type": "text", "text": f"Hello, {name}!"}
+                ]:
                     self.failures.append(f"modern call answered {answer.status} {answer.body}")
                 else:
                     self.ok("modern")
@@ -123,7 +149,9 @@ class Traffic:
             while not self.stopping.is_set():
                 label = f"l{number}-{self.done.get('lifecycle', 0)}"
                 try:
-                    created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.3, "label": label}})
+                    created = await caller.call(
+                        "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.3, "label": label}}
+                    )
                     final = await caller.poll(created.result["taskId"])
                 except (aiohttp.ClientError, AssertionError, KeyError) as exc:
                     self.failures.append(f"lifecycle: {exc!r}")
@@ -180,8 +208,10 @@ async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(ref
             code, out, err = await served.restart()
             assert (code, err) == (0, ""), (out, err, served.log.read_text())
             new = await served._serving(lambda pid: pid not in pids)
-            assert out.splitlines() == [f"sent SIGUSR2 to mcp-tasks-proxy (pid {pids[-1]})",
-                                        f"restarted: pid {new} serves (version 0.1.0); pid {pids[-1]} has stopped"]
+            assert out.splitlines() == [
+                f"sent SIGUSR2 to mcp-tasks-proxy (pid {pids[-1]})",
+                f"restarted: pid {new} serves (version 0.1.0); pid {pids[-1]} has stopped",
+            ]
             pids.append(new)
         await _more(traffic)
         traffic.stopping.set()
@@ -197,7 +227,9 @@ async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(ref
         await served.stop()
 
 
-async def test_a_restart_into_a_configuration_that_does_not_load_is_refused_and_the_old_process_serves(reference_v1_server, tmp_path):
+async def test_a_restart_into_a_configuration_that_does_not_load_is_refused_and_the_old_process_serves(
+    reference_v1_server, tmp_path
+):
     served = Served(tmp_path, reference_v1_server.url)
     await served.start()
     try:
@@ -265,8 +297,10 @@ async def test_serve_with_workers_refuses_a_restart_and_goes_on(reference_v1_ser
         supervisor = served.pid()
         code, out, err = await served.restart()
         assert (code, out) == (1, f"sent SIGUSR2 to mcp-tasks-proxy (pid {supervisor})\n")
-        assert err == ("mcp-tasks-proxy: restart refused: serve --workers N is not restarted in place yet: restart its replicas "
-                       "one by one behind the load balancer, or stop and start it; the old process still serves\n")
+        assert err == (
+            "mcp-tasks-proxy: restart refused: serve --workers N is not restarted in place yet: restart its replicas "
+            "one by one behind the load balancer, or stop and start it; the old process still serves\n"
+        )
         assert served.pid() == supervisor
         async with aiohttp.ClientSession() as http:
             answer = await Caller(http, served.url).call("tools/call", {"name": "greet", "arguments": {"name": "workers"}})
@@ -286,7 +320,11 @@ async def test_a_sessions_open_event_stream_ends_and_the_restart_goes_through(re
         async with aiohttp.ClientSession() as http:
             session = SessionCaller(http, served.url)
             await session.initialize()
-            headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session.session_id or "", "MCP-Protocol-Version": "2025-11-25"}
+            headers = {
+                "Accept": "text/event-stream",
+                "Mcp-Session-Id": session.session_id or "",
+                "MCP-Protocol-Version": "2025-11-25",
+            }
             async with http.get(served.url, headers=headers) as stream:
                 assert stream.status == 200
                 code, out, err = await served.restart()

@@ -25,38 +25,82 @@ def test_latency_buckets() -> None:
 
 
 def test_a_failing_newer_backend_is_worse() -> None:
-    rows = tool_rows(figures({
-        (TOOLS, "old", "lookup", "v1", "ok"): 25,
-        (TOOLS, "new", "lookup", "v2-modern", "tool_error"): 22,
-        (TOOLS, "new", "lookup", "v1", "ok"): 3,
-        (TOOL_MS, "old", "lookup", 10): 25,
-        (TOOL_MS, "new", "lookup", 11): 25,
-    }), ["old", "new"])
+    rows = tool_rows(
+        figures(
+            {
+                (TOOLS, "old", "lookup", "v1", "ok"): 25,
+                (TOOLS, "new", "lookup", "v2-modern", "tool_error"): 22,
+                (TOOLS, "new", "lookup", "v1", "ok"): 3,
+                (TOOL_MS, "old", "lookup", 10): 25,
+                (TOOL_MS, "new", "lookup", 11): 25,
+            }
+        ),
+        ["old", "new"],
+    )
     assert [tool["tool"] for tool in rows] == ["lookup"]
     old, new = rows[0]["backends"]
-    assert old == {"backend": "old", "calls": 25, "ok": 25, "tool_error": 0, "protocol_error": 0, "timeout": 0, "refused": 0,
-                   "tool_error_rate": 0.0, "error_rate": 0.0, "p50_ms": 11.6, "p95_ms": 11.6, "verdict": None}
+    assert old == {
+        "backend": "old",
+        "calls": 25,
+        "ok": 25,
+        "tool_error": 0,
+        "protocol_error": 0,
+        "timeout": 0,
+        "refused": 0,
+        "tool_error_rate": 0.0,
+        "error_rate": 0.0,
+        "p50_ms": 11.6,
+        "p95_ms": 11.6,
+        "verdict": None,
+    }
     assert new["calls"] == 25 and new["tool_error"] == 22 and new["tool_error_rate"] == 0.88 and new["p95_ms"] == 14.6
     assert new["verdict"] == {
-        "against": "old", "outcome": "worse",
-        "reason": "tool errors 88.0 % of 25 against 0.0 % of 25 on old (z = 6.27 > 2.326, 99 % one-sided)"}
+        "against": "old",
+        "outcome": "worse",
+        "reason": "tool errors 88.0 % of 25 against 0.0 % of 25 on old (z = 6.27 > 2.326, 99 % one-sided)",
+    }
 
 
 def test_too_few_calls_and_no_worse() -> None:
-    rows = tool_rows(figures({(TOOLS, "a", "t", "v1", "ok"): 19, (TOOLS, "b", "t", "v1", "tool_error"): 19,
-                              (TOOLS, "a", "u", "v1", "ok"): 30, (TOOLS, "b", "u", "v1", "ok"): 29,
-                              (TOOLS, "b", "u", "v1", "refused"): 1}), ["a", "b"])
+    rows = tool_rows(
+        figures(
+            {
+                (TOOLS, "a", "t", "v1", "ok"): 19,
+                (TOOLS, "b", "t", "v1", "tool_error"): 19,
+                (TOOLS, "a", "u", "v1", "ok"): 30,
+                (TOOLS, "b", "u", "v1", "ok"): 29,
+                (TOOLS, "b", "u", "v1", "refused"): 1,
+            }
+        ),
+        ["a", "b"],
+    )
     t, u = rows
-    assert t["backends"][1]["verdict"] == {"against": "a", "outcome": "too_few_calls",
-                                           "reason": "19 calls here and 19 on a: 20 each before a verdict"}
+    assert t["backends"][1]["verdict"] == {
+        "against": "a",
+        "outcome": "too_few_calls",
+        "reason": "19 calls here and 19 on a: 20 each before a verdict",
+    }
     assert u["backends"][1]["verdict"]["outcome"] == "no_worse"
     assert u["backends"][1]["error_rate"] == round(1 / 30, 4)
 
 
 def test_a_slow_newer_backend_is_worse() -> None:
-    rows = tool_rows(figures({(TOOLS, "a", "t", "v1", "ok"): 20, (TOOLS, "b", "t", "v1", "ok"): 20,
-                              (TOOL_MS, "a", "t", 10): 20, (TOOL_MS, "b", "t", 14): 20}), ["a", "b"])
-    assert rows[0]["backends"][1]["verdict"] == {"against": "a", "outcome": "worse", "reason": "p95 28.4 ms above 2 × 11.6 ms on a"}
+    rows = tool_rows(
+        figures(
+            {
+                (TOOLS, "a", "t", "v1", "ok"): 20,
+                (TOOLS, "b", "t", "v1", "ok"): 20,
+                (TOOL_MS, "a", "t", 10): 20,
+                (TOOL_MS, "b", "t", 14): 20,
+            }
+        ),
+        ["a", "b"],
+    )
+    assert rows[0]["backends"][1]["verdict"] == {
+        "against": "a",
+        "outcome": "worse",
+        "reason": "p95 28.4 ms above 2 × 11.6 ms on a",
+    }
 
 
 def test_a_task_ends_once() -> None:
