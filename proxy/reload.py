@@ -206,17 +206,10 @@ def _reload_command(args: argparse.Namespace) -> int:
     """`mcp-tasks-proxy reload`: check the file, signal the serving process, and print the verdict of
     every serving process (exit 0: applied everywhere; 1: refused by one; 2: nothing was signalled,
     or a verdict did not come within `--wait` seconds)."""
-    settings: Settings | None = None
-    if args.config is not None:
-        try:
-            settings = load(args.config)
-        except ConfigError as exc:
-            print(escaped(f"mcp-tasks-proxy: configuration error, nothing reloaded: {exc}"), file=sys.stderr)
-            return 2
-    state_dir = args.state_dir or (settings.state_dir if settings is not None else Settings().state_dir)
-    pid = serving_pid(args, state_dir)
-    if pid is None:
+    target = signal_target(args, "reloaded")
+    if target is None:
         return 2
+    state_dir, pid = target
     processes = _serving_processes(state_dir, pid)
     before = {process: _last_reload(state_dir, process) for process in processes}
     try:
@@ -239,6 +232,30 @@ def _reload_command(args: argparse.Namespace) -> int:
             print(escaped(f"pid {process}: refused, the running configuration stays: {verdict.get('reason')}"))
             status = max(status, 1)
     return status
+
+
+def signal_target(args: argparse.Namespace, undone: str) -> tuple[str, int] | None:
+    """(state_dir, pid) of the `serve` process a command (`reload`, `restart`) signals: `--config`
+    checked first, then `serving_pid`; None, the reason printed ("nothing `undone`"), when there is
+    nothing to signal."""
+    settings: Settings | None = None
+    if args.config is not None:
+        try:
+            settings = load(args.config)
+        except ConfigError as exc:
+            print(escaped(f"mcp-tasks-proxy: configuration error, nothing {undone}: {exc}"), file=sys.stderr)
+            return None
+    state_dir = args.state_dir or (settings.state_dir if settings is not None else Settings().state_dir)
+    pid = serving_pid(args, state_dir)
+    return None if pid is None else (state_dir, pid)
+
+
+def target_arguments(parser: argparse.ArgumentParser, wait_s: float, waited_for: str) -> None:
+    """The arguments of a command that signals a serving proxy (`signal_target`) and waits for `waited_for`."""
+    parser.add_argument("--config", metavar="FILE", help="check this file first (the one the proxy runs with); nothing is sent if it is bad")
+    parser.add_argument("--state-dir", metavar="DIR", help="the proxy's state_dir, holding serve.pid (default: the file's, else the default)")
+    parser.add_argument("--pid", type=int, metavar="PID", help="signal this process instead of the one in serve.pid")
+    parser.add_argument("--wait", type=float, default=wait_s, metavar="S", help=f"seconds to wait for {waited_for} (default {wait_s:g})")
 
 
 def serving_pid(args: argparse.Namespace, state_dir: str) -> int | None:
@@ -343,9 +360,5 @@ def config_of(argv: list[str]) -> str | None:
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `reload` command."""
     reload = commands.add_parser("reload", help="make a running proxy re-read its configuration file (SIGHUP)")
-    reload.add_argument("--config", metavar="FILE", help="check this file first (the one the proxy runs with); nothing is sent if it is bad")
-    reload.add_argument("--state-dir", metavar="DIR", help="the proxy's state_dir, holding serve.pid (default: the file's, else the default)")
-    reload.add_argument("--pid", type=int, metavar="PID", help="signal this process instead of the one in serve.pid")
-    reload.add_argument("--wait", type=float, default=WAIT_S, metavar="S",
-                        help=f"seconds to wait for every serving process's verdict (default {WAIT_S:g})")
+    target_arguments(reload, WAIT_S, "every serving process's verdict")
     reload.set_defaults(run=_reload_command)

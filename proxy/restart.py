@@ -35,9 +35,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError, Settings, load
+from .config import Settings
 from .printable import escaped
-from .reload import serving_pid, write_json
+from .reload import signal_target, target_arguments, write_json
 from .version import version
 
 if TYPE_CHECKING:
@@ -199,17 +199,10 @@ def _restart_command(args: argparse.Namespace) -> int:
     """`mcp-tasks-proxy restart`: check the file, send `SIGUSR2`, and print the verdict (exit 0: a
     new process serves; 1: refused, the old one still serves, or the new one failed after taking
     over; 2: nothing sent, or no verdict within `--wait`)."""
-    settings: Settings | None = None
-    if args.config is not None:
-        try:
-            settings = load(args.config)
-        except ConfigError as exc:
-            print(escaped(f"mcp-tasks-proxy: configuration error, nothing restarted: {exc}"), file=sys.stderr)
-            return 2
-    state_dir = args.state_dir or (settings.state_dir if settings is not None else Settings().state_dir)
-    pid = serving_pid(args, state_dir)
-    if pid is None:
+    target = signal_target(args, "restarted")
+    if target is None:
         return 2
+    state_dir, pid = target
     path = verdict_path(state_dir, pid)
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -243,9 +236,5 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """The `restart` command."""
     restart = commands.add_parser("restart", help="replace a running proxy by a new process of the installed code, "
                                                   "without refusing a connection (SIGUSR2)")
-    restart.add_argument("--config", metavar="FILE", help="check this file first (the one the proxy runs with); nothing is sent if it is bad")
-    restart.add_argument("--state-dir", metavar="DIR", help="the proxy's state_dir, holding serve.pid (default: the file's, else the default)")
-    restart.add_argument("--pid", type=int, metavar="PID", help="signal this process instead of the one in serve.pid")
-    restart.add_argument("--wait", type=float, default=WAIT_S, metavar="S",
-                         help=f"seconds to wait for the new process to serve (default {WAIT_S:g})")
+    target_arguments(restart, WAIT_S, "the new process to serve")
     restart.set_defaults(run=_restart_command)
