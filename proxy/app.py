@@ -63,8 +63,7 @@ class ProxyState:
     entry: Entry | None = None
     metrics: Metrics = field(default_factory=Metrics)
     prober: asyncio.Future[None] | None = None
-    taking_over: bool = False
-    """A restart's new process (`start(listening_fd=…)`): its first probes run while it serves."""
+    taking_over: bool = False  # a one-process restart's new process (`start`): first probes run while it serves
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     checker: asyncio.Future[None] | None = None
     """The health checks of every backend (`Fleet.keep_checking`; none with `health_interval_ms = 0`)."""
@@ -467,21 +466,22 @@ class RunningProxy:
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
-                store: TaskStateStore | None = None, tracer_provider: Any = None, listening_fd: int | None = None) -> RunningProxy:
+                store: TaskStateStore | None = None, tracer_provider: Any = None, listening_fd: int | None = None,
+                taking_over: bool = False) -> RunningProxy:
     """Start the proxy in this event loop on `settings.listen` (port 0 = ephemeral), or on the
-    listening socket `listening_fd` a restart handed over (`proxy/restart.py`).
+    listening socket `listening_fd` (a worker's, or one a restart handed over: `proxy/restart.py`);
+    `taking_over`: a one-process restart's new process, which accepts before its first probes.
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.
     """
     app = create_app(settings, environ=environ, keyring=keyring, store=store, tracer_provider=tracer_provider)
+    app[STATE].taking_over = taking_over
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
-    app[STATE].taking_over = listening_fd is not None
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=settings.shutdown_timeout_ms / 1000)
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, reuse_port=settings.workers > 1,
-                       listening_fd=listening_fd)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, listening_fd=listening_fd)
     try:
         await site.start()
     except BaseException:

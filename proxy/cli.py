@@ -42,8 +42,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, object] | None:
     return overrides
 
 
-def _settings(args: argparse.Namespace) -> Settings | None:
-    """The settings of `serve` and `stdio`: the file, then the flags (`_overrides`)."""
+def _settings(args: argparse.Namespace, refused: Callable[[str], None] | None = None) -> Settings | None:
+    """The settings of `serve` and `stdio`: the file, then the flags (`_overrides`). `refused`: told
+    why the file does not load (a restart's new process tells the old one)."""
     overrides = _overrides(args)
     if overrides is None:
         return None
@@ -51,6 +52,8 @@ def _settings(args: argparse.Namespace) -> Settings | None:
         return load(args.config, overrides)
     except ConfigError as exc:
         print(escaped(f"mcp-tasks-proxy: configuration error: {exc}"), file=sys.stderr)
+        if refused is not None:
+            refused(f"configuration error: {exc}")
         return None
 
 
@@ -72,7 +75,10 @@ def _stdio(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    from .restart import Takeover
+
+    takeover = Takeover.from_environment()  # the new process of a restart (proxy/restart.py)
+    settings = _settings(args, takeover.refuse if takeover is not None else None)
     if settings is None:
         return 2
     from .logs import configure
@@ -85,27 +91,39 @@ def _serve(args: argparse.Namespace) -> int:
     # is ignored rather than the end of the proxy; the handler replaces this (docs/decisions.md §85).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # likewise a restart's (proxy/restart.py) before its handler
-
-    from .restart import Takeover
-    from .version import TAKEN_OVER
-
-    takeover = Takeover.from_environment()  # the new process of a restart (proxy/restart.py)
+    refusal = _workers_refusal(settings) if settings.workers > 1 else None
     if takeover is not None:
-        if settings.workers > 1:
-            return 2  # the old process refuses restarts under --workers; never reached
-        from . import app  # noqa: F401  # imported now: an import error leaves the old process serving
+        refusal = refusal or takeover.mismatch(settings)
+        if refusal is None:
+            refusal = _importable()  # an import error leaves the old process serving
+    if refusal is not None:
+        announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
+        if takeover is not None:
+            takeover.refuse(refusal)
+        return 2
+    if takeover is not None:
+        from .version import TAKEN_OVER
 
         TAKEN_OVER.update({"from_pid": takeover.old_pid, "at_ms": takeover.at_ms})
+
+    def reread() -> Settings:
+        return load(args.config, overrides)
+
+    if settings.workers > 1:
+        return _run_workers(settings, reread, takeover)
+    if takeover is not None:
         takeover.ready()
-    wait_s = takeover.lock_wait_s(settings) if takeover is not None else 0.0
-    with pid_file(settings, wait_s):  # `mcp-tasks-proxy reload` signals the process named there
-        if settings.workers > 1:
-            refusal = _workers_refusal(settings)
-            if refusal:
-                announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
-                return 2
-            return _run_workers(settings, lambda: _serve_one(settings, lambda: load(args.config, overrides)))
-        return _serve_one(settings, lambda: load(args.config, overrides), takeover)
+    with pid_file(settings, takeover.lock_wait_s(settings) if takeover is not None else 0.0):
+        return _serve_one(settings, reread, takeover)  # `mcp-tasks-proxy reload` signals the process named there
+
+
+def _importable() -> str | None:
+    """Why the proxy's code cannot be imported (a broken install), or None."""
+    try:
+        from . import app  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any error of the new code is the restart's refusal
+        return f"cannot import the proxy: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _workers_refusal(settings: Settings) -> str | None:
@@ -122,28 +140,70 @@ def _workers_refusal(settings: Settings) -> str | None:
     return None
 
 
-def _run_workers(settings: Settings, serve: Callable[[], int]) -> int:
-    """`settings.workers` worker processes that each `serve()` on the one port, supervised
+def _run_workers(settings: Settings, reread: Callable[[], Settings], takeover: Any) -> int:
+    """`settings.workers` worker processes that each serve on one of the supervisor's `SO_REUSEPORT`
+    sockets (`connections.shared_sockets`; a restart's new supervisor was handed them), supervised
     (`proxy/workers.py`: one that dies is replaced, within a bound; SIGHUP is passed on: each worker
-    reloads), named in `<state_dir>/serve.workers` for `mcp-tasks-proxy reload`. Returns the worst
-    exit status."""
-    from .reload import WORKERS_FILE, remove_own, write_workers
-    from .restart import refuse_under_workers
-    from .workers import run_workers
+    reloads; SIGUSR2 restarts them all: `restart.WorkersRestarter`), named in
+    `<state_dir>/serve.workers` for `mcp-tasks-proxy reload`. Returns the worst exit status."""
+    import contextlib
+    import socket
 
-    signal.signal(signal.SIGUSR2, lambda _sig, _frame: refuse_under_workers(settings.state_dir))
-    try:
-        return run_workers(settings.workers, serve, lambda pids: write_workers(settings.state_dir, pids))
-    finally:
-        remove_own(Path(settings.state_dir).expanduser() / WORKERS_FILE)
+    from .connections import shared_sockets
+    from .reload import WORKERS_FILE, pid_file, remove_own, write_workers
+    from .restart import WorkerSlot, WorkersRestarter, ask_handover
+    from .workers import Supervisor
+
+    if takeover is None:
+        try:
+            sockets = shared_sockets(settings.host, settings.port, settings.workers)
+        except OSError as exc:
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
+            return 2
+    else:
+        sockets = [socket.socket(fileno=fd) for fd in takeover.listening_fds]
+    ready = list(os.pipe()) if takeover is not None else []  # the first workers of a restart say they serve
+
+    def serve(number: int) -> int:  # in the forked worker
+        signal.signal(signal.SIGUSR2, ask_handover)  # its supervisor handed over before its handler was installed
+        fd = sockets[number - 1].detach()
+        for other in sockets:
+            other.close()
+        if ready:
+            os.close(ready[0])
+        return _serve_one(settings, reread, WorkerSlot(fd, ready[1] if ready else None))
+
+    supervisor = Supervisor(settings.workers, serve, lambda pids: write_workers(settings.state_dir, pids))
+    restarter = WorkersRestarter(settings, [s.fileno() for s in sockets], lambda: supervisor.end(signal.SIGUSR2))
+    with contextlib.ExitStack() as held:
+        held.callback(remove_own, Path(settings.state_dir).expanduser() / WORKERS_FILE)
+        if takeover is None:
+            held.enter_context(pid_file(settings))
+        signal.signal(signal.SIGUSR2, restarter.signalled)
+        supervisor.start()
+        if takeover is not None:
+            os.close(ready.pop())
+            refusal = WorkerSlot.gather(ready.pop(), settings.workers, takeover.lock_wait_s(settings))
+            if refusal is not None:
+                log = logging.getLogger(__name__)
+                log.error("restart refused: %s; the old proxy keeps serving", refusal)
+                takeover.refuse(refusal)
+                supervisor.end(signal.SIGTERM)
+                supervisor.supervise()
+                return 2
+            takeover.ready()
+            held.enter_context(pid_file(settings, takeover.lock_wait_s(settings)))
+            supervisor.named(list(supervisor.workers))
+            takeover.serving(settings)
+        return supervisor.supervise(restarter.reaped)
 
 
-
-
-def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None, takeover: Any = None) -> int:
+def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None, handed: Any = None) -> int:
     """Serve until SIGINT or SIGTERM; on SIGHUP, `reread()` the configuration and reload it
-    (`proxy/reload.py`); on SIGUSR2, hand over to a new process (`proxy/restart.py`). `takeover`:
-    this is that new process (`restart.Takeover`): it serves on the socket it was handed."""
+    (`proxy/reload.py`); on SIGUSR2, hand over to a new process (`proxy/restart.py`). `handed`: the
+    socket to serve on, and whom to tell it serves or why not: a restart's new process
+    (`restart.Takeover`) or a worker of `serve --workers N` (`restart.WorkerSlot`)."""
     from .app import start
     from .restart import HANDOVER_GRACE_S, Restarter
     from .upstream.backend import UnsupportedBackend
@@ -159,34 +219,34 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None,
             from .reload import Hangup
 
             hangup = Hangup(loop, reread, settings.state_dir)  # before start: an early SIGHUP waits instead of ending the proxy
-        restarter = Restarter(loop, stop, settings) if settings.workers == 1 else None  # a worker is not restarted alone
+        restarter = Restarter(loop, stop, settings, worker=settings.workers > 1)  # a worker's SIGUSR2 is its supervisor's hand-over
         try:
-            running = await start(settings, listening_fd=takeover.listening_fd if takeover is not None else None)
+            running = await start(settings, listening_fd=handed.listening_fd if handed is not None else None,
+                                  taking_over=handed is not None and handed.accept_first)
         except (UnsupportedBackend, ConfigError) as exc:
             announce(settings.log_format, f"mcp-tasks-proxy: refusing to start: {exc}", sys.stderr, level=logging.ERROR)
-            if takeover is not None:
-                takeover.failed(settings, f"refusing to start: {exc}")
+            if handed is not None:
+                handed.failed(settings, f"refusing to start: {exc}")
             return 2
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else exc.strerror  # "Address already in use", not asyncio's sentence
             announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
-            if takeover is not None:
-                takeover.failed(settings, f"cannot listen: {reason}")
+            if handed is not None:
+                handed.failed(settings, f"cannot listen: {reason}")
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         if hangup is not None:
             hangup.attach(running)
-        if restarter is not None:
-            restarter.attach(running)
-        if takeover is not None:
-            takeover.serving(settings)
+        restarter.attach(running)
+        if handed is not None:
+            handed.serving(settings)
         # The banner is stdout's one line (the readiness signal scripts and the benchmark wait for).
         announce(settings.log_format, f"mcp-tasks-proxy listening on {running.url} (backends: {backends})", sys.stdout,
                  url=running.url)
         await stop.wait()
         # Stop listening, let requests in flight finish (up to shutdown_timeout_ms), then exit.
         logging.getLogger(__name__).info("stopping: waiting up to %g s for requests in flight", settings.shutdown_timeout_ms / 1000)
-        if restarter is not None and restarter.handed_over:  # a restart's new process holds the socket: drain the connections first
+        if restarter.handed_over:  # a restart's new process holds the socket: drain the connections first
             await running.hand_over(HANDOVER_GRACE_S)
         else:
             await running.stop()

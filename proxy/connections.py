@@ -207,17 +207,16 @@ class BoundedSite(web.BaseSite):
     `TCPSite`, which always builds the plain `RequestHandler`). `handler_args` go to aiohttp's
     `RequestHandler` (e.g. `access_log=None`)."""
 
-    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_reuse_port", "_listening_fd")
+    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_listening_fd")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
-                 reuse_port: bool = False, listening_fd: int | None = None, **handler_args: Any):
+                 listening_fd: int | None = None, **handler_args: Any):
         super().__init__(runner, backlog=backlog)
         self._host = host
         self._port = port
-        self._reuse_port = reuse_port
-        """`SO_REUSEPORT`: several worker processes listen on one port (the kernel spreads connections)."""
         self._listening_fd = listening_fd
-        """A listening socket handed over by a restart (`proxy/restart.py`): served instead of binding one."""
+        """A listening socket served instead of binding one: a worker's (`shared_sockets`), or one a
+        restart handed over (`proxy/restart.py`)."""
         self._limits = limits
         self._handler_args = handler_args
 
@@ -249,8 +248,30 @@ class BoundedSite(web.BaseSite):
             handed.setblocking(False)
             self._server = await loop.create_server(protocol, sock=handed, backlog=self._backlog)
         else:
-            self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog,
-                                                    reuse_port=self._reuse_port or None)
+            self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog)
+
+
+def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list[socket.socket]:
+    """`count` listening sockets on `host`:`port` (its first address), each with `SO_REUSEPORT`: the
+    supervisor of `serve --workers N` holds them, each worker serves on one, and a restart hands them
+    all to the new supervisor (docs/decisions.md §52, §170). The kernel spreads new connections over
+    them; a socket's queue outlives its worker while the supervisor holds it. Raises `OSError`."""
+    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sockets.append(socket.socket(family, kind, proto))
+            sockets[-1].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sockets[-1].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:  # as asyncio binds: IPv6 only, the IPv4 address is its own
+                sockets[-1].setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sockets[-1].bind(address)
+            sockets[-1].listen(backlog)
+    except OSError:
+        for made in sockets:
+            made.close()
+        raise
+    return sockets
 
 
 async def drain_connections(limits: ConnectionLimits, grace_s: float) -> None:

@@ -1,22 +1,26 @@
 """`mcp-tasks-proxy restart` and `SIGUSR2`: a new serving process takes over from the running one
-without a refused connection (docs/configuration.md "Restart and upgrade", docs/decisions.md §169).
+without a refused connection (docs/configuration.md "Restart and upgrade", docs/decisions.md §169, §170).
 
 The running process (the old one), on `SIGUSR2`, starts `python -m proxy serve` again with its own
-arguments, from the installed code (an upgrade is a restart), and hands it its listening socket:
-the socket is inherited (`pass_fds`), so both hold the one socket and its queue of connections,
-as nginx's binary upgrade and HAProxy's `-x` do. The new process reads its configuration and
-imports the proxy, then says it is ready on a pipe; only then does the old one stop, as on
-SIGTERM: it stops accepting (its copy of the socket closes; the new one's stays open), finishes its
-requests in flight, GET streams and held calls within `shutdown_timeout_ms`, closes its store and
-exits. The new process waits for the old one's locks (`serve.pid`, the SQLite store: one process
-per state directory, decision 44), opens the state, and accepts: connections that arrived
-meanwhile waited in the socket's queue, none is refused. It writes the verdict to
-`<state_dir>/restarts/<old pid>.json`, which `mcp-tasks-proxy restart` waits for.
+arguments, from the installed code (an upgrade is a restart), and hands it its listening sockets:
+they are inherited (`pass_fds`), so both hold each socket and its queue of connections, as nginx's
+binary upgrade and HAProxy's `-x` do. The new process reads its configuration and imports the proxy,
+then says it is ready on a pipe (or why it cannot serve: `refused <reason>`); only then does the
+old one stop: it stops accepting (its copy of the socket closes; the new one's stays open), drains
+its connections, finishes its requests in flight, GET streams and held calls within
+`shutdown_timeout_ms`, closes its store and exits.
 
-A new process that cannot start before it is ready (a configuration that does not load, an import
-error) exits; the old one reads the pipe's end, keeps serving, and writes the verdict "refused"
-with the exit status. One restart at a time. `serve --workers N` refuses it for now (its verdict
-says so).
+* One process (`Restarter`, `Takeover`): the new process says it is ready first, then waits for the
+  old one's locks (`serve.pid`, the SQLite store: one process per state directory, decision 44),
+  opens the state, and accepts: connections that arrived meanwhile waited in the socket's queue.
+* `serve --workers N` (`WorkersRestarter`, `WorkerSlot`): the supervisor holds the N `SO_REUSEPORT`
+  sockets its workers serve on, and hands all N over; the new supervisor starts N workers on them
+  (the store is shared: Redis), and says it is ready once every worker serves; then the old
+  supervisor tells its workers (`SIGUSR2`) to stop as a one-process restart's old process does.
+
+The new process (the new supervisor) writes the verdict to `<state_dir>/restarts/<old pid>.json`
+once it serves and holds `serve.pid`, which `mcp-tasks-proxy restart` waits for; a refusal is
+written by the old process, which keeps serving. One restart at a time.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ import contextlib
 import json
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TAKEOVER_ENV = "MCP_TASKS_PROXY_TAKEOVER"
-"""`<old pid>:<listening socket fd>:<ready pipe fd>`, set for the new process of a restart."""
+"""`<old pid>:<listening fd>[,<listening fd>...]:<ready pipe fd>`, set for the new process of a restart."""
 RESTARTS = "restarts"
 """In `state_dir`: `<old pid>.json`, each restart's verdict."""
 WAIT_S = 120.0
@@ -56,6 +62,8 @@ HANDOVER_GRACE_S = 1.0
 next request with `Connection: close`, an idle one closes then (`connections.drain_connections`)."""
 LOCK_WAIT_MARGIN_S = 60.0
 """The new process waits for the old one's locks `shutdown_timeout_ms` and this much more."""
+READY = b"ready\n"
+REFUSED = b"refused "
 
 
 def verdict_path(state_dir: str, old_pid: int) -> Path:
@@ -69,81 +77,164 @@ def _record(state_dir: str, old_pid: int, verdict: dict[str, Any]) -> None:
         log.warning("cannot write the restart's verdict (`mcp-tasks-proxy restart` waits for it): %s", exc.strerror)
 
 
+def _say(fd: int, said: bytes) -> None:
+    """One line on a ready pipe (one write under PIPE_BUF: whole for the reader), then closed."""
+    with contextlib.suppress(OSError):
+        os.write(fd, said[:500].replace(b"\n", b" ").rstrip() + b"\n")
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _refusal(said: bytes, child: int, status: int | None) -> str:
+    """Why a new process did not become ready: what it said (`refused <reason>`), else how it ended."""
+    if said.startswith(REFUSED):
+        return said[len(REFUSED):].decode(errors="replace").strip()
+    ended = f"exited with status {status}" if status is not None else "closed its pipe"
+    return f"the new process (pid {child}) {ended} before it could serve; its log says why"
+
+
 # -- the old process ------------------------------------------------------------------------------
+
+
+def spawn_successor(listening: list[int]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start `python -P -m proxy <this process's arguments>` with the sockets `listening` and the
+    write end of a ready pipe inherited (`TAKEOVER_ENV`); returns it and the pipe's read end.
+    Raises `OSError` when it cannot be started."""
+    ready_read, ready_write = os.pipe()
+    # -P: the installed code, never a `proxy` directory in the working directory (Python 3.11+)
+    argv = [sys.executable, "-P", "-m", "proxy", *sys.argv[1:]]
+    env = {**os.environ, TAKEOVER_ENV: f"{os.getpid()}:{','.join(map(str, listening))}:{ready_write}"}
+    try:
+        child = subprocess.Popen(argv, env=env, pass_fds=(*listening, ready_write))
+    except OSError:
+        os.close(ready_read)
+        raise
+    finally:
+        os.close(ready_write)
+    log.info("SIGUSR2: restarting: new process %d (%s) takes over the listening socket%s once it is ready",
+             child.pid, " ".join(argv), "s" if len(listening) > 1 else "")
+    return child, ready_read
 
 
 class Restarter:
     """The `SIGUSR2` handler of a serving process (module docstring). `stop` is the event that ends
-    the process gracefully (as SIGTERM does)."""
+    the process gracefully (as SIGTERM does). In a worker of `serve --workers N` (`worker`), the
+    signal comes from its supervisor, which has handed over: the worker stops as an old process does."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event, settings: Settings):
+    def __init__(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event, settings: Settings, *, worker: bool = False):
         self.loop = loop
         self.stop = stop
         self.settings = settings
+        self.worker = worker
         self.running: RunningProxy | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.handed_over = False
         self._waiting: asyncio.Future[None] | None = None
         loop.add_signal_handler(signal.SIGUSR2, self.signalled)
+        if worker and HANDOVER_ASKED.is_set():  # the supervisor asked before this handler was installed
+            self.signalled()
 
     def attach(self, running: RunningProxy) -> None:
         self.running = running
 
     def signalled(self) -> None:
+        if self.worker:
+            log.info("SIGUSR2 from the supervisor: a new generation of workers serves; this worker (%d) stops accepting", os.getpid())
+            self.handed_over = True
+            self.stop.set()
+            return
         if self.running is None or self.handed_over:
             log.warning("SIGUSR2: %s; no restart", "not serving yet" if self.running is None else "already handed over")
             return
         if self.child is not None:
             log.warning("SIGUSR2: a restart is under way (new process %d); no other", self.child.pid)
             return
-        listening = self.running.listening_fd()
-        ready_read, ready_write = os.pipe()
-        # -P: the installed code, never a `proxy` directory in the working directory (Python 3.11+)
-        argv = [sys.executable, "-P", "-m", "proxy", *sys.argv[1:]]
-        env = {**os.environ, TAKEOVER_ENV: f"{os.getpid()}:{listening}:{ready_write}"}
         try:
-            self.child = subprocess.Popen(argv, env=env, pass_fds=(listening, ready_write))
+            self.child, ready_read = spawn_successor([self.running.listening_fd()])
         except OSError as exc:
-            os.close(ready_read)
-            _record(self.settings.state_dir, os.getpid(), {"outcome": "refused", "reason": f"cannot start {argv[0]}: {exc.strerror}"})
+            _record(self.settings.state_dir, os.getpid(), {"outcome": "refused", "reason": f"cannot start {sys.executable}: {exc.strerror}"})
             return
-        finally:
-            os.close(ready_write)
-        log.info("SIGUSR2: restarting: new process %d (%s) takes over the listening socket once it is ready",
-                 self.child.pid, " ".join(argv))
         os.set_blocking(ready_read, False)
         self.loop.add_reader(ready_read, self._heard, ready_read)
 
     def _heard(self, fd: int) -> None:
         try:
-            said = os.read(fd, 64)
+            said = os.read(fd, 4096)
         except BlockingIOError:
             return
         self.loop.remove_reader(fd)
         os.close(fd)
         child = self.child
         assert child is not None
-        if said.startswith(b"ready"):
+        if said == READY:
             self.handed_over = True
             log.info("restart: new process %d is ready; this one (%d) stops accepting and finishes its work", child.pid, os.getpid())
             self.stop.set()
             return
-        self._waiting = asyncio.ensure_future(self._refused(child))
+        self._waiting = asyncio.ensure_future(self._refused(child, said))
 
-    async def _refused(self, child: subprocess.Popen[bytes]) -> None:
+    async def _refused(self, child: subprocess.Popen[bytes], said: bytes) -> None:
         status = await asyncio.to_thread(child.wait)
         self.child = None
-        reason = f"the new process (pid {child.pid}) exited with status {status} before it could serve; its log says why"
+        reason = _refusal(said, child.pid, status)
         log.error("restart refused, this process (%d) keeps serving: %s", os.getpid(), reason)
         _record(self.settings.state_dir, os.getpid(), {"outcome": "refused", "reason": reason})
 
 
-def refuse_under_workers(state_dir: str) -> None:
-    """`SIGUSR2` to the supervisor of `serve --workers N`: not done yet (decision 169), said in the verdict."""
-    reason = ("serve --workers N is not restarted in place yet: restart its replicas one by one behind the load balancer, "
-              "or stop and start it")
-    log.warning("SIGUSR2: restart refused: %s", reason)
-    _record(state_dir, os.getpid(), {"outcome": "refused", "reason": reason})
+HANDOVER_ASKED = threading.Event()
+"""Set by a worker's first `SIGUSR2` handler (`ask_handover`), before its `Restarter` is installed."""
+
+
+def ask_handover(_sig: int, _frame: object) -> None:
+    HANDOVER_ASKED.set()
+
+
+class WorkersRestarter:
+    """The `SIGUSR2` handler of the supervisor of `serve --workers N`: starts the new supervisor with
+    the workers' sockets (`listening`), and once it says its workers serve, `hand_over()` (the
+    supervisor's: each worker gets `SIGUSR2`, none is replaced). The new supervisor is a child of
+    this one: the supervisor's wait loop gives it to `reaped` when it ends before it was ready."""
+
+    def __init__(self, settings: Settings, listening: list[int], hand_over: Callable[[], None]):
+        self.settings = settings
+        self.listening = listening
+        self.hand_over = hand_over
+        self.child: subprocess.Popen[bytes] | None = None
+        self.handed_over = False
+        self._reader: threading.Thread | None = None
+        self._said = b""
+
+    def signalled(self, _sig: int, _frame: object) -> None:
+        if self.handed_over or self.child is not None:
+            log.warning("SIGUSR2: %s; no other", "already handed over" if self.handed_over else "a restart is under way")
+            return
+        try:
+            self.child, ready_read = spawn_successor(self.listening)
+        except OSError as exc:
+            _record(self.settings.state_dir, os.getpid(), {"outcome": "refused", "reason": f"cannot start {sys.executable}: {exc.strerror}"})
+            return
+        self._reader = threading.Thread(target=self._listen, args=(ready_read, self.child.pid), daemon=True)
+        self._reader.start()
+
+    def _listen(self, fd: int, child: int) -> None:
+        with contextlib.closing(os.fdopen(fd, "rb", buffering=0)) as pipe:
+            self._said = pipe.read(4096) or b""
+        if self._said == READY:
+            self.handed_over = True
+            log.info("restart: new supervisor %d serves; this one (%d) hands over: its workers stop accepting and finish",
+                     child, os.getpid())
+            self.hand_over()
+
+    def reaped(self, pid: int, status: int) -> None:
+        """A child that is not a worker ended: the new supervisor, before it was ready (refused)."""
+        if self.child is None or pid != self.child.pid:
+            return
+        if self._reader is not None:
+            self._reader.join(5)  # its pipe is at its end: the child has exited
+        reason = _refusal(self._said, pid, os.waitstatus_to_exitcode(status))
+        self.child = None
+        log.error("restart refused, this supervisor (%d) and its workers keep serving: %s", os.getpid(), reason)
+        _record(self.settings.state_dir, os.getpid(), {"outcome": "refused", "reason": reason})
 
 
 # -- the new process ------------------------------------------------------------------------------
@@ -151,13 +242,15 @@ def refuse_under_workers(state_dir: str) -> None:
 
 class Takeover:
     """What the new process of a restart was handed (`TAKEOVER_ENV`): the old process's id, the
-    listening socket's descriptor, and the pipe to say it is ready on."""
+    listening sockets' descriptors (one per worker), and the pipe to say it is ready on."""
 
-    def __init__(self, old_pid: int, listening_fd: int, ready_fd: int):
+    def __init__(self, old_pid: int, listening_fds: list[int], ready_fd: int):
         self.old_pid = old_pid
-        self.listening_fd = listening_fd
+        self.listening_fds = listening_fds
         self.ready_fd = ready_fd
         self.at_ms = int(time.time() * 1000)
+        self.accept_first = True
+        """Accept before the first probes (`app.start(taking_over=…)`): the old process has stopped."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Takeover | None:
@@ -168,17 +261,29 @@ class Takeover:
             return None
         os.environ.pop(TAKEOVER_ENV, None)
         try:
-            old, listening, ready = (int(part) for part in value.split(":"))
+            old, listening, ready = value.split(":")
+            return cls(int(old), [int(fd) for fd in listening.split(",")], int(ready))
         except ValueError:
             return None
-        return cls(old, listening, ready)
+
+    @property
+    def listening_fd(self) -> int:
+        return self.listening_fds[0]
+
+    def mismatch(self, settings: Settings) -> str | None:
+        """Why these settings cannot serve on the sockets handed over: a changed number of workers."""
+        if len(self.listening_fds) == settings.workers:
+            return None
+        return (f"workers = {settings.workers}, but the running proxy has {len(self.listening_fds)} worker(s): a restart keeps "
+                "their number (their sockets are handed over); stop and start the proxy to change it")
 
     def ready(self) -> None:
         """Tell the old process to stop accepting and finish (it then releases the locks)."""
-        with contextlib.suppress(OSError):
-            os.write(self.ready_fd, b"ready\n")
-        with contextlib.suppress(OSError):
-            os.close(self.ready_fd)
+        _say(self.ready_fd, READY)
+
+    def refuse(self, reason: str) -> None:
+        """Tell the old process why this one cannot serve (it keeps serving and says so)."""
+        _say(self.ready_fd, REFUSED + reason.encode(errors="replace"))
 
     def lock_wait_s(self, settings: Settings) -> float:
         """How long to wait for the old process's locks: its stop (requests in flight, then held
@@ -190,6 +295,46 @@ class Takeover:
 
     def failed(self, settings: Settings, reason: str) -> None:
         _record(settings.state_dir, self.old_pid, {"outcome": "failed", "new_pid": os.getpid(), "reason": reason})
+
+
+class WorkerSlot:
+    """What a worker of `serve --workers N` serves on: its socket (held by the supervisor), and, in
+    the first workers of a restart's new supervisor, the pipe on which it says it serves or why it
+    cannot (`gather`)."""
+
+    accept_first = False
+
+    def __init__(self, listening_fd: int, ready_fd: int | None):
+        self.listening_fd = listening_fd
+        self.ready_fd = ready_fd
+
+    def serving(self, _settings: Settings) -> None:
+        if self.ready_fd is not None:
+            _say(self.ready_fd, READY)
+
+    def failed(self, _settings: Settings, reason: str) -> None:
+        if self.ready_fd is not None:
+            _say(self.ready_fd, REFUSED + f"a worker cannot serve: {reason}".encode(errors="replace"))
+
+    @staticmethod
+    def gather(fd: int, count: int, timeout_s: float) -> str | None:
+        """Wait until `count` workers said they serve on the pipe `fd`: None, or why not (one
+        refused, all ended, or `timeout_s` passed). Closes `fd`."""
+        deadline = time.monotonic() + timeout_s
+        said = b""
+        with contextlib.closing(os.fdopen(fd, "rb", buffering=0)) as pipe:
+            while said.count(READY) < count:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                    return f"the new workers did not all serve within {timeout_s:g} s"
+                chunk = pipe.read(4096)
+                refused = next((line for line in (said + chunk).split(b"\n") if line.startswith(REFUSED)), None)
+                if refused is not None:
+                    return refused[len(REFUSED):].decode(errors="replace")
+                if not chunk:
+                    return f"{count - said.count(READY)} new worker(s) ended before they served; the log says why"
+                said += chunk
+        return None
 
 
 # -- the command ----------------------------------------------------------------------------------

@@ -1,16 +1,20 @@
-"""`mcp-tasks-proxy restart` (SIGUSR2) on a real `serve` process (proxy/restart.py, docs/decisions.md
-§169): the new process takes over the listening socket and the state while modern clients open a
-new connection for every call, others run task lifecycles and v1 sessions call tools: no connection
-is refused, no call fails or is answered wrongly, the sessions go on. A held call running across a
-restart ends with its result, answered by the new process. A restart into a configuration that does
-not load is refused, and the old process goes on serving."""
+"""`mcp-tasks-proxy restart` (SIGUSR2) on a real `serve` process, alone and with `--workers 2`
+(proxy/restart.py, docs/decisions.md §169, §170): the new process takes over the listening sockets
+and the state while modern clients open a new connection for every call, others run task
+lifecycles and the official `mcp` 1.30 client keeps v1 sessions: no connection is refused, no call
+fails or is answered wrongly, the sessions go on. A held call running across a restart ends with
+its result. A restart into a configuration that does not load is refused with the reason, and the
+old process goes on serving. A restart after `pip install` of other code serves that code."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,26 +25,33 @@ from held_support import start_untasked_server
 from session_support import SessionCaller
 from support import Caller, free_port
 
+from proxy.demo.peers import ensure_peer_env
 from proxy.keys import new_key_text
 from translators.held import INTERRUPTED
 
 pytestmark = pytest.mark.peers
 ROOT = Path(__file__).resolve().parents[2]
+SESSION_LOOP = ROOT / "tests" / "peers" / "mcp1_session_loop.py"
+SPACING_S = 12.0
+"""Between the two restarts under load (issue 40)."""
 
 
 class Served:
     """`serve --config` as a process of its own, whose restarts replace it: the process serving now
     is the one `serve.pid` names, stopped by its own pid at the end."""
 
-    def __init__(self, tmp_path: Path, upstream: str, backend_settings: str = ""):
+    def __init__(self, tmp_path: Path, upstream: str, backend_settings: str = "", redis_url: str | None = None):
         self.port = free_port()
         self.state = tmp_path / "state"
         self.config = tmp_path / "proxy.toml"
+        workers = f'workers = 2\nstore = "{redis_url}"\n' if redis_url is not None else ""
         self.config.write_text(
-            f'state_dir = "{self.state}"\nlisten = "127.0.0.1:{self.port}"\n'
+            f'state_dir = "{self.state}"\nlisten = "127.0.0.1:{self.port}"\n{workers}'
             f'[[upstream]]\nname = "main"\nurl = "{upstream}"\n{backend_settings}'
         )
         self.env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
+        self.python = sys.executable
+        self.cwd = ROOT
         self.log = tmp_path / "proxy.log"
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.first: asyncio.subprocess.Process | None = None
@@ -48,13 +59,13 @@ class Served:
     async def start(self) -> None:
         with open(self.log, "ab") as log:  # noqa: ASYNC230 - the log file of a process the test starts
             self.first = await asyncio.create_subprocess_exec(
-                sys.executable,
+                self.python,
                 "-m",
                 "proxy",
                 "serve",
                 "--config",
                 str(self.config),
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdout=log,
                 stderr=log,
@@ -82,7 +93,7 @@ class Served:
 
     async def restart(self, *extra: str) -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
+            self.python,
             "-m",
             "proxy",
             "restart",
@@ -91,7 +102,7 @@ class Served:
             "--wait",
             "60",
             *extra,
-            cwd=ROOT,
+            cwd=self.cwd,
             env=self.env,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -114,15 +125,21 @@ class Served:
 
 
 class Traffic:
-    """Clients running until told to stop: what each saw."""
+    """Clients running until told to stop (`finish`): what each saw."""
 
-    def __init__(self) -> None:
+    def __init__(self, tmp_path: Path) -> None:
         self.stopping = asyncio.Event()
+        self.stop_file = tmp_path / "clients.stop"
+        self.tmp_path = tmp_path
         self.done: dict[str, int] = {}
         self.failures: list[str] = []
 
     def ok(self, kind: str) -> None:
         self.done[kind] = self.done.get(kind, 0) + 1
+
+    def finish(self) -> None:
+        self.stopping.set()
+        self.stop_file.touch()
 
     async def modern_calls(self, url: str, number: int) -> None:
         """`greet` over a new connection for every call."""
@@ -161,24 +178,35 @@ class Traffic:
                 else:
                     self.ok("lifecycle")
 
-    async def session_calls(self, url: str, number: int) -> None:
-        """A v1 session (its own connection, kept alive) calling `greet` until the end."""
-        async with aiohttp.ClientSession() as http:
-            session = SessionCaller(http, url)
-            await session.initialize()
-            opened = session.session_id
-            while not self.stopping.is_set():
-                name = f"s{number}-{self.done.get('session', 0)}"
-                try:
-                    answer = await session.call("tools/call", {"name": "greet", "arguments": {"name": name}})
-                except (aiohttp.ClientError, AssertionError) as exc:
-                    self.failures.append(f"session call: {exc!r}")
-                    continue
-                if answer.get("result", {}).get("content") != [{"type": "text", "text": f"Hello, {name}!"}]:
-                    self.failures.append(f"session call answered {answer}")
-                else:
-                    self.ok("session")
-            assert session.session_id == opened
+    async def official_session(self, url: str, number: int) -> None:
+        """A v1 session of the official `mcp` 1.30 client calling `greet` until the end, on one
+        connection it keeps (`tests/peers/mcp1_session_loop.py`): every answer right, one session."""
+        label = f"s{number}"
+        with open(self.tmp_path / f"{label}.err", "wb") as err:  # noqa: ASYNC230 - the log of a process the test starts
+            process = await asyncio.create_subprocess_exec(
+                str(ensure_peer_env("mcp-v1")),
+                str(SESSION_LOOP),
+                "--url",
+                url,
+                "--label",
+                label,
+                "--stop",
+                str(self.stop_file),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
+            )
+        assert process.stdout is not None
+        last: dict[str, Any] = {}
+        while line := await process.stdout.readline():
+            last = json.loads(line)
+            if "ok" in last:
+                self.ok("session")
+            elif "failure" in last:
+                self.failures.append(f"session {label}: {last['failure']}")
+        if await process.wait() != 0 or last.get("same_session") is not True:
+            self.failures.append(
+                f"session {label} ended {process.returncode}, {last}: {(self.tmp_path / f'{label}.err').read_text()[-2000:]}"
+            )
 
 
 async def _until(condition: Any) -> None:
@@ -194,28 +222,40 @@ async def _more(traffic: Traffic) -> None:
     await _until(lambda: all(traffic.done.get(k, 0) >= before.get(k, 0) + 3 for k in ("modern", "lifecycle", "session")))
 
 
-async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(reference_v1_server, tmp_path):
-    served = Served(tmp_path, reference_v1_server.url)
+@pytest.fixture(params=[1, 2], ids=["one process", "workers 2"])
+def workers_redis(request: Any) -> str | None:
+    """None: one process (SQLite store); else the Redis URL `--workers 2` share."""
+    return None if request.param == 1 else request.getfixturevalue("redis_url")
+
+
+async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(reference_v1_server, workers_redis, tmp_path):
+    ensure_peer_env("mcp-v1")
+    served = Served(tmp_path, reference_v1_server.url, redis_url=workers_redis)
     await served.start()
-    traffic = Traffic()
+    traffic = Traffic(tmp_path)
+    loop = asyncio.get_running_loop()
     try:
-        clients = [asyncio.ensure_future(traffic.modern_calls(served.url, n)) for n in range(4)]
+        clients = [asyncio.ensure_future(traffic.modern_calls(served.url, n)) for n in range(6)]
         clients += [asyncio.ensure_future(traffic.lifecycles(served.url, n)) for n in range(2)]
-        clients += [asyncio.ensure_future(traffic.session_calls(served.url, n)) for n in range(2)]
+        clients += [asyncio.ensure_future(traffic.official_session(served.url, n)) for n in range(2)]
         pids = [served.pid()]
+        restarted_at = [loop.time() - SPACING_S]
         for _ in range(2):
             await _more(traffic)
+            await _until(lambda: loop.time() >= restarted_at[-1] + SPACING_S)  # the issue's spacing, not a timing
+            restarted_at.append(loop.time())
             code, out, err = await served.restart()
             assert (code, err) == (0, ""), (out, err, served.log.read_text())
-            new = await served._serving(lambda pid: pid not in pids)
+            new = served.pid()
+            assert new not in pids
             assert out.splitlines() == [
                 f"sent SIGUSR2 to mcp-tasks-proxy (pid {pids[-1]})",
                 f"restarted: pid {new} serves (version 0.1.0); pid {pids[-1]} has stopped",
             ]
             pids.append(new)
         await _more(traffic)
-        traffic.stopping.set()
-        await asyncio.wait_for(asyncio.gather(*clients), 30)
+        traffic.finish()
+        await asyncio.wait_for(asyncio.gather(*clients), 60)
         assert traffic.failures == []
         assert len(set(pids)) == 3
         async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{served.port}/status.json") as response:
@@ -223,35 +263,35 @@ async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(ref
         assert (status["restarted"]["from_pid"], status["restarted"]["version"]) == (pids[1], "0.1.0")
         assert list((served.state / "restarts").iterdir()) == []  # each verdict read by its command, and removed
     finally:
-        traffic.stopping.set()
+        traffic.finish()
         await served.stop()
 
 
 async def test_a_restart_into_a_configuration_that_does_not_load_is_refused_and_the_old_process_serves(
-    reference_v1_server, tmp_path
+    reference_v1_server, workers_redis, tmp_path
 ):
-    served = Served(tmp_path, reference_v1_server.url)
+    served = Served(tmp_path, reference_v1_server.url, redis_url=workers_redis)
     await served.start()
     try:
         old = served.pid()
         served.config.write_text(served.config.read_text() + "no_such_key = 1\n")
         code, out, err = await served.restart()
-        assert code == 1, (out, err)
-        assert out == f"sent SIGUSR2 to mcp-tasks-proxy (pid {old})\n"
-        assert err.startswith("mcp-tasks-proxy: restart refused: the new process (pid ")
-        assert err.endswith(" exited with status 2 before it could serve; its log says why; the old process still serves\n")
+        assert (code, out) == (1, f"sent SIGUSR2 to mcp-tasks-proxy (pid {old})\n")
+        assert err == (
+            f"mcp-tasks-proxy: restart refused: configuration error: {served.config}: upstream.0: unknown key 'no_such_key'; "
+            "the old process still serves\n"
+        )
         assert served.pid() == old
         async with aiohttp.ClientSession() as http:
             answer = await Caller(http, served.url).call("tools/call", {"name": "greet", "arguments": {"name": "still"}})
         assert answer.result["content"] == [{"type": "text", "text": "Hello, still!"}]
-        assert "no_such_key" in served.log.read_text()
     finally:
         await served.stop()
 
 
-async def test_a_held_call_running_across_a_restart_ends_with_its_result(tmp_path):
+async def test_a_held_call_running_across_a_restart_ends_with_its_result(workers_redis, tmp_path):
     server = start_untasked_server(tmp_path / "events.jsonl")
-    served = Served(tmp_path, server.url, "hold_after_ms = 300\n")
+    served = Served(tmp_path, server.url, "hold_after_ms = 300\n", redis_url=workers_redis)
     try:
         await served.start()
         old = served.pid()
@@ -270,9 +310,9 @@ async def test_a_held_call_running_across_a_restart_ends_with_its_result(tmp_pat
         server.stop()
 
 
-async def test_a_held_call_longer_than_the_stop_allows_reads_interrupted_after_a_restart(tmp_path):
+async def test_a_held_call_longer_than_the_stop_allows_reads_interrupted_after_a_restart(workers_redis, tmp_path):
     server = start_untasked_server(tmp_path / "events.jsonl")
-    served = Served(tmp_path, server.url, "hold_after_ms = 300\n")
+    served = Served(tmp_path, server.url, "hold_after_ms = 300\n", redis_url=workers_redis)
     served.config.write_text("shutdown_timeout_ms = 500\n" + served.config.read_text())
     try:
         await served.start()
@@ -289,31 +329,11 @@ async def test_a_held_call_longer_than_the_stop_allows_reads_interrupted_after_a
         server.stop()
 
 
-async def test_serve_with_workers_refuses_a_restart_and_goes_on(reference_v1_server, redis_url, tmp_path):
-    served = Served(tmp_path, reference_v1_server.url)
-    served.config.write_text(f'workers = 2\nstore = "{redis_url}"\n' + served.config.read_text())
-    await served.start()
-    try:
-        supervisor = served.pid()
-        code, out, err = await served.restart()
-        assert (code, out) == (1, f"sent SIGUSR2 to mcp-tasks-proxy (pid {supervisor})\n")
-        assert err == (
-            "mcp-tasks-proxy: restart refused: serve --workers N is not restarted in place yet: restart its replicas "
-            "one by one behind the load balancer, or stop and start it; the old process still serves\n"
-        )
-        assert served.pid() == supervisor
-        async with aiohttp.ClientSession() as http:
-            answer = await Caller(http, served.url).call("tools/call", {"name": "greet", "arguments": {"name": "workers"}})
-        assert answer.result["content"] == [{"type": "text", "text": "Hello, workers!"}]
-    finally:
-        await served.stop()
-
-
-async def test_a_sessions_open_event_stream_ends_and_the_restart_goes_through(reference_v1_server, tmp_path):
+async def test_a_sessions_open_event_stream_ends_and_the_restart_goes_through(reference_v1_server, workers_redis, tmp_path):
     """An open GET stream never ends by itself: the old process ends it once it has drained its
     connections (the client opens it again, on the new process), instead of holding its stop, and
     the new process's start, for `shutdown_timeout_ms` and more."""
-    served = Served(tmp_path, reference_v1_server.url)
+    served = Served(tmp_path, reference_v1_server.url, redis_url=workers_redis)
     await served.start()
     try:
         old = served.pid()
@@ -334,5 +354,56 @@ async def test_a_sessions_open_event_stream_ends_and_the_restart_goes_through(re
             assert served.pid() != old
             again = await session.call("tools/call", {"name": "greet", "arguments": {"name": "again"}})
         assert again["result"]["content"] == [{"type": "text", "text": "Hello, again!"}]
+    finally:
+        await served.stop()
+
+
+def _install(tmp_path: Path, site: Path, version: str, version_function: str | None = None) -> None:
+    """`pip install --target site` of this project's code as version `version` (another commit:
+    `version_function` replaces `proxy/version.py`'s `version()` body's last line when given)."""
+    source = tmp_path / f"source-{version}"
+    for part in ("proxy", "translators"):
+        shutil.copytree(ROOT / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / part, source / part)
+    project = (source / "pyproject.toml").read_text()
+    (source / "pyproject.toml").write_text(project.replace('\nversion = "0.1.0"\n', f'\nversion = "{version}"\n', 1))
+    if version_function is not None:
+        code = (source / "proxy" / "version.py").read_text()
+        (source / "proxy" / "version.py").write_text(code.replace('return installed("mcp-tasks-proxy")', version_function))
+    for installed in site.glob("mcp_tasks_proxy-*.dist-info"):  # what an uninstall removes (`--target` keeps it)
+        shutil.rmtree(installed)
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--target", str(site), str(source)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+
+
+async def _status(port: int) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/status.json") as response:
+        return dict(await response.json())
+
+
+async def test_a_restart_after_pip_install_of_other_code_serves_that_code(reference_v1_server, tmp_path):
+    """An upgrade is a restart: the proxy runs from a `pip install --target` directory; another
+    version of the code installed there over it is what the restart's new process serves."""
+    site = tmp_path / "site"
+    await asyncio.to_thread(_install, tmp_path, site, "0.1.1.dev1")
+    served = Served(tmp_path, reference_v1_server.url)
+    served.env["PYTHONPATH"] = str(site)
+    served.cwd = tmp_path  # not this checkout's own `proxy` directory
+    await served.start()
+    try:
+        old = served.pid()
+        assert ((await _status(served.port))["version"], (await _status(served.port))["restarted"]) == ("0.1.1.dev1", None)
+        changed = 'return installed("mcp-tasks-proxy") + " (upgraded code)"'
+        await asyncio.to_thread(_install, tmp_path, site, "0.1.1.dev2", changed)
+        code, out, err = await served.restart()
+        assert (code, err) == (0, ""), (out, err, served.log.read_text())
+        new = served.pid()
+        assert out.splitlines()[1] == f"restarted: pid {new} serves (version 0.1.1.dev2 (upgraded code)); pid {old} has stopped"
+        status = await _status(served.port)
+        assert (status["version"], status["restarted"]["from_pid"]) == ("0.1.1.dev2 (upgraded code)", old)
+        async with aiohttp.ClientSession() as http:
+            answer = await Caller(http, served.url).call("tools/call", {"name": "greet", "arguments": {"name": "upgraded"}})
+        assert answer.result["content"] == [{"type": "text", "text": "Hello, upgraded!"}]
     finally:
         await served.stop()
