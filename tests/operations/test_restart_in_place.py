@@ -91,12 +91,12 @@ class Served:
                 assert asyncio.get_running_loop().time() < deadline, self.log.read_text()
                 await asyncio.sleep(0.05)
 
-    async def restart(self, *extra: str) -> tuple[int, str, str]:
+    async def restart(self, *extra: str, command: str = "restart") -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
             self.python,
             "-m",
             "proxy",
-            "restart",
+            command,
             "--state-dir",
             str(self.state),
             "--wait",
@@ -262,6 +262,16 @@ async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(ref
             status = await response.json()
         assert (status["restarted"]["from_pid"], status["restarted"]["version"]) == (pids[1], "0.1.0")
         assert list((served.state / "restarts").iterdir()) == []  # each verdict read by its command, and removed
+        code, out, err = await served.restart(command="reload")  # the new process (its workers) reload
+        reloading = [pids[-1]]
+        if workers_redis is not None:  # the new supervisor names its own workers
+            named = json.loads((served.state / "serve.workers").read_text())
+            assert (named["supervisor"], len(named["workers"])) == (pids[-1], 2)
+            reloading = named["workers"]
+        assert (code, err) == (0, "")
+        assert out.splitlines() == [f"sent SIGHUP to mcp-tasks-proxy (pid {pids[-1]})"] + [
+            f"pid {pid}: applied: no backend changed" for pid in reloading
+        ]
     finally:
         traffic.finish()
         await served.stop()
