@@ -25,11 +25,12 @@ from translators.oauth import AuthChallenge
 from translators.protocol import TaskSupport
 
 from ..config import Settings, Upstream
-from .endpoint import RECONNECT_PAUSE_S, BackendUnreachable, reconnect_wait
+from .endpoint import RECONNECT_PAUSE_S, BackendUnreachable, Endpoint, reconnect_wait
+from .http_sse import offers_sse
 from .pool import SessionPool
 from .probe import BackendProfile, ProbeSession, pinned_profile, probe
 from .tool_headers import ToolHeaders
-from .transports import connect
+from .transports import connect, connect_sse
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,7 @@ class Backend:
                  on_hop: Callable[[str, float], None]):
         self.config = config
         self.name = config.name
-        self.connector = connect(config, http, request_timeout_ms=settings.upstream_timeout_ms,
-                                 session_idle_ms=settings.session_idle_ms)
-        self.connector.on_hop = on_hop  # before any view of the connector is made (the probe's below)
-        self.pool = SessionPool(self.connector)
+        self._http, self._settings, self._on_hop = http, settings, on_hop
         if config.command is not None and settings.replicas > 1:  # docs/load-balancing.md "stdio backends"
             log.warning("backend %s runs its processes in this replica: with replicas = %d, route each session "
                         "(Mcp-Session-Id) and task (Mcp-Name) to the replica that opened it", self.name, settings.replicas)
@@ -69,27 +67,54 @@ class Backend:
         self._suspect = False
         self._starting = False
         """Logged as starting (never probed yet, its connector starting it) and not answered since."""
-        self.connector.on_trouble = self.suspect
         self.unreachable_at: float | None = None
         """When a connection to the backend was last refused (monotonic s); None once a probe answered."""
         self.down: str | None = None
         """Why the backend is down (a refused connection or a failed probe: the error's message);
         None while it answers, and before its first probe."""
-        self.connector.on_unreachable = self._unreachable
-        self.connector.on_challenge = self._saw_challenge
         self._protected_logged = False
-        self._probe_connector = self.connector.with_headers(config.probe_headers) if config.probe_headers else self.connector
-        """Where probes go: the connector with the operator's `probe_headers`, used for nothing else."""
-        self._probe_session = ProbeSession(self._probe_connector)
+        self._attach(connect(config, http, request_timeout_ms=settings.upstream_timeout_ms, session_idle_ms=settings.session_idle_ms))
         self.challenge: AuthChallenge | None = None
         """The last Bearer challenge the backend answered a probe or a client's request with: it is
         protected. None before any, and again once a probe without credentials passes."""
         self._probe_interval_s = settings.probe_interval_ms / 1000
-        self.connector.watched = settings.health_interval_ms > 0 and self.connector.HEALTH_CHECKS
         self.dialect_since_ms: int | None = None
         """When a probe first found the backend's current dialect (Unix ms; None before the first probe)."""
         self.tool_headers = ToolHeaders(lambda: self.profile)
         """Its tools' `x-mcp-header` annotations, for the `tools/call` translated to it (v2-modern)."""
+
+    def _attach(self, connector: Endpoint) -> None:
+        """Reach the backend through `connector`: its session pool, its probes' view (with the
+        operator's `probe_headers`, used for nothing else) and the callbacks this handle watches it by."""
+        self.connector = connector
+        connector.on_hop = self._on_hop  # before any view of the connector is made (the probe's below)
+        connector.on_trouble = self.suspect
+        connector.on_unreachable = self._unreachable
+        connector.on_challenge = self._saw_challenge
+        connector.watched = self._settings.health_interval_ms > 0 and connector.HEALTH_CHECKS
+        self.pool = SessionPool(connector)
+        probe_headers = self.config.probe_headers
+        self._probe_connector = connector.with_headers(probe_headers) if probe_headers else connector
+        self._probe_session = ProbeSession(self._probe_connector)
+
+    async def _found_sse(self) -> bool:
+        """Whether this backend, never probed and of `transport = "auto"`, is an HTTP+SSE server
+        that the Streamable HTTP probe could not speak to; then it is reached as one from now on
+        (decision 171). Asked once a probe has failed."""
+        config = self.config
+        if self.profile is not None or config.transport != "auto" or config.command is not None:
+            return False
+        connector = self.connector
+        if not await offers_sse(config.url, self._http, connector.request_options, headers=connector.extra_headers):
+            return False
+        log.info("backend %s: %s is an HTTP+SSE (2024-11-05) server's stream; reached as one", self.name, config.url)
+        old = connector
+        sse = connect_sse(config, self._http, request_timeout_ms=self._settings.upstream_timeout_ms,
+                          session_idle_ms=self._settings.session_idle_ms)
+        sse.request_options.update(old.request_options)  # its TLS and outbound proxy (a reload renews them in place)
+        self._attach(sse)
+        await old.close()
+        return True
 
     def lists_tool(self, name: object) -> bool:
         """Whether the backend lists a tool `name`: in the `tools/list` its last probe read, or in one
@@ -162,12 +187,25 @@ class Backend:
                 self._mark_down(error.message)
                 raise error from None
             except McpError as exc:
+                if not isinstance(exc, BackendUnreachable) and await self._found_sse():
+                    return await self._probe_now()
                 self._mark_down(exc.message)
                 raise
             except UnsupportedBackend as exc:
                 self._mark_down(str(exc))
                 raise
             return self._probed(profile)
+
+    async def _probe_now(self) -> BackendProfile:
+        """Probe through the connector just attached (the probe lock held), as `refresh` does."""
+        try:
+            async with asyncio.timeout(self.connector.PROBE_TIMEOUT_S):
+                profile = await probe(self._probe_connector, self.config.dialect, self._probe_session, self.profile)
+            self.check_supported(profile)
+        except McpError as exc:
+            self._mark_down(exc.message)
+            raise
+        return self._probed(profile)
 
     def _saw_challenge(self, challenge: AuthChallenge) -> None:
         self.challenge = challenge

@@ -25,6 +25,7 @@ import os
 import secrets
 import tempfile
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +42,7 @@ from ...config import Upstream
 from ...observe.hooks import TRACE
 from ..endpoint import BackendUnreachable, Endpoint
 from .bridge import CALLER_HEADER, OWN_HEADER, PROBE_HEADER, Bridge, BridgeResponse
+from .channel import ChannelLaunch
 from .mux import Greeting, ProcessSlot
 from .process import Launch
 from .session import VirtualSession
@@ -77,10 +79,16 @@ class ProcessPool:
     held (`outcome_kept`, `VirtualSession.holds_tasks`, decision 147).
     """
 
-    def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0):
+    def __init__(self, config: Upstream, endpoint: StdioEndpoint, *, idle_s: float = 3600.0, scope: str | None = None,
+                 bounds: tuple[int, int] | None = None):
         self.config = config
         self.endpoint = endpoint
         self.idle_s = idle_s
+        self.scope = scope or config.process_scope
+        """`process_scope`, or "session" (an HTTP+SSE backend: one upstream session per session, decision 171)."""
+        self.max_slots, self.principal_slots = bounds or (config.max_processes, config.principal_processes)
+        """The most slots (processes, upstream SSE sessions) in all, and started for one principal."""
+        self.units = "upstream SSE sessions" if self.scope == "session" else "processes"
         self._swept = time.monotonic()
         self.slots: OrderedDict[str, ProcessSlot] = OrderedDict()
         self.owners: dict[str, str | None] = {}
@@ -101,7 +109,9 @@ class ProcessPool:
     def key(self, capabilities: Mapping[str, Any], owner: str) -> str:
         """Which process a session with these `initialize` capabilities for this caller (`owner`,
         see `open_session`) goes to."""
-        scope = self.config.process_scope
+        scope = self.scope
+        if scope == "session":
+            return "session:" + uuid.uuid4().hex
         if scope == "shared":
             return "shared"
         if scope == "principal":
@@ -147,28 +157,30 @@ class ProcessPool:
         stops = []
         if owner is not None:
             started = [key for key, started_for in self.owners.items() if started_for == owner]
-            if len(started) >= self.config.principal_processes:
+            if len(started) >= self.principal_slots:
                 spare = self._spare([key for key in self.slots if key in started])
                 if spare is None:
-                    raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {len(started)} of its processes already run for this "
-                                   f"caller (max_processes_per_principal = {self.config.principal_processes}); no other is "
+                    raise McpError(INTERNAL_ERROR, f"Backend {name!r}: {len(started)} of its {self.units} already run "
+                                   f"for this caller (max_processes_per_principal = {self.principal_slots}); no other is "
                                    "started", http_status=503)
                 stops.append(self._stop(spare))
-        if len(self.slots) < self.config.max_processes:
+        if len(self.slots) < self.max_slots:
             return stops
         spare = self._spare(list(self.slots))
         if spare is None:
-            raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.config.max_processes} of its processes hold other "
-                           f"callers' sessions (max_processes = {self.config.max_processes}); no other is started",
+            raise McpError(INTERNAL_ERROR, f"Backend {name!r}: all {self.max_slots} of its {self.units} hold other "
+                           f"callers' sessions (max_processes = {self.max_slots}); no other is started",
                            http_status=503)
         stops.append(self._stop(spare))
         return stops
 
-    def _stop(self, key: str) -> asyncio.Future[None]:
-        """Stop the process `key`, which holds nothing, in the background (to start another); returns the stop."""
+    def _stop(self, key: str, *, replaced: bool = True) -> asyncio.Future[None]:
+        """Stop the process `key`, which holds nothing, in the background (`replaced`: to start
+        another; else an upstream SSE session whose session ended); returns the stop."""
         evicted = self.slots.pop(key)
         self.owners.pop(key, None)
-        log.info("backend %s: stopping a process that holds no session to start another", self.config.name)
+        if replaced:
+            log.info("backend %s: stopping a process that holds no session to start another", self.config.name)
         stopping = asyncio.ensure_future(evicted.close())
         self._stopping.add(stopping)
         stopping.add_done_callback(self._stopping.discard)
@@ -180,10 +192,15 @@ class ProcessPool:
             self.slots.move_to_end(key)
             return slot
         stops = self._make_room(owner)
-        assert self.config.command is not None
         config = self.config
-        launch = Launch(config.name, config.command, config.env, config.cwd, config.max_line_bytes, config.stop_grace_ms / 1000)
-        slot = ProcessSlot(launch, Greeting(capabilities, client_info), on_down=self.endpoint.process_down, on_up=lambda: None,
+
+        def down(reason: str) -> None:
+            if not slot.launch.restarts and self.slots.get(key) is slot:  # an upstream SSE session ends with its slot
+                self.slots.pop(key)
+                self.owners.pop(key, None)
+            self.endpoint.process_down(reason)
+
+        slot = ProcessSlot(self.endpoint.launch(), Greeting(capabilities, client_info), on_down=down, on_up=lambda: None,
                            liveness_timeout_s=config.liveness_timeout_ms / 1000)
         self.slots[key] = slot
         self.owners[key] = owner
@@ -203,12 +220,13 @@ class ProcessPool:
         capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         slot = None
-        if probe:
+        if probe and self.scope != "session":
             slot = next((s for s in reversed(self.slots.values()) if s.ready.is_set()), None) \
                 or next((s for s in reversed(self.slots.values()) if s.starting), None)
         if slot is None:
             owner = caller or self.principal(authorization)
-            slot = self._slot(self.key(capabilities, owner), capabilities, client_info, None if probe else owner)
+            key = "probe" if probe and self.scope == "session" else self.key(capabilities, owner)
+            slot = self._slot(key, capabilities, client_info, None if probe else owner)
         # Being started, or (a caller's, not the probe's: it reports what is) restarted soon: wait (§149).
         if not slot.ready.is_set() and (slot.starting if probe else slot.starts_within(START_WAIT_S)):
             slot.opening += 1  # not a spare for another newcomer meanwhile
@@ -270,9 +288,14 @@ class ProcessPool:
 
     def end(self, session: VirtualSession) -> None:
         """End a session (its DELETE, or idle): its requests in flight are cancelled in the process."""
-        session.slot.end_session(session)
+        slot = session.slot
+        slot.end_session(session)
         self.sessions.pop(session.id, None)
         self.probe_sessions.discard(session.id)
+        if self.scope == "session" and not slot.sessions:  # its upstream session ends with it (decision 171)
+            key = next((key for key, held in self.slots.items() if held is slot), None)
+            if key is not None:
+                self._stop(key, replaced=False)
 
     def expire_idle(self) -> int:
         """End every relayed session idle longer than `idle_s` (decision 140); returns how many."""
@@ -309,7 +332,7 @@ class StdioEndpoint(Endpoint):
         super().__init__(config.name, BRIDGE_URL, http, extra_headers=config.headers,
                          request_timeout_ms=request_timeout_ms)
         self.config = config
-        self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000)
+        self.pool = ProcessPool(config, self, idle_s=session_idle_ms / 1000, scope=self.scope, bounds=self.bounds)
         self.probe_headers = {PROBE_HEADER: secrets.token_urlsafe(32)}
         self.own_session_headers = {OWN_HEADER: self.probe_headers[PROBE_HEADER]}
         self.bridge = Bridge(self.pool, self.probe_headers[PROBE_HEADER], config.max_line_bytes)
@@ -318,6 +341,22 @@ class StdioEndpoint(Endpoint):
         self.socket_path: str | None = None
         """The bridge's Unix socket, in a directory of mode 0700 of its own (None until started)."""
         self._starting = asyncio.Lock()
+
+    @property
+    def scope(self) -> str:
+        """How sessions are spread over processes (`process_scope`)."""
+        return self.config.process_scope
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The most processes in all, and started for one principal."""
+        return self.config.max_processes, self.config.principal_processes
+
+    def launch(self) -> ChannelLaunch:
+        """How each of the pool's processes is run."""
+        config = self.config
+        assert config.command is not None
+        return Launch(config.name, config.command, config.env, config.cwd, config.max_line_bytes, config.stop_grace_ms / 1000)
 
     def caller_headers(self, principal: str) -> Mapping[str, str]:
         return {CALLER_HEADER: self.bridge.caller_value(principal)}
@@ -384,7 +423,7 @@ class StdioEndpoint(Endpoint):
             all_headers.update(headers)
         else:
             all_headers = CIMultiDict(headers)
-        timeout_s = self._request_timeout_s
+        timeout_s = self.request_timeout_s
         bridge = self.bridge
         answer = await bridge.answer(body, all_headers, timeout_s, parsed=parsed)
         if answer.refusal is not None:

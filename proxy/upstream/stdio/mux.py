@@ -16,10 +16,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import shlex
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
 
 from cachetools import LRUCache
@@ -28,8 +27,9 @@ from translators import jsonrpc, line_ids, multiplex
 from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, backend_unavailable, unknown_task
 from translators.protocol import LEGACY_VERSION
 
+from .channel import Channel, ChannelLaunch
 from .liveness import Liveness
-from .process import Launch, LongLine, StdioProcess
+from .process import LongLine
 from .session import Pending, VirtualSession
 from .tasks import TaskOwners
 
@@ -42,16 +42,6 @@ STEADY_S = 10.0
 REAP_MARGIN_S = 1.0
 """Allowed beside a replaced process's two `grace_s` for its SIGKILL and reaping (`start_wait`)."""
 INITIALIZE_TIMEOUT_S = 30.0
-def _exited_before_initialize(argv: Sequence[str], process: StdioProcess) -> str:
-    """Why a process that exited before answering `initialize` failed: its command, how it ended
-    (its exit status, or the signal that ended it) and its last stderr lines."""
-    code = process.process.returncode if process.process is not None else None
-    ended = f"was ended by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
-    tail = " | ".join(process.stderr_tail)
-    return (f"its command {shlex.join(argv)!r} {ended} before answering initialize"
-            + (f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"))
-
-
 class Greeting(NamedTuple):
     """What the proxy's `initialize` of a stdio process declares: its `capabilities` and `clientInfo`."""
 
@@ -65,7 +55,7 @@ class ProcessSlot:
     process is lost, `on_up()` each time it has answered `initialize`. `liveness_timeout_s`: how long
     it may write nothing while a request waits before it is taken as hung (0: never; `stdio_liveness`)."""
 
-    def __init__(self, launch: Launch, greeting: Greeting, *, on_down: Callable[[str], None], on_up: Callable[[], None],
+    def __init__(self, launch: ChannelLaunch, greeting: Greeting, *, on_down: Callable[[str], None], on_up: Callable[[], None],
                  liveness_timeout_s: float = 0.0):
         self.launch = launch
         self.name = launch.name
@@ -89,7 +79,7 @@ class ProcessSlot:
         self.sessions: dict[str, VirtualSession] = {}
         self.opening = 0
         """`initialize`s waiting for this process's start to open a session on it (`ProcessPool.open_session`)."""
-        self.process: StdioProcess | None = None
+        self.process: Channel | None = None
         self.restarts = 0
         self.last_used = time.monotonic()
         self._ids = itertools.count(1)
@@ -135,6 +125,9 @@ class ProcessSlot:
             self.on_down(reason)
             if self.process is not None:
                 await self.process.kill()  # found hung (one that exited is already reaped: nothing to do)
+            if not self.launch.restarts:  # an upstream SSE session: its slot ends with it (decision 171)
+                self._closed = True
+                return
             backoff = BACKOFF_FIRST_S if time.monotonic() - started >= STEADY_S else backoff
             log.warning("backend %s: %s; starting it again in %.2f s", self.name, reason, backoff)
             self.attempt_begun.clear()
@@ -145,15 +138,15 @@ class ProcessSlot:
 
     async def _run_once(self) -> str:
         """Start the process, `initialize` it, and wait until it exits; returns why it stopped."""
-        process = StdioProcess(self.launch, on_message=self._from_process, on_exit=lambda code: self._exited.set(),
-                               on_long_line=self._long_line)
+        process = self.launch.open(on_message=self._from_process, on_exit=lambda code: self._exited.set(),
+                                   on_long_line=self._long_line)
         self.liveness = None
         try:
             await process.start()
         except OSError as exc:
             if self.restarts == 0:
-                self.start_failure = f"its command {shlex.join(self.launch.argv)!r} cannot be run: {exc.strerror or exc}"
-            return f"cannot start {self.launch.argv[0]!r}: {exc.strerror or exc}"
+                self.start_failure = self.launch.cannot_start(exc)
+            return self.launch.not_started(exc)
         self.process = process
         pending = Pending(None, None, "initialize", None)
         request_id = next(self._ids)
@@ -170,9 +163,9 @@ class ProcessSlot:
             exited_first = self._exited.is_set()  # read before the stop below ends the process
             await process.stop()
             if exited_first and self.restarts == 0:
-                self.start_failure = _exited_before_initialize(self.launch.argv, process)
-            return "the process exited before answering initialize" if exited_first else \
-                f"the process did not answer initialize within {INITIALIZE_TIMEOUT_S:g} s"
+                self.start_failure = process.ended_before_initialize()
+            return f"{self.launch.gone} before answering initialize" if exited_first else \
+                f"{self.launch.noun} did not answer initialize within {INITIALIZE_TIMEOUT_S:g} s"
         message, _ = answer.result()
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("capabilities"), dict):
@@ -197,8 +190,7 @@ class ProcessSlot:
             if not self._exited.is_set():
                 return hung.result()  # the supervisor fails its requests, then kills it
         await self._exited.wait()
-        code = process.process.returncode if process.process is not None else None
-        return f"the process exited with status {code}"
+        return process.ended()
 
     def _lose_everything(self, reason: str) -> None:
         """The process is gone: every request in flight fails, every session is lost (its tasks

@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 from asyncio.subprocess import SubprocessStreamProtocol
 from collections import deque
@@ -186,7 +187,7 @@ class _DirectPipe(asyncio.Protocol):
         self.inner.resume_writing()
 
 
-def _decoded(line: bytes) -> tuple[Any, bytes | None]:
+def decode_line(line: bytes) -> tuple[Any, bytes | None]:
     """A stripped stdout line decoded as `json.loads` does, and the line again when it is strict
     UTF-8 text that may be passed on as it is (else None: surrogates written as UTF-8, a byte order
     mark, UTF-16 or 32, or not an object). Raises what `json.loads` raises, or `StopIteration`."""
@@ -214,6 +215,26 @@ class Launch:
     cwd: str | None = None
     max_line_bytes: int = 16 * 1024 * 1024
     grace_s: float = 2.0
+
+    restarts = True
+    """A lost process is started again (with backoff): its slot serves every session to come."""
+    noun = "the process"
+    """What the slot's log lines and errors call the server at the other end."""
+    gone = "the process exited"
+    """What the slot's log lines and errors say when the channel ended."""
+
+    def open(self, *, on_message: Callable[[dict[str, Any], bytes | None], None], on_exit: Callable[[int | None], None],
+             on_long_line: Callable[[LongLine], None] | None = None) -> StdioProcess:
+        """The channel to run (not started yet): a process run as this says."""
+        return StdioProcess(self, on_message=on_message, on_exit=on_exit, on_long_line=on_long_line)
+
+    def cannot_start(self, exc: OSError) -> str:
+        """Why the first start failed for good when starting raised `exc`."""
+        return f"its command {shlex.join(self.argv)!r} cannot be run: {exc.strerror or exc}"
+
+    def not_started(self, exc: OSError) -> str:
+        """Why an attempt to start failed when starting raised `exc` (each attempt's log line)."""
+        return f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
 
 
 class StdioProcess:
@@ -250,6 +271,20 @@ class StdioProcess:
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    def ended(self) -> str:
+        """Why the process is gone, for log lines and errors (it has exited)."""
+        code = self.process.returncode if self.process is not None else None
+        return f"the process exited with status {code}"
+
+    def ended_before_initialize(self) -> str:
+        """Why a process that exited before answering `initialize` failed: its command, how it ended
+        (its exit status, or the signal that ended it) and its last stderr lines."""
+        code = self.process.returncode if self.process is not None else None
+        how = f"was ended by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
+        tail = " | ".join(self.stderr_tail)
+        return (f"its command {shlex.join(self.argv)!r} {how} before answering initialize"
+                + (f"; its last stderr lines: {tail}" if tail else "; it wrote nothing to stderr"))
 
     async def start(self) -> None:
         """Start the process in a session and group of its own. Raises `OSError` when the
@@ -305,7 +340,7 @@ class StdioProcess:
         if not line:
             return
         try:
-            message, text = _decoded(line)
+            message, text = decode_line(line)
         except (ValueError, UnicodeDecodeError, StopIteration, RecursionError):  # (nested too deeply)
             log.warning("backend %s: stdout line that is not JSON skipped: %.200r", self.name, line)
             return
