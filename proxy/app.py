@@ -37,11 +37,13 @@ from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
 from .pairings.held import drain
+from .state.health import store_not_ready
 from .state.opening import open_store, reach
 from .state.sqlite_store import SqliteTaskStore
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
-from .upstream.resource_metadata import MetadataUnavailable, ResourceMetadata
+from .upstream.resource_metadata import MetadataUnavailable, ResourceMetadata, metadata_routes
+from .upstream.tls import checked_at_start, face_reload
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,7 @@ async def _readyz(request: web.Request) -> web.Response:
     fleet = request.app[STATE].fleet
     if fleet is None:
         return web.json_response({"status": "not ready", "backend": None, "reason": "starting"}, status=503)
-    store_down = _store_not_ready(request.app[STATE].store)
+    store_down = store_not_ready(request.app[STATE].store)
     if store_down is not None:
         return web.json_response(store_down, status=503)
     not_ready = await fleet.readiness(READY_PROBE_TIMEOUT_S)
@@ -133,13 +135,6 @@ async def _readyz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ready"})
 
 
-def _store_not_ready(store: TaskStateStore | None) -> dict[str, str | None] | None:
-    """The 503 body of `/readyz` while a shared store cannot be reached (its `health`,
-    `proxy/state/health.py`; docs/decisions.md §76), else None."""
-    health = getattr(store, "health", None)
-    if health is None or health.reachable:
-        return None
-    return {"status": "not ready", "store": health.name, "reason": health.reason}
 async def _protected_resource(request: web.Request) -> web.Response:
     """RFC 9728 metadata of the resource the proxy serves: the backend's document with `resource`
     set to the public URL and the backend's `Cache-Control`; 404 when no backend is protected,
@@ -240,7 +235,7 @@ async def _startup(app: web.Application) -> None:
 
         state.listener = asyncio.ensure_future(state.store.listen(ANSWERS, state.session_face.deliver_answer))  # type: ignore[attr-defined]
         state.handover = _handover(state.store, state.fleet)
-    state.resource_metadata = ResourceMetadata(settings, state.http)
+    state.resource_metadata = ResourceMetadata(settings, state.http, state.fleet.request_options)
     if state.taking_over:  # a restart's new process: accept at once, the old one has stopped (proxy/restart.py)
         state.prober = asyncio.ensure_future(_probe_then_keep_probing(state))
     else:
@@ -402,24 +397,13 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/metrics", _with_request_id(_metrics))
     app.router.add_get("/status", _with_request_id(_status_page))
     app.router.add_get("/status.json", _with_request_id(_status_json))
-    for route in _metadata_routes(settings):
+    for route in metadata_routes(settings):
         app.router.add_get(route, _with_request_id(_protected_resource))
     app.on_response_prepare.append(_echo_request_id)
     app.on_startup.append(_startup)
     app.on_shutdown.append(_shutdown)
     app.on_cleanup.append(_cleanup)
     return app
-
-
-def _metadata_routes(settings: Settings) -> list[str]:
-    """The protected-resource metadata's paths (RFC 9728 §3.1): the root form, and the forms
-    suffixed with `path` and with the path of `public_url` (when it has one of its own)."""
-    from urllib.parse import urlsplit
-
-    from translators.oauth import WELL_KNOWN
-
-    paths = [settings.path, urlsplit(settings.public_url).path if settings.public_url else ""]
-    return list(dict.fromkeys([WELL_KNOWN, *(WELL_KNOWN + p.rstrip("/") for p in paths if p.rstrip("/"))]))
 
 
 @dataclass
@@ -429,6 +413,8 @@ class RunningProxy:
     runner: web.AppRunner
     url: str
     base_url: str
+    tls: Any = None
+    """The listening socket's `ssl.SSLContext` with `tls_cert` (HTTPS; a reload loads the files again into it), else None."""
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -462,7 +448,8 @@ class RunningProxy:
         state = self.runner.app[STATE]
         assert state.fleet is not None and state.http is not None, "the application has not started"
         async with state.reloading:
-            return await reconfigure(state.fleet, state.settings, new, state.http, state.keyring, state.metrics, state.store)
+            face = face_reload(self.tls, state.settings, new)  # checked first: ConfigError before anything is applied
+            return await reconfigure(state.fleet, state.settings, new, state.http, state.keyring, state.metrics, state.store) + face()
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,
@@ -474,6 +461,7 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
 
     Raises `UnsupportedBackend` for a backend of no dialect the proxy serves, `ConfigError` for bad settings.
     """
+    tls = checked_at_start(settings)  # HTTPS with tls_cert; every TLS file loads (ConfigError naming it)
     app = create_app(settings, environ=environ, keyring=keyring, store=store, tracer_provider=tracer_provider)
     app[STATE].taking_over = taking_over
     # On stop: no new connections, requests in flight get up to shutdown_timeout_ms to finish.
@@ -481,7 +469,7 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, listening_fd=listening_fd)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, listening_fd=listening_fd, ssl_context=tls)
     try:
         await site.start()
     except BaseException:
@@ -493,8 +481,8 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
         from .observe.lasting import replica_name
 
         lasting.replica = replica_name(None, port)
-    base = f"http://{host}:{port}"
-    return RunningProxy(runner, base + settings.path, base)
+    base = f"{'https' if tls is not None else 'http'}://{host}:{port}"
+    return RunningProxy(runner, base + settings.path, base, tls)
 
 
 __all__ = ["create_app", "start", "RunningProxy", "UnsupportedBackend", "ConfigError"]

@@ -4,8 +4,10 @@ Like `nginx -t` before a reload: it reads the file and the flags as `serve` woul
 order, without creating or changing anything:
 
 1. the keys and values (`config.load`: unknown keys with the closest known one, bad values);
-2. each backend: an HTTP URL has a host; a stdio `command` is found (on the `PATH` of its `env`,
-   else the proxy's) and is executable, and its `cwd` is a directory;
+2. each backend: an HTTP URL has a host, and its TLS files (`tls_ca_file`, `tls_client_cert`,
+   `tls_client_key`) load, the key matching the certificate; a stdio `command` is found (on the
+   `PATH` of its `env`, else the proxy's) and is executable, and its `cwd` is a directory;
+   then HTTPS on the proxy's face: `tls_cert` and `tls_key` load and the key matches;
 3. the sealing key: `MCP_TASKS_PROXY_KEY` or `key_file` holds a valid key, or the key in
    `state_dir` does, or `state_dir` is where one can be created;
 4. the store: SQLite's file opens (or can be created) in `state_dir`; a Redis URL answers `PING`
@@ -21,6 +23,7 @@ import asyncio
 import os
 import shutil
 import sqlite3
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from urllib.parse import urlsplit
 from .config import ConfigError, Settings, Upstream, load, shown_url
 from .keys import ENV_KEY, decode_key
 from .state.health import display_url
+from .upstream.tls import TlsProblem, client_context, load_pair
 
 REDIS_WAIT_S = 3.0
 """How long a Redis store has to answer `PING` (connecting included)."""
@@ -47,6 +51,7 @@ def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, 
         return [f"error: {exc}"], False
     lines = [f"ok: {path or 'the flags'}: keys and values ({len(settings.upstream)} backend(s))"]
     checks = [*((f"upstream {u.name!r}", lambda u=u: _backend(u)) for u in settings.upstream),
+              *((("tls", lambda: _face(settings)),) if settings.tls_cert is not None else ()),
               ("key", lambda: _key(settings, environ)), ("store", lambda: _store(settings))]
     if not settings.upstream:
         checks.insert(0, ("upstream", lambda: _no_backend()))
@@ -73,7 +78,15 @@ def _backend(upstream: Upstream) -> str:
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
         except ValueError:
             raise Problem(f"url {upstream.url!r} has a port that is not a number from 0 to 65535") from None
-        return shown_url(upstream.url)
+        try:
+            context = client_context(upstream)
+        except TlsProblem as exc:
+            raise Problem(str(exc)) from None
+        if context is None:
+            return shown_url(upstream.url)
+        trusted = f"trusts {upstream.tls_ca_file}" if upstream.tls_ca_file else "trusts the system's CAs"
+        client = f", client certificate {upstream.tls_client_cert}" if upstream.tls_client_cert else ""
+        return f"{shown_url(upstream.url)} (TLS: {trusted}{client})"
     argv = upstream.command or []
     if upstream.cwd is not None and not Path(upstream.cwd).expanduser().is_dir():
         raise Problem(f"cwd {upstream.cwd!r} is not a directory")
@@ -89,6 +102,17 @@ def _backend(upstream: Upstream) -> str:
         if not found:
             raise Problem(f"command {program!r} is not found on PATH")
     return "stdio: " + " ".join([found, *argv[1:]])
+
+
+def _face(settings: Settings) -> str:
+    """HTTPS on the listening socket: `tls_cert` and `tls_key` load and match (docs/configuration.md "HTTPS on the proxy's face")."""
+    assert settings.tls_cert is not None and settings.tls_key is not None
+    try:
+        leaf = load_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ("tls_cert", settings.tls_cert), ("tls_key", settings.tls_key))
+    except TlsProblem as exc:
+        raise Problem(str(exc)) from None
+    return (f"tls_cert {settings.tls_cert} with tls_key {settings.tls_key} ({leaf.subject.rfc4514_string()}, "
+            f"valid until {leaf.not_valid_after_utc:%Y-%m-%d %H:%M} UTC)")
 
 
 def _key(settings: Settings, environ: Mapping[str, str]) -> str:

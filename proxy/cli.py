@@ -274,13 +274,16 @@ def _probe(args: argparse.Namespace) -> int:
 
     from .upstream.endpoint import Endpoint
     from .upstream.probe import probe
+    from .upstream.tls import env_proxy
 
     async def run() -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
         async with aiohttp.ClientSession() as http:
             for url in args.urls:
+                endpoint = Endpoint(url, url, http, request_timeout_ms=10_000)
+                endpoint.request_options.update(env_proxy(url, os.environ))  # HTTPS_PROXY, as `serve` (its system CAs)
                 try:
-                    profile = await probe(Endpoint(url, url, http, request_timeout_ms=10_000))
+                    profile = await probe(endpoint)
                 except McpError as exc:
                     rows.append({"url": url, "error": exc.message})
                     continue

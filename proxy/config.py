@@ -36,6 +36,11 @@ def header_fields(fields: Mapping[str, str] | list[str]) -> None:
             raise ValueError(f"the value of {name} holds a line break or NUL")
 
 
+def _pair(cert: str | None, key: str | None, cert_key: str, key_key: str) -> None:
+    if (cert is None) != (key is None):  # a certificate and its key go together
+        raise ValueError(f"{cert_key} and {key_key} go together: give both (the certificate chain and its private key) or neither")
+
+
 class ConfigError(Exception):
     """A configuration file or flag that cannot be used; the message names the key."""
 
@@ -58,6 +63,9 @@ class Upstream(BaseModel):
 
     name: str = Field(default="main", min_length=1, max_length=64)
     url: str = ""
+    transport: Literal["auto", "streamable-http", "sse"] = "auto"
+    """How `url` is spoken: Streamable HTTP, the 2024-11-05 HTTP+SSE transport (`sse`), or `auto`
+    (the probe tells them apart; docs/decisions.md §171)."""
     command: list[str] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -92,6 +100,11 @@ class Upstream(BaseModel):
     shadow_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=32 * 1024 * 1024)
     """The most a comparison reads of one answer: over it, nothing is compared and the comparison is
     counted `too_large` (a candidate's answer is not read on; docs/behaviour.md §8 7.)."""
+    tls_ca_file: str | None = None
+    tls_client_cert: str | None = None
+    tls_client_key: str | None = None
+    tls_server_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,253}$")
+    """TLS to an https backend: CA bundle, client certificate and key, name checked (docs/configuration.md "TLS to backends")."""
 
     @field_validator("hold_tools")
     @classmethod
@@ -163,6 +176,12 @@ class Upstream(BaseModel):
     def _url_or_command(self) -> Upstream:
         if bool(self.url) == (self.command is not None):
             raise ValueError("give either url (an HTTP backend) or command (a stdio server the proxy runs), not both")
+        if self.command is not None and "transport" in self.model_fields_set:
+            raise ValueError("transport is for a backend with a url; a command is a stdio server")
+        tls = sorted(k for k in self.model_fields_set if k.startswith("tls_") and getattr(self, k) is not None)
+        if tls and not self.url.startswith("https://"):
+            raise ValueError(f"{', '.join(tls)}: only for a backend whose url is https://")
+        _pair(self.tls_client_cert, self.tls_client_key, "tls_client_cert", "tls_client_key")
         if "max_processes_per_principal" in self.model_fields_set and self.max_processes_per_principal > self.max_processes:
             raise ValueError(f"max_processes_per_principal ({self.max_processes_per_principal}) cannot be more than "
                              f"max_processes ({self.max_processes})")
@@ -233,6 +252,14 @@ class Settings(BaseModel):
     traces_endpoint: str | None = None
     public_url: str | None = None
     resource_backend: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    """HTTPS on the listening socket: PEM certificate chain and key (docs/configuration.md "HTTPS on the proxy's face")."""
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        _pair(self.tls_cert, self.tls_key, "tls_cert", "tls_key")
+        return self
 
     @field_validator("public_url")
     @classmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,13 +206,14 @@ class BoundedRequestHandler(RequestHandler):
 class BoundedSite(web.BaseSite):
     """A TCP listening socket whose connections are `BoundedRequestHandler`s (like aiohttp's
     `TCPSite`, which always builds the plain `RequestHandler`). `handler_args` go to aiohttp's
-    `RequestHandler` (e.g. `access_log=None`)."""
+    `RequestHandler` (e.g. `access_log=None`). With `ssl_context` it serves HTTPS (`tls_cert`,
+    `tls_key`); a client has `header_timeout_ms` for its TLS handshake as for its headers."""
 
     __slots__ = ("_host", "_port", "_limits", "_handler_args", "_listening_fd")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
-                 listening_fd: int | None = None, **handler_args: Any):
-        super().__init__(runner, backlog=backlog)
+                 listening_fd: int | None = None, ssl_context: ssl.SSLContext | None = None, **handler_args: Any):
+        super().__init__(runner, backlog=backlog, ssl_context=ssl_context)
         self._host = host
         self._port = port
         self._listening_fd = listening_fd
@@ -222,7 +224,7 @@ class BoundedSite(web.BaseSite):
 
     @property
     def name(self) -> str:
-        return f"http://{self._host}:{self._port}"
+        return f"{'https' if self._ssl_context is not None else 'http'}://{self._host}:{self._port}"
 
     @property
     def limits(self) -> ConnectionLimits:
@@ -243,12 +245,15 @@ class BoundedSite(web.BaseSite):
         def protocol() -> BoundedRequestHandler:
             return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
 
+        tls: dict[str, Any] = {}
+        if self._ssl_context is not None:
+            tls = {"ssl": self._ssl_context, "ssl_handshake_timeout": self._limits.header_timeout_s}
         if self._listening_fd is not None:
             handed = socket.socket(fileno=self._listening_fd)
             handed.setblocking(False)
-            self._server = await loop.create_server(protocol, sock=handed, backlog=self._backlog)
+            self._server = await loop.create_server(protocol, sock=handed, backlog=self._backlog, **tls)
         else:
-            self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog)
+            self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog, **tls)
 
 
 def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list[socket.socket]:

@@ -36,6 +36,7 @@ from .pairings.parts import MemberParts
 from .state.store import TaskStateStore
 from .state.v1_tasks import V1Follower
 from .upstream.backend import Backend, UnsupportedBackend
+from .upstream.tls import request_options
 from .work import BoundWork
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class FleetMember:
     of it (`pairing`)."""
 
     def __init__(self, upstream: Upstream, http: aiohttp.ClientSession, settings: Settings, keyring: Keyring, metrics: Metrics,
-                 store: TaskStateStore | None = None):
+                 store: TaskStateStore | None = None, options: dict[str, Any] | None = None):
         self.name = upstream.name
         self.weight = upstream.weight
         self.draining = upstream.drain
@@ -71,6 +72,8 @@ class FleetMember:
         """Requests in flight and relayed sessions bound to it (`proxy/work.py`)."""
         self.backend = Backend(upstream, http, settings, metrics=metrics,
                                on_hop=functools.partial(metrics.upstream, upstream.name))  # mcp_tasks_proxy_upstream_seconds
+        # TLS and the outbound proxy (`options`: built already by a reload, which checked them first).
+        self.backend.connector.request_options.update(request_options(upstream) if options is None else options)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         # Followed v1 tasks not finished; a backend no longer v1 (upgraded in place) forgot them.
@@ -180,6 +183,12 @@ class Fleet:
     def get(self, name: str) -> FleetMember | None:
         """The member of the backend `name`, None when no such backend is configured."""
         return self._by_name.get(name)
+
+    def request_options(self, name: str) -> dict[str, Any]:
+        """The request options of the backend `name` (`Endpoint.request_options`: TLS, outbound proxy);
+        empty for a backend not configured."""
+        member = self._by_name.get(name)
+        return member.backend.connector.request_options if member is not None else {}
 
     async def pick(self, exclude: frozenset[str] = frozenset(), *, session: bool = False) -> FleetMember:
         """The backend for new work: smooth weighted round robin (each backend's share of picks is

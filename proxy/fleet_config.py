@@ -27,11 +27,13 @@ from .fleet import Fleet, FleetMember, start_failure
 from .metrics import Metrics
 from .state.store import TaskStateStore
 from .upstream.backend import UnsupportedBackend
+from .upstream.tls import request_options
 
 log = logging.getLogger(__name__)
 
-RELOADED_KEYS = ("upstream", "remove_with_work", "balance")
-"""The top-level keys a reload applies; every other key is read at start only."""
+RELOADED_KEYS = ("upstream", "remove_with_work", "balance", "tls_cert", "tls_key")
+"""The top-level keys a reload applies (`tls_cert` and `tls_key` by `RunningProxy.reload`: the files
+are read again into the serving context); every other key is read at start only."""
 
 RELOADED_BACKEND_KEYS = ("name", "weight", "drain", "plain_ids")
 """The keys of a backend a reload applies to a backend that stays (docs/decisions.md §85)."""
@@ -105,8 +107,11 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
     changed, one line each (also logged). Raises `ConfigError` (nothing applied) as `_plan` does,
     and for a new backend that speaks no dialect the proxy serves."""
     added, removed = _plan(fleet, running, new)
+    # Every backend's TLS files are read again (a renewed certificate under the same path): one that
+    # does not load refuses the reload before anything is applied (docs/decisions.md §172).
+    options = {upstream.name: request_options(upstream) for upstream in new.upstream}
     members = {member.name: member for member in fleet.members}
-    fresh = [FleetMember(upstream, http, running, keyring, metrics, store) for upstream in added]
+    fresh = [FleetMember(upstream, http, running, keyring, metrics, store, options[upstream.name]) for upstream in added]
     for member in fresh:
         try:
             await member.backend.refresh(force=True)
@@ -137,6 +142,12 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
                            + (f", drain {str(upstream.drain).lower()}" if upstream.drain != member.draining else ""))
         member.weight, member.draining = upstream.weight, upstream.drain
         member.backend.config = upstream  # the same address (checked): weight, drain and plain_ids change
+        renewed = member.backend.connector.request_options  # in place: views of the connector share it
+        renewed.clear()
+        renewed.update(options[upstream.name])
+        files = [key for key in ("tls_ca_file", "tls_client_cert", "tls_client_key") if getattr(upstream, key) is not None]
+        if files:
+            changes.append(f"backend {upstream.name}: TLS files read again ({', '.join(files)})")
         by_name[upstream.name] = member
     fleet.arrange([by_name[upstream.name] for upstream in new.upstream])
     for member in removed:

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 def public_url(settings: Settings, request: web.Request) -> str:
     """The URL clients reach the MCP endpoint at: `public_url` when configured, else the address the
-    proxy listens on (the socket `request` came in on) with `path`: `http://127.0.0.1:8080/mcp`."""
+    proxy listens on (the socket `request` came in on) with `path`: `http://127.0.0.1:8080/mcp`
+    (`https://` when it serves HTTPS: `tls_cert`)."""
     if settings.public_url:
         return settings.public_url
     sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
@@ -32,7 +33,7 @@ def public_url(settings: Settings, request: web.Request) -> str:
     else:
         host, port = settings.host, settings.port
     host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{port}{settings.path}"
+    return f"{request.scheme}://{host}:{port}{settings.path}"
 
 
 def challenge_header(challenge: AuthChallenge, settings: Settings, request: web.Request) -> str:

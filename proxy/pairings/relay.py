@@ -44,6 +44,7 @@ from ..faces.call import SEEN, Call
 from ..faces.checks import stream_to, takes_sse
 from ..sse import SseParser
 from ..upstream.endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint, raise_for_challenge
+from ..upstream.tls import failure
 from .forward import (
     PARAM_PREFIX,
     RESPONSE_HEADERS,
@@ -124,10 +125,11 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
                 backend.on_hop(method, time.perf_counter() - started)
         else:
             upstream = await backend.http.request(request.method, backend.url, headers={**backend.extra_headers, **headers},
-                                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+                                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), **backend.request_options)
             await raise_for_challenge(upstream, backend.name)  # a Bearer challenge reaches the client (decision 80)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        error = backend_unavailable(backend.name, f"cannot reach it ({exc.__class__.__name__})")
+        tls = failure(exc)
+        error = backend_unavailable(backend.name, f"TLS handshake failed: {tls}" if tls else f"cannot reach it ({exc.__class__.__name__})")
         return web.Response(body=jsonrpc.dumps(jsonrpc.error_response(None, error)), status=502, content_type="application/json")
     async with upstream:
         headers = {name: upstream.headers[name] for name in RESPONSE_HEADERS if name in upstream.headers}

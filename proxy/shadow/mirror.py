@@ -269,8 +269,8 @@ class Shadowing:
             return True  # removed by a reload
         profile = candidate.backend.fresh()
         connector = candidate.backend.connector
-        if profile is None or profile.dialect != "v2-modern" or type(connector) is not Endpoint:
-            return False
+        if profile is None or profile.dialect != "v2-modern" or type(connector) is not Endpoint or connector.request_options:
+            return False  # (a candidate reached with TLS files or a proxy is asked from this event loop)
         tool = canon.tool_name(job.method, job.params)
         if job.method == "tools/call" and tool not in mirror.config.shadow_tools:
             known = self._tools.get(job.primary.name)

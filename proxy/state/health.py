@@ -135,3 +135,12 @@ class StoreHealth:
         if wrote and self.refusing is not None:
             self.refusing = None
             log.warning("task state store %s takes writes again", self.name)
+
+
+def store_not_ready(store: object) -> dict[str, str | None] | None:
+    """The 503 body of `/readyz` while a shared store cannot be reached (its `health`: `StoreHealth`;
+    docs/decisions.md §76), else None."""
+    health = getattr(store, "health", None)
+    if health is None or health.reachable:
+        return None
+    return {"status": "not ready", "store": health.name, "reason": health.reason}

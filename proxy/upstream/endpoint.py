@@ -26,6 +26,7 @@ from translators.oauth import AuthChallenge, bearer_challenge, is_bearer_challen
 
 from ..observe.hooks import TRACE
 from .lean import LeanPool, LeanResponse
+from .tls import closed_after_handshake, failure
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +169,13 @@ class Endpoint:
         """Added to the `initialize` of the sessions the proxy's own session face opens (`SessionPool`;
         none over HTTP; a stdio connector's secret, so that they are not ended for being idle: §140)."""
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=request_timeout_ms / 1000)
+        self.request_options: dict[str, Any] = {}
+        self._tls_failure = ""
+        """The keyword arguments every aiohttp request to the backend carries: `ssl` (its own context),
+        `server_hostname`, `proxy` (`proxy/upstream/tls.py`); empty for a plain `http://` backend. Set
+        by the fleet and updated in place at each reload, so that views (`with_headers`) share it."""
         self._lean: LeanPool | None = None
-        self._request_timeout_s = request_timeout_ms / 1000
+        self.request_timeout_s = request_timeout_ms / 1000
         self.refused_since: float | None = None
         """When the backend began to refuse connections (event-loop time, s): set by the first
         refusal a request or a health check meets, cleared by any connection made since."""
@@ -219,7 +225,7 @@ class Endpoint:
     def lean_pool(self) -> LeanPool:
         """The relay's own connection pool to this backend (made on first use)."""
         if self._lean is None:
-            self._lean = LeanPool(connect_timeout_s=10.0, read_timeout_s=self._request_timeout_s)
+            self._lean = LeanPool(connect_timeout_s=10.0, read_timeout_s=self.request_timeout_s)
         return self._lean
 
     async def _post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
@@ -235,12 +241,19 @@ class Endpoint:
                     response = await self.lean_pool().request(self.url, body, all_headers)
                 else:
                     response = await self.http.post(self.url, data=body, headers=all_headers, allow_redirects=False,
-                                                    timeout=self.timeout)
+                                                    timeout=self.timeout, **self.request_options)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                if resends > 0 and isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)) \
-                        and not isinstance(exc, aiohttp.ClientConnectorError):
+                https = self.url.startswith("https:")
+                tls = failure(exc) if https else None
+                broke = isinstance(exc, (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)) \
+                    and not isinstance(exc, aiohttp.ClientConnectorError)
+                if tls is None and resends > 0 and broke:
                     resends -= 1  # a connection the backend had closed: a read goes again on a new one
                     continue
+                if tls is None and https and broke:  # a server refusing the client certificate may just close
+                    tls = await closed_after_handshake(self.url, self.request_options)
+                if tls is not None:
+                    raise self._tls_failed(exc, tls) from None
                 if isinstance(exc, aiohttp.ClientConnectorError):
                     # Nothing was sent. A request bound to this backend waits for it (RECONNECT_WAIT_S),
                     # within the restart window (`wait_deadline`). Each refusal is a debug line; the
@@ -278,6 +291,21 @@ class Endpoint:
             return response
         raise backend_unavailable(self.name, "too many redirects")
 
+    def _tls_failed(self, exc: BaseException, what: str) -> McpError:
+        """The error for a TLS failure (`tls.failure`): logged naming the backend and what failed, and
+        answered at once as HTTP 502 "Backend 'NAME' unavailable: TLS handshake failed: …" (no wait:
+        a certificate does not mend within `reconnect_wait_ms`). One of the handshake itself
+        (aiohttp's `ClientSSLError`) leaves the backend out of new work as a refused connection does."""
+        # Each new failure once at WARNING (a backend down on it is probed again every health interval).
+        log.log(logging.DEBUG if what == self._tls_failure else logging.WARNING, "backend %s (%s): TLS handshake failed: %s",
+                self.name, self.address, what)
+        self._tls_failure = what
+        error = backend_unavailable(self.name, f"TLS handshake failed: {what}")
+        if isinstance(exc, aiohttp.ClientSSLError):
+            self.on_unreachable(BackendUnreachable(error.code, error.message, http_status=502))
+        self.on_trouble()
+        return error
+
     def session_used(self, session_id: str) -> None:
         """A relayed session's request was answered by the proxy without reaching the backend (a
         held task's): nothing to do over HTTP; a stdio connector counts it as use (decision 140)."""
@@ -286,7 +314,7 @@ class Endpoint:
         """A view of this endpoint that adds `headers` (an `Authorization` included) to every POST:
         the probe's connector with `probe_headers`, or one client's credentials for the probe that
         learns a protected backend's dialect (docs/decisions.md §82). It shares the HTTP client, the
-        hop and trouble callbacks; its URL starts as the configured one."""
+        hop and trouble callbacks and the request options (TLS, proxy); its URL starts as the configured one."""
         view = copy.copy(self)
         view.extra_headers = {**self.extra_headers, **headers}
         view.url = self.configured_url
@@ -308,7 +336,7 @@ class Endpoint:
         `url`, closed at once without a byte sent. None when it was accepted (`refused_since` is
         cleared); else the error a request would meet (`refused_since` set if not yet), also when no
         connection was made within `timeout_s` seconds."""
-        target = URL(self.url)
+        target = URL(self.request_options.get("proxy") or self.url)  # through an outbound proxy: the proxy
         port = target.port or (443 if target.scheme == "https" else 80)
         loop = asyncio.get_running_loop()
         try:

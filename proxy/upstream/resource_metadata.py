@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -65,9 +67,11 @@ def backend_metadata_urls(url: str) -> list[str]:
 class ResourceMetadata:
     """The backends' protected-resource metadata: fetched on demand, cached by `Cache-Control`."""
 
-    def __init__(self, settings: Settings, http: aiohttp.ClientSession):
+    def __init__(self, settings: Settings, http: aiohttp.ClientSession, options: Callable[[str], Mapping[str, Any]] | None = None):
         self.settings = settings
         self.http = http
+        self.options = options or (lambda name: {})
+        """A backend's request options by its name (TLS, outbound proxy: `Endpoint.request_options`)."""
         self._cache: dict[str, Document] = {}
         candidates = [u for u in settings.upstream if u.url]
         if settings.resource_backend is not None:
@@ -84,8 +88,8 @@ class ResourceMetadata:
             return cached
         for url in backend_metadata_urls(upstream.url):
             try:
-                async with self.http.get(url, headers={"Accept": "application/json"},
-                                         timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S)) as response:
+                async with self.http.get(url, headers={"Accept": "application/json"}, timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
+                                         **self.options(upstream.name)) as response:
                     if response.status == 404:
                         continue
                     raw = await response.read()
@@ -147,3 +151,10 @@ class ResourceMetadata:
             raise ConfigError(f"the backends behind one public URL name different authorization servers ({named}): "
                               'set resource_backend = "<name>" to the backend that speaks for the resource, '
                               "or give each set of backends a proxy of its own")
+
+
+def metadata_routes(settings: Settings) -> list[str]:
+    """The protected-resource metadata's paths (RFC 9728 §3.1): the root form, and the forms
+    suffixed with `path` and with the path of `public_url` (when it has one of its own)."""
+    paths = [settings.path, urlsplit(settings.public_url).path if settings.public_url else ""]
+    return list(dict.fromkeys([WELL_KNOWN, *(WELL_KNOWN + p.rstrip("/") for p in paths if p.rstrip("/"))]))

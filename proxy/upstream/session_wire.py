@@ -26,6 +26,7 @@ from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID, LEGACY_VERSIO
 from ..sse import iter_events
 from .answer_bound import ANSWER_BOUND, bounded_body, bounded_chunks, too_large
 from .endpoint import ACCEPT_BOTH, IDEMPOTENT_METHODS, Endpoint
+from .tls import failure
 
 log = logging.getLogger(__name__)
 
@@ -306,9 +307,12 @@ async def listen(
     backend = session.backend
     request_headers = {**backend.extra_headers, **session._headers(headers), "Accept": "text/event-stream"}
     try:
-        response = await backend.http.get(backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        response = await backend.http.get(backend.url, headers=request_headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                                          **backend.request_options)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise backend_unavailable(backend.name, f"GET stream: {exc.__class__.__name__}") from None
+        tls = failure(exc)
+        raise backend_unavailable(backend.name, f"GET stream: TLS handshake failed: {tls}" if tls else
+                                  f"GET stream: {exc.__class__.__name__}") from None
     async with response:
         refused = response.status == 404
         if response.status == 405:
