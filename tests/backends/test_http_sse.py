@@ -216,3 +216,25 @@ async def test_server_everything_in_sse_mode_behind_the_proxy_by_its_url(everyth
             },
         )
         assert answered.result["content"][0] == {"type": "text", "text": "❌ User declined to provide the requested information."}
+
+
+async def test_the_official_mcp1_client_calls_server_everything_in_sse_mode_through_the_proxy(everything_sse, tmp_path):
+    table = {"name": "main", "url": sse_url(everything_sse)}
+    calls = [{"list": True}, {"name": "echo", "arguments": {"message": "hi"}}, {"name": "get-sum", "arguments": {"a": 2, "b": 3}}]
+    async with held_proxy(table, tmp_path / "state") as proxy:
+        argv = [
+            str(ensure_peer_env("mcp-v1")),
+            str(PEERS / "mcp1_tool_calls.py"),
+            "--url",
+            proxy.url,
+            "--calls",
+            json.dumps(calls),
+        ]
+        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    listed, echo, total = [json.loads(line) for line in out.decode().splitlines()]
+    assert {"echo", "get-sum", "trigger-long-running-operation"} <= set(listed["tools"]), (listed, err.decode()[-2000:])
+    assert (echo, total) == (
+        {"texts": ["Echo: hi"], "isError": False},
+        {"texts": ["The sum of 2 and 3 is 5."], "isError": False},
+    )
