@@ -281,7 +281,7 @@ def _probe(args: argparse.Namespace) -> int:
         async with aiohttp.ClientSession() as http:
             for url in args.urls:
                 endpoint = Endpoint(url, url, http, request_timeout_ms=10_000)
-                endpoint.request_options.update(env_proxy(url, os.environ))  # HTTPS_PROXY, as `serve` (its system CAs)
+                endpoint.use_options(env_proxy(url, os.environ))  # HTTPS_PROXY, as `serve` (its system CAs)
                 try:
                     profile = await probe(endpoint)
                 except McpError as exc:

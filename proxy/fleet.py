@@ -73,7 +73,7 @@ class FleetMember:
         self.backend = Backend(upstream, http, settings, metrics=metrics,
                                on_hop=functools.partial(metrics.upstream, upstream.name))  # mcp_tasks_proxy_upstream_seconds
         # TLS and the outbound proxy (`options`: built already by a reload, which checked them first).
-        self.backend.connector.request_options.update(request_options(upstream) if options is None else options)
+        self.backend.connector.use_options(request_options(upstream) if options is None else options)
         self.follower = V1Follower(max_tasks=settings.max_tasks, max_task_state_ms=settings.max_task_state_ms,
                                    input_capture_wait_ms=settings.input_capture_wait_ms, store=store, backend=upstream.name)
         # Followed v1 tasks not finished; a backend no longer v1 (upgraded in place) forgot them.

@@ -142,9 +142,7 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
                            + (f", drain {str(upstream.drain).lower()}" if upstream.drain != member.draining else ""))
         member.weight, member.draining = upstream.weight, upstream.drain
         member.backend.config = upstream  # the same address (checked): weight, drain and plain_ids change
-        renewed = member.backend.connector.request_options  # in place: views of the connector share it
-        renewed.clear()
-        renewed.update(options[upstream.name])
+        member.backend.connector.use_options(options[upstream.name])
         files = [key for key in ("tls_ca_file", "tls_client_cert", "tls_client_key") if getattr(upstream, key) is not None]
         if files:
             changes.append(f"backend {upstream.name}: TLS files read again ({', '.join(files)})")

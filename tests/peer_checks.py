@@ -48,14 +48,18 @@ class ChecksRun:
         return f"{self.target}: checks script exit {self.returncode}\nstray stdout: {self.stray}\nstderr tail:\n{tail}"
 
 
-async def run_script(python: Path, script: Path, url: str, timeout_s: float) -> tuple[int | None, str, str]:
-    """Run ``script --url url`` with ``python``; ``(returncode, stdout, stderr)``, killed after
-    ``timeout_s`` (then said at the end of stderr)."""
+async def run_script(
+    python: Path, script: Path, url: str, timeout_s: float, *args: str, env: dict[str, str] | None = None
+) -> tuple[int | None, str, str]:
+    """Run ``script --url url args…`` with ``python`` (in ``env``, else this process's environment);
+    ``(returncode, stdout, stderr)``, killed after ``timeout_s`` (then said at the end of stderr)."""
     child = await asyncio.create_subprocess_exec(
         str(python),
         str(script),
         "--url",
         url,
+        *args,
+        env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

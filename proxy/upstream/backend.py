@@ -111,7 +111,7 @@ class Backend:
         old = connector
         sse = connect_sse(config, self._http, request_timeout_ms=self._settings.upstream_timeout_ms,
                           session_idle_ms=self._settings.session_idle_ms)
-        sse.request_options.update(old.request_options)  # its TLS and outbound proxy (a reload renews them in place)
+        sse.use_options(old.request_options)  # its TLS and outbound proxy
         self._attach(sse)
         await old.close()
         return True

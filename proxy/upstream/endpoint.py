@@ -306,6 +306,12 @@ class Endpoint:
         self.on_trouble()
         return error
 
+    def use_options(self, options: Mapping[str, Any]) -> None:
+        """Take these request options (TLS, outbound proxy: `proxy/upstream/tls.py`) from now on, in
+        place, so that views of the connector (`with_headers`) take them too."""
+        self.request_options.clear()
+        self.request_options.update(options)
+
     def session_used(self, session_id: str) -> None:
         """A relayed session's request was answered by the proxy without reaching the backend (a
         held task's): nothing to do over HTTP; a stdio connector counts it as use (decision 140)."""

@@ -59,7 +59,7 @@ class SseLaunch:
     def __init__(self, endpoint: SseEndpoint):
         config = endpoint.config
         self.name, self.url, self.http = config.name, config.url, endpoint.upstream_http
-        self.headers, self.options = dict(endpoint.extra_headers), endpoint.request_options
+        self.headers, self.options = dict(endpoint.extra_headers), endpoint.upstream_options
         self.max_line_bytes = config.max_line_bytes
         self.post_timeout_s = endpoint.request_timeout_s
 
@@ -236,7 +236,14 @@ class SseEndpoint(StdioEndpoint):
                  session_idle_ms: int = 3_600_000):
         self.upstream_http = http
         """The shared client the upstream sessions use (`http` becomes the bridge's own once started)."""
+        self.upstream_options: dict[str, Any] = {}
+        """The backend's TLS and outbound proxy, for its upstream sessions; `request_options` stays
+        empty: it is what requests to the in-process bridge carry."""
         super().__init__(config, http, request_timeout_ms=request_timeout_ms, session_idle_ms=session_idle_ms)
+
+    def use_options(self, options: Mapping[str, Any]) -> None:
+        self.upstream_options.clear()
+        self.upstream_options.update(options)
 
     @property
     def scope(self) -> str:

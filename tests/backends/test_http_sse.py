@@ -19,6 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from held_support import held_proxy
+from peer_checks import ChecksRun, run_script, serving
 from support import Caller, free_port
 
 from proxy.demo.node_packages import SERVER_EVERYTHING, ensure_npm_packages
@@ -45,11 +46,7 @@ def sse_url(server: ServerProcess) -> str:
 
 @pytest.fixture
 def fastmcp_sse() -> Iterator[ServerProcess]:
-    server = start_fastmcp_sse()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(start_fastmcp_sse)
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +128,11 @@ MCP1_CHECKS = ["sync_tool", "create_task_shape", "get_is_flat", "elicitation_in_
 async def test_the_official_mcp1_client_opens_a_session_through_the_proxy_to_a_fastmcp_sse_server(fastmcp_sse, tmp_path):
     table = {"name": "main", "url": sse_url(fastmcp_sse), "hold_after_ms": HOLD_AFTER_MS}
     async with held_proxy(table, tmp_path / "state") as proxy:
-        argv = [str(ensure_peer_env("mcp-v1")), str(PEERS / "mcp1_client_checks.py"), "--url", proxy.url]
-        for name in MCP1_CHECKS:
-            argv += ["--check", name]
-        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 300)
-    lines = {line["check"]: line for line in map(json.loads, out.decode().splitlines()) if "check" in line}
-    assert {name: line["ok"] for name, line in lines.items()} == dict.fromkeys(MCP1_CHECKS, True), (lines, err.decode()[-2000:])
+        checks = [arg for name in MCP1_CHECKS for arg in ("--check", name)]
+        run = ChecksRun(
+            "mcp1 client", *await run_script(ensure_peer_env("mcp-v1"), PEERS / "mcp1_client_checks.py", proxy.url, 300, *checks)
+        )
+    assert {name: line["ok"] for name, line in run.lines.items()} == dict.fromkeys(MCP1_CHECKS, True), run.explain()
 
 
 async def test_a_server_killed_mid_call_ends_the_call_with_an_error_and_the_next_call_works(tmp_path):
@@ -222,18 +217,11 @@ async def test_the_official_mcp1_client_calls_server_everything_in_sse_mode_thro
     table = {"name": "main", "url": sse_url(everything_sse)}
     calls = [{"list": True}, {"name": "echo", "arguments": {"message": "hi"}}, {"name": "get-sum", "arguments": {"a": 2, "b": 3}}]
     async with held_proxy(table, tmp_path / "state") as proxy:
-        argv = [
-            str(ensure_peer_env("mcp-v1")),
-            str(PEERS / "mcp1_tool_calls.py"),
-            "--url",
-            proxy.url,
-            "--calls",
-            json.dumps(calls),
-        ]
-        process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 120)
-    listed, echo, total = [json.loads(line) for line in out.decode().splitlines()]
-    assert {"echo", "get-sum", "trigger-long-running-operation"} <= set(listed["tools"]), (listed, err.decode()[-2000:])
+        _, out, err = await run_script(
+            ensure_peer_env("mcp-v1"), PEERS / "mcp1_tool_calls.py", proxy.url, 120, "--calls", json.dumps(calls)
+        )
+    listed, echo, total = [json.loads(line) for line in out.splitlines()]
+    assert {"echo", "get-sum", "trigger-long-running-operation"} <= set(listed["tools"]), (listed, err[-2000:])
     assert (echo, total) == (
         {"texts": ["Echo: hi"], "isError": False},
         {"texts": ["The sum of 2 and 3 is 5."], "isError": False},

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from peer_checks import run_script
 from support import TEST_KEY, free_port
 from tls_support import Authority, client_context, presented_serial
 
@@ -202,40 +203,21 @@ async def test_the_official_mcp_client_trusting_the_ca_works_over_https_and_one_
     running = await start(load(_config(tmp_path, server.cert, server.key, plain_mcp1_server.url)), keyring=Keyring(TEST_KEY))
     try:
         calls = [{"list": True}, {"name": "slow_echo", "arguments": {"text": "over tls", "seconds": 0.1}}]
-        child = await asyncio.create_subprocess_exec(
-            str(ensure_peer_env("mcp-v1")),
-            str(PEERS / "mcp1_tool_calls.py"),
-            "--url",
-            running.url,
-            "--calls",
-            json.dumps(calls),
-            env={**os.environ, "SSL_CERT_FILE": str(pki.pem)},  # httpx (the SDK's client) trusts this file
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(child.communicate(), 120)
-        assert child.returncode == 0, err.decode()[-2000:]
-        assert [json.loads(line) for line in out.decode().splitlines()] == [
+        python, script = ensure_peer_env("mcp-v1"), PEERS / "mcp1_tool_calls.py"
+        trusting = {**os.environ, "SSL_CERT_FILE": str(pki.pem)}  # httpx (the SDK's client) trusts this file
+        code, out, err = await run_script(python, script, running.url, 120, "--calls", json.dumps(calls), env=trusting)
+        assert code == 0, err[-2000:]
+        assert [json.loads(line) for line in out.splitlines()] == [
             {"tools": ["slow_echo"]},
             {"texts": ["echo over tls"], "isError": False},
         ]
+        # certifi's CAs alone: the proxy's certificate is not trusted
         environ = {name: value for name, value in os.environ.items() if name not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
-        child = await asyncio.create_subprocess_exec(
-            str(ensure_peer_env("mcp-v1")),
-            str(PEERS / "mcp1_tool_calls.py"),
-            "--url",
-            running.url,
-            "--calls",
-            json.dumps(calls),
-            env=environ,  # certifi's CAs alone: the proxy's certificate is not trusted
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(child.communicate(), 120)
-        assert (child.returncode, out) == (1, b"")  # the session never opened
+        code, out, err = await run_script(python, script, running.url, 120, "--calls", json.dumps(calls), env=environ)
+        assert (code, out) == (1, "")  # the session never opened
         assert (
             "httpx.ConnectError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate"
-            in err.decode()
+            in err
         )
     finally:
         await running.stop()
