@@ -37,6 +37,7 @@ from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
 from .pairings.held import drain
+from .rollout import control, driver
 from .state.health import store_not_ready
 from .state.opening import open_store, reach
 from .state.sqlite_store import SqliteTaskStore
@@ -93,6 +94,8 @@ class ProxyState:
     (None with `store = "memory"`: the page shows this process's own)."""
     flusher: asyncio.Future[None] | None = None
     """`Lasting.run`, cancelled at cleanup (then one last flush)."""
+    rollout: Any = None
+    """`proxy.rollout.driver.RolloutDriver`: the `[rollout]` run, resumed or forgotten (docs/configuration.md "Rollout")."""
     stopping_at: float | None = None
     """The loop time the proxy began to stop (what `shutdown_timeout_ms` is counted from)."""
 
@@ -114,6 +117,10 @@ async def _post(request: web.Request) -> web.StreamResponse:
         return await entry.post(request)
     finally:
         REQUEST_ID.reset(token)
+
+
+async def _rollout(request: web.Request) -> web.Response:
+    return await control.handle(request, request.app[STATE].rollout, request.app[STATE].settings.status_token)
 
 
 async def _healthz(_request: web.Request) -> web.Response:
@@ -247,6 +254,8 @@ async def _startup(app: web.Application) -> None:
             state.http = None
             raise
         state.prober = asyncio.ensure_future(state.fleet.keep_probing(settings.probe_interval_ms / 1000))
+    state.rollout = driver.rollout_driver(settings, state.fleet, state.store, state.metrics, state.lasting)
+    await state.rollout.start()
     if state.lasting is not None:  # started once the start cannot fail any more (no task left pending)
         state.flusher = asyncio.ensure_future(state.lasting.run())
     if settings.health_interval_ms > 0:
@@ -351,9 +360,9 @@ async def _cleanup(app: web.Application) -> None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
-    shadowing = getattr(state.fleet, "shadow", None)
-    if shadowing is not None:
-        await shadowing.close()
+    for part in (getattr(state.fleet, "shadow", None), state.rollout):
+        if part is not None:
+            await part.close()
     if state.fleet is not None:
         await state.fleet.close()
     if state.http is not None:
@@ -397,6 +406,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/metrics", _with_request_id(_metrics))
     app.router.add_get("/status", _with_request_id(_status_page))
     app.router.add_get("/status.json", _with_request_id(_status_json))
+    app.router.add_route("*", "/rollout", _with_request_id(_rollout))
     for route in metadata_routes(settings):
         app.router.add_get(route, _with_request_id(_protected_resource))
     app.on_response_prepare.append(_echo_request_id)
@@ -449,7 +459,9 @@ class RunningProxy:
         assert state.fleet is not None and state.http is not None, "the application has not started"
         async with state.reloading:
             face = face_reload(self.tls, state.settings, new)  # checked first: ConfigError before anything is applied
-            return await reconfigure(state.fleet, state.settings, new, state.http, state.keyring, state.metrics, state.store) + face()
+            changes = await reconfigure(state.fleet, state.settings, new, state.http, state.keyring, state.metrics, state.store) + face()
+            await state.rollout.reconfigured()  # the rollout's weights again at once, or the one the reload set begun
+            return changes
 
 
 async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, keyring: Keyring | None = None,

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import ConfigError, Settings, Upstream, load, shown_url
+from .config import ConfigError, Settings, Upstream, load
 from .keys import ENV_KEY, decode_key
+from .redaction import shown_url
 from .state.health import display_url
 from .upstream.tls import TlsProblem, client_context, load_pair
 

@@ -432,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     from .observe.terminal import add_parser as add_status_parser
 
     add_status_parser(commands)
+    from .rollout.control import add_parser as add_rollout_parser
+
+    add_rollout_parser(commands)
     from .bench.cli import add_bench_parser
 
     add_bench_parser(commands)

@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .redaction import given_value
+from .rollout.settings import Rollout, check_rollout, unknown_key_model
+
 DialectSetting = Literal["auto", "v1", "v2-session", "v2-modern"]
 MIN_LIVENESS_TIMEOUT_MS = 100
 MAX_LIVENESS_TIMEOUT_MS = 3_600_000
@@ -312,6 +315,15 @@ class Settings(BaseModel):
     """How weights split new sessions (docs/configuration.md "What weights split", docs/decisions.md §84)."""
     remove_with_work: list[str] = Field(default_factory=list)
     """Backends a reload may remove although work is still bound to it (docs/decisions.md §84)."""
+    rollout: Rollout | None = None
+    """A canary rollout the proxy runs between two backends (docs/configuration.md "Rollout", `proxy/rollout/`)."""
+
+    @field_validator("rollout")
+    @classmethod
+    def _rollout_backends(cls, value: Rollout | None, info: ValidationInfo) -> Rollout | None:
+        if value is not None:
+            check_rollout(value, info.data.get("upstream") or [])
+        return value
 
     @field_validator("upstream")
     @classmethod
@@ -393,54 +405,12 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     `unknown key 'reconect_wait_ms' (did you mean 'reconnect_wait_ms'?)`; a key inside an
     `[[upstream]]` table is prefixed with its place (`upstream.0: ...`)."""
     name, where = str(loc[-1]), ".".join(str(p) for p in loc[:-1])
-    model: type[BaseModel] = Upstream if loc[0] == "upstream" else Settings
+    model: type[BaseModel] = unknown_key_model(loc) or (Upstream if loc[0] == "upstream" else Settings)
     if model is Settings and len(loc) == 1 and name in Upstream.model_fields:
         return f"unknown key {name!r} (it is a key of each backend: put it in an [[upstream]] table)"
     close = difflib.get_close_matches(name, list(model.model_fields), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"{where + ': ' if where else ''}unknown key {name!r}{hint}"
-
-
-SECRET_KEYS = frozenset({"status_token", "headers", "probe_headers", "env"})
-"""Keys whose values may be secrets (a bearer token, an upstream `Authorization` header, the
-probe's credentials, a stdio server's credentials in its environment): an error about one never
-repeats the value given."""
-
-
-def _given(loc: tuple[int | str, ...], given: Any) -> str:
-    """What an error says was given: the value itself, or for a key of `SECRET_KEYS` (at any depth
-    of `loc`) only its length (text) or its type: `a string of 9 characters, not shown`. A value
-    that holds such keys (a whole `[[upstream]]` table or the list of them, for a check across
-    tables) is shown with each of their values, and any password in a URL, replaced by `***`."""
-    if not SECRET_KEYS.intersection(str(p) for p in loc):
-        return repr(_redacted(given))
-    if isinstance(given, str):
-        return f"a string of {len(given)} characters, not shown"
-    return f"a value of type {type(given).__name__}, not shown"
-
-
-def _redacted(value: Any) -> Any:
-    """`value` with the values of `SECRET_KEYS`, and passwords in `url`s, replaced by `***`."""
-    if isinstance(value, dict):
-        return {k: "***" if k in SECRET_KEYS else (shown_url(v) if k == "url" else _redacted(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return shown_url(value) if isinstance(value, str) and "://" in value else value
-
-
-def shown_url(url: Any) -> Any:
-    """A URL with its password and its query (which may carry an API key) replaced by `***`."""
-    if not isinstance(url, str):
-        return url
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    authority, slash, tail = rest.partition("/")
-    user, at, host = authority.rpartition("@")
-    if at:
-        authority = (user.split(":", 1)[0] + ":***" if ":" in user else user) + "@" + host
-    path, question, _query = tail.partition("?")
-    return f"{scheme}://{authority}{slash}{path}{'?***' if question else ''}"
 
 
 def _describe(exc: ValidationError) -> str:
@@ -453,7 +423,7 @@ def _describe(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             lines.append(f"{key}: required")
         else:
-            lines.append(f"{key}: {err['msg']} (got {_given(err['loc'], given)})")
+            lines.append(f"{key}: {err['msg']} (got {given_value(err['loc'], given)})")
     return "; ".join(lines)
 
 

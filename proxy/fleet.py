@@ -139,6 +139,8 @@ class Fleet:
         """The proxy's own live sessions on a backend, by its name (set by the application: `SessionStore.count_for`)."""
         self.reloads: collections.deque[dict[str, Any]] = collections.deque(maxlen=10)
         """This process's last reloads, applied or refused (`proxy/reload.py`), oldest first: the status page's."""
+        self.rollout: Any = None
+        """The rollout's driver, which sets the weights of the backends it moves (`proxy/rollout/driver.py`)."""
         self.arrange(self.members)
 
     def arrange(self, members: list[FleetMember]) -> None:

@@ -31,7 +31,7 @@ from .upstream.tls import request_options
 
 log = logging.getLogger(__name__)
 
-RELOADED_KEYS = ("upstream", "remove_with_work", "balance", "tls_cert", "tls_key")
+RELOADED_KEYS = ("upstream", "remove_with_work", "balance", "rollout", "tls_cert", "tls_key")
 """The top-level keys a reload applies (`tls_cert` and `tls_key` by `RunningProxy.reload`: the files
 are read again into the serving context); every other key is read at start only."""
 
@@ -137,9 +137,10 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
         if member is None:
             changes.append(f"backend {upstream.name} added ({upstream.address}, weight {upstream.weight})")
             continue
-        if (member.weight, member.draining, member.backend.config.plain_ids) != (upstream.weight, upstream.drain, upstream.plain_ids):
-            changes.append(f"backend {upstream.name}: weight {member.weight} -> {upstream.weight}"
-                           + (f", drain {str(upstream.drain).lower()}" if upstream.drain != member.draining else ""))
+        before = member.backend.config  # as configured: a rollout moves the weights it runs (proxy/rollout/)
+        if (before.weight, before.drain, before.plain_ids) != (upstream.weight, upstream.drain, upstream.plain_ids):
+            changes.append(f"backend {upstream.name}: weight {before.weight} -> {upstream.weight}"
+                           + (f", drain {str(upstream.drain).lower()}" if upstream.drain != before.drain else ""))
         member.weight, member.draining = upstream.weight, upstream.drain
         member.backend.config = upstream  # the same address (checked): weight, drain and plain_ids change
         member.backend.connector.use_options(options[upstream.name])
@@ -157,6 +158,9 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
     waiting = [key for key in Settings.model_fields if key not in RELOADED_KEYS and getattr(running, key) != getattr(new, key)]
     running.upstream = list(new.upstream)
     running.remove_with_work = list(new.remove_with_work)
+    if new.rollout != running.rollout:
+        changes.append(f"rollout {new.rollout.from_} -> {new.rollout.to} set" if new.rollout is not None else "rollout removed")
+        running.rollout = new.rollout  # run, resumed or forgotten by the rollout's driver (`proxy/rollout/driver.py`)
     if new.balance != running.balance:
         changes.append(f"balance {running.balance} -> {new.balance}")
     running.balance = fleet.balance = new.balance

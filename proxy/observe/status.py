@@ -100,6 +100,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         "reasons": REASONS,
         "repairs": REPAIRS,
         "shadow": _shadow(fleet),
+        "rollout": fleet.rollout.snapshot() if fleet.rollout is not None else None,
         "reloads": list(reversed(fleet.reloads)),
         "version": version(),
         "restarted": {**TAKEN_OVER, "version": version()} if TAKEN_OVER else None,
