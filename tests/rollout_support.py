@@ -83,6 +83,8 @@ class Tally:
     tool_errors: int = 0
     wrong: list[str] = field(default_factory=list)
     """Every answer that was neither right nor a tool error (what it was)."""
+    lost: list[str] = field(default_factory=list)
+    """Calls whose connection failed, or sessions whose client failed (a proxy killed under them)."""
 
     @property
     def calls(self) -> int:
@@ -116,7 +118,12 @@ class Traffic:
             key = f"m{number}-{index}"
             caller = Caller(self.http, self.urls[index % len(self.urls)])
             index += 1
-            answer = await caller.call("tools/call", {"name": "lookup", "arguments": {"key": key}})
+            try:
+                answer = await caller.call("tools/call", {"name": "lookup", "arguments": {"key": key}})
+            except (aiohttp.ClientError, OSError) as exc:
+                self.tally.lost.append(f"{key}: {type(exc).__name__}")
+                await asyncio.sleep(0.1)
+                continue
             if answer.status != 200 or "result" not in answer.body:
                 self.tally.wrong.append(f"{key}: HTTP {answer.status} {answer.body}")
                 continue
@@ -129,7 +136,13 @@ class Traffic:
             keys = [f"s{number}-{index}-{call}" for call in range(4)]
             url = self.urls[index % len(self.urls)]
             index += 1
-            for key, line in zip(keys, await v1_session(url, keys), strict=True):
+            try:
+                lines = await v1_session(url, keys)
+            except AssertionError as exc:
+                self.tally.lost.append(f"session {keys[0]}: {str(exc)[-200:]}")
+                await asyncio.sleep(0.1)
+                continue
+            for key, line in zip(keys, lines, strict=True):
                 if "error" in line:
                     self.tally.wrong.append(f"{key}: {line['error']}")
                 else:

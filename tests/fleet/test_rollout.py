@@ -95,7 +95,7 @@ async def test_a_healthy_new_backend_is_rolled_out_step_by_step_and_the_old_one_
         ]
         assert [gate["gate"] for gate in rollout["history"][1]["figures"]["gates"]] == ["tool errors", "errors"]
         assert rollout["decides_here"] is True
-        assert tally.wrong == [] and tally.tool_errors == 0 and tally.right == tally.calls and tally.calls > 60, tally
+        assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.right == tally.calls and tally.calls > 60, tally
         # All new work on the new backend; the old one drained once its last session ended.
         final = await status(http, running.base_url)
         assert weights(final)["new"] == (1.0, None)
@@ -134,7 +134,7 @@ async def test_a_new_backend_that_fails_every_second_call_is_rolled_back_and_eve
         gate = failed["figures"]["gates"][0]
         assert gate["gate"] == "tool errors" and gate["from"] == 0.0 and gate["to"] >= 0.4 and gate["z"] > 2.326, gate
         assert weights(done) == {"old": (1.0, None), "new": (0.0, None)}
-        assert tally.wrong == [] and tally.calls > 30, tally
+        assert tally.wrong == [] and tally.lost == [] and tally.calls > 30, tally
         assert tally.tool_errors < tally.calls / 4, tally
         # Every later call lands on the old backend, and is right.
         before = await _tool_calls(http, running.base_url)
