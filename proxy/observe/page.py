@@ -319,6 +319,22 @@ def plot(timeline: dict[str, Any], started_ms: int | None = None, width: int = 7
     return "".join(parts)
 
 
+def _rollout(rollout: dict[str, Any] | None, now: int) -> str:
+    """The rollout the proxy runs (`proxy/rollout/`): its state, step, last check and history; nothing without one."""
+    if rollout is None:
+        return ""
+    cls = {"rolled_back": "alarm", "completed": "clear"}.get(rollout["state"], "info")
+    steps = ", ".join(f"{step:g} %" for step in rollout["steps"])
+    head = (f'<div class="verdict {cls}" id="rollout-state">Rollout {escape(rollout["from"])} → {escape(rollout["to"])}: '
+            f'{escape(rollout["state"].replace("_", " "))}, step {rollout["step"] + 1} of {len(rollout["steps"])} '
+            f'({rollout["percent"]:g} % of new work on {escape(rollout["to"])}; steps {steps}).</div>')
+    check = rollout.get("gates")
+    last = f'<p>Last check: {escape(check["outcome"])}: {escape(check["reason"])}</p>' if check else ""
+    rows = [[escape(when(e["at_ms"], now)), escape(e["event"]), f'{e["step"] + 1} ({e["percent"]:g} %)', escape(e["reason"])]
+            for e in reversed(rollout["history"])]
+    return f'<h2>Rollout</h2>{head}{last}{_table(["when", "event", "step", "figures"], rows, table_id="rollout-history")}'
+
+
 def _reloads(rows: list[dict[str, Any]], now: int) -> str:
     """This process's last reloads, newest first: applied with what changed, or refused and why."""
     return _table(["when", "pid", "verdict", "what changed, or why refused"],
@@ -346,6 +362,7 @@ def render(data: dict[str, Any], refresh_s: int) -> str:
 <p class="muted">{escape(when(now, now).split(" (")[0])} · version {escape(str(data.get("version", "?")))} ·
 up since {escape(when(data["started_ms"], now))}{_restarted(data, now)} · reloads every {refresh_s} s · <a href="status.json">status.json</a></p>
 {_verdict(data)}
+{_rollout(data.get("rollout"), now)}
 {_counting(data)}
 <h2>Backends</h2>
 <p class="muted">Requests and errors: {scope}. Health, live tasks and upstream latency: this process.</p>

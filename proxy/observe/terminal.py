@@ -118,6 +118,13 @@ def render(data: dict[str, Any]) -> str:
     out += ["", "Reloads (the process that answered)", table(["when", "pid", "verdict", "what changed, or why refused"],
             [[when(r["at_ms"], now), str(r["pid"]), "applied" if r["applied"] else "refused",
               "; ".join(r["changes"]) or "no backend changed" if r["applied"] else r.get("reason") or "-"] for r in data.get("reloads") or ()])]
+    rollout = data.get("rollout")
+    if rollout is not None:
+        out += ["", f"Rollout {rollout['from']} -> {rollout['to']}: {rollout['state'].replace('_', ' ')}, step {rollout['step'] + 1} of "
+                f"{len(rollout['steps'])} ({rollout['percent']:g} % of new work on {rollout['to']})"]
+        if rollout.get("gates"):
+            out.append(f"  last check: {rollout['gates']['outcome']}: {rollout['gates']['reason']}")
+        out += [f"  {when(e['at_ms'], now)}: {e['event']} at {e['percent']:g} %: {e['reason']}" for e in rollout["history"][-10:]]
     for shadow in data.get("shadow") or ():
         out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%; this process, since its start)",
                 table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "too large", "match rate"],

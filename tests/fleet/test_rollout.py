@@ -12,6 +12,7 @@ directory (restarts and replicas: `test_rollout_restarts.py`).
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from proxy.config import load
 from proxy.demo.processes import ServerProcess
 
 pytestmark = pytest.mark.peers
+ROOT = Path(__file__).resolve().parents[2]
 
 ROLLOUT = {
     "from": "old",
@@ -95,7 +97,9 @@ async def test_a_healthy_new_backend_is_rolled_out_step_by_step_and_the_old_one_
         ]
         assert [gate["gate"] for gate in rollout["history"][1]["figures"]["gates"]] == ["tool errors", "errors"]
         assert rollout["decides_here"] is True
-        assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.right == tally.calls and tally.calls > 60, tally
+        assert (
+            tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.right == tally.calls and tally.calls > 60
+        ), tally
         # All new work on the new backend; the old one drained once its last session ended.
         final = await status(http, running.base_url)
         assert weights(final)["new"] == (1.0, None)
@@ -153,6 +157,30 @@ async def test_a_new_backend_that_fails_every_second_call_is_rolled_back_and_eve
         assert (after["old"] - before["old"], after["new"] - before["new"]) == (13, 0)
 
 
+async def _shows_completed(http: aiohttp.ClientSession, url: str) -> None:
+    """The page, `mcp-tasks-proxy status` and `/metrics` show a completed rollout old -> new."""
+    async with http.get(url + "/status") as response:
+        page = await response.text()
+    assert (
+        '<div class="verdict clear" id="rollout-state">Rollout old → new: completed, step 3 of 3 (100 % of new work on new; '
+        "steps 20 %, 50 %, 100 %).</div>"
+    ) in page
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy", "status", url, cwd=ROOT, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    assert "Rollout old -> new: completed, step 3 of 3 (100 % of new work on new)" in out.decode().splitlines()
+    async with http.get(url + "/metrics") as response:
+        metrics = (await response.text()).splitlines()
+    assert [line for line in metrics if line.startswith("mcp_tasks_proxy_rollout_")] == [
+        'mcp_tasks_proxy_rollout_state{state="running"} 0.0',
+        'mcp_tasks_proxy_rollout_state{state="paused"} 0.0',
+        'mcp_tasks_proxy_rollout_state{state="completed"} 1.0',
+        'mcp_tasks_proxy_rollout_state{state="rolled_back"} 0.0',
+        'mcp_tasks_proxy_rollout_percent{from="old",to="new"} 100.0',
+    ]
+
+
 async def test_pause_resume_promote_and_abort_answer_with_the_state_they_left(servers, tmp_path):
     old, new, _bad = servers
     upstream = _fleet(old, new)
@@ -174,6 +202,7 @@ async def test_pause_resume_promote_and_abort_answer_with_the_state_they_left(se
             promoted
         )
         assert weights(await status(http, url))["new"] == (1.0, None)
+        await _shows_completed(http, url)
         code, late = await rollout_command(url, "abort")
         assert code == 0 and (late["state"], late["done"]) == ("completed", "nothing to abort: the rollout is completed"), late
         # Another table is another rollout; abort sends all new work back to the old backend.

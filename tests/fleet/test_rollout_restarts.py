@@ -53,8 +53,9 @@ async def _proxy(config: Path, state: Path, log: Path) -> AsyncIterator[asyncio.
     """`serve --config config` until the block ends (SIGTERM by its pid, unless the test killed it)."""
     env = {**os.environ, "MCP_TASKS_PROXY_KEY": KEY, "MCP_TASKS_PROXY_STATE_DIR": str(state)}
     with open(log, "ab") as out:  # noqa: ASYNC230 - the log of a process the test starts
-        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy", "serve", "--config", str(config),
-                                                       cwd=ROOT, env=env, stdout=out, stderr=out)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "proxy", "serve", "--config", str(config), cwd=ROOT, env=env, stdout=out, stderr=out
+        )
     try:
         yield process
     finally:
@@ -70,7 +71,7 @@ async def _serving(http: aiohttp.ClientSession, base_url: str, log: Path) -> dic
     while True:
         with contextlib.suppress(aiohttp.ClientError):
             return await status(http, base_url)
-        assert asyncio.get_running_loop().time() < deadline, log.read_text()[-3000:]
+        assert asyncio.get_running_loop().time() < deadline, log.read_text()[-3000:]  # noqa: ASYNC240 - a failing test's message
         await asyncio.sleep(0.05)
 
 
@@ -102,7 +103,11 @@ async def test_a_rollout_killed_mid_step_resumes_at_that_step_after_a_restart(se
             done = await until_rollout(http, base, ("completed", "rolled_back"), 60)
             tally = await traffic.stop()
             assert [(e["event"], e["percent"], e["state"]) for e in done["rollout"]["history"]] == [
-                ("started", 20, "running"), ("passed", 20, "running"), ("passed", 50, "running"), ("passed", 100, "completed")]
+                ("started", 20, "running"),
+                ("passed", 20, "running"),
+                ("passed", 50, "running"),
+                ("passed", 100, "completed"),
+            ]
             assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.calls > 20, tally
             assert weights(await status(http, base))["new"] == (1.0, None)
 
@@ -111,7 +116,9 @@ async def test_two_replicas_on_redis_one_decides_both_apply_and_a_killed_decider
     old, new = servers
     ports = [free_port(), free_port()]
     bases = [f"http://127.0.0.1:{port}" for port in ports]
-    configs = [_config(tmp_path / f"r{n}.toml", old, new, ports[n], f'store = "{redis_url}"\nreplica_name = "r{n}"\n') for n in (0, 1)]
+    configs = [
+        _config(tmp_path / f"r{n}.toml", old, new, ports[n], f'store = "{redis_url}"\nreplica_name = "r{n}"\n') for n in (0, 1)
+    ]
     logs = [tmp_path / f"r{n}.log" for n in (0, 1)]
     async with aiohttp.ClientSession() as http:
         async with _proxy(configs[0], tmp_path / "s0", logs[0]) as decider:
@@ -133,6 +140,10 @@ async def test_two_replicas_on_redis_one_decides_both_apply_and_a_killed_decider
                 assert done["rollout"]["decider"] != at_fifty[0]["rollout"]["decider"]
                 assert taken["rollout"]["started_ms"] == at_fifty[0]["rollout"]["started_ms"]
                 assert [(e["event"], e["percent"], e["state"]) for e in done["rollout"]["history"]] == [
-                    ("started", 20, "running"), ("passed", 20, "running"), ("passed", 50, "running"), ("passed", 100, "completed")]
+                    ("started", 20, "running"),
+                    ("passed", 20, "running"),
+                    ("passed", 50, "running"),
+                    ("passed", 100, "completed"),
+                ]
                 assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.calls > 30, tally
                 assert weights(await status(http, bases[1]))["new"] == (1.0, None)
