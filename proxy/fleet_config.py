@@ -80,15 +80,16 @@ def _plan(fleet: Fleet, running: Settings, new: Settings) -> tuple[list[Upstream
         before = old.get(upstream.name)
         if before is None:
             continue
+        promoted = before.shadow_of is not None and upstream.shadow_of is None  # a candidate that serves from now on
         for key in ADDRESS_KEYS:
-            if getattr(before, key) != getattr(upstream, key):
+            if getattr(before, key) != getattr(upstream, key) and not (promoted and key.startswith("shadow_")):
                 raise ConfigError(f"upstream.{index}.{key}: backend {upstream.name!r} is running; its {key} cannot change by "
                                   f"reload (add the new address under another name, drain {upstream.name!r}, then remove it)")
     names = {upstream.name for upstream in new.upstream}
     removed = [member for member in fleet.members if member.name not in names]
     for member in removed:
-        if member.name in new.remove_with_work or member.backend.config.shadow_of is not None:
-            continue  # a shadow backend holds no client work (docs/decisions.md §89)
+        if member.name in new.remove_with_work or (member.backend.config.shadow_of is not None and not any(remaining(member, fleet).values())):
+            continue  # a shadow backend holds no client work (docs/decisions.md §89), unless a rollout gave it some
         if not member.draining:
             raise ConfigError(f"upstream: backend {member.name!r} is removed but was not drained: set drain = true on it, reload, "
                               f"wait for the status page to say drained, then remove it (or list it in remove_with_work)")

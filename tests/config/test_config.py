@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from proxy.config import ConfigError, Settings, Upstream, load
+from proxy.rollout.settings import Rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,15 +19,20 @@ def test_example_config_loads_to_the_defaults():
     assert settings == Settings(upstream=[Upstream(name="main", url="http://127.0.0.1:3000/mcp")])
 
 
+ROLLOUT_KEYS = {field.alias or name for name, field in Rollout.model_fields.items()}
+"""The keys of the `[rollout]` table (`from`, not `from_`)."""
+
+
 def test_example_config_names_every_setting():
     text = (ROOT / "config.example.toml").read_text()
     keys = set(re.findall(r"^#? ?([a-z0-9_]+) = ", text, re.MULTILINE))
-    assert keys == set(Settings.model_fields) - {"upstream"} | set(Upstream.model_fields)
+    assert keys == set(Settings.model_fields) - {"upstream", "rollout"} | set(Upstream.model_fields) | ROLLOUT_KEYS
+    assert "\n# [rollout]\n" in text
 
 
 def test_configuration_reference_names_every_setting():
     doc = (ROOT / "docs" / "configuration.md").read_text()
-    missing = [k for k in [*Settings.model_fields, *Upstream.model_fields] if f"`{k}`" not in doc]
+    missing = [k for k in [*Settings.model_fields, *Upstream.model_fields, *ROLLOUT_KEYS] if f"`{k}`" not in doc]
     assert missing == []
 
 

@@ -220,3 +220,36 @@ async def test_pause_resume_promote_and_abort_answer_with_the_state_they_left(se
         assert weights(await status(http, url)) == {"old": (1, None), "new": (0, None)}
         code, none = await rollout_command(url, "pause")
         assert (code, none) == (1, "mcp-tasks-proxy rollout pause: no rollout is configured (add a [rollout] table and reload)\n")
+
+
+async def test_a_rollout_gated_on_shadow_comparisons_completes_and_its_candidate_becomes_a_plain_backend_by_reload(
+    servers, tmp_path
+):
+    old, new, _bad = servers
+    candidate = {"name": "new", "url": new.url, "shadow_of": "old", "shadow_tools": ["lookup"]}
+    upstream = [{"name": "old", "url": old.url, "weight": 1}, candidate]
+    gated = {**ROLLOUT, "min_shadow_match": 0.99}
+    async with (
+        running_proxy(old.url, tmp_path, upstream=upstream, probe_interval_ms=300) as running,
+        aiohttp.ClientSession() as http,
+    ):
+        traffic = Traffic(http, [running.url], modern=3, sessions=0)
+        await running.reload(_settings(tmp_path, upstream, gated))
+        done = await until_rollout(http, running.base_url, ("completed", "rolled_back"), 40)
+        tally = await traffic.stop()
+        rollout = done["rollout"]
+        assert [(e["event"], e["percent"]) for e in rollout["history"]] == [
+            ("started", 20),
+            ("passed", 20),
+            ("passed", 50),
+            ("passed", 100),
+        ]
+        shadow_gates = [gate for e in rollout["history"][1:] for gate in e["figures"]["gates"] if gate["gate"] == "shadow match"]
+        assert len(shadow_gates) == 3 and shadow_gates[0]["to"] == 1.0 and shadow_gates[0]["compared"] > 0, shadow_gates
+        assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0, tally
+        # The end written into the file: the candidate serves with its own weight, the old backend drains.
+        final = [{"name": "old", "url": old.url, "weight": 1, "drain": True}, {"name": "new", "url": new.url, "weight": 1}]
+        changes = await running.reload(_settings(tmp_path, final, None))
+        assert changes == ["backend old: weight 1 -> 1, drain true", "backend new: weight 0 -> 1", "rollout removed"]
+        assert weights(await status(http, running.base_url)) == {"old": (1, "drained"), "new": (1, None)}
+        assert (await status(http, running.base_url))["shadow"] == []
