@@ -205,23 +205,38 @@ class RolloutDriver:
             return 400, {"error": f"unknown action {action!r} (one of status, {', '.join(ACTIONS)})"}
         if rollout is None:
             return 404, {"error": "no rollout is configured (add a [rollout] table and reload)"}
-        await self.tick()
+        try:
+            await self.tick()
+        except Exception as exc:  # the store does not answer: nothing can be decided or recorded
+            return 503, {"error": f"the rollout's record cannot be read ({type(exc).__name__}: {exc}); try again"}
+        shown = self.snapshot()
+        if shown is None:
+            return 409, {"error": "the rollout has not begun yet: try again in a moment"}
         if action == "status":
-            return 200, {**(self.snapshot() or {}), "done": "status"}
+            return 200, {**shown, "done": "status"}
         for _ in range(WRITE_TRIES):
-            record = self._ours(await self.store.read(), rollout)
-            if record is None:
-                return 409, {"error": "the rollout has not begun yet: try again in a moment"}
-            now_ms = int(time.time() * 1000)
-            baseline = await self._baseline(rollout) if action == "resume" else record.baseline
-            after, done = acted(record, rollout, action, now_ms, baseline)
-            if after is record or await self.store.write(after.to_json(), record.version):
-                if after is not record:
-                    log.info("rollout %s -> %s: %s by the operator; now %s", rollout.from_, rollout.to, done, after.state)
-                self.record = after
-                self.apply()
-                return 200, {**(self.snapshot() or {}), "done": done}
+            try:
+                done, answer = await self._act_once(rollout, action)
+            except Exception as exc:
+                return 503, {"error": f"the rollout's record cannot be written ({type(exc).__name__}: {exc}); try again"}
+            if done:
+                return answer
         return 409, {"error": "the rollout's record kept changing: try again"}
+
+    async def _act_once(self, rollout: Rollout, action: str) -> tuple[bool, tuple[int, dict[str, Any]]]:
+        """One try of `act`: (True, its answer), or (False, _) when a decision wrote the record meanwhile."""
+        record = self._ours(await self.store.read(), rollout)
+        if record is None:
+            return True, (409, {"error": "the rollout has not begun yet: try again in a moment"})
+        baseline = await self._baseline(rollout) if action == "resume" else record.baseline
+        after, done = acted(record, rollout, action, int(time.time() * 1000), baseline)
+        if after is not record and not await self.store.write(after.to_json(), record.version):
+            return False, (409, {})
+        if after is not record:
+            log.info("rollout %s -> %s: %s by the operator; now %s", rollout.from_, rollout.to, done, after.state)
+        self.record = after
+        self.apply()
+        return True, (200, {**(self.snapshot() or {}), "done": done})
 
 
 def shadow_counts(fleet: Fleet) -> Callable[[str], dict[str, int] | None]:
