@@ -51,7 +51,7 @@ def ensure_base() -> str:
     tarball = CACHE / "bookworm-python3.tar"
     if not tarball.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        partial = tarball.with_suffix(".partial")
+        partial = tarball.with_name("bookworm-python3.partial.tar")
         _run(
             [
                 "mmdebstrap",
