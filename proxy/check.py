@@ -53,7 +53,8 @@ def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, 
     lines = [f"ok: {path or 'the flags'}: keys and values ({len(settings.upstream)} backend(s))"]
     checks = [*((f"upstream {u.name!r}", lambda u=u: _backend(u)) for u in settings.upstream),
               *((("tls", lambda: _face(settings)),) if settings.tls_cert is not None else ()),
-              ("key", lambda: _key(settings, environ)), ("store", lambda: _store(settings))]
+              ("key", lambda: _key(settings, environ)), ("store", lambda: _store(settings)),
+              *((("workers", lambda: _workers(settings)),) if settings.workers > 1 else ())]
     if not settings.upstream:
         checks.insert(0, ("upstream", lambda: _no_backend()))
     held = True
@@ -66,8 +67,32 @@ def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, 
     return lines, held
 
 
+def workers_refusal(settings: Settings) -> str | None:
+    """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes"):
+    `serve` refuses to start with it, and `check` says the same."""
+    if settings.workers <= 1:
+        return None
+    if settings.store in ("sqlite", "memory"):
+        return (f"workers = {settings.workers} needs a store the processes share: store = \"redis://host:port/db\" "
+                f"(the SQLite store belongs to one process, and memory to each)")
+    if settings.port == 0:
+        return "workers > 1 need a fixed port to share (listen = \"host:port\", not port 0)"
+    stdio = [u.name for u in settings.upstream if u.command is not None]
+    if stdio:  # docs/decisions.md §139
+        return (f"workers > 1 cannot serve a stdio backend ({', '.join(stdio)}): each worker would run its own processes, "
+                "and a session opened on one would be unknown to the others; run one worker")
+    return None
+
+
+def _workers(settings: Settings) -> str:
+    refusal = workers_refusal(settings)
+    if refusal is not None:
+        raise Problem(refusal)
+    return f"{settings.workers} worker processes on {settings.listen}, store {display_url(settings.store)}"
+
+
 def _no_backend() -> str:
-    raise Problem("no backend: give --upstream URL, --upstream-command or an [[upstream]] table")
+    raise Problem("no backend: give --upstream URL or an [[upstream]] table")
 
 
 def _backend(upstream: Upstream) -> str:

@@ -91,7 +91,9 @@ def _serve(args: argparse.Namespace) -> int:
     # is ignored rather than the end of the proxy; the handler replaces this (docs/decisions.md §85).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # likewise a restart's (proxy/restart.py) before its handler
-    refusal = _workers_refusal(settings) if settings.workers > 1 else None
+    from .check import workers_refusal
+
+    refusal = workers_refusal(settings)
     if takeover is not None:
         refusal = refusal or takeover.mismatch(settings)
         if refusal is None:
@@ -123,20 +125,6 @@ def _importable() -> str | None:
         from . import app  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any error of the new code is the restart's refusal
         return f"cannot import the proxy: {type(exc).__name__}: {exc}"
-    return None
-
-
-def _workers_refusal(settings: Settings) -> str | None:
-    """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes")."""
-    if settings.store in ("sqlite", "memory"):
-        return (f"workers = {settings.workers} needs a store the processes share: store = \"redis://host:port/db\" "
-                f"(the SQLite store belongs to one process, and memory to each)")
-    if settings.port == 0:
-        return "workers > 1 need a fixed port to share (listen = \"host:port\", not port 0)"
-    stdio = [u.name for u in settings.upstream if u.command is not None]
-    if stdio:  # docs/decisions.md §139
-        return (f"workers > 1 cannot serve a stdio backend ({', '.join(stdio)}): each worker would run its own processes, "
-                "and a session opened on one would be unknown to the others; run one worker")
     return None
 
 

@@ -148,3 +148,41 @@ def test_the_command_exits_1_naming_the_problem_and_0_for_a_good_file(tmp_path):
     passed = subprocess.run([*run, str(good)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert (passed.returncode, passed.stderr) == (0, "")
     assert passed.stdout.splitlines()[0] == f"ok: {good}: keys and values (1 backend(s))"
+
+
+def test_every_workers_refusal_of_serve_is_a_refusal_of_check(tmp_path):
+    """Issue 46: `check` refused nothing `serve --workers` refuses (the SQLite store, port 0, a stdio
+    backend); both now give the same reason (`proxy.check.workers_refusal`)."""
+    backend = '[[upstream]]\nname = "main"\nurl = "http://127.0.0.1:3000/mcp"\n'
+    stdio = f'[[upstream]]\nname = "local"\ncommand = ["{sys.executable}", "-m", "server"]\n'
+    cases = {
+        "sqlite": (
+            'workers = 2\nlisten = "127.0.0.1:18080"\n' + backend,
+            'workers = 2 needs a store the processes share: store = "redis://host:port/db" (the SQLite store belongs to one '
+            "process, and memory to each)",
+        ),
+        "port 0": (
+            'workers = 2\nlisten = "127.0.0.1:0"\nstore = "redis://127.0.0.1:1/0"\n' + backend,
+            'workers > 1 need a fixed port to share (listen = "host:port", not port 0)',
+        ),
+        "stdio": (
+            'workers = 2\nlisten = "127.0.0.1:18080"\nstore = "redis://127.0.0.1:1/0"\n' + stdio,
+            "workers > 1 cannot serve a stdio backend (local): each worker would run its own processes, and a session "
+            "opened on one would be unknown to the others; run one worker",
+        ),
+    }
+    env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text(), "MCP_TASKS_PROXY_STATE_DIR": str(tmp_path / "state")}
+    for name, (text, reason) in cases.items():
+        config = _write(tmp_path, f'state_dir = "{tmp_path / "state"}"\n' + text)
+        lines, held = check(config, {}, {"MCP_TASKS_PROXY_KEY": new_key_text()})
+        assert not held and f"error: workers: {reason}" in lines, (name, lines)
+        served = subprocess.run(
+            [sys.executable, "-m", "proxy", "serve", "--config", config],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert (served.returncode, served.stderr.strip()) == (2, f"mcp-tasks-proxy: configuration error: {reason}"), name
