@@ -1,7 +1,7 @@
 """What the container image test needs on this kind of machine (issue 43; README "Deploy"):
 podman with runc, and a base image with python3 when no registry can be reached.
 
-* `podman`, `runc` and `mmdebstrap` come from Debian's packages (`apt-get`, installed when missing).
+* `podman`, `runc` and `mmdebstrap` come from Debian's packages (installed when missing, one install at a time).
 * The base is built once with `mmdebstrap` from the Debian mirror (minbase with python3, its venv
   module and CA certificates: about 20 s), cached as a tarball under
   `~/.cache/mcp-tasks-proxy/container/` and imported into podman's store when absent there.
@@ -13,9 +13,10 @@ podman with runc, and a base image with python3 when no registry can be reached.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
+
+from proxy.bench.packages import ensure_package
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("MCP_TASKS_PROXY_CACHE", Path.home() / ".cache" / "mcp-tasks-proxy")) / "container"
@@ -34,14 +35,10 @@ def _run(argv: list[str], timeout_s: float = 600) -> str:
 
 
 def ensure_tools() -> None:
-    """podman, runc and mmdebstrap, from Debian's packages when one is missing."""
-    if all(shutil.which(tool) for tool in ("podman", "runc", "mmdebstrap")):
-        return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "podman", "runc", "mmdebstrap"]):
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-3000:]}")
+    """podman, runc and mmdebstrap, from Debian's packages when one is missing (`ensure_package`:
+    serialised with the other tests' installs)."""
+    for program in ("podman", "runc", "mmdebstrap"):
+        ensure_package(program, program)
 
 
 def ensure_base() -> str:
