@@ -135,3 +135,27 @@ async def test_readme_v1_curl_commands_open_a_session_and_list_the_tools(referen
         assert (name.lower(), len(session_id) > 20) == ("mcp-session-id", True)
         listed = json.loads(await sh(rest, SESSION=session_id))
     assert (listed["id"], [tool["name"] for tool in listed["result"]["tools"]]) == (2, REFERENCE_V1_TOOLS)
+
+
+DECISION_REFERENCE = re.compile(r"decisions(?:\.md)?,? §?(\d+)(?:[–-]§?(\d+))?")
+
+
+def test_every_decision_is_a_heading_with_a_stable_anchor_listed_in_the_index_and_every_reference_resolves() -> None:
+    """Issue 46: decisions.md was one ordered list that renderers numbered 1..N, so "§139" opened
+    another decision. Each decision is now a heading `### N. title` under the anchor `dN`."""
+    text = (ROOT / "docs" / "decisions.md").read_text()
+    index, body = text.split("\n## The decisions\n", 1)
+    headings = [int(n) for n in re.findall(r'^<a id="d(\d+)"></a>\n### \1\. \S', body, re.MULTILINE)]
+    assert headings == [int(n) for n in re.findall(r"^### (\d+)\. ", body, re.MULTILINE)]  # every heading has its anchor
+    assert headings == sorted(set(headings)) and len(headings) > 150
+    assert not re.search(r"^\d+\. \*\*", body, re.MULTILINE)  # no decision left as a list item
+    listed = {int(n) for n in re.findall(r"^- \[(\d+)\]\(#d\1\)\. ", index, re.MULTILINE)}
+    assert listed == set(headings)
+    cited: dict[int, list[str]] = {}
+    for path in [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("proxy/**/*.py"), *ROOT.glob("translators/**/*.py")]:
+        for match in DECISION_REFERENCE.finditer(path.read_text()):
+            first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+            for number in range(first, last + 1) if last - first < 20 else (first, last):
+                cited.setdefault(number, []).append(path.name)
+    unknown = {number: files for number, files in cited.items() if number not in set(headings)}
+    assert unknown == {}
