@@ -406,7 +406,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app.router.add_get("/metrics", _with_request_id(_metrics))
     app.router.add_get("/status", _with_request_id(_status_page))
     app.router.add_get("/status.json", _with_request_id(_status_json))
-    app.router.add_route("*", "/rollout", _with_request_id(_rollout))
+    app.router.add_routes([web.route(method, "/rollout", _with_request_id(_rollout)) for method in ("GET", "POST")])  # others: 405
     for route in metadata_routes(settings):
         app.router.add_get(route, _with_request_id(_protected_resource))
     app.on_response_prepare.append(_echo_request_id)

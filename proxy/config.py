@@ -321,8 +321,8 @@ class Settings(BaseModel):
     @field_validator("rollout")
     @classmethod
     def _rollout_backends(cls, value: Rollout | None, info: ValidationInfo) -> Rollout | None:
-        if value is not None:
-            check_rollout(value, info.data.get("upstream") or [])
+        if value is not None and "upstream" in info.data:  # a bad [[upstream]] is reported alone
+            check_rollout(value, info.data["upstream"])
         return value
 
     @field_validator("upstream")

@@ -139,14 +139,16 @@ def allowed(request: web.Request, token: str | None) -> bool:
         return False
 
 
-def refused() -> web.Response:
-    return web.json_response({"error": "forbidden: the status is served to loopback peers, or with the status_token"}, status=403)
+def refused(token: str | None = None) -> web.Response:
+    """403, saying what would be served: with a `status_token` set, only requests carrying it (from loopback too)."""
+    said = "give Authorization: Bearer <status_token>" if token else "served to loopback peers only (or set status_token)"
+    return web.json_response({"error": f"forbidden: {said}"}, status=403)
 
 
 async def status_json(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None,
                       lasting: Any = None) -> web.Response:
     if not allowed(request, token):
-        return refused()
+        return refused(token)
     if fleet is None:
         return web.json_response({"error": "starting"}, status=503)
     view = await read_view(recorder, lasting)
@@ -156,7 +158,7 @@ async def status_json(request: web.Request, fleet: Fleet | None, recorder: Statu
 async def status_page(request: web.Request, fleet: Fleet | None, recorder: StatusRecorder, token: str | None,
                       lasting: Any = None) -> web.Response:
     if not allowed(request, token):
-        return refused()
+        return refused(token)
     if fleet is None:
         return web.Response(text="starting", status=503)
     view = await read_view(recorder, lasting)

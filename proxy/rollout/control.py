@@ -28,16 +28,22 @@ MAX_BODY = 1024
 async def handle(request: web.Request, driver: RolloutDriver | None, token: str | None) -> web.Response:
     """`GET /rollout` or `POST /rollout` (module docstring)."""
     if not allowed(request, token):
-        return refused()
+        return refused(token)
     action = "status"
     if request.method == "POST":
-        raw = await request.content.read(MAX_BODY + 1)
+        raw = b""
+        while len(raw) <= MAX_BODY and not request.content.at_eof():  # a body may come in several reads
+            chunk = await request.content.read(MAX_BODY + 1 - len(raw))
+            if not chunk:
+                break
+            raw += chunk
         try:
             body = json.loads(raw) if len(raw) <= MAX_BODY else None
         except ValueError:
             body = None
         if not isinstance(body, dict) or not isinstance(body.get("action"), str):
-            return web.json_response({"error": f'the body is {{"action": "{" | ".join(ACTIONS)}"}}'}, status=400)
+            return web.json_response({"error": f'the body is {{"action": "{" | ".join(("status", *ACTIONS))}"}} (at most {MAX_BODY} bytes)'},
+                                     status=400)
         action = body["action"]
     if driver is None:
         return web.json_response({"error": "no rollout is configured (add a [rollout] table and reload)"}, status=404)

@@ -67,6 +67,7 @@ class RolloutDriver:
         self._next_check = 0.0
         self._trouble: str | None = None
         self._loop: asyncio.Future[None] | None = None
+        self._other: str | None = None
 
     async def start(self) -> None:
         """The first tick (a restart applies the rollout's weights before it serves), then the loop."""
@@ -74,10 +75,14 @@ class RolloutDriver:
         self._loop = asyncio.ensure_future(self.run())
 
     async def close(self) -> None:
+        """Stop ticking, and hand the lease on at once (another process decides without waiting for it to lapse)."""
         if self._loop is not None:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
+        if self.leading:
+            with contextlib.suppress(Exception):  # a store that does not answer: the lease lapses by itself
+                await self.store.release(self.process)
 
     @property
     def rollout(self) -> Rollout | None:
@@ -112,13 +117,16 @@ class RolloutDriver:
     async def tick(self) -> None:
         """Read, lead, begin or judge, apply (module docstring)."""
         rollout = self.rollout
-        if rollout is None:
-            self.record = None
-            return
         stored = await self.store.read()
-        record = self._ours(stored, rollout)
         self.leading = await self.store.lead(self.process, LEASE_MS)
         self.leader = self.process if self.leading else await self.store.leader()
+        if rollout is None:
+            self.record = None
+            if self.leading and stored is not None and stored.get("fingerprint"):
+                await self._end(stored)
+            return
+        record = self._ours(stored, rollout)
+        self._differs(stored, rollout)
         if self.leading:
             if record is None:
                 record = await self._begin(rollout, stored)
@@ -126,6 +134,25 @@ class RolloutDriver:
                 record = await self._judge(record, rollout)
         self.record = record
         self.apply()
+
+    async def _end(self, stored: dict[str, Any]) -> None:
+        """The table was removed: the record is ended, so that a table added again (the same one
+        too) is a new rollout from its first step."""
+        ended = {"fingerprint": "", "version": stored["version"] + 1, "ended_ms": int(time.time() * 1000), "was": stored.get("state")}
+        if await self.store.write(ended, stored["version"]):
+            log.info("rollout: the [rollout] table was removed; the rollout is ended (it was %s)", stored.get("state"))
+
+    def _differs(self, stored: dict[str, Any] | None, rollout: Rollout) -> None:
+        """Log once when the store holds another table's rollout than this process's (a replica or
+        worker reloaded with another file): the deciding process's table runs, and this one waits."""
+        other = stored.get("fingerprint") if stored is not None else None
+        if other and other != rollout.fingerprint() and not self.leading:
+            if self._other != other:
+                log.warning("rollout: this process's [rollout] table differs from the one the deciding process (%s) runs; "
+                            "this process keeps its configured weights: reload every replica with the same file", self.leader)
+            self._other = other
+        else:
+            self._other = None
 
     def apply(self) -> None:
         """The record's weights on this process's fleet (nothing without a record: the configured ones stand)."""
@@ -172,7 +199,7 @@ class RolloutDriver:
         if shadow is not None:
             begun = record.baseline.get("shadow") or {}
             shadow = {k: shadow[k] - begun.get(k, 0) if shadow[k] >= begun.get(k, 0) else shadow[k] for k in ("match", "differ")}
-        verdict = judge.verdict(rollout, step, whole, shadow)
+        verdict = self._unreachable(rollout) or judge.verdict(rollout, step, whole, shadow)
         after = judged(record, rollout, verdict, figures.now_ms, await self._baseline(rollout, figures))
         self._next_check = time.monotonic() + RECHECK_S
         if not await self.store.write(after.to_json(), record.version):
@@ -180,6 +207,16 @@ class RolloutDriver:
         if after.history and after.history[-1] is not (record.history[-1] if record.history else None):
             self._log(after, rollout)
         return after
+
+    def _unreachable(self, rollout: Rollout) -> dict[str, Any] | None:
+        """A failed check when `to` cannot be reached now: the fleet gives its share of new work to
+        the others, so it answers nothing, and no count would ever judge it."""
+        member = self.fleet.get(rollout.to)
+        if member is None or (member.backend.unreachable_at is None and member.backend.down is None):
+            return None
+        reason = member.backend.down or "its connections are refused"
+        return {"outcome": judge.FAIL, "figures": {"to_reachable": False, "gates": []},
+                "reason": f"{rollout.to} cannot be reached ({reason}): new work meant for it goes to the others"}
 
     @staticmethod
     def _log(record: Record, rollout: Rollout) -> None:
@@ -210,6 +247,9 @@ class RolloutDriver:
         except Exception as exc:  # the store does not answer: nothing can be decided or recorded
             return 503, {"error": f"the rollout's record cannot be read ({type(exc).__name__}: {exc}); try again"}
         shown = self.snapshot()
+        if shown is None and self._other is not None:
+            return 409, {"error": f"this process's [rollout] table differs from the one the deciding process ({self.leader}) runs: "
+                                  "reload every replica with the same file"}
         if shown is None:
             return 409, {"error": "the rollout has not begun yet: try again in a moment"}
         if action == "status":
@@ -268,8 +308,7 @@ class _RolloutMetrics(Collector):
         if shown is not None:
             for name in STATES:
                 state.add_metric([name], 1.0 if shown["state"] == name else 0.0)
-            share = {COMPLETED: 100.0, ROLLED_BACK: 0.0}.get(shown["state"], shown["percent"])
-            percent.add_metric([shown["from"], shown["to"]], share)
+            percent.add_metric([shown["from"], shown["to"]], shown["percent"])
         yield state
         yield percent
 

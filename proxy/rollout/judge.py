@@ -87,16 +87,20 @@ def baseline(minutes: Minutes, backends: tuple[str, str], now_ms: int, shadow: d
 
 
 def since(minutes: Minutes, begun: dict[str, Any], backends: tuple[str, str]) -> Counts:
-    """The counts of `backends` from `begun` (`baseline`) to now."""
+    """The counts of `backends` from `begun` (`baseline`) to now; once the minute it began in is no
+    longer in the figures (they keep a day), the counts of every minute they keep."""
     counts = Counts()
     first = begun["minute"]
+    kept = False
     for minute, bucket in minutes:
+        kept = kept or minute == first
         if minute >= first:
             for key, n in bucket.items():
                 if _ours(key, backends):
                     counts.add(key, n)
-    for key, n in begun["counts"]:
-        counts.add(tuple(key), -n)
+    if kept:  # the minute it began is still in the figures (a day of them): its earlier counts out
+        for key, n in begun["counts"]:
+            counts.add(tuple(key), -n)
     return counts
 
 

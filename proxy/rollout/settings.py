@@ -27,7 +27,7 @@ class Named(Protocol):
 class Rollout(BaseModel):
     """A rollout from the backend `from` to the backend `to` (docs/configuration.md "Rollout")."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     from_: str = Field(alias="from")
     """The backend serving now; its configured weight is the traffic the rollout moves, and what a rollback returns to."""
@@ -43,7 +43,7 @@ class Rollout(BaseModel):
     """The most `to`'s tool-error rate may be above `from`'s (absolute, on the tools both answered)."""
     max_error_increase: float = Field(default=0.05, ge=0, le=1)
     """The same for errors (protocol errors, timeouts, refusals)."""
-    max_p95_ratio: float | None = Field(default=None, ge=1)
+    max_p95_ratio: float | None = Field(default=None, ge=1, allow_inf_nan=False)
     """The most `to`'s p95 may be over `from`'s, as a ratio; no latency gate when not set."""
     min_shadow_match: float | None = Field(default=None, ge=0, le=1)
     """The least share of `to`'s shadow comparisons with `from` that must match (`to` shadows `from`)."""
@@ -63,6 +63,8 @@ class Rollout(BaseModel):
             raise ValueError("steps must increase")
         if value[-1] != 100:
             raise ValueError("the last step must be 100 (the rollout ends with all of the new work on `to`)")
+        if len(value) == 1:
+            raise ValueError("give a step below 100 first: a step is judged against `from` answering beside `to`")
         return value
 
     def fingerprint(self) -> str:
@@ -86,6 +88,8 @@ def check_rollout(rollout: Rollout, upstream: Sequence[Named]) -> None:
                          "its weight is the traffic the rollout moves")
     if target.drain:
         raise ValueError(f"to = {rollout.to!r} is draining: a rollout moves new work onto it")
+    if target.shadow_of not in (None, rollout.from_):
+        raise ValueError(f"to = {rollout.to!r} shadows {target.shadow_of!r}, not from = {rollout.from_!r}")
     if rollout.min_shadow_match is not None and target.shadow_of != rollout.from_:
         raise ValueError(f"min_shadow_match needs to = {rollout.to!r} configured with shadow_of = {rollout.from_!r}")
 

@@ -127,14 +127,15 @@ def weights(record: Record, rollout: Rollout, upstream: Sequence[Named]) -> dict
     if record.state == COMPLETED:
         return {source.name: (0.0, rollout.then == "drain"), target.name: (float(pair), target.drain)}
     share = rollout.steps[record.step] / 100
-    return {source.name: (pair * (1 - share), source.drain), target.name: (pair * share, target.drain)}
+    return {source.name: (round(pair * (1 - share), 6), source.drain), target.name: (round(pair * share, 6), target.drain)}
 
 
 def shown(record: Record | None, rollout: Rollout | None, leader: str | None) -> dict[str, Any] | None:
     """The rollout as `status.json` shows it (docs/configuration.md "Rollout"), None without one."""
     if record is None or rollout is None:
         return None
-    return {"state": record.state, "from": rollout.from_, "to": rollout.to, "step": record.step, "percent": rollout.steps[record.step],
+    percent = {COMPLETED: 100.0, ROLLED_BACK: 0.0}.get(record.state, rollout.steps[record.step])  # the share on `to` now
+    return {"state": record.state, "from": rollout.from_, "to": rollout.to, "step": record.step, "percent": percent,
             "steps": rollout.steps, "step_ms": rollout.step_ms, "step_started_ms": record.step_started_ms, "started_ms": record.started_ms,
             "failures": record.failures, "failures_before_rollback": rollout.failures_before_rollback, "then": rollout.then,
             "gates": record.last_check, "history": record.history, "version": record.version, "decider": leader}

@@ -32,6 +32,9 @@ class RolloutStore(Protocol):
     async def leader(self) -> str | None:
         """The process holding the lease, None when none does."""
 
+    async def release(self, process: str) -> None:
+        """Give the lease up if `process` holds it (a graceful stop)."""
+
 
 class MemoryRollouts:
     """The record of a proxy with `store = "memory"`: this process's, lost at its stop."""
@@ -55,6 +58,10 @@ class MemoryRollouts:
 
     async def leader(self) -> str | None:
         return self._process
+
+    async def release(self, process: str) -> None:
+        if self._process == process:
+            self._process = None
 
 
 class SqliteRollouts(MemoryRollouts):
@@ -89,6 +96,11 @@ redis.call('SET', KEYS[1], ARGV[1])
 return 1
 """
 
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
 _LEAD = """
 local holder = redis.call('GET', KEYS[1])
 if holder == false or holder == ARGV[1] then
@@ -108,6 +120,7 @@ class RedisRollouts:
         self._lease = prefix + LEASE_KEY
         self._write = redis.register_script(_WRITE)
         self._lead = redis.register_script(_LEAD)
+        self._release = redis.register_script(_RELEASE)
 
     async def read(self) -> dict[str, Any] | None:
         raw = await self._redis.get(self._record)
@@ -122,6 +135,9 @@ class RedisRollouts:
     async def leader(self) -> str | None:
         holder = await self._redis.get(self._lease)
         return str(holder) if holder is not None else None
+
+    async def release(self, process: str) -> None:
+        await self._release(keys=[self._lease], args=[process])
 
 
 def rollouts_for(store: Any) -> RolloutStore:

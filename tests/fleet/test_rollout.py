@@ -12,6 +12,8 @@ directory (restarts and replicas: `test_rollout_restarts.py`).
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -253,3 +255,65 @@ async def test_a_rollout_gated_on_shadow_comparisons_completes_and_its_candidate
         assert changes == ["backend old: weight 1 -> 1, drain true", "backend new: weight 0 -> 1", "rollout removed"]
         assert weights(await status(http, running.base_url)) == {"old": (1, "drained"), "new": (1, None)}
         assert (await status(http, running.base_url))["shadow"] == []
+
+
+async def test_a_new_backend_that_cannot_be_reached_fails_its_checks_and_is_rolled_back(servers, tmp_path):
+    """A backend that refuses connections answers nothing (the fleet gives its share to the others),
+    so no count would judge it: each check fails naming why, and the rollout rolls back."""
+    old, _new, _bad = servers
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+    upstream = [{"name": "old", "url": old.url, "weight": 1}, {"name": "new", "url": closed, "weight": 0}]
+    async with (
+        running_proxy(old.url, tmp_path, upstream=upstream, probe_interval_ms=300) as running,
+        aiohttp.ClientSession() as http,
+    ):
+        traffic = Traffic(http, [running.url], modern=2, sessions=0)
+        await running.reload(_settings(tmp_path, upstream, {**ROLLOUT, "step_ms": 1000}))
+        done = await until_rollout(http, running.base_url, ("completed", "rolled_back"), 25)
+        tally = await traffic.stop()
+        rollout = done["rollout"]
+        assert [(e["event"], e["state"]) for e in rollout["history"]] == [
+            ("started", "running"),
+            ("failed", "running"),
+            ("failed", "rolled_back"),
+        ]
+        assert rollout["history"][-1]["reason"].startswith("check 2 of 2: new cannot be reached ("), rollout["history"][-1][
+            "reason"
+        ]
+        assert (rollout["percent"], weights(done)) == (0.0, {"old": (1.0, None), "new": (0.0, None)})
+        assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.right == tally.calls > 0, tally
+
+
+async def test_a_table_removed_and_added_again_is_a_new_rollout_and_rollout_takes_get_and_post_only(servers, tmp_path):
+    old, new, _bad = servers
+    upstream = _fleet(old, new)
+    slow = {**ROLLOUT, "step_ms": 600_000}
+    async with running_proxy(old.url, tmp_path, upstream=upstream, rollout=slow) as running, aiohttp.ClientSession() as http:
+        url = running.base_url
+        await until_rollout(http, url, ("running",), 10, step=0)
+        code, aborted = await rollout_command(url, "abort")
+        assert (code, aborted["state"]) == (0, "rolled_back")
+        assert await running.reload(_settings(tmp_path, upstream, None)) == ["rollout removed"]
+        assert await running.reload(_settings(tmp_path, upstream, slow)) == ["rollout old -> new set"]
+        again = await until_rollout(http, url, ("running",), 10, step=0)
+        assert [e["event"] for e in again["rollout"]["history"]] == ["started"]
+        assert weights(again) == {"old": (0.8, None), "new": (0.2, None)}
+        for method in ("PUT", "DELETE", "PATCH"):
+            async with http.request(method, url + "/rollout") as response:
+                assert response.status == 405, method
+        # A body in two writes is read whole.
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        body = b'{"action": "pause"}'
+        writer.write(
+            b"POST /rollout HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (len(body), body[:9])
+        )
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.write(body[9:])
+        answer = await reader.read()
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["state"] == "paused"

@@ -137,6 +137,10 @@ def test_each_state_sets_the_weights_of_the_two_backends() -> None:
     ("keys", "error"),
     [
         ({"steps": [50, 20, 100]}, "rollout.steps: Value error, steps must increase"),
+        ({"steps": [100]}, "rollout.steps: Value error, give a step below 100 first"),
+        ({"steps": [True, 100]}, "rollout.steps.0: Input should be a valid number"),
+        ({"step_ms": "1000"}, "rollout.step_ms: Input should be a valid integer"),
+        ({"max_p95_ratio": float("inf")}, "rollout.max_p95_ratio: Input should be a finite number"),
         ({"steps": [20, 50]}, "rollout.steps: Value error, the last step must be 100"),
         ({"from": "new", "to": "new"}, "rollout: Value error, from and to name the same backend ('new')"),
         ({"from": "new", "to": "old"}, "rollout: Value error, from = 'new' must take new work"),
@@ -149,3 +153,25 @@ def test_a_rollout_table_that_cannot_run_is_refused_naming_the_key(keys: dict[st
     with pytest.raises(ConfigError) as caught:
         load(None, {"upstream": upstream, "rollout": {"from": "old", "to": "new", **keys}})
     assert str(caught.value).startswith(f"configuration: {error}"), str(caught.value)
+
+
+def test_a_bad_backend_is_reported_alone_and_a_target_shadowing_a_third_backend_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load(None, {"upstream": [{"name": "old", "url": "ftp://x"}], "rollout": {"from": "old", "to": "new"}})
+    assert "rollout" not in str(caught.value), str(caught.value)
+    upstream = [
+        {"name": "old", "url": "http://127.0.0.1:1/mcp"},
+        {"name": "other", "url": "http://127.0.0.1:3/mcp"},
+        {"name": "new", "url": "http://127.0.0.1:2/mcp", "shadow_of": "other"},
+    ]
+    with pytest.raises(ConfigError) as caught:
+        load(None, {"upstream": upstream, "rollout": {"from": "old", "to": "new"}})
+    assert "rollout: Value error, to = 'new' shadows 'other', not from = 'old'" in str(caught.value)
+
+
+def test_counts_from_a_baseline_minute_the_figures_no_longer_keep_are_those_of_every_minute_kept() -> None:
+    begun = {"minute": 50, "counts": [[[TOOLS, "new", "lookup", "v2-modern", "tool_error"], 20]]}
+    counts = judge.since(
+        [_minute({("new", "lookup", "ok"): 30}, 60), _minute({("new", "lookup", "tool_error"): 1}, 61)], begun, PAIR
+    )
+    assert counts.calls == {"new": {"lookup": {"ok": 30, "tool_error": 1}}}
