@@ -168,7 +168,12 @@ async def v1_session(url: str, keys: list[str]) -> list[dict[str, Any]]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    except TimeoutError:
+        process.kill()  # by its own handle
+        await process.wait()
+        raise AssertionError(f"the mcp 1.30 session with {keys} did not end within 120 s") from None
     assert process.returncode == 0, err.decode()[-2000:]
     lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     assert len(lines) == len(calls), out.decode()
