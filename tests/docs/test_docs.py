@@ -171,3 +171,30 @@ async def test_the_metrics_reference_lists_every_metric_family_the_proxy_exports
         re.findall(r"^\| `(mcp_tasks_proxy_[a-z_]+)` \|", (ROOT / "docs" / "configuration.md").read_text(), re.MULTILINE)
     )
     assert len(exported) >= 14 and exported - documented == set()
+
+
+def _slug(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's) gives a heading."""
+    text = re.sub(r"[`*]", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def test_every_document_over_300_lines_opens_with_contents_linking_each_section() -> None:
+    """Issue 46: no long document had a table of contents. decisions.md has its index by area
+    (checked above) instead."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = path.read_text().splitlines()
+        if len(lines) <= 300 or path.name == "decisions.md":
+            continue
+        fenced, headings = False, []
+        for line in lines:
+            fenced = fenced != line.startswith("```")
+            match = None if fenced else re.match(r"^(##|###) (.+)$", line)
+            if match and match.group(2) != "Contents":
+                headings.append((len(match.group(1)), match.group(2)))
+        start = lines.index("## Contents")
+        assert start < 40, (path.name, start)
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("#"))
+        contents = [line for line in lines[start + 1 : end] if line.strip()]
+        expected = [("  " if level == 3 else "") + f"- [{re.sub(r'[*]', '', text)}](#{_slug(text)})" for level, text in headings]
+        assert contents == expected, path.name
