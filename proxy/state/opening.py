@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import ConfigError, Settings
 from .health import StoreUnreachable
-from .sqlite_faults import StoreDamaged, StoreInUse
+from .sqlite_faults import StoreDamaged, StoreInUse, StoreTooNew
 from .sqlite_store import SqliteTaskStore
 from .store import TaskStateStore
 
@@ -27,7 +27,7 @@ def open_store(settings: Settings) -> TaskStateStore | None:
     path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
     try:
         return SqliteTaskStore(path, max_tasks=settings.max_tasks * len(settings.upstream), max_sessions=settings.max_sessions)
-    except (StoreDamaged, StoreInUse) as exc:
+    except (StoreDamaged, StoreInUse, StoreTooNew) as exc:
         raise ConfigError(f"store: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"store: cannot open {path}: {exc}") from None

@@ -14,6 +14,11 @@ class StoreDamaged(sqlite3.DatabaseError):
     """The state file is damaged (SQLite's quick check failed); the message names it and the remedy."""
 
 
+class StoreTooNew(sqlite3.DatabaseError):
+    """The file was written by a newer proxy, whose schema this one does not know (docs/deploy.md
+    "Upgrade and rollback"): refused at open, never read half-understood."""
+
+
 class StoreInUse(OSError):
     """Another process has the state file open (its `<file>.lock` is held)."""
 

@@ -47,10 +47,15 @@ from translators.sealing import TaskRef
 
 from . import sqlite_wal
 from .held_tasks import HeldTaskStore, SqliteHeldStore
-from .sqlite_faults import StoreDamaged, StoreInUse, _spills
+from .sqlite_faults import StoreDamaged, StoreInUse, StoreTooNew, _spills
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""The file's schema (`PRAGMA user_version`; 0: a file from before the version was kept, the same
+schema). A change of the tables raises it, with what a newer proxy does to an older file; an older
+proxy refuses a newer file (`StoreTooNew`) rather than read it half-understood."""
 
 SWEEP_INTERVAL_S = 30.0
 """How often expired rows are deleted and the write-ahead log is checkpointed at the latest."""
@@ -108,7 +113,12 @@ class SqliteTaskStore:
             self._db.execute("PRAGMA busy_timeout=2000")
             sqlite_wal.limit_log(self._db)
             self._check()
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreTooNew(f"{self.path} was written by a newer mcp-tasks-proxy (schema {version}; this version reads up to "
+                                  f"{SCHEMA_VERSION}): run the newer version, or move the file away to start with an empty store")
             self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except BaseException:
             os.close(self._lock)
             raise

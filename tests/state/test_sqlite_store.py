@@ -9,7 +9,9 @@ import time
 
 import pytest
 
+from proxy.config import ConfigError, load
 from proxy.state import sqlite_store, sqlite_wal
+from proxy.state.opening import open_store
 from proxy.state.sqlite_store import SqliteTaskStore
 from proxy.state.store import CapturedInput, Entry, SessionRecord
 from translators.model import CanonicalTask, InputRequest, TaskError
@@ -260,3 +262,20 @@ async def test_a_finished_task_that_asked_nothing_writes_nothing(tmp_path):
     await store.drop_inputs(REF)
     assert (await store.inputs(REF), _rows(store, "input_requests"), _rows(store, "input_tasks")) == ({}, 0, 0)
     await store.close()
+
+
+async def test_the_file_keeps_its_schema_version_and_a_newer_one_is_refused_naming_what_to_do(tmp_path):
+    """docs/deploy.md "Upgrade and rollback": a proxy rolled back to an older version refuses a file
+    a newer one wrote, instead of reading it half-understood."""
+    path = tmp_path / "tasks.sqlite3"
+    await SqliteTaskStore(path, max_tasks=10, max_sessions=10).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == sqlite_store.SCHEMA_VERSION == 1
+        db.execute("PRAGMA user_version = 2")
+    settings = load(None, {"upstream": [{"url": "http://127.0.0.1:1/mcp"}], "state_dir": str(tmp_path)})
+    with pytest.raises(ConfigError) as refused:
+        open_store(settings)
+    assert str(refused.value) == (
+        f"store: {path} was written by a newer mcp-tasks-proxy (schema 2; this version reads up to 1): run the newer "
+        "version, or move the file away to start with an empty store"
+    )
