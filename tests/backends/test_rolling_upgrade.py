@@ -95,7 +95,9 @@ async def _modern_worker(http: aiohttp.ClientSession, url: str, tally: Tally, st
         tally.started[("modern", phase, ref.backend)] += 1
         if phase == "after" and ref.backend == "b" and ref.session == "":
             tally.relayed_after += 1
+        deadline = asyncio.get_running_loop().time() + 60  # a task that never ends fails here instead of hanging
         while True:
+            assert asyncio.get_running_loop().time() < deadline, (label, task_id)
             answer = await caller.call("tasks/get", {"taskId": task_id})
             if answer.status == 502:
                 tally.http_502.append(("modern", label, "tasks/get", answer.body))

@@ -246,9 +246,10 @@ async def test_a_relayed_sessions_client_is_kept_while_the_session_is_used(redis
             await lasting.flush()
             assert 250 < await client.pttl(key) <= 400
         await lasting.flush()  # not used since: not written again
-        while await client.exists(key):
-            await lasting.flush()
-            await asyncio.sleep(0.05)
+        async with asyncio.timeout(10):  # a deadline: a key that never expires fails here
+            while await client.exists(key):
+                await lasting.flush()
+                await asyncio.sleep(0.05)
         assert await store.session_client("s-1") is None
     finally:
         await client.aclose()

@@ -108,8 +108,9 @@ async def test_a_caller_that_goes_away_cancels_its_request_in_the_process(endpoi
     body = await _blocking_result(stdio, session_id)
     [session] = stdio.pool.sessions.values()
     waiting = asyncio.ensure_future(stdio.post(body, {**ACCEPT, H_SESSION_ID: session_id}))
-    while not session.inflight:
-        await asyncio.sleep(0)
+    async with asyncio.timeout(10):  # a deadline: a regression fails here instead of hanging
+        while not session.inflight:
+            await asyncio.sleep(0)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

@@ -21,12 +21,13 @@ CLIENTS = 10
 
 
 async def _wait_for_question(client: Caller, task_id: str) -> dict:
-    while True:
-        task = (await client.call("tasks/get", {"taskId": task_id})).result
-        if task["status"] == "input_required":
-            return task
-        assert task["status"] == "working", task
-        await asyncio.sleep(0.1)
+    async with asyncio.timeout(30):  # a deadline: a question that never comes fails here
+        while True:
+            task = (await client.call("tasks/get", {"taskId": task_id})).result
+            if task["status"] == "input_required":
+                return task
+            assert task["status"] == "working", task
+            await asyncio.sleep(0.1)
 
 
 async def test_ten_principals_share_one_process_and_each_gets_only_its_own_questions_and_tasks(tmp_path):

@@ -94,8 +94,9 @@ async def test_a_killed_process_is_restarted_its_tasks_are_unknown_and_new_work_
         [slot] = [s for s in _pool(proxy).slots.values() if s.busy]
         pid = slot.process.pid
         os.kill(pid, signal.SIGKILL)
-        while slot.restarts == 0 or not slot.ready.is_set():
-            await asyncio.sleep(0.05)
+        async with asyncio.timeout(30):  # a deadline: a supervisor that never restarts fails here
+            while slot.restarts == 0 or not slot.ready.is_set():
+                await asyncio.sleep(0.05)
         assert gone(pid) is True
         lost = await client.call("tasks/get", {"taskId": created["taskId"]})
         assert lost.error == {
