@@ -54,7 +54,8 @@ def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, 
     checks = [*((f"upstream {u.name!r}", lambda u=u: _backend(u)) for u in settings.upstream),
               *((("tls", lambda: _face(settings)),) if settings.tls_cert is not None else ()),
               ("key", lambda: _key(settings, environ)), ("store", lambda: _store(settings)),
-              *((("workers", lambda: _workers(settings)),) if settings.workers > 1 else ())]
+              *((("workers", lambda: _workers(settings)),) if settings.workers > 1 else ()),
+              *((("rollout", lambda: _rollout(settings)),) if settings.rollout is not None else ())]
     if not settings.upstream:
         checks.insert(0, ("upstream", lambda: _no_backend()))
     held = True
@@ -89,6 +90,15 @@ def _workers(settings: Settings) -> str:
     if refusal is not None:
         raise Problem(refusal)
     return f"{settings.workers} worker processes on {settings.listen}, store {display_url(settings.store)}"
+
+
+def _rollout(settings: Settings) -> str:
+    """The rollout the file runs (checked with the keys: its backends exist and can take part)."""
+    rollout = settings.rollout
+    assert rollout is not None
+    steps = ", ".join(f"{step:g}" for step in rollout.steps)
+    return (f"{rollout.from_} -> {rollout.to}, steps {steps} % of new work, each at least {rollout.step_ms} ms and "
+            f"{rollout.min_calls} calls; then {rollout.then}")
 
 
 def _no_backend() -> str:

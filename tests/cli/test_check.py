@@ -186,3 +186,18 @@ def test_every_workers_refusal_of_serve_is_a_refusal_of_check(tmp_path):
             check=False,
         )
         assert (served.returncode, served.stderr.strip()) == (2, f"mcp-tasks-proxy: configuration error: {reason}"), name
+
+
+def test_a_rollout_the_file_runs_is_reported(tmp_path):
+    config = _write(
+        tmp_path,
+        f'state_dir = "{tmp_path / "state"}"\n[[upstream]]\nname = "old"\nurl = "http://127.0.0.1:3000/mcp"\n'
+        '[[upstream]]\nname = "new"\nurl = "http://127.0.0.1:3001/mcp"\nweight = 0\n'
+        '[rollout]\nfrom = "old"\nto = "new"\nsteps = [20, 50, 100]\nstep_ms = 3000\nmin_calls = 10\nthen = "drain"\n',
+    )
+    lines, held = check(config, {}, {"MCP_TASKS_PROXY_KEY": new_key_text()})
+    assert (
+        held
+        and lines[-1]
+        == "ok: rollout: old -> new, steps 20, 50, 100 % of new work, each at least 3000 ms and 10 calls; then drain"
+    )
