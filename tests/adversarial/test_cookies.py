@@ -46,3 +46,35 @@ async def test_a_backend_cookie_is_never_sent_back(tmp_path):
         await runner.cleanup()
     assert len(cookies_seen) >= 4  # probes, then both clients' requests
     assert set(cookies_seen) == {None}
+
+
+async def test_the_shared_upstream_client_keeps_no_cookie_from_one_request_to_the_next(tmp_path):
+    """Issue 46: plain HTTP backends now go through the relay's own client, so the test above would
+    pass with a cookie jar in the shared aiohttp session too. That session still carries HTTP+SSE
+    backends, protected-resource metadata and the upstream fallbacks: it is asked directly here."""
+    from proxy.app import STATE
+
+    seen: list[str | None] = []
+
+    async def backend(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        response = web.Response(text="ok")
+        response.set_cookie("session-of-someone", "secret", path="/")
+        return response
+
+    app = web.Application()
+    app.router.add_get("/any", backend)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with running_proxy(f"http://localhost:{port}/mcp", tmp_path) as proxy:
+            shared = proxy.runner.app[STATE].http
+            for _ in range(2):
+                async with shared.get(f"http://localhost:{port}/any") as response:
+                    assert (response.status, await response.text()) == (200, "ok")
+    finally:
+        await runner.cleanup()
+    assert seen == [None, None]
