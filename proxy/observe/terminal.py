@@ -145,6 +145,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             data = json.load(response)
+    except urllib.error.HTTPError as exc:  # the proxy's own reason (a 403 says what would be served)
+        try:
+            reason = json.load(exc).get("error", exc.reason)
+        except (ValueError, AttributeError):
+            reason = exc.reason
+        print(escaped(f"mcp-tasks-proxy status: {status_url(args.url)}: HTTP {exc.code}: {reason}"), file=sys.stderr)
+        return 1
     except (urllib.error.URLError, OSError, ValueError) as exc:
         print(escaped(f"mcp-tasks-proxy status: cannot read {status_url(args.url)}: {exc}"), file=sys.stderr)
         return 1

@@ -70,7 +70,9 @@ async def test_the_image_serves_a_call_and_a_held_task_keeps_its_state_runs_as_n
 ):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    config = tmp_path / "config.toml"
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    config = etc / "config.toml"
     config.write_text(
         f'listen = "127.0.0.1:{port}"\nshutdown_timeout_ms = 20000\nprobe_interval_ms = 300\n'
         f'[[upstream]]\nname = "main"\nurl = "{untasked.url}"\nhold_after_ms = 300\n'
@@ -88,7 +90,7 @@ async def test_the_image_serves_a_call_and_a_held_task_keeps_its_state_runs_as_n
         "host",
         *LIMITS,
         "-v",
-        f"{config}:/etc/mcp-tasks-proxy/config.toml:ro",
+        f"{etc}:/etc/mcp-tasks-proxy:ro",
         "-v",
         f"{state}:/var/lib/mcp-tasks-proxy",
         image,
@@ -106,7 +108,9 @@ async def test_the_image_serves_a_call_and_a_held_task_keeps_its_state_runs_as_n
             )
             assert (held.result["status"], held.result["resultType"]) == ("working", "task"), held.result
             task_id = held.result["taskId"]
-            assert (await _podman("exec", name, "id", "-u"))[1].strip() == "10001"
+            assert (await _podman("exec", name, "id"))[
+                1
+            ].strip() == "uid=10001(mcp-tasks-proxy) gid=10001(mcp-tasks-proxy) groups=10001(mcp-tasks-proxy)"
             assert (await _podman("exec", name, "sh", "-c", "test -e /run/secrets/ca_bundle || echo absent"))[
                 1
             ].strip() == "absent"

@@ -4,6 +4,7 @@ clients with their own clientInfo through the proxy to a v1 and a v2-modern back
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -381,3 +382,27 @@ async def test_a_post_that_is_neither_modern_nor_a_sessions_is_counted_in_a_row_
         in metrics
     )
     assert "v2-modern" not in json.dumps(status["matrix"])
+
+
+async def test_the_status_command_prints_the_proxys_reason_for_a_403(reference_v1_server, tmp_path):
+    """With `status_token` set, a read without it is refused from loopback too; the command says why
+    (the proxy's own reason), not only "HTTP Error 403"."""
+    import sys
+
+    async with running_proxy(reference_v1_server.url, tmp_path, status_token="a-status-token-of-20") as proxy:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "proxy",
+            "status",
+            proxy.base_url,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={k: v for k, v in os.environ.items() if k != "MCP_TASKS_PROXY_STATUS_TOKEN"},
+        )
+        out, err = await process.communicate()
+    assert (process.returncode, out, err.decode()) == (
+        1,
+        b"",
+        f"mcp-tasks-proxy status: {proxy.base_url}/status.json: HTTP 403: forbidden: give Authorization: Bearer <status_token>\n",
+    )
