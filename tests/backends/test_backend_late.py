@@ -4,11 +4,10 @@ its dialect, once known, decides relay or translation."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import pytest
-from support import TEST_KEY, Caller, running_proxy
+from support import TEST_KEY, Caller, free_port, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import V2_SERVER_SCRIPT, ServerProcess
@@ -17,14 +16,8 @@ from translators.sealing import ANONYMOUS, Keyring
 pytestmark = pytest.mark.peers
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 async def test_a_v2_backend_that_comes_up_after_the_proxy_is_relayed_not_translated(tmp_path):
-    port = _free_port()
+    port = free_port()
     async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
         caller = Caller(http, proxy.url)
         down = await caller.call("tools/list")

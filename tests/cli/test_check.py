@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from support import free_port
 
 from proxy.check import check
 from proxy.keys import new_key_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_KEY_ENV: dict[str, str] = {}
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -118,7 +113,7 @@ def test_keys_that_cannot_be_used_are_errors(tmp_path):
 
 
 def test_a_redis_store_must_answer_and_its_password_is_never_shown(tmp_path, redis_url):
-    port = _closed_port()
+    port = free_port()
     down = check(
         None,
         {"upstream": [{"url": "http://127.0.0.1:1/mcp"}], "store": f"redis://:hunter2@127.0.0.1:{port}/0"},

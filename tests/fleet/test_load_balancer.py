@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import Caller, running_proxy
+from support import Caller, free_port, running_proxy
 
 from proxy.app import STATE
 
@@ -43,12 +42,6 @@ def _haproxy() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _documented_config(front: int, a: int, b: int) -> str:
     doc = (ROOT / "docs" / "load-balancing.md").read_text()
     config = doc.split("```haproxy\n", 1)[1].split("```", 1)[0]
@@ -60,7 +53,7 @@ def _documented_config(front: int, a: int, b: int) -> str:
 
 async def test_two_replicas_behind_the_documented_haproxy_configuration(reference_v1_server, tmp_path):
     haproxy = _haproxy()
-    port_a, port_b, front = _free_port(), _free_port(), _free_port()
+    port_a, port_b, front = free_port(), free_port(), free_port()
     async with (
         running_proxy(reference_v1_server.url, tmp_path / "a", listen=f"127.0.0.1:{port_a}") as a,
         running_proxy(reference_v1_server.url, tmp_path / "b", listen=f"127.0.0.1:{port_b}") as b,

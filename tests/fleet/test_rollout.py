@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 from rollout_support import Traffic, lookup_servers, rollout_command, status, until_rollout, v1_session, weights
-from support import Caller, running_proxy
+from support import Caller, free_port, running_proxy
 
 from proxy.config import load
 from proxy.demo.processes import ServerProcess
@@ -261,9 +260,7 @@ async def test_a_new_backend_that_cannot_be_reached_fails_its_checks_and_is_roll
     """A backend that refuses connections answers nothing (the fleet gives its share to the others),
     so no count would judge it: each check fails naming why, and the rollout rolls back."""
     old, _new, _bad = servers
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+    closed = f"http://127.0.0.1:{free_port()}/mcp"
     upstream = [{"name": "old", "url": old.url, "weight": 1}, {"name": "new", "url": closed, "weight": 0}]
     async with (
         running_proxy(old.url, tmp_path, upstream=upstream, probe_interval_ms=300) as running,

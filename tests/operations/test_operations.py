@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import Caller, running_proxy
+from support import Caller, free_port, running_proxy
 
 from proxy.app import STATE
 from proxy.config import load
@@ -48,12 +48,6 @@ async def _scrape(http: aiohttp.ClientSession, base_url: str) -> str:
 def _request_id(headers: dict[str, str]) -> str | None:
     """The X-Request-Id header (names are case-insensitive; `Answer.headers` is a plain dict)."""
     return next((v for k, v in headers.items() if k.lower() == "x-request-id"), None)
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- /metrics ----------------------------------------------------------------------------------------
@@ -203,7 +197,7 @@ async def test_readyz_is_200_once_the_backend_answered_a_probe(reference_v1_serv
 
 
 async def test_readyz_is_503_in_front_of_a_closed_port(tmp_path):
-    async with running_proxy(f"http://127.0.0.1:{_closed_port()}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
+    async with running_proxy(f"http://127.0.0.1:{free_port()}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/readyz") as response:
             body = await response.json()
             assert response.status == 503
@@ -216,7 +210,7 @@ async def test_readyz_is_503_in_front_of_a_closed_port(tmp_path):
 
 @pytest.mark.peers
 async def test_readyz_is_200_while_one_backend_of_several_is_reachable(reference_v1_server, tmp_path):
-    upstream = [{"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"}, {"name": "up", "url": reference_v1_server.url}]
+    upstream = [{"name": "down", "url": f"http://127.0.0.1:{free_port()}/mcp"}, {"name": "up", "url": reference_v1_server.url}]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/readyz") as response:
             assert (response.status, await response.json()) == (200, {"status": "ready"})
@@ -224,8 +218,8 @@ async def test_readyz_is_200_while_one_backend_of_several_is_reachable(reference
 
 async def test_readyz_names_the_first_backend_when_none_is_reachable(tmp_path):
     upstream = [
-        {"name": "down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"},
-        {"name": "also-down", "url": f"http://127.0.0.1:{_closed_port()}/mcp"},
+        {"name": "down", "url": f"http://127.0.0.1:{free_port()}/mcp"},
+        {"name": "also-down", "url": f"http://127.0.0.1:{free_port()}/mcp"},
     ]
     async with running_proxy("", tmp_path, upstream=upstream) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/readyz") as response:
@@ -415,7 +409,7 @@ def test_with_json_logs_a_refusal_to_start_is_a_json_line_too(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{_closed_port()}/mcp"]
+            [sys.executable, "-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{free_port()}/mcp"]
             + ["--listen", f"127.0.0.1:{port}", "--config", str(config)],
             cwd=ROOT,
             env={**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()},

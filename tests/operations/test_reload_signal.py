@@ -10,13 +10,13 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 from session_support import SessionCaller
+from support import free_port
 
 from proxy.keys import new_key_text
 
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.peers
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 NOT_DRAINED = (
@@ -78,7 +72,7 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
 async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad_file(
     reference_v1_server, second_v1_server, tmp_path
 ):
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "proxy.toml"
     _config(config, tmp_path, port, "memory", ("a", reference_v1_server.url, 1))
     process = await _spawn("serve", "--config", str(config))
@@ -163,7 +157,7 @@ async def test_sighup_and_the_reload_command_keep_the_old_configuration_on_a_bad
 
 
 async def test_sighup_reloads_every_worker(reference_v1_server, second_v1_server, redis_url, tmp_path):
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "proxy.toml"
     _config(config, tmp_path, port, redis_url, ("a", reference_v1_server.url, 1))
     process = await _spawn("serve", "--config", str(config), "--workers", "2")
@@ -184,7 +178,7 @@ async def test_sighup_reloads_every_worker(reference_v1_server, second_v1_server
 async def test_the_reload_command_prints_the_verdict_of_every_worker(reference_v1_server, second_v1_server, redis_url, tmp_path):
     """Issue 39: with `--workers 2` the command waits for both workers' verdicts (the supervisor
     names them in `serve.workers`): applied by both (exit 0), then a removal refused by both (exit 1)."""
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "proxy.toml"
     _config(config, tmp_path, port, redis_url, ("a", reference_v1_server.url, 1))
     process = await _spawn("serve", "--config", str(config), "--workers", "2")
@@ -251,7 +245,7 @@ async def test_a_proxy_started_after_one_killed_unreaped_owns_the_pid_file_and_r
 
     state = tmp_path / "state"
     config = tmp_path / "proxy.toml"
-    _config(config, state, _free_port(), "sqlite", ("a", reference_v1_server.url, 1))
+    _config(config, state, free_port(), "sqlite", ("a", reference_v1_server.url, 1))
     env = {**os.environ, "MCP_TASKS_PROXY_KEY": new_key_text()}
     # subprocess.Popen: nothing reaps it until this test does (asyncio's child watcher would).
     first = subprocess.Popen(  # noqa: ASYNC220 - started, not waited for
@@ -272,7 +266,7 @@ async def test_a_proxy_started_after_one_killed_unreaped_owns_the_pid_file_and_r
         os.kill(first.pid, 0)  # a zombie answers as if alive
         assert (state / "serve.pid").read_text() == f"{first.pid}\n"
 
-        _config(config, state, _free_port(), "sqlite", ("a", reference_v1_server.url, 1))
+        _config(config, state, free_port(), "sqlite", ("a", reference_v1_server.url, 1))
         second = await _spawn("serve", "--config", str(config))
         await _line_with(second.stdout, "listening on")
         assert (state / "serve.pid").read_text() == f"{second.pid}\n"

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
-from support import Caller
+from support import Caller, free_port
 
 from proxy.keys import new_key_text
 
@@ -24,12 +23,6 @@ async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def test_workers_without_a_shared_store_are_refused(tmp_path):
@@ -49,7 +42,7 @@ async def test_workers_without_a_shared_store_are_refused(tmp_path):
 async def test_workers_in_front_of_a_stdio_backend_are_refused(tmp_path):
     """A tester's relayed stdio sessions failed on about half their requests under `--workers 2`:
     each worker ran its own process (docs/decisions.md §139)."""
-    port = _free_port()
+    port = free_port()
     command = f"{sys.executable} -c pass"
     args = ("--upstream-command", command, "--listen", f"127.0.0.1:{port}", "--workers", "2", "--store", "redis://127.0.0.1:9/0")
     process = await _spawn("serve", *args, tmp_path=tmp_path)
@@ -64,7 +57,7 @@ async def test_workers_in_front_of_a_stdio_backend_are_refused(tmp_path):
 
 @pytest.mark.peers
 async def test_two_workers_on_redis_share_one_port_and_each_others_tasks(reference_v1_server, redis_url, tmp_path):
-    port = _free_port()
+    port = free_port()
     process = await _spawn(
         "serve",
         "--upstream",
@@ -113,7 +106,7 @@ async def _stderr_line_with(process: asyncio.subprocess.Process, text: str, seen
 
 async def test_a_worker_killed_with_sigkill_is_replaced_and_logged(redis_url, tmp_path):
     """Issue 20 item 14: a worker that died was not replaced (one worker fewer until the restart of all)."""
-    port = _free_port()
+    port = free_port()
     process = await _spawn(
         "serve",
         "--upstream",
@@ -155,7 +148,7 @@ async def test_workers_that_keep_dying_at_start_stop_the_proxy_after_five_replac
     """A worker that cannot start (its Redis is not there) is replaced at most 5 times a minute;
     then the proxy exits 1 instead of forking for ever (before: it exited 2 once both had died, and
     would now loop without the bound)."""
-    port, nowhere = _free_port(), f"redis://127.0.0.1:{_free_port()}/0"
+    port, nowhere = free_port(), f"redis://127.0.0.1:{free_port()}/0"
     process = await _spawn(
         "serve",
         "--upstream",

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import socket
 import sys
 from pathlib import Path
 
 import aiohttp
 from session_support import SessionCaller
+from support import free_port
 
 from proxy.keys import new_key_text
 
@@ -109,12 +109,6 @@ async def test_the_stdio_face_refuses_a_command_that_does_not_exist(tmp_path):
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _config(path: Path, port: int, *backends: tuple[str, list[str]]) -> None:
     tables = "".join(f'\n[[upstream]]\nname = "{name}"\ncommand = {argv!r}\n'.replace("'", '"') for name, argv in backends)
     path.write_text(f'listen = "127.0.0.1:{port}"\nstore = "memory"\n{tables}')
@@ -132,7 +126,7 @@ async def _line_with(stream: asyncio.StreamReader, text: str) -> str:
 
 
 async def test_a_reload_adding_a_command_that_cannot_start_is_refused_and_the_proxy_serves_on(tmp_path):
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "proxy.toml"
     _config(config, port, ("a", NOTES))
     process = await asyncio.create_subprocess_exec(
