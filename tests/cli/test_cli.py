@@ -49,7 +49,8 @@ async def test_serve_runs_in_front_of_a_v1_server_and_stops_on_sigterm(reference
     finally:
         if process.returncode is None:  # it may have exited already (the assertion above says why)
             process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 15) == 0
+        stopped = await asyncio.wait_for(process.wait(), 15)  # asserted after the block: a failure above is not masked
+    assert stopped == 0
 
 
 async def test_serve_with_default_settings_keeps_its_state_in_the_state_dir_the_environment_names(tmp_path):
@@ -63,7 +64,8 @@ async def test_serve_with_default_settings_keeps_its_state_in_the_state_dir_the_
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 15) == 0
+        stopped = await asyncio.wait_for(process.wait(), 15)  # asserted after the block: a failure above is not masked
+    assert stopped == 0
 
 
 async def test_serve_names_a_v2_session_backend_and_serves_it(tmp_path):

@@ -153,7 +153,8 @@ async def test_serve_with_two_workers_serves_https_on_the_shared_port(tmp_path, 
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)  # the supervisor this test started, by its own PID
-        assert await asyncio.wait_for(process.wait(), 20) == 0
+        stopped = await asyncio.wait_for(process.wait(), 20)  # asserted after the block: a failure above is not masked
+    assert stopped == 0
 
 
 def test_check_rejects_a_key_that_does_not_match_the_certificate_naming_both_files(tmp_path, pki):

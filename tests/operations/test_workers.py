@@ -87,7 +87,8 @@ async def test_two_workers_on_redis_share_one_port_and_each_others_tasks(referen
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 20) == 0
+        stopped = await asyncio.wait_for(process.wait(), 20)  # asserted after the block: a failure above is not masked
+    assert stopped == 0
 
 
 def _workers_of(supervisor: int) -> list[int]:
@@ -141,7 +142,8 @@ async def test_a_worker_killed_with_sigkill_is_replaced_and_logged(redis_url, tm
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 20) == 0
+        stopped = await asyncio.wait_for(process.wait(), 20)  # asserted after the block: a failure above is not masked
+    assert stopped == 0
 
 
 async def test_workers_that_keep_dying_at_start_stop_the_proxy_after_five_replacements(tmp_path):

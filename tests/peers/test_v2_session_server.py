@@ -414,4 +414,5 @@ async def test_script_announces_its_url_and_serves(http):
         assert await caller.call_tool("greet", {"name": "script"}) == {**_text("Hello, script!"), "resultType": "complete"}
     finally:
         process.terminate()
-        assert await asyncio.wait_for(process.wait(), 10) == 0
+        stopped = await asyncio.wait_for(process.wait(), 10)  # asserted after the block: a failure above is not masked
+    assert stopped == 0

@@ -155,7 +155,8 @@ async def test_errors_answer_the_id_of_their_request(reference_v1_server: Server
         await face.send(greet(11, "after"))
         assert await face.read() == greeted(11, "after")
     finally:
-        assert await face.stop() == 0
+        stopped = await face.stop()  # asserted after the block: a failure above is not masked
+    assert stopped == 0
 
 
 async def test_before_initialize_a_ping_is_answered_and_a_request_refused_in_order(
@@ -179,7 +180,8 @@ async def test_before_initialize_a_ping_is_answered_and_a_request_refused_in_ord
         await face.send(greet(9, "after"))
         assert await face.read() == greeted(9, "after")
     finally:
-        assert await face.stop() == 0
+        stopped = await face.stop()  # asserted after the block: a failure above is not masked
+    assert stopped == 0
     assert "stdio face: a notification before initialize was dropped (notifications/roots/list_changed)" in face.log()
 
 
@@ -207,7 +209,8 @@ async def test_a_request_goes_on_the_session_it_was_read_under_and_only_a_reques
         await face.send(greet(4, "after"))
         assert await face.read() == greeted(4, "after")
     finally:
-        assert await face.stop() == 0
+        stopped = await face.stop()  # asserted after the block: a failure above is not masked
+    assert stopped == 0
     assert "stdio face: a notification before initialize was dropped (initialize)" in face.log()
 
 
@@ -228,7 +231,8 @@ async def test_a_line_over_64_mib_is_refused_and_the_next_is_answered(reference_
         await face.send(greet(14, "next"))
         assert await face.read() == greeted(14, "next")
     finally:
-        assert await face.stop() == 0
+        stopped = await face.stop()  # asserted after the block: a failure above is not masked
+    assert stopped == 0
     refusals = [line.split("WARNING proxy.faces.stdio: ")[1] for line in face.log().splitlines() if "stdin line" in line]
     assert refusals == [f"stdin line of {len(line) - 1} bytes refused: longer than {LIMIT} bytes" for line in (first, second)]
 
@@ -292,4 +296,5 @@ async def test_a_crashed_stdio_backend_gets_a_new_session_and_the_host_is_told(t
         await face.send(greet(3, "after"))
         assert [await face.read(), await face.read()] == [RENEWED, greeted(3, "after")]
     finally:
-        assert await face.stop() == 0
+        stopped = await face.stop()  # asserted after the block: a failure above is not masked
+    assert stopped == 0

@@ -164,4 +164,5 @@ async def test_a_reload_adding_a_command_that_cannot_start_is_refused_and_the_pr
     finally:
         if process.returncode is None:
             process.terminate()
-        assert await asyncio.wait_for(process.wait(), WAIT_S) == 0
+        stopped = await asyncio.wait_for(process.wait(), WAIT_S)  # asserted after the block: a failure above is not masked
+    assert stopped == 0
