@@ -83,3 +83,18 @@ def script_check_names(script: Path) -> list[str]:
     source = script.read_text(encoding="utf-8")
     block = source.split("CHECKS: dict[str, Check] = {", 1)[1].split("}", 1)[0]
     return [part.split('"')[1] for part in block.strip().splitlines() if '"' in part]
+
+
+MCP1_TOOL_CALLS = Path(__file__).resolve().parent / "peers" / "mcp1_tool_calls.py"
+
+
+async def mcp1_tool_calls(url: str, calls: list[dict[str, Any]], timeout_s: float = 120) -> list[dict[str, Any]]:
+    """One session of the official mcp 1.30 client making `calls` (`tests/peers/mcp1_tool_calls.py`),
+    killed after `timeout_s`; its lines: `{"texts", "isError"}` or `{"error"}` per call."""
+    from proxy.demo.peers import ensure_peer_env
+
+    code, out, err = await run_script(ensure_peer_env("mcp-v1"), MCP1_TOOL_CALLS, url, timeout_s, "--calls", json.dumps(calls))
+    assert code == 0, err[-2000:]
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(lines) == len(calls), out
+    return lines

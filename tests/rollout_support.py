@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from peer_checks import mcp1_tool_calls
 from support import Caller
 
 from proxy.demo.peers import ensure_peer_env
@@ -156,28 +157,8 @@ class Traffic:
 
 async def v1_session(url: str, keys: list[str]) -> list[dict[str, Any]]:
     """One session of the official mcp 1.30 client calling `lookup` with each of `keys`; its lines:
-    `{"texts", "isError"}` or `{"error"}` per call (`tests/peers/mcp1_tool_calls.py`)."""
-    calls = [{"name": "lookup", "arguments": {"key": key}} for key in keys]
-    process = await asyncio.create_subprocess_exec(
-        str(ensure_peer_env("mcp-v1")),
-        str(PEERS / "mcp1_tool_calls.py"),
-        "--url",
-        url,
-        "--calls",
-        json.dumps(calls),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), 120)
-    except TimeoutError:
-        process.kill()  # by its own handle
-        await process.wait()
-        raise AssertionError(f"the mcp 1.30 session with {keys} did not end within 120 s") from None
-    assert process.returncode == 0, err.decode()[-2000:]
-    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
-    assert len(lines) == len(calls), out.decode()
-    return lines
+    `{"texts", "isError"}` or `{"error"}` per call (`peer_checks.mcp1_tool_calls`)."""
+    return await mcp1_tool_calls(url, [{"name": "lookup", "arguments": {"key": key}} for key in keys])
 
 
 async def status(http: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
@@ -201,6 +182,20 @@ async def until_rollout(
             return data
         await asyncio.sleep(0.2)
     raise AssertionError(f"the rollout did not reach {states} (step {step}) in {timeout_s} s: {json.dumps(seen)[:3000]}")
+
+
+COMPLETED_IN_THREE = [
+    ("started", 20, "running"),
+    ("passed", 20, "running"),
+    ("passed", 50, "running"),
+    ("passed", 100, "completed"),
+]
+"""The history of a rollout with steps [20, 50, 100] that passed each: (event, percent, state after)."""
+
+
+def events(data: dict[str, Any]) -> list[tuple[str, float, str]]:
+    """`status.json`'s rollout history as (event, percent, state after) tuples."""
+    return [(e["event"], e["percent"], e["state"]) for e in data["rollout"]["history"]]
 
 
 def weights(data: dict[str, Any]) -> dict[str, Any]:

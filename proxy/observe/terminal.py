@@ -16,10 +16,15 @@ from ..printable import escaped, json_text
 from .page import COVERS, covers, recent_replicas, when
 
 
+def proxy_url(url: str, path: str) -> str:
+    """`path` on the proxy at `url` (its address, its MCP endpoint or any of its URLs)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
 def status_url(url: str) -> str:
     """The `/status.json` of the proxy at `url`."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    return urlunsplit((parts.scheme, parts.netloc, "/status.json", "", ""))
+    return proxy_url(url, "/status.json")
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
@@ -136,21 +141,41 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Fetch and print; exit 1 when the proxy cannot be read (403 without the token from elsewhere)."""
-    request = urllib.request.Request(status_url(args.url))
-    token = args.token or os.environ.get("MCP_TASKS_PROXY_STATUS_TOKEN")
+class ProxyRefused(Exception):
+    """An HTTP error answer of the proxy: its `code` and `reason` (the proxy's own words when it gave them)."""
+
+    def __init__(self, code: int, reason: str):
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def ask_proxy(url: str, token: str | None, body: dict[str, Any] | None = None, timeout_s: float = 10) -> Any:
+    """The JSON answer of the proxy's `url` (GET, or POST of `body`), with `token` (else
+    `$MCP_TASKS_PROXY_STATUS_TOKEN`) as the status token: the `status` and `rollout` commands.
+    Raises `ProxyRefused` for an HTTP error, `OSError` or `ValueError` when it cannot be read."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="GET" if data is None else "POST", headers={"Content-Type": "application/json"})
+    token = token or os.environ.get("MCP_TASKS_PROXY_STATUS_TOKEN")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            data = json.load(response)
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.load(response)
     except urllib.error.HTTPError as exc:  # the proxy's own reason (a 403 says what would be served)
         try:
             reason = json.load(exc).get("error", exc.reason)
         except (ValueError, AttributeError):
             reason = exc.reason
-        print(escaped(f"mcp-tasks-proxy status: {status_url(args.url)}: HTTP {exc.code}: {reason}"), file=sys.stderr)
+        raise ProxyRefused(exc.code, str(reason)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Fetch and print; exit 1 when the proxy cannot be read (403 without the token from elsewhere)."""
+    try:
+        data = ask_proxy(status_url(args.url), args.token)
+    except ProxyRefused as exc:
+        print(escaped(f"mcp-tasks-proxy status: {status_url(args.url)}: HTTP {exc.code}: {exc.reason}"), file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError, ValueError) as exc:
         print(escaped(f"mcp-tasks-proxy status: cannot read {status_url(args.url)}: {exc}"), file=sys.stderr)

@@ -37,7 +37,7 @@ ERRORS = (PROTOCOL_ERROR, TIMEOUT, REFUSED)
 """The outcomes counted in the error rate (tool errors have their own)."""
 
 
-def _percentile(buckets: dict[int, int], q: float) -> float | None:
+def percentile(buckets: dict[int, int], q: float) -> float | None:
     """The upper bound (ms) of the bucket holding the `q` quantile (nearest rank)."""
     total = sum(buckets.values())
     if not total:
@@ -107,11 +107,11 @@ def tool_rows(figures: Figures, backends: Sequence[str], minutes: int = WINDOW_M
             rows.append({"backend": backend, "calls": calls, **cell,
                          "tool_error_rate": round(cell[TOOL_ERROR] / calls, 4) if calls else 0.0,
                          "error_rate": round(sum(cell[k] for k in ERRORS) / calls, 4) if calls else 0.0,
-                         "p50_ms": _percentile(buckets, 0.5), "p95_ms": _percentile(buckets, 0.95), "verdict": None})
+                         "p50_ms": percentile(buckets, 0.5), "p95_ms": percentile(buckets, 0.95), "verdict": None})
         for row in rows[1:]:
             row["verdict"] = _verdict(row, rows[0])
         out.append({"tool": tool, "backends": rows})
     return out
 
 
-__all__ = ["MIN_CALLS", "OK", "P95_RATIO", "WINDOW_MINUTES", "Z_99", "tool_rows", "z_score"]
+__all__ = ["MIN_CALLS", "OK", "P95_RATIO", "WINDOW_MINUTES", "Z_99", "percentile", "tool_rows", "z_score"]

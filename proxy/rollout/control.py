@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import urllib.error
-import urllib.request
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 
 from ..observe.status import allowed, refused
+from ..observe.terminal import ProxyRefused, ask_proxy, proxy_url
 from ..printable import escaped
 from .driver import RolloutDriver
 from .state import ACTIONS
@@ -52,9 +50,8 @@ async def handle(request: web.Request, driver: RolloutDriver | None, token: str 
 
 
 def rollout_url(url: str) -> str:
-    """The `/rollout` of the proxy at `url` (its address, its MCP endpoint or any of its URLs)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    return urlunsplit((parts.scheme, parts.netloc, "/rollout", "", ""))
+    """The `/rollout` of the proxy at `url`."""
+    return proxy_url(url, "/rollout")
 
 
 def render(answer: dict[str, Any]) -> str:
@@ -72,21 +69,10 @@ def render(answer: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 with the state printed, 1 when the proxy cannot be reached or refuses (the reason printed)."""
-    data = None if args.action == "status" else json.dumps({"action": args.action}).encode()
-    request = urllib.request.Request(rollout_url(args.url), data=data, method="GET" if data is None else "POST",
-                                     headers={"Content-Type": "application/json"})
-    token = args.token or os.environ.get("MCP_TASKS_PROXY_STATUS_TOKEN")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.load(response)
-    except urllib.error.HTTPError as exc:
-        try:
-            reason = json.load(exc).get("error", exc.reason)
-        except ValueError:
-            reason = exc.reason
-        print(escaped(f"mcp-tasks-proxy rollout {args.action}: {reason}"), file=sys.stderr)
+        answer = ask_proxy(rollout_url(args.url), args.token, None if args.action == "status" else {"action": args.action}, 30)
+    except ProxyRefused as exc:
+        print(escaped(f"mcp-tasks-proxy rollout {args.action}: {exc.reason}"), file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError, ValueError) as exc:
         print(escaped(f"mcp-tasks-proxy rollout: cannot reach {rollout_url(args.url)}: {exc}"), file=sys.stderr)

@@ -27,8 +27,8 @@ from typing import Any
 
 from translators.tool_results import PROTOCOL_ERROR, REFUSED, TIMEOUT, TOOL_ERROR
 
-from ..observe.figures import BUCKET_BASE, TOOL_MS, TOOLS, Bucket
-from ..observe.tool_verdicts import Z_99, z_score
+from ..observe.figures import TOOL_MS, TOOLS, Bucket
+from ..observe.tool_verdicts import Z_99, percentile, z_score
 from .settings import Rollout
 
 ERRORS = (PROTOCOL_ERROR, TIMEOUT, REFUSED)
@@ -63,15 +63,7 @@ class Counts:
         for tool in tools:
             for bucket, n in self.latency.get(backend, {}).get(tool, {}).items():
                 buckets[bucket] = buckets.get(bucket, 0) + n
-        total = sum(buckets.values())
-        if not total:
-            return None
-        rank, seen = 0.95 * total, 0
-        for bucket in sorted(buckets):
-            seen += buckets[bucket]
-            if seen >= rank:
-                return round(BUCKET_BASE ** (bucket + 1), 1)
-        return None  # not reached
+        return percentile(buckets, 0.95)
 
 
 def _ours(key: tuple[Any, ...], backends: tuple[str, str]) -> bool:

@@ -4,13 +4,30 @@ every later request of every client (the proxy shares one HTTP client)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from support import Caller, running_proxy
 
 DISCOVER = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+
+
+@contextlib.asynccontextmanager
+async def _serving(method: str, path: str, handler: Any) -> AsyncIterator[int]:
+    """`handler` serving `method path` on 127.0.0.1:<ephemeral>; yields the port."""
+    app = web.Application()
+    app.router.add_route(method, path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
 
 
 async def test_a_backend_cookie_is_never_sent_back(tmp_path):
@@ -29,21 +46,12 @@ async def test_a_backend_cookie_is_never_sent_back(tmp_path):
         response.set_cookie("session-of-someone", "secret", path="/")
         return response
 
-    app = web.Application()
-    app.router.add_post("/mcp", backend)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with _serving("POST", "/mcp", backend) as port:
         # A host name, not an address: cookie jars keep cookies of host names only.
         async with running_proxy(f"http://localhost:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
             for who in ("alice", "bob"):
                 answer = await Caller(http, proxy.url, authorization=f"Bearer {who}").call("tools/list")
                 assert (answer.status, answer.result["tools"]) == (200, [])
-    finally:
-        await runner.cleanup()
     assert len(cookies_seen) >= 4  # probes, then both clients' requests
     assert set(cookies_seen) == {None}
 
@@ -62,19 +70,9 @@ async def test_the_shared_upstream_client_keeps_no_cookie_from_one_request_to_th
         response.set_cookie("session-of-someone", "secret", path="/")
         return response
 
-    app = web.Application()
-    app.router.add_get("/any", backend)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with running_proxy(f"http://localhost:{port}/mcp", tmp_path) as proxy:
-            shared = proxy.runner.app[STATE].http
-            for _ in range(2):
-                async with shared.get(f"http://localhost:{port}/any") as response:
-                    assert (response.status, await response.text()) == (200, "ok")
-    finally:
-        await runner.cleanup()
+    async with _serving("GET", "/any", backend) as port, running_proxy(f"http://localhost:{port}/mcp", tmp_path) as proxy:
+        shared = proxy.runner.app[STATE].http
+        for _ in range(2):
+            async with shared.get(f"http://localhost:{port}/any") as response:
+                assert (response.status, await response.text()) == (200, "ok")
     assert seen == [None, None]

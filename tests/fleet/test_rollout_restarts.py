@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from rollout_support import Traffic, lookup_servers, status, until_rollout, weights
+from rollout_support import COMPLETED_IN_THREE, Traffic, events, lookup_servers, status, until_rollout, weights
 from support import free_port
 
 from proxy.demo.processes import ServerProcess
@@ -103,12 +103,7 @@ async def test_a_rollout_killed_mid_step_resumes_at_that_step_after_a_restart(se
             traffic = Traffic(http, [base + "/mcp"], modern=3, sessions=1)
             done = await until_rollout(http, base, ("completed", "rolled_back"), 60)
             tally = await traffic.stop()
-            assert [(e["event"], e["percent"], e["state"]) for e in done["rollout"]["history"]] == [
-                ("started", 20, "running"),
-                ("passed", 20, "running"),
-                ("passed", 50, "running"),
-                ("passed", 100, "completed"),
-            ]
+            assert events(done) == COMPLETED_IN_THREE
             assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.calls > 20, tally
             assert weights(await status(http, base))["new"] == (1.0, None)
 
@@ -140,11 +135,6 @@ async def test_two_replicas_on_redis_one_decides_both_apply_and_a_killed_decider
                 assert done["rollout"]["decides_here"] is True, done["rollout"]
                 assert done["rollout"]["decider"] != at_fifty[0]["rollout"]["decider"]
                 assert taken["rollout"]["started_ms"] == at_fifty[0]["rollout"]["started_ms"]
-                assert [(e["event"], e["percent"], e["state"]) for e in done["rollout"]["history"]] == [
-                    ("started", 20, "running"),
-                    ("passed", 20, "running"),
-                    ("passed", 50, "running"),
-                    ("passed", 100, "completed"),
-                ]
+                assert events(done) == COMPLETED_IN_THREE
                 assert tally.wrong == [] and tally.lost == [] and tally.tool_errors == 0 and tally.calls > 30, tally
                 assert weights(await status(http, bases[1]))["new"] == (1.0, None)

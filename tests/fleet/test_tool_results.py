@@ -18,7 +18,6 @@ old, new, old, … and each v1 session's calls all go where its `initialize` wen
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from peer_checks import mcp1_tool_calls
 from support import Caller, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
@@ -106,23 +106,8 @@ async def _modern_lookups(caller: Caller, count: int, tool: str = "lookup") -> l
 
 
 async def _v1_session_calls(url: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One session of the official mcp 1.30 client making `calls` (`tests/peers/mcp1_tool_calls.py`);
-    its lines: `{"texts", "isError"}` or `{"error"}` per call."""
-    process = await asyncio.create_subprocess_exec(
-        str(ensure_peer_env("mcp-v1")),
-        str(PEERS / "mcp1_tool_calls.py"),
-        "--url",
-        url,
-        "--calls",
-        json.dumps(calls),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()[-2000:]
-    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
-    assert len(lines) == len(calls), out.decode()
-    return lines
+    """One session of the official mcp 1.30 client making `calls` (`peer_checks.mcp1_tool_calls`)."""
+    return await mcp1_tool_calls(url, calls)
 
 
 def _lookups(count: int, prefix: str) -> list[dict[str, Any]]:
