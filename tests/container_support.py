@@ -5,9 +5,10 @@ podman with runc, and a base image with python3 when no registry can be reached.
 * The base is built once with `mmdebstrap` from the Debian mirror (minbase with python3, its venv
   module and CA certificates: about 20 s), cached as a tarball under
   `~/.cache/mcp-tasks-proxy/container/` and imported into podman's store when absent there.
-* This machine's own needs stay here, never in the image: runc as the runtime (Debian's default
-  for podman), and the container's ulimits pinned below the host's hard limits (runc cannot set
-  podman's defaults inside this machine's own container: "error setting rlimits").
+* This machine's own needs stay here, never in the image: runc as the runtime (named: Debian's
+  podman may have crun beside it and prefer it), and the container's ulimits pinned below the
+  host's hard limits (runc cannot set podman's defaults inside this machine's own container:
+  "error setting rlimits").
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ IMAGE = "localhost/mcp-tasks-proxy:test"
 MIRROR = "http://deb.debian.org/debian"
 LIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
 """The container's ulimits on this machine (see the module docstring)."""
+PODMAN = ["podman", "--runtime", "runc"]
+"""podman with runc named: where Debian's podman pulled in crun too, podman picks crun, which cannot
+start a container here ("cgroups in hybrid mode not supported")."""
 
 
 def _run(argv: list[str], timeout_s: float = 600) -> str:
@@ -43,7 +47,7 @@ def ensure_tools() -> None:
 
 def ensure_base() -> str:
     """The base image in podman's store: imported from the cached tarball, made first if needed."""
-    if subprocess.run(["podman", "image", "exists", BASE], check=False).returncode == 0:
+    if subprocess.run([*PODMAN, "image", "exists", BASE], check=False).returncode == 0:
         return BASE
     tarball = CACHE / "bookworm-python3.tar"
     if not tarball.exists():
@@ -60,7 +64,7 @@ def ensure_base() -> str:
             ]
         )
         partial.rename(tarball)
-    _run(["podman", "import", str(tarball), BASE])
+    _run([*PODMAN, "import", str(tarball), BASE])
     return BASE
 
 
@@ -76,7 +80,7 @@ def build_image() -> str:
             break
     _run(
         [
-            "podman",
+            *PODMAN,
             "build",
             "--pull=never",
             "--format",

@@ -136,6 +136,17 @@ def proxy_port(proxy: RunningProxy) -> int:
     return int(proxy.base_url.rsplit(":", 1)[1])
 
 
+async def until(predicate: Any, what: str = "the condition", timeout_s: float = 10, interval_s: float = 0.02) -> Any:
+    """Poll `predicate` every `interval_s` until it returns something true, and return that; fail
+    naming `what` after `timeout_s`. Waits for an event, never for a time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not (value := predicate()):
+        assert loop.time() < deadline, f"timed out after {timeout_s:g} s waiting for {what}"
+        await asyncio.sleep(interval_s)
+    return value
+
+
 def free_port() -> int:
     """A loopback port free right now (for a server that must come back on the same port)."""
     with socket.socket() as probe:

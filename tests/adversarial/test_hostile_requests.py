@@ -151,9 +151,11 @@ async def test_foreign_truncated_and_altered_real_task_ids_are_unknown(env):
         (alice, task_id + "A"),
         (alice, task_id + "="),
         (alice, task_id.swapcase()),
-        (alice, task_id.replace("-", "+").replace("_", "/")),
         (alice, task_id * 20),
     ]
+    standard_alphabet = task_id.replace("-", "+").replace("_", "/")
+    if standard_alphabet != task_id:  # an id without "-" and "_" (about 1 in 230) reads the same in both alphabets
+        attempts.append((alice, standard_alphabet))
     for caller, candidate in attempts:
         for method in ("tasks/get", "tasks/update", "tasks/cancel"):
             answer = await caller.call(method, {"taskId": candidate, "inputResponses": {}})

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from fake_v1 import FakeV1
-from support import Caller, running_proxy
+from support import Caller, running_proxy, until
 
 from proxy.app import STATE
 from proxy.logs import RequestIdFilter
@@ -65,12 +65,6 @@ async def listening(caller: Caller, notifications: dict[str, Any]) -> AsyncItera
 
 def book(running: Any) -> Any:
     return running.runner.app[STATE].fleet.first.follower.inputs
-
-
-async def until(predicate: Any, timeout: float = 10) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 async def test_a_listen_whose_upstream_session_is_forgotten_hears_the_new_session(fake, tmp_path):

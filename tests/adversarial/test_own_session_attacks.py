@@ -4,7 +4,6 @@ forwarded paths. The backend is the in-process v2-session peer with its opt-in l
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peers.v2_session_server import LISTS, SESSIONS, start  # noqa: E402
 from session_support import SessionCaller  # noqa: E402
-from support import running_proxy  # noqa: E402
+from support import running_proxy, until  # noqa: E402
 
 from proxy.app import STATE  # noqa: E402
 
@@ -27,12 +26,6 @@ async def peer():
     runner, url = await start("127.0.0.1", 0, lists=True)
     yield runner.app, url
     await runner.cleanup()
-
-
-async def until(predicate, timeout: float = 10) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 def _held(session) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from container_support import LIMITS, build_image
+from container_support import LIMITS, PODMAN, build_image
 from held_support import start_untasked_server
 from peer_checks import serving
 from support import Caller, free_port
@@ -42,7 +42,7 @@ def untasked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess
 
 async def _podman(*args: str, timeout_s: float = 120) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
-        "podman", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *PODMAN, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     out, _ = await asyncio.wait_for(process.communicate(), timeout_s)
     assert process.returncode is not None

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+from support import until
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import V1_SERVER_SCRIPT, ServerProcess, start_reference_v1_server
@@ -106,16 +107,6 @@ class Face:
         except TimeoutError:
             self.process.kill()
             return await self.process.wait()
-
-
-async def until(predicate: Any, what: str, timeout_s: float = 60) -> Any:
-    """Poll `predicate` every 0.1 s until it returns something true, up to `timeout_s`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not (value := predicate()):
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
-    return value
 
 
 def children(pid: int) -> set[int]:
@@ -289,10 +280,12 @@ async def test_a_crashed_stdio_backend_gets_a_new_session_and_the_host_is_told(t
         assert (await face.initialize())["id"] == 1
         await face.send(greet(2, "before"))
         assert await face.read() == greeted(2, "before")
-        (first,) = await until(lambda: children(face.process.pid) or None, "the stdio backend's process")
+        (first,) = await until(lambda: children(face.process.pid) or None, "the stdio backend's process", 60)
         os.kill(first, signal.SIGKILL)
-        (second,) = await until(lambda: (c := children(face.process.pid)) and first not in c and c, "the process started again")
-        await until(lambda: f"(pid {second})" in face.log(), "the proxy's log of its start")
+        (second,) = await until(
+            lambda: (c := children(face.process.pid)) and first not in c and c, "the process started again", 60
+        )
+        await until(lambda: f"(pid {second})" in face.log(), "the proxy's log of its start", 60)
         await face.send(greet(3, "after"))
         assert [await face.read(), await face.read()] == [RENEWED, greeted(3, "after")]
     finally:
