@@ -396,8 +396,7 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     if store is None:
         store = open_store(settings)
     app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store, tracer_provider=tracer_provider)
-    path = settings.path.rstrip("/") or "/"
-    for route in {path, path + "/"} if path != "/" else {"/"}:
+    for route in settings.endpoint_paths:
         app.router.add_post(route, _post)
         app.router.add_get(route, _with_request_id(_get_or_delete), allow_head=False)
         app.router.add_delete(route, _with_request_id(_get_or_delete))
@@ -481,7 +480,8 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     await runner.setup()
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
-    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, listening_fd=listening_fd, ssl_context=tls)
+    site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, listening_fd=listening_fd, ssl_context=tls,
+                       lean_paths=settings.endpoint_paths)  # plain POSTs served one step shorter (proxy/lean_face.py)
     try:
         await site.start()
     except BaseException:

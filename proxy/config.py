@@ -382,6 +382,12 @@ class Settings(BaseModel):
         return {h: headers[h] for h in ("Authorization", *self.forward_headers) if h in headers}
 
     @property
+    def endpoint_paths(self) -> set[str]:
+        """The MCP endpoint's paths: `path`, with and without a trailing slash."""
+        path = self.path.rstrip("/") or "/"
+        return {path, path + "/"} if path != "/" else {"/"}
+
+    @property
     def host(self) -> str:
         return self.listen.rpartition(":")[0].strip("[]")
 

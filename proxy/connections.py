@@ -21,18 +21,25 @@ import asyncio
 import logging
 import socket
 import ssl
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.http_writer import StreamWriter
+from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
+from aiohttp.web_urldispatcher import UrlMappingMatchInfo
+from yarl import URL
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
+from .lean_face import LeanTarget, finish_head, head_bytes, plain_body, whole_post
 from .logs import REQUEST_ID_HEADER, request_id_from
 
 log = logging.getLogger(__name__)
@@ -55,6 +62,8 @@ class ConnectionLimits:
     open: int = 0
     live: set[BoundedRequestHandler] = field(default_factory=set)
     """The connections open now (a restart drains them: `drain_connections`)."""
+    lean: dict[bytes, LeanTarget] = field(default_factory=dict)
+    """The paths whose plain POSTs the lean face serves (`proxy/lean_face.py`), set at start."""
 
 
 def _error_body(code: int, message: str) -> bytes:
@@ -79,6 +88,11 @@ class BoundedRequestHandler(RequestHandler):
         self._limits = limits
         self._counted = False
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._plain = self._request_handler
+        """The application's handler: while it is the one in use (no cap, no drain), the lean face may serve."""
+        self._lean: asyncio.Task[None] | None = None
+        """The request the lean face is serving (`proxy/lean_face.py`); what arrives meanwhile waits in `_held`."""
+        self._held = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._limits.open += 1
@@ -110,13 +124,27 @@ class BoundedRequestHandler(RequestHandler):
             self._limits.open -= 1
         self._stop_header_deadline()
         super().connection_lost(exc)
+        if self._lean is not None:  # its client left: cancelled, as aiohttp's handler_cancellation does
+            self._lean.cancel()
 
     def data_received(self, data: bytes) -> None:
         # The clock starts with the first byte of a request head: between requests (start() waits
         # for the next one) or before the first. Bytes that arrive while a request is handled are
         # its body (bounded by body_timeout_ms) or pipelined ones, timed once that request ends.
         # (Written out, without helpers: this runs for every read of every connection.)
+        if self._lean is not None:  # pipelined behind a lean request: read once it is answered
+            self._held += data
+            if len(self._held) > self._read_bufsize and self.transport is not None:
+                self.transport.pause_reading()
+            return
         parsed = self._request_count
+        lean = self._limits.lean
+        if lean and self._header_deadline is None and not self._messages and self._request_handler is self._plain \
+                and not self._force_close and not self._close and (parsed == 0 or (self._waiter is not None and not self._waiter.done())):
+            found = whole_post(data, lean)
+            if found is not None:
+                self._lean = self._loop.create_task(self._serve_lean(*found))
+                return
         if self._header_deadline is not None:  # a head begun earlier
             super().data_received(data)
             if self._request_count != parsed:  # complete now (or refused as malformed)
@@ -150,8 +178,72 @@ class BoundedRequestHandler(RequestHandler):
         self._loop.call_later(grace_s, self._close_if_idle)
 
     def _close_if_idle(self) -> None:
-        if self._waiter is not None and not self._messages:
+        if self._waiter is not None and not self._messages and self._lean is None:
             self.close()
+
+    async def _serve_lean(self, target: LeanTarget, message: RawRequestMessage, body: bytes) -> None:
+        """One request the lean face took (`proxy/lean_face.py`): built, handled and answered as
+        aiohttp's request loop does it, with its keep-alive, cancellation and graceful stop."""
+        loop = self._loop
+        assert self._manager is not None and self._request_factory is not None
+        self._manager.requests_count += 1
+        payload = StreamReader(self, 65536, loop=loop)
+        payload.feed_data(body)
+        payload.feed_eof()
+        request = self._request_factory(message, payload, self, StreamWriter(self, loop), asyncio.current_task(loop))  # type: ignore[arg-type]
+        request._match_info = target.match_info
+        self._request_in_progress = True
+        keep_alive = False
+        try:
+            self._current_request = request
+            try:
+                response = await target.handler(request)
+            finally:
+                self._current_request = None
+            if self._request_handler is not self._plain:  # drained meanwhile: this answer is the connection's last
+                response.force_close()
+            body = plain_body(response)
+            if body is None:  # streamed, already sent, or anything unusual: aiohttp's response code writes it
+                await response.prepare(request)
+                await response.write_eof()
+                keep_alive = bool(response.keep_alive)
+            else:  # a whole JSON answer: its head as aiohttp's would be, and the body, in one write
+                keep_alive = response._keep_alive if response._keep_alive is not None else not message.should_close
+                finish_head(response, body, keep_alive)
+                await request._prepare_hook(response)  # the application's on_response_prepare (X-Request-Id)
+                transport = self.transport
+                if transport is not None:  # else its client has gone (and this task is cancelled)
+                    transport.write(head_bytes(response) + body)
+        except ConnectionError:
+            pass
+        except Exception:  # as aiohttp's loop: logged, and the connection closed without an answer
+            log.exception("unhandled error answering a request")
+        finally:
+            self._lean = None
+            self._request_in_progress = False
+            if self._handler_waiter is not None:
+                self._handler_waiter.set_result(None)
+            if not keep_alive or self._close or self._force_close:
+                self.force_close()
+        if self.transport is None:
+            return
+        self._keepalive = True
+        close_time = loop.time() + self._keepalive_timeout
+        self._next_keepalive_close_time = close_time
+        if self._keepalive_handle is None:
+            self._keepalive_handle = loop.call_at(close_time, self._process_keepalive)
+        held = self._held
+        if held:
+            self._held = b""
+            if self.transport is not None:
+                self.transport.resume_reading()
+            self.data_received(held)
+
+    def _process_keepalive(self) -> None:
+        if self._lean is not None:  # a request in progress is never idle; the timer starts again at its end
+            self._keepalive_handle = None
+            return
+        super()._process_keepalive()
 
     def end_stream(self) -> None:
         """Close the connection if it is serving a GET (a session's event stream, which never ends
@@ -209,11 +301,13 @@ class BoundedSite(web.BaseSite):
     `RequestHandler` (e.g. `access_log=None`). With `ssl_context` it serves HTTPS (`tls_cert`,
     `tls_key`); a client has `header_timeout_ms` for its TLS handshake as for its headers."""
 
-    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_listening_fd")
+    __slots__ = ("_host", "_port", "_limits", "_handler_args", "_listening_fd", "_lean_paths")
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits, *, backlog: int = 128,
-                 listening_fd: int | None = None, ssl_context: ssl.SSLContext | None = None, **handler_args: Any):
+                 listening_fd: int | None = None, ssl_context: ssl.SSLContext | None = None, lean_paths: Collection[str] = (),
+                 **handler_args: Any):
         super().__init__(runner, backlog=backlog, ssl_context=ssl_context)
+        self._lean_paths = lean_paths
         self._host = host
         self._port = port
         self._listening_fd = listening_fd
@@ -241,6 +335,8 @@ class BoundedSite(web.BaseSite):
         loop = asyncio.get_running_loop()
         server = self._runner.server
         assert server is not None, "runner.setup() first"
+        if isinstance(self._runner, web.AppRunner):
+            self._limits.lean = lean_targets(self._runner.app, self._lean_paths)
 
         def protocol() -> BoundedRequestHandler:
             return BoundedRequestHandler(server, loop=loop, limits=self._limits, **self._handler_args)
@@ -254,6 +350,23 @@ class BoundedSite(web.BaseSite):
             self._server = await loop.create_server(protocol, sock=handed, backlog=self._backlog, **tls)
         else:
             self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog, **tls)
+
+
+def lean_targets(app: web.Application, paths: Collection[str]) -> dict[bytes, LeanTarget]:
+    """The lean face's targets (`proxy/lean_face.py`): each of `paths` with its POST route's handler
+    and the match info aiohttp's router gives it, made once."""
+    targets: dict[bytes, LeanTarget] = {}
+    for resource in app.router.resources():
+        path = resource.canonical
+        if path not in paths:
+            continue
+        for route in resource:
+            if route.method == "POST":
+                match_info = UrlMappingMatchInfo({}, route)
+                match_info.add_app(app)
+                match_info.freeze()
+                targets[path.encode("ascii")] = LeanTarget(path, URL.build(path=path, encoded=True), route.handler, match_info)
+    return targets
 
 
 def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list[socket.socket]:

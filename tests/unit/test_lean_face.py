@@ -1,0 +1,130 @@
+"""`proxy.lean_face`: which requests the lean face takes, read exactly as aiohttp's parser reads
+them, and everything else left to aiohttp (docs/decisions.md §175)."""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp import web
+from aiohttp.http_writer import HttpVersion11
+from yarl import URL
+
+from proxy.lean_face import MAX_HEAD, LeanTarget, finish_head, head_bytes, plain_body, whole_post
+
+TARGET = LeanTarget("/mcp", URL.build(path="/mcp", encoded=True), None, None)
+TARGETS = {b"/mcp": TARGET}
+BODY = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+
+
+def post(*fields: str, body: bytes = BODY, target: str = "/mcp", version: str = "HTTP/1.1", length: bool = True) -> bytes:
+    lines = [f"POST {target} {version}", "Host: 127.0.0.1:8080", *fields]
+    if length:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def test_a_plain_post_is_read_as_aiohttp_reads_it() -> None:
+    found = whole_post(
+        post("Content-Type: application/json", "Mcp-Session-Id: s-1", "Accept:  application/json ,text/event-stream\t"), TARGETS
+    )
+    assert found is not None
+    target, message, body = found
+    assert (target, body) == (TARGET, BODY)
+    assert (message.method, message.path, message.version, message.url) == ("POST", "/mcp", HttpVersion11, TARGET.url)
+    assert (message.should_close, message.compression, message.upgrade, message.chunked) == (False, None, False, False)
+    assert list(message.headers.items()) == [
+        ("Host", "127.0.0.1:8080"),
+        ("Content-Type", "application/json"),
+        ("Mcp-Session-Id", "s-1"),
+        ("Accept", "application/json ,text/event-stream"),
+        ("Content-Length", str(len(BODY))),
+    ]
+    assert message.raw_headers == tuple((name.encode(), value.encode()) for name, value in message.headers.items())
+
+
+def test_repeated_fields_keep_their_order_and_connection_close_ends_the_connection() -> None:
+    found = whole_post(post("Authorization: Bearer a", "authorization: Bearer b", "Connection: keep-alive, Close"), TARGETS)
+    assert found is not None
+    message = found[1]
+    assert (message.headers.getall("Authorization"), message.should_close) == (["Bearer a", "Bearer b"], True)
+
+
+def test_an_empty_body_of_length_zero_is_plain() -> None:
+    found = whole_post(post(body=b""), TARGETS)
+    assert found is not None and found[2] == b""
+
+
+def test_every_split_of_a_request_is_left_to_aiohttp() -> None:
+    """A head or body still arriving is aiohttp's to read (with its header deadline and body timeout)."""
+    request = post("Content-Type: application/json")
+    assert [cut for cut in range(len(request)) if whole_post(request[:cut], TARGETS) is not None] == []
+    assert whole_post(request, TARGETS) is not None
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "why"),
+    [
+        (post() + post(), "two requests in one read (pipelined)"),
+        (post() + b"x", "bytes beyond the body"),
+        (post("Transfer-Encoding: chunked", length=False), "a chunked body"),
+        (post("Transfer-Encoding: chunked"), "chunked beside a length"),
+        (post("Expect: 100-continue"), "Expect"),
+        (post("Upgrade: websocket"), "Upgrade"),
+        (post("Connection: Upgrade"), "a connection upgrade"),
+        (post("Content-Encoding: gzip"), "a compressed body"),
+        (post(length=False), "no Content-Length"),
+        (post(f"Content-Length: {len(BODY)}"), "Content-Length twice"),
+        (post("Content-Length: +7", length=False, body=b"1234567"), "a signed length"),
+        (post("Content-Length: 0x7", length=False, body=b"1234567"), "a hexadecimal length"),
+        (post(version="HTTP/1.0"), "HTTP/1.0"),
+        (post(target="/mcp?x=1"), "a query string"),
+        (post(target="/other"), "another path"),
+        (post(target="/mcp/"), "a path not served lean here"),
+        (post().replace(b"POST", b"PUT ", 1), "another method"),
+        (post().replace(b"POST /mcp", b"POST  /mcp", 1), "two spaces in the request line"),
+        (post("X-Folded: a", " b"), "an obsolete line folding"),
+        (post("X-Space : a"), "a space before the colon"),
+        (post("X(bad): a"), "a name that is no token"),
+        (post("X-Text: caf\xe9"), "obs-text in a value"),
+        (post("X-Control: a\x01b"), "a control character in a value"),
+        (post().replace(b"\r\nHost", b"\nHost", 1), "a bare LF"),
+        (post("X-Long: " + "a" * MAX_HEAD), "a head over MAX_HEAD bytes"),
+        (b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n", "a GET"),
+    ],
+)
+def test_anything_unusual_is_left_to_aiohttp(request_bytes: bytes, why: str) -> None:
+    assert whole_post(request_bytes, {**TARGETS, b"/other/": TARGET}) is None, why
+
+
+def test_a_whole_json_answer_gets_the_head_aiohttp_would_write() -> None:
+    response = web.Response(body=b'{"ok":1}', content_type="application/json", headers={"X-Mine": "1"})
+    assert plain_body(response) == b'{"ok":1}'
+    finish_head(response, b'{"ok":1}', keep_alive=False)
+    date = response.headers["Date"]
+    server = response.headers["Server"]
+    assert (
+        head_bytes(response)
+        == (
+            "HTTP/1.1 200 OK\r\nX-Mine: 1\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
+            f"Date: {date}\r\nServer: {server}\r\nConnection: close\r\n\r\n"
+        ).encode()
+    )
+    assert server.startswith("Python/3.") and " aiohttp/" in server
+
+
+def test_streams_and_bodiless_answers_are_written_by_aiohttp() -> None:
+    assert plain_body(web.StreamResponse()) is None
+    assert plain_body(web.Response(status=204)) is None
+    assert plain_body(web.Response(body=b"x", status=304)) is None
+    compressed = web.Response(body=b"x")
+    compressed.enable_compression()
+    assert plain_body(compressed) is None
+    with_cookie = web.Response(body=b"x")
+    with_cookie.set_cookie("a", "b")
+    assert plain_body(with_cookie) is None
+
+
+def test_a_header_value_holding_a_line_break_is_refused_when_written() -> None:
+    response = web.Response(body=b"{}", headers={"X-Evil": "a\r\nInjected: 1"})
+    finish_head(response, b"{}", keep_alive=True)
+    with pytest.raises(ValueError):
+        head_bytes(response)
