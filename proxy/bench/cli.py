@@ -37,6 +37,10 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--quick", action="store_true", help="one short run of every row (a smoke test, about 10 s)")
     bench.add_argument("--duration", type=float, metavar="S", help="seconds each row is driven per run (default 3)")
     bench.add_argument("--concurrency", type=int, default=1, metavar="N", help="concurrent clients (default 1)")
+    bench.add_argument("--load-processes", type=int, default=1, metavar="N",
+                       help="spread the clients over N load-generating processes (default 1), so that the load generator is not the ceiling")
+    bench.add_argument("--upstreams", type=int, default=1, metavar="N",
+                       help="N fast upstream processes of each wire, one [[upstream]] each in the proxies (default 1)")
     bench.add_argument("--runs", type=int, metavar="R", help="runs of every row; the table shows medians (default 3)")
     bench.add_argument("--upstream", choices=["fast", "reference"], default="fast",
                        help="fast: the benchmark's own aiohttp upstream (default); reference: the reference v1 server (mcp 1.30)")

@@ -155,8 +155,10 @@ def _refusal(args: argparse.Namespace) -> str | None:
     """Why these options cannot be counted, or None."""
     if args.calls < 1:
         return "--calls must be at least 1"
-    if str(args.workers) != "1" or args.store != "sqlite" or args.soak or args.memory or args.memory_only or args.concurrency != 1:
-        return "counts one proxy process on the SQLite store with one client: --workers, --store, --concurrency, --soak and --memory do not apply"
+    if (str(args.workers) != "1" or args.store != "sqlite" or args.soak or args.memory or args.memory_only or args.concurrency != 1
+            or args.load_processes != 1 or args.upstreams != 1):
+        return ("counts one proxy process on the SQLite store with one client: --workers, --store, --concurrency, --load-processes, "
+                "--upstreams, --soak and --memory do not apply")
     return None
 
 

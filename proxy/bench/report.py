@@ -29,6 +29,7 @@ def row_figures(report: Report, scenario: str, row: Row) -> dict[str, float] | N
         "proxy_cpu_ms": _ms(cell.median(lambda w: w.cpu_per_op("proxy"))),
         "upstream_cpu_ms": _ms(cell.median(lambda w: w.cpu_per_op("upstream"))),
     }
+    figures["load_cores"] = cell.median(lambda w: w.load_cpu_s / w.elapsed_s if w.load_cpu_s is not None and w.elapsed_s else float("nan"))
     figures["proxy_per_upstream"] = cell.median(lambda w: w.cpu_per_op("proxy") / w.cpu_per_op("upstream")
                                                 if w.cpu_s.get("upstream") else float("nan"))
     base = report.cell(scenario, row.baseline)
@@ -106,7 +107,7 @@ def workers_figures(report: Report) -> dict[str, dict[str, dict[int, dict[str, f
                 continue
             family = out.setdefault(scenario.key, {}).setdefault(row.family, {})
             family[row.workers] = {"rps": f["rps"], "p50_ms": f["p50_ms"], "proxy_cpu_ms": f["proxy_cpu_ms"],
-                                   "upstream_cpu_ms": f["upstream_cpu_ms"], "errors": f["errors"]}
+                                   "upstream_cpu_ms": f["upstream_cpu_ms"], "errors": f["errors"], "load_cores": f["load_cores"]}
         for key, family in list(out.get(scenario.key, {}).items()):
             if len(family) < 2:
                 del out[scenario.key][key]
@@ -127,7 +128,9 @@ def format_workers(report: Report) -> list[str]:
     for scenario, rows in figures.items():
         for key, family in rows.items():
             parts = [f"{w} worker{'s' if w > 1 else ''}: {_fmt(f['rps'], 0)} /s ({_fmt(f['rps_ratio'])} ×), "
-                     f"p50 {_fmt(f['p50_ms'])} ms, proxy CPU {_fmt(f['proxy_cpu_ms'], 3)} ms/call"
+                     f"p50 {_fmt(f['p50_ms'])} ms, proxy CPU {_fmt(f['proxy_cpu_ms'], 3)} ms/call, "
+                     f"upstream CPU {_fmt(f['upstream_cpu_ms'], 3)} ms/call"
+                     + ("" if math.isnan(f["load_cores"]) else f", load generator {_fmt(f['load_cores'])} cores")
                      for w, f in sorted(family.items())]
             lines.append(f"  ({scenario}) {key}: " + "; ".join(parts))
     return lines
@@ -205,7 +208,9 @@ def format_report(report: Report) -> str:
     m = report.machine
     lines = [
         f"mcp-tasks-proxy benchmark: {o.upstream} upstream, concurrency {o.concurrency}, "
-        f"{o.duration_s:g} s per row × {o.runs} run(s) (medians), {report.elapsed_s:.0f} s in all",
+        f"{o.duration_s:g} s per row × {o.runs} run(s) (medians), {report.elapsed_s:.0f} s in all"
+        + (f"; load from {o.load_processes} processes" if o.load_processes > 1 else "")
+        + (f"; {o.upstreams} upstream processes of each wire" if o.upstreams > 1 else ""),
         f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}, "
         f"Python {m['python']}, aiohttp {m['aiohttp']}, proxy on {m['proxy_event_loop']}; load generator, proxies and "
         "upstream share the cores",
@@ -284,7 +289,8 @@ def report_json(report: Report) -> dict[str, Any]:
             "figures": row_figures(report, scenario, row),
             "runs": [{"ops": w.ops, "errors": w.errors, "elapsed_s": w.elapsed_s, "rps": w.rate,
                       "p50_ms": _ms(w.percentile(50)), "p90_ms": _ms(w.percentile(90)), "p99_ms": _ms(w.percentile(99)),
-                      "cpu_s": w.cpu_s, "notifications": w.notifications, "error_texts": w.error_texts} for w in cell.windows],
+                      "cpu_s": w.cpu_s, "load_cpu_s": w.load_cpu_s,
+                      "notifications": w.notifications, "error_texts": w.error_texts} for w in cell.windows],
         }
     return {"options": report.options.__dict__ | {"rows": list(report.options.rows)}, "machine": report.machine,
             "started_at": report.started_at, "elapsed_s": report.elapsed_s, "cells": cells, "workers": workers_figures(report),

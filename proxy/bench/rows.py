@@ -119,6 +119,10 @@ class Options:
     is above 1."""
     workers: tuple[int, ...] = (1,)
     """Worker counts of the proxy rows of `WORKER_ROWS` (`--workers 1,2`: each row twice)."""
+    load_processes: int = 1
+    """Processes the clients are spread over (`--load-processes`): the load generator's own ceiling raised."""
+    upstreams: int = 1
+    """Fast upstream processes of each wire (`--upstreams`), one `[[upstream]]` each in the proxies."""
 
 
 @dataclass

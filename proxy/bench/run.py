@@ -21,8 +21,8 @@ from typing import Any
 import aiohttp
 
 from . import targets
-from .clients import FAST_TOOLS, REFERENCE_TOOLS, ModernClient, SessionClient, Tools
-from .loadgen import Window, drive
+from .clients import FAST_TOOLS, REFERENCE_TOOLS, Tools
+from .loadgen import ClientSpec, Window, drive
 from .report import format_memory, format_report, report_json
 from .rows import POLL_INTERVAL_MS, SCENARIOS, Cell, Options, Report, Row, expand_rows, machine_facts
 
@@ -56,10 +56,16 @@ class Bench:
             for name in ("upstream-modern", "proxy-modern", "proxy-shadow", "proxy-shadow-10"):
                 self.skipped[name] = "no modern-wire reference rows (run with the fast upstream)"
         else:
-            self.log("starting the fast upstreams")
-            self.procs["upstream"] = targets.start_fast_upstream("v1", poll_interval_ms=POLL_INTERVAL_MS)
+            count = self.options.upstreams
+            self.log(f"starting the fast upstreams ({count} of each wire)" if count > 1 else "starting the fast upstreams")
+            self.procs["upstream"] = targets.start_fast_upstreams("v1", count, poll_interval_ms=POLL_INTERVAL_MS)
             if any(t == "upstream-modern" or t.startswith(("proxy-modern", "proxy-shadow")) for t in wanted):
-                self.procs["upstream-modern"] = targets.start_fast_upstream("modern", poll_interval_ms=POLL_INTERVAL_MS)
+                self.procs["upstream-modern"] = targets.start_fast_upstreams("modern", count, poll_interval_ms=POLL_INTERVAL_MS)
+            if count > 1:
+                for name in ("fastmcp3", "proxy-shadow", "proxy-shadow-10", "proxy-stdio"):
+                    self.skipped[name] = "one upstream only (run without --upstreams)"
+                # A session's requests must reach the upstream that began it; nginx has nothing to pin one by.
+                self.skipped["nginx"] = "the session wire through several upstreams needs stickiness nginx cannot give it"
         upstream = self.procs["upstream"].url
         store: dict[str, object] = {}
         if self.options.store == "redis":
@@ -74,21 +80,21 @@ class Bench:
             if "proxy" + suffix in wanted:
                 self.log(f"starting mcp-tasks-proxy ({workers} worker{'s' if workers > 1 else ''})")
                 self.procs["proxy" + suffix] = targets.start_proxy(upstream, self.workdir / ("proxy" + suffix), event_loop=loop,
-                                                                   workers=workers, **store)
+                                                                   workers=workers, tables=_tables(self.procs["upstream"]), **store)
             if "proxy-modern" + suffix in wanted and "upstream-modern" in self.procs:
+                modern = self.procs["upstream-modern"]
                 self.procs["proxy-modern" + suffix] = targets.start_proxy(
-                    self.procs["upstream-modern"].url, self.workdir / ("proxy-modern" + suffix), event_loop=loop, workers=workers,
-                    **store)
+                    modern.url, self.workdir / ("proxy-modern" + suffix), event_loop=loop, workers=workers, tables=_tables(modern), **store)
         for name, percent in (("proxy-shadow", 100), ("proxy-shadow-10", 10)):
             if name in wanted and "upstream-modern" in self.procs:
                 self.log(f"starting mcp-tasks-proxy with a shadow backend ({percent} % mirrored)")
                 tables = shadow_tables(upstream, self.procs["upstream-modern"].url, percent)
                 self.procs[name] = targets.start_proxy(upstream, self.workdir / name, event_loop=loop, tables=tables, **store)
-        if "proxy-stdio" in wanted and self.options.upstream != "reference":
+        if "proxy-stdio" in wanted and self.options.upstream != "reference" and "proxy-stdio" not in self.skipped:
             self.procs["proxy-stdio"] = targets.start_stdio_proxy(self.workdir / "proxy-stdio", event_loop=self.options.event_loop,
                                                                   poll_interval_ms=POLL_INTERVAL_MS)
             self.procs["upstream-stdio"] = targets.ChildrenOf("fast upstream (stdio)", self.procs["proxy-stdio"])
-        if "nginx" in wanted:
+        if "nginx" in wanted and "nginx" not in self.skipped:
             if not self.options.nginx:
                 self.skipped["nginx"] = "left out (--no-nginx)"
             else:
@@ -97,7 +103,7 @@ class Bench:
                 except targets.NginxUnavailable as exc:
                     self.skipped["nginx"] = f"nginx unavailable: {exc}"
                     self.log(f"skipping the nginx row: {exc}")
-        if "fastmcp3" in wanted:
+        if "fastmcp3" in wanted and "fastmcp3" not in self.skipped:
             if not self.options.fastmcp:
                 self.skipped["fastmcp3"] = "left out (--no-fastmcp)"
             else:
@@ -122,12 +128,9 @@ class Bench:
 
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def factory(self, row: Row) -> Callable[[aiohttp.ClientSession, int], Any]:
-        url = self.procs[row.target].url
-        tools = self.tools
-        if row.wire == "modern":
-            return lambda http, _i: ModernClient(http, url, tools=tools)
-        return lambda http, _i: SessionClient(http, url, tools=tools)
+    def factory(self, row: Row) -> ClientSpec:
+        """The row's clients: through its target, or spread over every upstream on a direct row."""
+        return ClientSpec(row.wire, tuple(self.procs[row.target].urls), self.tools)
 
     def measured(self, row: Row) -> dict[str, targets.Measured]:
         out = {"upstream": self.procs[row.upstream]}
@@ -163,6 +166,12 @@ class Bench:
 
 
 SHADOW_OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
+
+
+def _tables(upstream: targets.Measured) -> str:
+    """`[[upstream]]` tables for every process of `upstream` when there are several (`--upstreams`), else none."""
+    urls = upstream.urls
+    return "".join(f'[[upstream]]\nname = "u{i + 1}"\nurl = "{url}"\n\n' for i, url in enumerate(urls)) if len(urls) > 1 else ""
 
 
 def shadow_tables(primary: str, candidate: str, percent: int = 100) -> str:
@@ -212,7 +221,7 @@ async def run_comparison(options: Options, log: Callable[[str], None] = lambda _
                     try:
                         window = await drive(bench.factory(row), scenario.operation, concurrency=options.concurrency,
                                              duration_s=options.duration_s, warmup_s=options.warmup_s,
-                                             measured=bench.measured(row))
+                                             measured=bench.measured(row), processes=options.load_processes)
                     except Exception as exc:  # noqa: BLE001 - a row that cannot even open is all errors
                         window = Window(errors=1, error_texts=[f"{exc.__class__.__name__}: {exc}"[:300]])
                     cell.windows.append(window)
@@ -288,6 +297,14 @@ def main(args: Any) -> int:
     if options.concurrency < 1 or not 0 < options.duration_s <= MAX_DURATION_S or options.runs < 1:
         print(f"mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0 and at most {MAX_DURATION_S:g} s",
               file=sys.stderr)
+        return 2
+    options.load_processes, options.upstreams = args.load_processes, args.upstreams
+    if options.load_processes < 1 or options.upstreams < 1 or options.load_processes > options.concurrency:
+        print("mcp-tasks-proxy bench: --load-processes and --upstreams must be at least 1, and --concurrency at least --load-processes",
+              file=sys.stderr)
+        return 2
+    if options.upstreams > 1 and options.upstream == "reference":
+        print("mcp-tasks-proxy bench: --upstreams is for the fast upstream", file=sys.stderr)
         return 2
     if (args.memory or args.memory_only) and min(args.live_tasks, args.memory_clients, args.completed) < 1:
         print("mcp-tasks-proxy bench: --live-tasks, --memory-clients and --completed must be at least 1", file=sys.stderr)

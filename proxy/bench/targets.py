@@ -85,6 +85,11 @@ class Measured:
     name: str = ""
     url: str = ""
 
+    @property
+    def urls(self) -> list[str]:
+        """Every URL it serves on (several for `Several`)."""
+        return [self.url]
+
     def pids(self) -> list[int]:
         raise NotImplementedError
 
@@ -156,6 +161,39 @@ class ProcessTree(ChildServer):
 
     def pids(self) -> list[int]:
         return [self.process.pid, *child_pids([self.process.pid])]
+
+
+class Several(Measured):
+    """Processes measured as one (`--upstreams N`): their CPU and RSS summed, `url` the first's."""
+
+    def __init__(self, name: str, parts: list[Measured]):
+        self.name = name
+        self.parts = parts
+        self.url = parts[0].url
+
+    @property
+    def urls(self) -> list[str]:
+        return [part.url for part in self.parts]
+
+    def pids(self) -> list[int]:
+        return [pid for part in self.parts for pid in part.pids()]
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.stop()
+
+
+def start_fast_upstreams(wire: str, count: int, *, poll_interval_ms: int = 100) -> Measured:
+    """`count` fast upstreams of `wire`, each in a process of its own (one `ChildServer` for 1)."""
+    parts: list[Measured] = []
+    try:
+        for _ in range(count):
+            parts.append(start_fast_upstream(wire, poll_interval_ms=poll_interval_ms))
+    except BaseException:
+        for part in parts:
+            part.stop()
+        raise
+    return parts[0] if count == 1 else Several(f"fast upstreams ({wire}) ×{count}", parts)
 
 
 def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> ChildServer:

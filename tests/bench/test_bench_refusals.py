@@ -11,9 +11,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = "mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0 and at most 3600 s\n"
+SPREAD = (
+    "mcp-tasks-proxy bench: --load-processes and --upstreams must be at least 1, and --concurrency at least --load-processes\n"
+)
 NOT_COUNTED = (
     "mcp-tasks-proxy bench --instructions: counts one proxy process on the SQLite store with one client: "
-    "--workers, --store, --concurrency, --soak and --memory do not apply\n"
+    "--workers, --store, --concurrency, --load-processes, --upstreams, --soak and --memory do not apply\n"
 )
 
 
@@ -40,6 +43,12 @@ NOT_COUNTED = (
         (["--instructions", "--store", "redis"], NOT_COUNTED),
         (["--instructions", "--concurrency", "8"], NOT_COUNTED),
         (["--instructions", "--scenarios", "d"], "mcp-tasks-proxy bench --instructions: scenarios are abc\n"),
+        (["--instructions", "--load-processes", "2"], NOT_COUNTED),
+        (["--instructions", "--upstreams", "2"], NOT_COUNTED),
+        (["--load-processes", "3", "--concurrency", "2"], SPREAD),
+        (["--load-processes", "0"], SPREAD),
+        (["--upstreams", "0"], SPREAD),
+        (["--upstreams", "2", "--upstream", "reference"], "mcp-tasks-proxy bench: --upstreams is for the fast upstream\n"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
