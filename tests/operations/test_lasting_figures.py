@@ -45,10 +45,14 @@ async def serving(*args: str, env: dict[str, str], banners: int = 1) -> AsyncIte
             line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()  # type: ignore[union-attr]
             assert "listening on" in line, line
         yield process
-    finally:
-        if process.returncode is None:  # not ended by the test itself
+    except BaseException:  # the test's own failure is the one reported: stopped, its status not asserted
+        if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(process.wait(), 30) == 0
+            await asyncio.wait_for(process.wait(), 30)
+        raise
+    if process.returncode is None:  # not ended by the test itself
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 30) == 0
 
 
 def _env(tmp_path: Path, key: str, name: str = "state") -> dict[str, str]:

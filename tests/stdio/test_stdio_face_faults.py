@@ -264,10 +264,11 @@ async def test_a_restarted_http_backend_gets_a_new_session_and_the_host_is_told(
         await face.send(greet(6, "again"))
         assert await face.read() == greeted(6, "again")
     finally:
-        assert await face.stop() == 0
+        stopped = await face.stop()
         backend.stop()
         if restarted is not None:
             restarted.stop()
+    assert stopped == 0
     assert "lost (the backend does not know the session (HTTP 404)); opened" in face.log()
 
 

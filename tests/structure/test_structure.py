@@ -315,3 +315,28 @@ def test_no_source_module_over_500_lines() -> None:
         if lines > MAX_LINES:
             offenders.append(f"{module.path.relative_to(REPOSITORY)}: {lines} lines")
     assert sorted(offenders) == [], f"split these modules (at most {MAX_LINES} lines each):\n" + "\n".join(sorted(offenders))
+
+
+def _assertions_in_finally(source: str) -> list[int]:
+    """The lines of `assert` statements inside `finally` blocks of `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Try | ast.TryStar):
+            found += [sub.lineno for stmt in node.finalbody for sub in ast.walk(stmt) if isinstance(sub, ast.Assert)]
+    return sorted(found)
+
+
+def test_the_finally_finder_sees_an_assertion_there() -> None:
+    source = "try:\n    pass\nfinally:\n    x = 1\n    if x:\n        assert x == 1\nassert True\n"
+    assert _assertions_in_finally(source) == [6]
+
+
+def test_no_test_asserts_in_a_finally_block() -> None:
+    """An assertion in `finally` replaces the failure that brought the test there: the stop's status
+    is asserted after the block instead (issue 46)."""
+    offenders = [
+        f"{path.relative_to(REPOSITORY)}:{line}"
+        for path in sorted((REPOSITORY / "tests").rglob("*.py"))
+        for line in _assertions_in_finally(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
