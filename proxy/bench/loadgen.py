@@ -23,6 +23,8 @@ from .clients import FAST_TOOLS, BenchError, Client, ModernClient, SessionClient
 from .targets import Measured
 
 OP_TIMEOUT_S = 30.0
+ANSWER_LIMIT = 256 * 1024 * 1024
+"""The longest line a load process may answer: its counts with every latency (about 20 bytes each)."""
 MAX_ERROR_TEXTS = 3
 
 
@@ -176,7 +178,7 @@ async def _drive_processes(spec: ClientSpec, scenario: str, concurrency: int, du
         first = 0
         for share in shares:
             child = await asyncio.create_subprocess_exec(sys.executable, "-m", "proxy.bench.loadgen", stdin=asyncio.subprocess.PIPE,
-                                                         stdout=asyncio.subprocess.PIPE)
+                                                         stdout=asyncio.subprocess.PIPE, limit=ANSWER_LIMIT)
             job = {"spec": spec.to_json(), "scenario": scenario, "first": first, "count": share, "duration_s": duration_s}
             assert child.stdin is not None
             child.stdin.write(json.dumps(job).encode() + b"\n")
