@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from proxy.cli import main
+
 LIMITS = "mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0 and at most 3600 s\n"
 SPREAD = (
     "mcp-tasks-proxy bench: --load-processes and --upstreams must be at least 1, and --concurrency at least --load-processes\n"
@@ -52,13 +49,10 @@ NOT_COUNTED = (
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
-def test_an_option_out_of_range_is_refused_before_anything_starts(arguments: list[str], refusal: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "proxy", "bench", *arguments],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", refusal)
+def test_an_option_out_of_range_is_refused_before_anything_starts(
+    arguments: list[str], refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run in this process: a refusal returns before any process, socket or event loop is made."""
+    status = main(["bench", *arguments])
+    captured = capsys.readouterr()
+    assert (status, captured.out, captured.err) == (2, "", refusal)

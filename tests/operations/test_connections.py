@@ -18,6 +18,8 @@ import pytest
 from session_support import SessionCaller
 from support import proxy_port, running_proxy
 
+pytestmark = pytest.mark.slow  # waits out header deadlines and idle timeouts of seconds: kept out of the fast tier
+
 BOUND_S = 1.0
 """What the issue allows past each timeout."""
 

@@ -17,6 +17,7 @@ import signal
 import time
 
 import aiohttp
+import pytest
 from session_support import SessionCaller
 from stdio_support import gone
 from support import Caller
@@ -24,6 +25,8 @@ from test_stdio_isolation import NOT_FOUND, NOTES, _client, _key, _pool, _proxy,
 
 from proxy.app import STATE
 from proxy.upstream.stdio import tasks as stdio_tasks
+
+pytestmark = pytest.mark.slow  # waits for idle times of 1.5 s, several per test: kept out of the fast tier
 
 IDLE_MS = 1500
 WAIT_S = 30.0

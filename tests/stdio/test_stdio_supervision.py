@@ -25,6 +25,8 @@ from proxy.fleet import CommandFails
 from translators.errors import FORGOTTEN, UNKNOWN_TASK
 from translators.sealing import Keyring
 
+pytestmark = pytest.mark.slow  # waits out restart backoffs of seconds: kept out of the fast tier
+
 FORGOTTEN_TASK = f"{UNKNOWN_TASK}: {FORGOTTEN}"
 
 NOISY = [sys.executable, str(Path(__file__).resolve().parents[1] / "peers" / "noisy_stdio_server.py")]
