@@ -209,17 +209,15 @@ class Traffic:
             )
 
 
-async def _until(condition: Any) -> None:
-    deadline = asyncio.get_running_loop().time() + 30
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.05)
-
-
 async def _more(traffic: Traffic) -> None:
     """Wait until every kind of client has done three more calls."""
     before = dict(traffic.done)
-    await _until(lambda: all(traffic.done.get(k, 0) >= before.get(k, 0) + 3 for k in ("modern", "lifecycle", "session")))
+    await until(
+        lambda: all(traffic.done.get(k, 0) >= before.get(k, 0) + 3 for k in ("modern", "lifecycle", "session")),
+        "three more calls of each kind",
+        30,
+        0.05,
+    )
 
 
 @pytest.fixture(params=[1, 2], ids=["one process", "workers 2"])
@@ -242,7 +240,9 @@ async def test_two_restarts_under_load_refuse_no_connection_and_lose_nothing(ref
         restarted_at = [loop.time() - SPACING_S]
         for _ in range(2):
             await _more(traffic)
-            await _until(lambda: loop.time() >= restarted_at[-1] + SPACING_S)  # the issue's spacing, not a timing
+            await until(
+                lambda: loop.time() >= restarted_at[-1] + SPACING_S, "the spacing", 30, 0.05
+            )  # the issue's spacing, not a timing
             restarted_at.append(loop.time())
             code, out, err = await served.restart()
             assert (code, err) == (0, ""), (out, err, served.log.read_text())

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from session_support import SessionCaller
 from stdio_support import gone
-from support import Caller
+from support import Caller, until
 from test_stdio_isolation import NOT_FOUND, NOTES, _client, _key, _pool, _proxy, _text
 
 from proxy.app import STATE
@@ -126,12 +126,12 @@ async def test_a_process_given_away_before_it_started_still_waits_for_the_one_it
     (decision 150)."""
     async with _alices_process_stopped(tmp_path, 1000) as (http, proxy, pool, first, old):
         [session] = [s for s in pool.sessions.values() if s.id not in pool.probe_sessions]
-        await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
+        await until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle", WAIT_S, 0.05)
         bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(bob.initialize(), 0.3)  # bob gives up while alice's process is being stopped
         [bobs] = pool.slots.values()
-        await _until(lambda: bobs.opening == 0, "bob's wait ended")
+        await until(lambda: bobs.opening == 0, "bob's wait ended", WAIT_S, 0.05)
         carol = SessionCaller(http, proxy.url, authorization="Bearer carol", capabilities={})
         answer = await carol.initialize()
         assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
@@ -259,14 +259,6 @@ async def test_a_session_polling_its_held_task_is_in_use_though_the_polls_never_
         await proxy.stop()
 
 
-async def _until(condition, what: str) -> None:
-    """Wait (every 50 ms, at most `WAIT_S`) until `condition()` holds."""
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"never {what}"
-        await asyncio.sleep(0.05)
-
-
 def _recalled(answer) -> str:
     return answer.result["content"][0]["text"]
 
@@ -287,7 +279,7 @@ async def test_the_proxys_own_session_on_a_process_outlives_its_idle_time_until_
                 _recalled(await alice.call("tools/call", {"name": "remember", "arguments": {"text": "alice's note"}})) == "kept"
             )
             [own] = [session for session in pool.sessions.values() if session.kept]
-            await _until(lambda: time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+            await until(lambda: time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle", WAIT_S, 0.05)
             assert _recalled(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == "alice's note"
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
             answer = await _taken_when_idle_passed(bob)  # refused until alice's session is idle again
@@ -347,7 +339,7 @@ async def test_a_modern_caller_whose_task_is_done_yields_the_process_though_the_
             assert (done["status"], done["result"]["content"]) == ("completed", [{"type": "text", "text": ""}])
             [own] = [session for session in pool.sessions.values() if session.kept]
             [slot] = pool.slots.values()
-            await _until(lambda: own.stream is not None and not slot.busy, "listened to with its task forgotten")
+            await until(lambda: own.stream is not None and not slot.busy, "listened to with its task forgotten", WAIT_S, 0.05)
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
             answer = await _taken_when_idle_passed(bob)
             assert (answer["_status"], answer["result"]["serverInfo"]) == (200, {"name": "notes", "version": "1"})
@@ -364,13 +356,13 @@ async def _finished_and_idle(http, proxy, alice: Caller) -> tuple[str, object]:
     pool = _pool(proxy)
     [own] = [session for session in pool.sessions.values() if session.kept]
     [slot] = pool.slots.values()
-    await _until(lambda: not slot.in_flight and time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+    await until(lambda: not slot.in_flight and time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle", WAIT_S, 0.05)
     return created.result["taskId"], own
 
 
 async def _refused_though_idle(http, proxy, own) -> None:
     """bob's `initialize` is refused once alice's session has been idle again: her task holds the process."""
-    await _until(lambda: time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle")
+    await until(lambda: time.monotonic() - own.last_used >= 2 * IDLE_MS / 1000, "idle", WAIT_S, 0.05)
     refused = await SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={}).initialize()
     assert (refused["_status"], refused["error"]) == (503, FULL)
 
@@ -471,7 +463,7 @@ async def test_newcomers_racing_for_one_freed_process_get_it_once_and_the_bound_
             assert _text(await alice.call("tools/call", {"name": "recall", "arguments": {}})) == ""
             pool = _pool(proxy)
             [session] = [session for session in pool.sessions.values() if session.id not in pool.probe_sessions]
-            await _until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle")
+            await until(lambda: time.monotonic() - session.last_used >= IDLE_MS / 1000, "idle", WAIT_S, 0.05)
             racers = [SessionCaller(http, proxy.url, authorization=f"Bearer racer{n}", capabilities={}) for n in range(8)]
             answers = await asyncio.gather(*(racer.initialize() for racer in racers))
             statuses = sorted(answer["_status"] for answer in answers)

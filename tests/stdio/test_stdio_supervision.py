@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from session_support import SessionCaller
 from stdio_support import TEST_KEY, gone, running_stdio_proxy
-from support import Caller
+from support import Caller, until
 
 from proxy.app import STATE, RunningProxy, start
 from proxy.config import load
@@ -210,15 +210,6 @@ DEADLINE_S = 20.0
 """How long a test waits for an event before it fails (an event that never comes: the fault)."""
 
 
-async def _until(check, what: str):
-    """Poll `check()` every 20 ms until it is true; fail naming `what` after `DEADLINE_S`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    while not check():
-        assert loop.time() < deadline, f"still waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
 def _dead(pid: int) -> bool:
     """Whether the process `pid` has ended: gone, or a zombie nobody reaped (an orphan's parent
     here may not reap)."""
@@ -282,13 +273,13 @@ async def test_a_stopped_process_is_found_hung_its_calls_fail_at_once_and_it_is_
             async with http.get(proxy.base_url + "/status.json") as response:
                 failures = {(f["mode"], f["reason"]): f["count"] for f in (await response.json())["failures"]["last_hour"]}
             assert failures == {("relayed", "backend_unreachable"): 2, ("translated", "backend_unreachable"): 1}
-            await _until(lambda: stopped.process.returncode is not None, "the stopped process to be killed")
+            await until(lambda: stopped.process.returncode is not None, "the stopped process to be killed", DEADLINE_S)
             assert (stopped.process.returncode, gone(pid)) == (-signal.SIGKILL, True)
             status, body = await _readyz(http, proxy)
             assert (status, body["status"], body["backend"]) == (503, "not ready", "noisy")
             assert body["reason"] == f"Backend 'noisy' unavailable: {reason}"  # as marked down, or as the pool says
             (tmp_path / "gate" / "open").touch()
-            await _until(lambda: slot.ready.is_set() and slot.restarts == 1, "the process to be started again")
+            await until(lambda: slot.ready.is_set() and slot.restarts == 1, "the process to be started again", DEADLINE_S)
             assert await _ready_again(http, proxy) == (200, {"status": "ready"})
             again = SessionCaller(http, proxy.url)
             await again.initialize()
@@ -346,8 +337,8 @@ async def test_a_killed_launcher_ends_its_process_group_and_the_server_is_starte
             launcher = slot.process.pid
             [server] = _children(launcher)
             os.kill(launcher, signal.SIGKILL)
-            await _until(lambda: slot.restarts == 1 and slot.ready.is_set(), "the server to be started again")
-            await _until(lambda: _dead(server), "the server the launcher ran to end")
+            await until(lambda: slot.restarts == 1 and slot.ready.is_set(), "the server to be started again", DEADLINE_S)
+            await until(lambda: _dead(server), "the server the launcher ran to end", DEADLINE_S)
             assert gone(launcher) is True
             messages = [r.getMessage() for r in caplog.records if r.name.startswith("proxy.upstream")]
             assert f"backend noisy: process {launcher} exited with status -9" in messages
@@ -367,12 +358,12 @@ async def test_shutdown_ends_the_whole_process_group(tmp_path):
     for ever on the pipes the server held."""
     proxy = await _proxy([*LAUNCHER, *NOISY, "--stubborn"], tmp_path, process_scope="shared", stop_grace_ms=300)
     [slot] = _pool(proxy).slots.values()
-    await _until(slot.ready.is_set, "the server to answer initialize")
+    await until(slot.ready.is_set, "the server to answer initialize", DEADLINE_S)
     launcher = slot.process.pid
     [server] = _children(launcher)
     await proxy.stop()
     assert gone(launcher) is True
-    await _until(lambda: _dead(server), "the server, which ignores SIGTERM, to end")
+    await until(lambda: _dead(server), "the server, which ignores SIGTERM, to end", DEADLINE_S)
 
 
 async def test_a_response_over_max_line_bytes_answers_its_request_with_an_error_naming_the_limit(tmp_path):
@@ -413,7 +404,9 @@ async def test_a_question_sent_while_no_stream_is_open_goes_out_on_the_next_task
             created = await client.call("tools/call", {"name": "ask", "arguments": {}, "task": {"ttl": 60000}})
             assert created["result"]["task"]["status"] == "working"
             [session] = [s for s in _pool(proxy).sessions.values() if s.tasks]
-            await _until(lambda: len(session.backlog) == 2, "the status notification and the question to wait in the backlog")
+            await until(
+                lambda: len(session.backlog) == 2, "the status notification and the question to wait in the backlog", DEADLINE_S
+            )
 
             async def answer(question):
                 return {"action": "accept", "content": {"word": "tide"}}
@@ -460,8 +453,8 @@ async def test_the_readme_npx_example_survives_killing_the_process_the_proxy_lau
             started = _descendants(launched)
             assert len(started) >= 1  # npm exec's shell and the node server, or the server alone
             os.kill(launched, signal.SIGKILL)
-            await _until(lambda: slot.restarts == 1 and slot.ready.is_set(), "npx to be started again")
-            await _until(lambda: all(_dead(pid) for pid in started), "what npx started to end")
+            await until(lambda: slot.restarts == 1 and slot.ready.is_set(), "npx to be started again", DEADLINE_S)
+            await until(lambda: all(_dead(pid) for pid in started), "what npx started to end", DEADLINE_S)
             messages = [r.getMessage() for r in caplog.records if r.name.startswith("proxy.upstream")]
             assert f"backend noisy: process {launched} exited with status -9" in messages
             again = SessionCaller(http, proxy.url)

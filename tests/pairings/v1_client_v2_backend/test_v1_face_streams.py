@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import running_proxy
+from support import running_proxy, until
 from tap import RecordingTap
 
 from proxy.app import STATE
@@ -63,13 +63,6 @@ def _pairing(proxy: Any) -> V1OverV2:
     pairing = proxy.runner.app[STATE].fleet.first.pairing("v1", "v2-modern")
     assert isinstance(pairing, V1OverV2)
     return pairing
-
-
-async def _until(condition: Any) -> None:
-    deadline = asyncio.get_running_loop().time() + SETTLE_S
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "the proxy did not get there"
-        await asyncio.sleep(0.02)
 
 
 async def test_initialize_shows_logging_and_no_list_changes_in_front_of_a_backend_without_listen(reference_v2_server, tmp_path):
@@ -171,7 +164,7 @@ async def test_one_listen_per_session_for_as_long_as_its_get_stream(listing_v2_s
         assert (await caller.call("resources/subscribe", {"uri": "reference://notes"}))["result"] == {}
         assert len(lists) == 1  # opened again with the URI: still one
         stream.close()  # the client goes away: the listen goes with its stream
-        await _until(lambda: len(lists) == 0)
+        await until(lambda: len(lists) == 0, "the proxy to get there", SETTLE_S)
         resumed = await http.get(proxy.url, headers=headers)
         assert resumed.status == 200
         assert (await caller.call("ping"))["result"] == {}
@@ -187,7 +180,7 @@ async def test_one_listen_per_session_for_as_long_as_its_get_stream(listing_v2_s
 
         await asyncio.wait_for(hear(), SETTLE_S)
         resumed.close()
-        await _until(lambda: len(lists) == 0)
+        await until(lambda: len(lists) == 0, "the proxy to get there", SETTLE_S)
     assert heard == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
 
 
@@ -249,7 +242,7 @@ async def test_a_listen_never_acknowledged_is_waited_for_once_and_never_by_what_
             ] == {}
             answer = await asyncio.wait_for(caller.call("tools/call", call), SETTLE_S)
             assert answer["result"]["content"] == [{"type": "text", "text": "progress done"}]
-            await _until(lambda: tap.methods.count("subscriptions/listen") == 2)
+            await until(lambda: tap.methods.count("subscriptions/listen") == 2, "the proxy to get there", SETTLE_S)
             stream.close()
     finally:
         await tap.stop()
