@@ -18,6 +18,7 @@ in pyproject.toml, and tests/operations/test_connections.py measures every bound
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import ssl
@@ -39,7 +40,7 @@ from yarl import URL
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
-from .lean_face import LeanTarget, finish_head, head_bytes, plain_body, whole_post
+from .lean_face import MAX_BODY, LeanTarget, finish_head, head_bytes, plain_body, whole_post
 from .logs import REQUEST_ID_HEADER, request_id_from
 
 log = logging.getLogger(__name__)
@@ -185,16 +186,18 @@ class BoundedRequestHandler(RequestHandler):
         """One request the lean face took (`proxy/lean_face.py`): built, handled and answered as
         aiohttp's request loop does it, with its keep-alive, cancellation and graceful stop."""
         loop = self._loop
-        assert self._manager is not None and self._request_factory is not None
-        self._manager.requests_count += 1
-        payload = StreamReader(self, 65536, loop=loop)
-        payload.feed_data(body)
-        payload.feed_eof()
-        request = self._request_factory(message, payload, self, StreamWriter(self, loop), asyncio.current_task(loop))  # type: ignore[arg-type]
-        request._match_info = target.match_info
         self._request_in_progress = True
         keep_alive = False
+        request: BaseRequest | None = None
         try:
+            if self._manager is None or self._request_factory is None:
+                return  # the connection was lost before this task ran
+            self._manager.requests_count += 1
+            payload = StreamReader(self, MAX_BODY, loop=loop)  # holds the whole body without pausing the connection
+            payload.feed_data(body)
+            payload.feed_eof()
+            request = self._request_factory(message, payload, self, StreamWriter(self, loop), asyncio.current_task(loop))  # type: ignore[arg-type]
+            request._match_info = target.match_info
             self._current_request = request
             try:
                 response = await target.handler(request)
@@ -216,8 +219,14 @@ class BoundedRequestHandler(RequestHandler):
                     transport.write(head_bytes(response) + body)
         except ConnectionError:
             pass
-        except Exception:  # as aiohttp's loop: logged, and the connection closed without an answer
-            log.exception("unhandled error answering a request")
+        except Exception as exc:  # as aiohttp's loop: a 500 (`handle_error` logs it) unless an answer began, then closed
+            if request is None:
+                log.exception("unhandled error taking a request")
+            else:
+                with contextlib.suppress(Exception):
+                    error = self.handle_error(request, 500, exc)
+                    await error.prepare(request)
+                    await error.write_eof()
         finally:
             self._lean = None
             self._request_in_progress = False

@@ -14,7 +14,7 @@ two paths apart, and neither can a client.
 
 Everything else goes to aiohttp's parser as before, byte for byte: a head or body split over
 reads, chunked or compressed bodies, `Expect`, `Upgrade`, HTTP/1.0, a query string, a head over
-`MAX_HEAD` bytes, any character aiohttp might refuse or read differently (obs-text, a control
+`MAX_HEAD` bytes, a body over `MAX_BODY` bytes, any character aiohttp might refuse or read differently (obs-text, a control
 character, a space before a colon), a second request in the same read (pipelined), other methods
 and paths. So every limit, refusal and parser error stays aiohttp's; this module only says "this
 one is plain". Pure: no I/O here but what `LeanRequests` asks of its protocol.
@@ -37,6 +37,9 @@ from yarl import URL
 
 MAX_HEAD = 8190
 """A longer head goes to aiohttp's parser (its line limit is 8190 bytes), which refuses what it must."""
+MAX_BODY = 65536
+"""A longer body goes to aiohttp's parser: the request's body stream holds this much without
+pausing the connection's reading (which aiohttp's parser allows only within a body it is reading)."""
 _HEADER_LINES = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)*")
 """Header fields as RFC 9110 writes them, with visible ASCII values only: anything else is aiohttp's to judge."""
 _DIGITS = re.compile(r"[0-9]{1,12}")
@@ -94,8 +97,8 @@ def whole_post(data: bytes, targets: Mapping[bytes, LeanTarget]) -> tuple[LeanTa
             should_close = should_close or "close" in tokens
         pairs.append((name, value))
         raw.append((name.encode("ascii"), value.encode("ascii")))
-    if length is None or len(data) != end + 4 + length:
-        return None  # no length, a body still to come, or more than one request: aiohttp's
+    if length is None or length > MAX_BODY or len(data) != end + 4 + length:
+        return None  # no length, a long body, a body still to come, or more than one request: aiohttp's
     message = RawRequestMessage("POST", target.path, HttpVersion11, CIMultiDictProxy(CIMultiDict(pairs)), tuple(raw),
                                 should_close, None, False, False, target.url)
     return target, message, data[end + 4 :]

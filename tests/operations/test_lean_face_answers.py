@@ -16,7 +16,7 @@ from typing import Any
 from support import MODERN, meta, proxy_port, running_proxy
 from yarl import URL
 
-from proxy.lean_face import LeanTarget, whole_post
+from proxy.lean_face import MAX_BODY, LeanTarget, whole_post
 
 ENDPOINT = LeanTarget("/mcp", URL("/mcp"), None, None)
 
@@ -138,5 +138,31 @@ async def test_requests_written_back_to_back_are_answered_in_order_and_close_is_
             )
             async with asyncio.timeout(10):
                 assert await reader.read() == b""  # closed by the proxy
+        finally:
+            writer.close()
+
+
+async def test_bodies_either_side_of_the_lean_faces_bound_are_answered(fast_modern_upstream_url, tmp_path):
+    """A body of `MAX_BODY` bytes may be served lean, one byte more goes to aiohttp: both answered,
+    on one connection, in one write each (a body of 140,000 bytes read whole once went unanswered)."""
+    async with running_proxy(fast_modern_upstream_url, tmp_path) as proxy:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port(proxy))
+        try:
+            for size in (MAX_BODY, MAX_BODY + 1, 140_000):
+                request = _request("tools/call", {"name": "echo", "arguments": {"text": "x"}}, chunked=False)
+                head, _, body = request.partition(b"\r\n\r\n")
+                padded = body[:-1] + b', "pad": "' + b"p" * (size - len(body) - 11) + b'"}'
+                assert len(padded) == size
+                writer.write(
+                    head.replace(f"Content-Length: {len(body)}".encode(), f"Content-Length: {size}".encode())
+                    + b"\r\n\r\n"
+                    + padded
+                )
+                (status, _fields), answer = await _answer(reader)
+                assert (size, status, json.loads(answer)["result"]["content"]) == (
+                    size,
+                    "HTTP/1.1 200 OK",
+                    [{"type": "text", "text": "x"}],
+                )
         finally:
             writer.close()
