@@ -244,8 +244,7 @@ class BoundedRequestHandler(RequestHandler):
         held = self._held
         if held:
             self._held = b""
-            if self.transport is not None:
-                self.transport.resume_reading()
+            self.transport.resume_reading()
             self.data_received(held)
 
     def _process_keepalive(self) -> None:

@@ -15,7 +15,8 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -187,13 +188,25 @@ async def _shows_completed(http: aiohttp.ClientSession, url: str) -> None:
     ]
 
 
-async def test_pause_resume_promote_and_abort_answer_with_the_state_they_left(servers, tmp_path):
+SLOW = {**ROLLOUT, "step_ms": 600_000}
+"""The rollout with ten-minute steps: it stays at its first step while a test acts on it."""
+
+
+@asynccontextmanager
+async def _slow_rollout(
+    servers: Any, tmp_path: Path
+) -> AsyncIterator[tuple[Any, aiohttp.ClientSession, list[dict[str, Any]], dict[str, Any]]]:
+    """A proxy in front of old and new whose rollout stays at its first step (10-minute steps):
+    yields the running proxy, a client session, the fleet's tables and the rollout's first status."""
     old, new, _bad = servers
     upstream = _fleet(old, new)
-    slow = {**ROLLOUT, "step_ms": 600_000}
-    async with running_proxy(old.url, tmp_path, upstream=upstream, rollout=slow) as running, aiohttp.ClientSession() as http:
+    async with running_proxy(old.url, tmp_path, upstream=upstream, rollout=SLOW) as running, aiohttp.ClientSession() as http:
+        yield running, http, upstream, await until_rollout(http, running.base_url, ("running",), 10, step=0)
+
+
+async def test_pause_resume_promote_and_abort_answer_with_the_state_they_left(servers, tmp_path):
+    async with _slow_rollout(servers, tmp_path) as (running, http, upstream, first):
         url = running.base_url
-        first = await until_rollout(http, url, ("running",), 10, step=0)
         assert weights(first) == {"old": (0.8, None), "new": (0.2, None)}
         code, paused = await rollout_command(url, "pause")
         assert code == 0 and (paused["state"], paused["done"], paused["step"]) == ("paused", "paused", 0), paused
@@ -212,7 +225,7 @@ async def test_pause_resume_promote_and_abort_answer_with_the_state_they_left(se
         code, late = await rollout_command(url, "abort")
         assert code == 0 and (late["state"], late["done"]) == ("completed", "nothing to abort: the rollout is completed"), late
         # Another table is another rollout; abort sends all new work back to the old backend.
-        await running.reload(_settings(tmp_path, upstream, {**slow, "steps": [50, 100]}))
+        await running.reload(_settings(tmp_path, upstream, {**SLOW, "steps": [50, 100]}))
         second = await until_rollout(http, url, ("running",), 10, step=0)
         assert weights(second) == {"old": (0.5, None), "new": (0.5, None)}
         code, aborted = await rollout_command(url, "abort")
@@ -289,16 +302,12 @@ async def test_a_new_backend_that_cannot_be_reached_fails_its_checks_and_is_roll
 
 
 async def test_a_table_removed_and_added_again_is_a_new_rollout_and_rollout_takes_get_and_post_only(servers, tmp_path):
-    old, new, _bad = servers
-    upstream = _fleet(old, new)
-    slow = {**ROLLOUT, "step_ms": 600_000}
-    async with running_proxy(old.url, tmp_path, upstream=upstream, rollout=slow) as running, aiohttp.ClientSession() as http:
+    async with _slow_rollout(servers, tmp_path) as (running, http, upstream, _first):
         url = running.base_url
-        await until_rollout(http, url, ("running",), 10, step=0)
         code, aborted = await rollout_command(url, "abort")
         assert (code, aborted["state"]) == (0, "rolled_back")
         assert await running.reload(_settings(tmp_path, upstream, None)) == ["rollout removed"]
-        assert await running.reload(_settings(tmp_path, upstream, slow)) == ["rollout old -> new set"]
+        assert await running.reload(_settings(tmp_path, upstream, SLOW)) == ["rollout old -> new set"]
         again = await until_rollout(http, url, ("running",), 10, step=0)
         assert [e["event"] for e in again["rollout"]["history"]] == ["started"]
         assert weights(again) == {"old": (0.8, None), "new": (0.2, None)}
