@@ -2,8 +2,7 @@
 
 Routes: `POST`, `GET` and `DELETE <path>` (and `<path>/`) → the entry (`proxy/entry.py`), which
 routes to a backend (`proxy/routing.py`) and its pairing (`proxy/pairings/`); `GET`/`DELETE` → the session's
-(405 without an `Mcp-Session-Id`: the modern wire has
-neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
+(405 without an `Mcp-Session-Id`: the modern wire has neither; 404 for an unknown one); `GET /healthz` (alive), `GET /readyz` (new work can reach a
 backend now), `GET /metrics` (Prometheus text format), `GET /status` and
 `GET /status.json` (the operator's status page, `proxy/observe/status.py`),
 `GET /.well-known/oauth-protected-resource[<path>]` (a protected backend's metadata under the
@@ -67,14 +66,14 @@ class ProxyState:
     metrics: Metrics = field(default_factory=Metrics)
     prober: asyncio.Future[None] | None = None
     taking_over: bool = False  # a one-process restart's new process (`start`): first probes run while it serves
+    lag_watch: asyncio.Future[None] | None = None  # the entry's `LoopLag.watch` (proxy/overload.py)
     """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     checker: asyncio.Future[None] | None = None
     """The health checks of every backend (`Fleet.keep_checking`; none with `health_interval_ms = 0`)."""
     store: TaskStateStore | None = None
     """The task state only this proxy knows (`proxy/state/store.py`): the SQLite store in `state_dir`
     (`store = "sqlite"`), one given to `create_app`, or None: each backend keeps its own in memory."""
-    own_store: bool = False
-    """Whether the application opened `store` (and so closes it)."""
+    own_store: bool = False  # whether the application opened `store` (and so closes it)
     tracer_provider: Any = None
     """An OpenTelemetry `TracerProvider` given to `create_app` (tests: an in-memory exporter's)."""
     tracing: Any = None
@@ -227,6 +226,7 @@ async def _startup(app: web.Application) -> None:
 
         state.tracing = build(settings, state.tracer_provider)
     state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
+    state.lag_watch = asyncio.ensure_future(state.entry.overload.watch())
     from .shadow.mirror import Shadowing  # answers compared with shadow backends' (docs/behaviour.md §8)
 
     state.fleet.shadow = state.entry.shadow = Shadowing(settings, state.fleet, state.metrics)  # type: ignore[attr-defined]
@@ -355,7 +355,7 @@ async def _drain_held(state: ProxyState) -> None:
 async def _cleanup(app: web.Application) -> None:
     state = app[STATE]
     await _drain_held(state)
-    for loop_task in (state.prober, state.checker, state.flusher, state.maintainer, state.listener, state.handover):
+    for loop_task in (state.prober, state.checker, state.flusher, state.maintainer, state.listener, state.handover, state.lag_watch):
         if loop_task is not None:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -481,7 +481,7 @@ async def start(settings: Settings, *, environ: Mapping[str, str] = os.environ, 
     # Header deadline, idle timeout and connection cap (proxy/connections.py, docs/decisions.md §40).
     limits = ConnectionLimits(settings.header_timeout_ms / 1000, settings.idle_timeout_ms / 1000, settings.max_connections)
     site = BoundedSite(runner, settings.host, settings.port, limits, access_log=None, listening_fd=listening_fd, ssl_context=tls,
-                       lean_paths=settings.endpoint_paths)  # plain POSTs served one step shorter (proxy/lean_face.py)
+                       backlog=settings.listen_backlog, lean_paths=settings.endpoint_paths)  # plain POSTs: proxy/lean_face.py
     try:
         await site.start()
     except BaseException:

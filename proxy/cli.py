@@ -144,7 +144,7 @@ def _run_workers(settings: Settings, reread: Callable[[], Settings], takeover: A
 
     if takeover is None:
         try:
-            sockets = shared_sockets(settings.host, settings.port, settings.workers)
+            sockets = shared_sockets(settings.host, settings.port, settings.workers, settings.listen_backlog)
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
             announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)

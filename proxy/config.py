@@ -213,8 +213,10 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     body_timeout_ms: int = Field(default=30_000, gt=0)
     header_timeout_ms: int = Field(default=10_000, gt=0)
-    idle_timeout_ms: int = Field(default=60_000, gt=0)
+    idle_timeout_ms: int = Field(default=75_000, gt=0)
     max_connections: int = Field(default=10_000, gt=0)
+    listen_backlog: int = Field(default=1024, gt=0)
+    overload_lag_ms: int = Field(default=500, ge=0)
     state_dir: str = Field(default_factory=lambda: default_state_dir())
     key_file: str | None = None
     store: str = "sqlite"

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import socket
 import ssl
+import struct
+import termios
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,8 +182,22 @@ class BoundedRequestHandler(RequestHandler):
         self._loop.call_later(grace_s, self._close_if_idle)
 
     def _close_if_idle(self) -> None:
-        if self._waiter is not None and not self._messages and self._lean is None:
+        if self._waiter is not None and not self._messages and self._lean is None and not self._unread():
             self.close()
+
+    def _unread(self) -> bool:
+        """Whether bytes wait in the kernel for this connection that the loop has not read yet: a
+        request sent while the loop was busy (or the process stopped). Closing then would drop it
+        with a reset (the kernel answers a close with unread bytes with RST), so an idle close
+        waits for it (docs/decisions.md §176)."""
+        transport = self.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
+            return False
+        try:
+            return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0] > 0
+        except (OSError, ValueError):
+            return False
 
     async def _serve_lean(self, target: LeanTarget, message: RawRequestMessage, body: bytes) -> None:
         """One request the lean face took (`proxy/lean_face.py`): built, handled and answered as
@@ -250,6 +267,12 @@ class BoundedRequestHandler(RequestHandler):
     def _process_keepalive(self) -> None:
         if self._lean is not None:  # a request in progress is never idle; the timer starts again at its end
             self._keepalive_handle = None
+            return
+        if self._keepalive and not self._force_close and self._loop.time() >= self._next_keepalive_close_time and self._unread():
+            # Idle by the clock, but a request came while the loop was late (decision 176): read it,
+            # and time the idleness again from now.
+            self._next_keepalive_close_time = self._loop.time() + self._keepalive_timeout
+            self._keepalive_handle = self._loop.call_at(self._next_keepalive_close_time, self._process_keepalive)
             return
         super()._process_keepalive()
 

@@ -60,6 +60,7 @@ from .metrics import outcome_of
 from .observe.failures import of_refusal, repairs_of
 from .observe.hooks import TRACE
 from .observe.outcome import record
+from .overload import RETRY_AFTER_S, LoopLag, starts_work
 from .pairings import Relay
 from .routing import Route, Router
 from .shadow.mirror import held_body, written
@@ -91,6 +92,8 @@ class Entry:
         """Seconds between keep-alive comments on a streamed answer (docs/decisions.md §41)."""
         self.shadow: Any = None
         """`proxy.shadow.mirror.Shadowing` (set by the application): answers offered to shadow backends."""
+        self.overload = LoopLag(settings.overload_lag_ms)
+        """Whether this process sheds new work (`proxy/overload.py`; the application runs its `watch`)."""
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         """Every POST, inside a server span when traces are on (`proxy/observe/tracing.py`)."""
@@ -120,17 +123,19 @@ class Entry:
             params = message.params
             if self.tracing is not None:
                 TRACE.get().begin(message.method, params, message.id if message.kind == "request" else None)
-            if not is_modern(message.method, params):
-                session_id = request.headers.get(H_SESSION_ID)
-                if session_id is None and message.method != "initialize":
-                    raise not_modern_error(message, request)
-                call.face = "v1"
+            modern = is_modern(message.method, params)
+            session_id = None if modern else request.headers.get(H_SESSION_ID)
+            if not modern and session_id is None and message.method != "initialize":
+                raise not_modern_error(message, request)
+            call.face = "v2-modern" if modern else "v1"
+            if self.overload.shedding and starts_work(message.method, message.kind):
+                raise self.overload.refusal()  # before any routing: shedding costs as little as it can
+            if not modern:
                 # A session is bound to its backend; with one backend, so is everything.
                 bound = session_id is not None or not self.fleet.multi
                 with reconnect_wait(self.router.reconnect_wait_s if bound else 0.0):
                     response, outcome = await self._session_wire(call, session_id)
             else:
-                call.face = "v2-modern"
                 if not accepts_json(request.headers.get("Accept")):
                     raise McpError(INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json", http_status=406)
                 meta = call.meta = read_meta(params)
@@ -163,6 +168,8 @@ class Entry:
                 response = challenge_answer(exc, answer_id, self.settings, request)
             else:
                 response = json_response(jsonrpc.error_response(answer_id, exc), modern_http_status(exc))
+                if response.status == 503 and not exc.by_backend:  # a bound of the proxy's own: when to come back
+                    response.headers["Retry-After"] = str(RETRY_AFTER_S)
         except UnsupportedBackend as exc:
             outcome = Outcome(str(INTERNAL_ERROR), (PROXY_ERROR, PROXY), "backend of an unsupported dialect")
             response = json_response(jsonrpc.error_response(_request_id(call), McpError(INTERNAL_ERROR, str(exc), http_status=502)), 502)
