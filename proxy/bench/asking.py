@@ -23,7 +23,7 @@ from typing import Any
 
 from proxy.sse import SseParser
 
-from .clients import MAX_POLLS, TERMINAL, BenchError, ModernClient, SessionClient, _dumps, _result, _text
+from .clients import MAX_POLLS, TERMINAL, BenchError, GatewayFailed, ModernClient, SessionClient, _dumps, _result, _text
 
 TASK_TTL_MS = 60_000
 """The ttl a v1 client asks for its task."""
@@ -71,7 +71,8 @@ async def _v1_result(client: SessionClient, task_id: str, text: str) -> dict[str
         if content_type == "application/json":
             return _result(json.loads(await response.read()), response.status, "tasks/result")
         if content_type != "text/event-stream":
-            raise BenchError(f"tasks/result: HTTP {response.status} with {content_type or 'no content type'}")
+            failed = GatewayFailed if response.status == 502 else BenchError
+            raise failed(f"tasks/result: HTTP {response.status} with {content_type or 'no content type'}")
         parser = SseParser()
         async for chunk in response.content.iter_any():
             for event in parser.feed(chunk):
@@ -82,7 +83,8 @@ async def _v1_result(client: SessionClient, task_id: str, text: str) -> dict[str
                     async with client.http.post(client.url, data=reply, headers=client._headers()) as posted:
                         await posted.read()
                         if posted.status != 202:
-                            raise BenchError(f"the answer to the question: HTTP {posted.status}")
+                            failed = GatewayFailed if posted.status == 502 else BenchError
+                            raise failed(f"the answer to the question: HTTP {posted.status}")
                 elif "method" not in message and message.get("id") == request_id:
                     return _result(message, response.status, "tasks/result")
     raise BenchError(f"tasks/result: HTTP {response.status}: the SSE stream ended without the answer")

@@ -71,6 +71,10 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
                             "two replicas on Redis behind round-robin nginx (about --soak-minutes)")
     bench.add_argument("--soak-clients", type=int, default=500, metavar="N", help="concurrent soak clients, half v1 (default 500)")
     bench.add_argument("--soak-minutes", type=float, default=5.0, metavar="M", help="soak duration in minutes (default 5)")
+    bench.add_argument("--soak-replicas", type=int, default=2, metavar="N",
+                       help="proxy replicas behind nginx: 1 or 2 (default 2); one and enough clients saturate it")
+    bench.add_argument("--soak-kill-at", type=float, default=None, metavar="S",
+                       help="kill replica b (SIGKILL) S seconds into the soak (two replicas)")
     bench.add_argument("--held", action="store_true",
                        help="instead of the table: held tasks (docs/behaviour.md §9): proxy CPU per held lifecycle and per "
                             "sync call, memory per open held task")

@@ -42,6 +42,20 @@ class BenchError(Exception):
     """An answer that is not what the scenario expects."""
 
 
+class Refused(BenchError):
+    """HTTP 503 with `Retry-After`: the proxy shed the request at once (admission control,
+    docs/decisions.md §177); `retry_after_s` is what it asked the client to wait."""
+
+    def __init__(self, retry_after_s: float, message: str):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class GatewayFailed(BenchError):
+    """HTTP 502 not in JSON: the balancer in front (nginx) lost the request on its way to a
+    replica: reset, closed before its answer, or refused."""
+
+
 @dataclass(frozen=True)
 class Tools:
     """Which upstream tools the scenarios call, with which arguments, and the text they answer."""
@@ -70,6 +84,11 @@ async def _read_answer(response: aiohttp.ClientResponse, request_id: Any) -> tup
     """The JSON-RPC answer to `request_id` (JSON or SSE) and how many `notifications/progress`
     arrived before it."""
     content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    retry_after = response.headers.get("Retry-After")
+    if response.status == 503 and retry_after is not None and retry_after.isdigit():
+        raise Refused(float(retry_after), f"HTTP 503, Retry-After {retry_after}: {(await response.read())[:200]!r}")
+    if response.status == 502 and content_type != "application/json":
+        raise GatewayFailed(f"HTTP 502 from the balancer: {(await response.read())[:120]!r}")
     if content_type == "application/json":
         body = await response.read()
         try:

@@ -236,18 +236,24 @@ async def run_comparison(options: Options, log: Callable[[str], None] = lambda _
 
 def _soak(args: Any, log: Callable[[str], None]) -> int:
     """`--soak`: print the figures (and write them as JSON when asked). Exit 1 on any error or wrong
-    answer, or when no lifecycle ran; the memory verdict is printed, never failed on."""
+    answer (with `--soak-kill-at`: any of a lifecycle begun after the kill), or when no lifecycle
+    ran; refusals (503 with `Retry-After`) are answers, and the memory verdict is printed, never
+    failed on."""
     from .soak import format_soak, raise_nofile, refusal, run_soak
 
-    reason = refusal(args.soak_clients, args.soak_minutes, raise_nofile()[0])
+    reason = refusal(args.soak_clients, args.soak_minutes, raise_nofile()[0], args.soak_replicas, args.soak_kill_at)
     if reason:
         print(f"mcp-tasks-proxy bench: {reason}", file=sys.stderr)
         return 2
-    soak = run_soak(clients=args.soak_clients, minutes=args.soak_minutes, event_loop=args.event_loop, log=log)
+    soak = run_soak(clients=args.soak_clients, minutes=args.soak_minutes, event_loop=args.event_loop, replica_count=args.soak_replicas,
+                    kill_at_s=args.soak_kill_at, log=log)
     print(format_soak(soak), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_facts(args.event_loop), "soak": soak}, indent=2, default=str) + "\n")
-    failed = soak["errors"]["total"] or soak["wrong"]["total"] or not soak["lifecycles"]["total"]
+    errors = soak["errors"]["total"]
+    if "after_kill" in soak:  # those begun before it may have been in flight on the killed replica
+        errors = sum(n for kind, n in soak["after_kill"].items() if kind != "refused")
+    failed = errors or soak["wrong"]["total"] or not soak["lifecycles"]["total"]
     return 1 if failed else 0
 
 

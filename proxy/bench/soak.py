@@ -1,11 +1,22 @@
 """`mcp-tasks-proxy bench --soak`: many clients, v1 and v2, running task lifecycles with a question
-for minutes through two replicas on Redis behind a plain round-robin nginx (docs/performance.md
+for minutes through proxy replicas on Redis behind a plain round-robin nginx (docs/performance.md
 "Soak").
 
 Started here, each stopped by its own handle: a Redis server (`redis_server.py`), the fast upstream
-(its `ask` tool asks one question per task), two proxy replicas (`serve`, one sealing key in
-`MCP_TASKS_PROXY_KEY`, `replicas = 2`, the Redis store, `task_ttl_ms = 60000`) and nginx in front
-of them, round robin with no hashing and no stickiness. Half the clients are v1 (session wire,
+(its `ask` tool asks one question per task), `replicas` proxy replicas (two by default; `serve`, one
+sealing key in `MCP_TASKS_PROXY_KEY`, the Redis store, `task_ttl_ms = 60000`) and nginx in front
+of them, round robin with no hashing and no stickiness. One replica and enough clients saturate it
+on a small host: the soak then shows what an overloaded proxy does (issue 44). `kill_at_s`: replica
+b is killed (SIGKILL) that many seconds in; a lifecycle that fails is then told apart by whether it
+began before the kill (in flight on the killed replica, expected) or after (not expected).
+
+Every failed lifecycle has one kind (`KINDS`): `refused` (HTTP 503 with `Retry-After`, the
+proxy's admission control: the client waits as asked and goes on), `reset` (nginx's 502: the
+replica reset or closed the connection, or refused it; or the connection to nginx broke),
+`timeout` (`LIFECYCLE_TIMEOUT_S`), `wrong` (a question or result not this lifecycle's) and
+`error` (anything else). nginx's error log is read at the end and its lines counted by cause.
+After the load, the soak watches for up to `RECOVERY_S` seconds how soon one call through nginx
+is answered again within `RECOVERED_MS`, and each replica's RSS then. Half the clients are v1 (session wire,
 relayed), half v2 (2026-07-28 with the tasks extension, translated); each has its own
 `Authorization` (its own principal) and two connections, and runs `asking.v1_ask` or
 `asking.v2_ask` back to back until the time is up (a v1 client ends its session and opens a new
@@ -22,8 +33,10 @@ by at most `FLAT_MIB` MiB or `FLAT_SHARE` of it, whichever is more; a verdict, n
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import shutil
+import signal
 import statistics
 import tempfile
 import time
@@ -36,7 +49,7 @@ import aiohttp
 
 from . import targets
 from .asking import WrongAnswer, v1_ask, v2_ask
-from .clients import BenchError, ModernClient, SessionClient
+from .clients import BenchError, GatewayFailed, ModernClient, Refused, SessionClient
 from .rows import POLL_INTERVAL_MS
 
 SAMPLE_S = 30.0
@@ -52,21 +65,55 @@ FDS_PER_CLIENT = 4
 """File descriptors a client may need in the busiest process (nginx: two client connections, and
 one upstream connection for each)."""
 MAX_ERROR_TEXTS = 10
+KINDS = ("refused", "reset", "timeout", "wrong", "error")
+"""The kinds of a failed lifecycle (the module's docstring)."""
+RECOVERY_S = 60.0
+RECOVERED_MS = 500.0
+NGINX_CAUSES = {"reset": "reset by peer", "closed": "prematurely closed", "refused": "Connection refused",
+                "timed out": "timed out", "no live upstreams": "no live upstreams"}
+"""nginx error-log lines counted at the end, by the words that name their cause."""
+
+
+def kind_of(exc: BaseException) -> str:
+    """The kind (`KINDS`) of the exception a lifecycle failed with."""
+    if isinstance(exc, Refused):
+        return "refused"
+    if isinstance(exc, WrongAnswer):
+        return "wrong"
+    if isinstance(exc, (GatewayFailed, aiohttp.ServerDisconnectedError, ConnectionResetError)) or (
+            isinstance(exc, aiohttp.ClientOSError) and not isinstance(exc, aiohttp.ClientConnectorError)):
+        return "reset"
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return "error"
 
 
 @dataclass
 class Tally:
     lifecycles: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
-    errors: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
-    wrong: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
+    failures: dict[str, dict[str, int]] = field(default_factory=lambda: {kind: {"v1": 0, "v2": 0} for kind in KINDS})
     latencies_s: dict[str, list[float]] = field(default_factory=lambda: {"v1": [], "v2": []})
+    refusal_s: list[float] = field(default_factory=list)
+    """How long each refused lifecycle took to be refused."""
     error_texts: list[str] = field(default_factory=list)
+    killed_at: float | None = None
+    """`time.monotonic()` when replica b was killed (`kill_at_s`), else None."""
+    after_kill: dict[str, int] = field(default_factory=lambda: {kind: 0 for kind in KINDS})
+    """Failed lifecycles that began after the kill, by kind."""
 
-    def failed(self, dialect: str, exc: BaseException) -> None:
-        (self.wrong if isinstance(exc, WrongAnswer) else self.errors)[dialect] += 1
+    def failed(self, dialect: str, exc: BaseException, started: float) -> float:
+        """Count a failed lifecycle begun at `started` (`time.monotonic()`); the seconds its
+        client waits before the next one (a refusal's `Retry-After`)."""
+        kind = kind_of(exc)
+        self.failures[kind][dialect] += 1
+        if self.killed_at is not None and started >= self.killed_at:
+            self.after_kill[kind] += 1
+        if kind == "refused":
+            self.refusal_s.append(time.monotonic() - started)
+            return exc.retry_after_s  # type: ignore[attr-defined, no-any-return]
         if len(self.error_texts) < MAX_ERROR_TEXTS:
-            self.error_texts.append(f"{dialect} {'wrong' if isinstance(exc, WrongAnswer) else 'error'}: "
-                                    f"{exc.__class__.__name__}: {exc}"[:300])
+            self.error_texts.append(f"{dialect} {kind}: {exc.__class__.__name__}: {exc}"[:300])
+        return 0.1
 
 
 def raise_nofile() -> tuple[int, int]:
@@ -81,12 +128,16 @@ def raise_nofile() -> tuple[int, int]:
     return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
-def refusal(clients: int, minutes: float, nofile_soft: int) -> str | None:
+def refusal(clients: int, minutes: float, nofile_soft: int, replica_count: int = 2, kill_at_s: float | None = None) -> str | None:
     """Why a soak of `clients` for `minutes` cannot run here, or None."""
     if not 2 <= clients <= MAX_CLIENTS:
         return f"--soak-clients takes 2 to {MAX_CLIENTS}"
     if not 0 < minutes <= MAX_MINUTES:
         return f"--soak-minutes takes more than 0 and at most {MAX_MINUTES:g}"
+    if replica_count not in (1, 2):
+        return "--soak-replicas takes 1 or 2"
+    if kill_at_s is not None and (replica_count != 2 or not 0 < kill_at_s < minutes * 60):
+        return "--soak-kill-at needs two replicas and a time within the run (seconds, more than 0)"
     if nofile_soft != resource.RLIM_INFINITY and clients * FDS_PER_CLIENT + 256 > nofile_soft:
         return (f"{clients} clients need about {clients * FDS_PER_CLIENT + 256} file descriptors; "
                 f"RLIMIT_NOFILE allows {nofile_soft} (raise the hard limit, e.g. ulimit -Hn)")
@@ -121,7 +172,7 @@ async def _v1_client(http: aiohttp.ClientSession, url: str, n: int, stop: float,
     done = in_session = 0
     while time.monotonic() < stop:
         done += 1
-        started = time.perf_counter()
+        started = time.monotonic()
         try:
             async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
                 if client.session_id is None:
@@ -129,19 +180,19 @@ async def _v1_client(http: aiohttp.ClientSession, url: str, n: int, stop: float,
                     in_session = 0
                 await v1_ask(client, f"v1-{n}-{done}")
                 tally.lifecycles["v1"] += 1
-                tally.latencies_s["v1"].append(time.perf_counter() - started)
+                tally.latencies_s["v1"].append(time.monotonic() - started)
                 in_session += 1
                 if in_session == SESSION_LIFECYCLES:
                     await _end_session(client)
         except Exception as exc:  # noqa: BLE001 - every failure is counted
-            tally.failed("v1", exc)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(tally.failed("v1", exc, started))
     if client.session_id is not None:
+        started = time.monotonic()
         try:
             async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
                 await _end_session(client)
         except Exception as exc:  # noqa: BLE001
-            tally.failed("v1", exc)
+            tally.failed("v1", exc, started)
 
 
 async def _end_session(client: SessionClient) -> None:
@@ -158,23 +209,43 @@ async def _v2_client(http: aiohttp.ClientSession, url: str, n: int, stop: float,
     done = 0
     while time.monotonic() < stop:
         done += 1
-        started = time.perf_counter()
+        started = time.monotonic()
         try:
             async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
                 await v2_ask(client, f"v2-{n}-{done}")
             tally.lifecycles["v2"] += 1
-            tally.latencies_s["v2"].append(time.perf_counter() - started)
+            tally.latencies_s["v2"].append(time.monotonic() - started)
         except Exception as exc:  # noqa: BLE001 - every failure is counted
-            tally.failed("v2", exc)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(tally.failed("v2", exc, started))
 
 
 def sample_interval(duration_s: float) -> float:
     return min(SAMPLE_S, duration_s / 10)
 
 
+async def _recovery(http: aiohttp.ClientSession, url: str, replicas: list[targets.Measured]) -> dict[str, Any]:
+    """After the load: one v2 `echo` call through nginx each second until one is answered within
+    `RECOVERED_MS` (at most `RECOVERY_S`); the seconds that took, and each live replica's RSS then."""
+    client = ModernClient(http, url, authorization="Bearer soak-recovery")
+    start = time.monotonic()
+    while True:
+        sent = time.monotonic()
+        try:
+            async with asyncio.timeout(RECOVERY_S):
+                await client.echo()
+            answered_ms: float | None = (time.monotonic() - sent) * 1000
+        except Exception:  # noqa: BLE001 - not recovered yet
+            answered_ms = None
+        if (answered_ms is not None and answered_ms <= RECOVERED_MS) or time.monotonic() - start >= RECOVERY_S:
+            break
+        await asyncio.sleep(1.0)
+    recovered = answered_ms is not None and answered_ms <= RECOVERED_MS
+    return {"recovered": recovered, "after_s": round(time.monotonic() - start, 2), "answered_ms": answered_ms,
+            "rss_bytes": [r.rss() for r in replicas]}
+
+
 async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, clients: int, duration_s: float,
-                 log: Callable[[str], None]) -> dict[str, Any]:
+                 log: Callable[[str], None], kill_at_s: float | None = None) -> dict[str, Any]:
     tally = Tally()
     v1_clients = clients - clients // 2
     sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=2),
@@ -189,28 +260,45 @@ async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, cl
         for k in range(count + 1):
             await asyncio.sleep(max(0.0, start + k * interval - time.monotonic()))
             rss = [r.rss() for r in replicas]
+            cpu = [r.cpu() for r in replicas]
             try:
                 keys: int | None = await _dbsize(redis_port)
             except (OSError, ValueError, TimeoutError):
                 keys = None
-            samples.append({"t_s": round(time.monotonic() - start, 2), "rss_bytes": rss, "redis_keys": keys,
+            samples.append({"t_s": round(time.monotonic() - start, 2), "rss_bytes": rss, "cpu_s": cpu, "redis_keys": keys,
                             "lifecycles": sum(tally.lifecycles.values()),
-                            "errors": sum(tally.errors.values()) + sum(tally.wrong.values())})
-            log(f"soak {samples[-1]['t_s']:.0f} s: {samples[-1]['lifecycles']} lifecycles, {samples[-1]['errors']} failed, "
-                f"RSS {' / '.join(f'{b / 2**20:.1f}' for b in rss)} MiB, {keys} Redis keys")
+                            "refused": sum(tally.failures["refused"].values()),
+                            "errors": sum(sum(tally.failures[kind].values()) for kind in KINDS if kind != "refused")})
+            log(f"soak {samples[-1]['t_s']:.0f} s: {samples[-1]['lifecycles']} lifecycles, {samples[-1]['refused']} refused, "
+                f"{samples[-1]['errors']} failed, RSS {' / '.join(f'{b / 2**20:.1f}' for b in rss)} MiB, {keys} Redis keys")
+
+    async def killer() -> None:
+        await asyncio.sleep(max(0.0, start + (kill_at_s or 0.0) - time.monotonic()))
+        tally.killed_at = time.monotonic()
+        for pid in replicas[1].pids():
+            os.kill(pid, signal.SIGKILL)
+        log(f"soak {tally.killed_at - start:.0f} s: replica b killed (SIGKILL)")
 
     try:
         watcher = asyncio.ensure_future(sampler())
         loops = [_v1_client(sessions[n], url, n, stop, tally) for n in range(v1_clients)]
         loops += [_v2_client(sessions[n], url, n, stop, tally) for n in range(v1_clients, clients)]
+        if kill_at_s is not None:
+            loops.append(killer())
         await asyncio.gather(*loops)
         elapsed = time.monotonic() - start
         await watcher
-        answered = [await _requests_answered(sessions[0], r.url) for r in replicas]
+        live = replicas if kill_at_s is None else replicas[:1]
+        recovery = await _recovery(sessions[0], url, live)
+        answered = [await _requests_answered(sessions[0], r.url) for r in live]
     finally:
         await asyncio.gather(*(http.close() for http in sessions), return_exceptions=True)
     out = figures(tally, samples, clients={"v1": v1_clients, "v2": clients - v1_clients}, duration_s=duration_s, elapsed_s=elapsed)
     out["requests_per_replica"] = answered
+    out["recovery"] = recovery
+    if tally.killed_at is not None:
+        out["killed_at_s"] = round(tally.killed_at - start, 2)
+        out["after_kill"] = tally.after_kill
     return out
 
 
@@ -222,7 +310,18 @@ def _replica_memory(samples: list[dict[str, Any]], index: int, settle_s: float) 
     threshold = max(FLAT_MIB * 2**20, FLAT_SHARE * settled[1])
     return {"rss_start": series[0][1], "settled_at_s": settled[0], "rss_settled": settled[1], "rss_end": series[-1][1],
             "window_min": min(window), "window_max": max(window), "window_spread": max(window) - min(window),
-            "growth": growth, "threshold": threshold, "flat": growth <= threshold}
+            "growth": growth, "threshold": threshold, "flat": growth <= threshold,
+            "growth_share": growth / settled[1] if settled[1] else 0.0}
+
+
+def _cores(samples: list[dict[str, Any]], index: int) -> float:
+    """A replica's CPU over the samples in cores (1.0: a full core), up to its last sample alive."""
+    series = [(s["t_s"], s["cpu_s"][index]) for s in samples]
+    last = 0
+    while last + 1 < len(series) and series[last + 1][1] >= series[last][1] and series[last + 1][1] > 0:
+        last += 1
+    span = series[last][0] - series[0][0]
+    return round((series[last][1] - series[0][1]) / span, 3) if span > 0 else 0.0
 
 
 def figures(tally: Tally, samples: list[dict[str, Any]], *, clients: dict[str, int], duration_s: float,
@@ -236,57 +335,73 @@ def figures(tally: Tally, samples: list[dict[str, Any]], *, clients: dict[str, i
     keys = [s["redis_keys"] for s in samples if s["redis_keys"] is not None]
     replicas = [_replica_memory(samples, i, SETTLE_SHARE * duration_s) for i in range(len(samples[0]["rss_bytes"]))]
     total = sum(tally.lifecycles.values())
+    kinds = {kind: {**by, "total": sum(by.values())} for kind, by in tally.failures.items()}
+    errors = {d: sum(tally.failures[kind][d] for kind in ("reset", "timeout", "error")) for d in ("v1", "v2")}
     return {
         "clients": clients, "duration_s": duration_s, "elapsed_s": elapsed_s, "sample_interval_s": sample_interval(duration_s),
-        "lifecycles": {**tally.lifecycles, "total": total}, "errors": {**tally.errors, "total": sum(tally.errors.values())},
-        "wrong": {**tally.wrong, "total": sum(tally.wrong.values())}, "error_texts": tally.error_texts,
+        "lifecycles": {**tally.lifecycles, "total": total}, "failures": kinds,
+        "errors": {**errors, "total": sum(errors.values())}, "wrong": kinds["wrong"], "error_texts": tally.error_texts,
         "rate_per_s": total / elapsed_s if elapsed_s else 0.0,
         "latency_ms": {d: latency(v) for d, v in tally.latencies_s.items()},
+        "refusal_ms": latency(tally.refusal_s),
         "samples": samples, "replicas": replicas,
         "redis_keys": {"min": min(keys) if keys else None, "max": max(keys) if keys else None, "end": keys[-1] if keys else None,
                        "samples": keys},
         "memory_flat": all(r["flat"] for r in replicas),
+        "replica_cores": [_cores(samples, i) for i in range(len(samples[0]["cpu_s"]))],
         "flat_rule": f"RSS growth from {SETTLE_SHARE:.0%} of the run to its end ≤ {FLAT_MIB:g} MiB or {FLAT_SHARE:.0%}, "
                      "whichever is more",
     }
 
 
-def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None = None,
-             log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+def nginx_errors(text: str) -> dict[str, int]:
+    """nginx's error-log lines by cause (`NGINX_CAUSES`; `other` for the rest of the errors)."""
+    counts = dict.fromkeys([*NGINX_CAUSES, "other"], 0)
+    for line in text.splitlines():
+        if "[error]" not in line and "[crit]" not in line and "[warn]" not in line:
+            continue
+        cause = next((name for name, words in NGINX_CAUSES.items() if words in line), "other")
+        counts[cause] += 1
+    return counts
+
+
+def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None = None, replica_count: int = 2,
+             kill_at_s: float | None = None, log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Start everything, run the clients for `minutes`, stop everything; the figures."""
     from proxy.keys import new_key_text
 
     from .redis_server import start_redis
 
     nofile = raise_nofile()
-    reason = refusal(clients, minutes, nofile[0])
+    reason = refusal(clients, minutes, nofile[0], replica_count, kill_at_s)
     if reason:
         raise ValueError(reason)
     workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-soak-"))
     started: list[Any] = []
     connections = max(4096, clients * FDS_PER_CLIENT + 256)
     try:
-        log("soak: starting redis-server, the fast upstream, two replicas and nginx")
+        log(f"soak: starting redis-server, the fast upstream, {replica_count} replica(s) and nginx")
         redis = start_redis(log)
         started.append(redis)
         upstream = targets.start_fast_upstream("v1", poll_interval_ms=POLL_INTERVAL_MS)
         started.append(upstream)
         key = new_key_text()
         replicas: list[targets.Measured] = []
-        for name in ("a", "b"):
+        for name in "ab"[:replica_count]:
             replica = targets.start_proxy(upstream.url, workdir / name, event_loop=event_loop, key=key, store=redis.url,
-                                          replicas=2, task_ttl_ms=60_000)
+                                          replicas=replica_count, task_ttl_ms=60_000)
             started.append(replica)
             replicas.append(replica)
-        nginx = targets.start_nginx(replicas[0].url, log, more=[replicas[1].url], connections=connections)
+        nginx = targets.start_nginx(replicas[0].url, log, more=[r.url for r in replicas[1:]], connections=connections)
         started.append(nginx)
         log(f"soak: {clients} clients for {minutes:g} min through {nginx.url}")
         cpu: dict[str, Callable[[], float]] = {
-            "replica a": replicas[0].cpu, "replica b": replicas[1].cpu, "upstream": upstream.cpu, "nginx": nginx.cpu,
-            "redis": lambda: targets.cpu_seconds(redis.popen.pid), "load generator": time.process_time}
+            **{f"replica {name}": r.cpu for name, r in zip("ab", replicas, strict=False)}, "upstream": upstream.cpu,
+            "nginx": nginx.cpu, "redis": lambda: targets.cpu_seconds(redis.popen.pid), "load generator": time.process_time}
         before = {name: read() for name, read in cpu.items()}
-        out = asyncio.run(_drive(nginx.url, replicas, redis.port, clients, minutes * 60, log))
+        out = asyncio.run(_drive(nginx.url, replicas, redis.port, clients, minutes * 60, log, kill_at_s))
         out["cpu_s"] = {name: round(read() - before[name], 2) for name, read in cpu.items()}
+        out["nginx_errors"] = nginx_errors((nginx.dir / "error.log").read_text(errors="replace"))
     finally:
         for process in started[::-1]:
             try:
@@ -296,8 +411,8 @@ def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None
         shutil.rmtree(workdir, ignore_errors=True)
     out["nofile"] = list(nofile)
     out["nginx_worker_connections"] = connections
-    out["settings"] = {"replicas": 2, "store": "redis", "task_ttl_ms": 60_000, "poll_interval_ms": POLL_INTERVAL_MS,
-                       "session_lifecycles": SESSION_LIFECYCLES}
+    out["settings"] = {"replicas": replica_count, "kill_at_s": kill_at_s, "store": "redis", "task_ttl_ms": 60_000,
+                       "poll_interval_ms": POLL_INTERVAL_MS, "session_lifecycles": SESSION_LIFECYCLES}
     return out
 
 
@@ -306,31 +421,44 @@ def _mib(value: float) -> str:
 
 
 def format_soak(soak: dict[str, Any]) -> str:
-    c, life, errors, wrong = soak["clients"], soak["lifecycles"], soak["errors"], soak["wrong"]
+    c, life, kinds = soak["clients"], soak["lifecycles"], soak["failures"]
     minutes = soak["duration_s"] / 60
     settle = SETTLE_SHARE * soak["duration_s"] / 60
+    count = soak.get("settings", {}).get("replicas", len(soak["replicas"]))
     lines = [
-        f"soak: {c['v1'] + c['v2']} clients ({c['v1']} v1 relayed, {c['v2']} v2 translated) for {minutes:g} min, two replicas "
-        "on Redis behind nginx (round robin), every task asking one question",
-        f"  lifecycles: {life['total']:,} (v1 {life['v1']:,}, v2 {life['v2']:,}), {soak['rate_per_s']:.1f}/s",
-        f"  errors: {errors['total']} (v1 {errors['v1']}, v2 {errors['v2']}); wrong answers: {wrong['total']} "
-        f"(v1 {wrong['v1']}, v2 {wrong['v2']})",
+        f"soak: {c['v1'] + c['v2']} clients ({c['v1']} v1 relayed, {c['v2']} v2 translated) for {minutes:g} min, "
+        f"{'one replica' if count == 1 else f'{count} replicas'} on Redis behind nginx (round robin), every task asking one question",
+        f"  lifecycles right: {life['total']:,} (v1 {life['v1']:,}, v2 {life['v2']:,}), {soak['rate_per_s']:.1f}/s",
+        "  failed: " + "; ".join(f"{kind} {by['total']:,} (v1 {by['v1']:,}, v2 {by['v2']:,})" for kind, by in kinds.items()),
     ]
-    for dialect, figures_ms in soak["latency_ms"].items():
+    for dialect, figures_ms in [*soak["latency_ms"].items(), ("refusal", soak.get("refusal_ms", {"p50": None}))]:
         if figures_ms["p50"] is not None:
-            lines.append(f"  {dialect} lifecycle: p50 {figures_ms['p50']:.0f} ms, p99 {figures_ms['p99']:.0f} ms, "
+            what = "lifecycle right" if dialect != "refusal" else "lifecycle refused, until its 503"
+            lines.append(f"  {dialect} {what}: p50 {figures_ms['p50']:.0f} ms, p99 {figures_ms['p99']:.0f} ms, "
                          f"max {figures_ms['max']:.0f} ms")
-    for name, r in zip("ab", soak["replicas"], strict=False):
+    if "killed_at_s" in soak:
+        after = soak["after_kill"]
+        lines.append(f"  replica b killed at {soak['killed_at_s']:.0f} s; failed lifecycles begun after the kill: "
+                     + ", ".join(f"{kind} {n}" for kind, n in after.items()))
+    if soak.get("nginx_errors") is not None:
+        lines.append("  nginx error log: " + ", ".join(f"{cause} {n}" for cause, n in soak["nginx_errors"].items()))
+    for name, r, cores in zip("ab", soak["replicas"], soak.get("replica_cores") or [None] * 2, strict=False):
         lines.append(f"  replica {name} RSS: {_mib(r['rss_start'])} at the start, {_mib(r['rss_settled'])} at "
                      f"{r['settled_at_s'] / 60:.1f} min, {_mib(r['rss_end'])} at the end; over the last {minutes - settle:.1f} min "
                      f"min {_mib(r['window_min'])}, max {_mib(r['window_max'])} (max − min {_mib(r['window_spread'])}), "
-                     f"growth {r['growth'] / 2**20:+.1f} MiB")
+                     f"growth {r['growth'] / 2**20:+.1f} MiB ({r.get('growth_share', 0.0):+.1%})"
+                     + (f"; CPU {cores:.2f} cores" if cores is not None else ""))
+    recovery = soak.get("recovery")
+    if recovery:
+        rss = ", ".join(_mib(b) for b in recovery["rss_bytes"])
+        lines.append(f"  after the load: {'answered' if recovery['recovered'] else 'NOT answered'} within {RECOVERED_MS:g} ms "
+                     f"after {recovery['after_s']:.1f} s (limit {RECOVERY_S:g} s); replica RSS then {rss}")
     answered = soak.get("requests_per_replica") or []
     if answered:
         lines.append("  requests answered (each replica's mcp_tasks_proxy_requests_total): "
                      + ", ".join(f"{name} {n:,}" if n is not None else f"{name} –" for name, n in zip("ab", answered, strict=False)))
     if soak.get("cpu_s"):
-        lines.append(f"  CPU seconds over the {soak['elapsed_s']:.0f} s: "
+        lines.append(f"  CPU seconds over the {soak['elapsed_s']:.0f} s and the recovery: "
                      + ", ".join(f"{name} {seconds:.1f}" for name, seconds in soak["cpu_s"].items()))
     keys = soak["redis_keys"]
     lines.append(f"  Redis keys (every {soak['sample_interval_s']:g} s): min {keys['min']}, max {keys['max']}, at the end "

@@ -46,6 +46,11 @@ NOT_COUNTED = (
         (["--load-processes", "0"], SPREAD),
         (["--upstreams", "0"], SPREAD),
         (["--upstreams", "2", "--upstream", "reference"], "mcp-tasks-proxy bench: --upstreams is for the fast upstream\n"),
+        (["--soak", "--soak-replicas", "3"], "mcp-tasks-proxy bench: --soak-replicas takes 1 or 2\n"),
+        (
+            ["--soak", "--soak-replicas", "1", "--soak-kill-at", "10"],
+            "mcp-tasks-proxy bench: --soak-kill-at needs two replicas and a time within the run (seconds, more than 0)\n",
+        ),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )

@@ -22,18 +22,23 @@ KEYS = {
     "elapsed_s",
     "sample_interval_s",
     "lifecycles",
+    "failures",
     "errors",
     "wrong",
     "error_texts",
     "rate_per_s",
     "latency_ms",
+    "refusal_ms",
     "samples",
     "replicas",
     "redis_keys",
     "memory_flat",
+    "replica_cores",
     "flat_rule",
     "requests_per_replica",
+    "recovery",
     "cpu_s",
+    "nginx_errors",
     "nofile",
     "nginx_worker_connections",
     "settings",
@@ -49,7 +54,10 @@ REPLICA_KEYS = {
     "growth",
     "threshold",
     "flat",
+    "growth_share",
 }
+NO_FAILURES = {kind: {"v1": 0, "v2": 0, "total": 0} for kind in ("refused", "reset", "timeout", "wrong", "error")}
+NGINX_QUIET = {"reset": 0, "closed": 0, "refused": 0, "timed out": 0, "no live upstreams": 0, "other": 0}
 
 
 def test_soak_smoke_has_no_errors_and_no_wrong_answers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,6 +94,9 @@ def test_soak_smoke_has_no_errors_and_no_wrong_answers(tmp_path: Path, capsys: p
         {"v1": 0, "v2": 0, "total": 0},
         [],
     )
+    assert soak["failures"] == NO_FAILURES
+    assert soak["nginx_errors"] == NGINX_QUIET  # no replica reset, closed or refused a connection
+    assert (soak["recovery"]["recovered"], len(soak["recovery"]["rss_bytes"])) == (True, 2)
     assert soak["clients"] == {"v1": 10, "v2": 10}
     assert (soak["lifecycles"]["v1"] > 0, soak["lifecycles"]["v2"] > 0) == (True, True)
     assert soak["lifecycles"]["total"] == soak["lifecycles"]["v1"] + soak["lifecycles"]["v2"]
@@ -97,8 +108,31 @@ def test_soak_smoke_has_no_errors_and_no_wrong_answers(tmp_path: Path, capsys: p
     assert sorted(soak["cpu_s"]) == ["load generator", "nginx", "redis", "replica a", "replica b", "upstream"]
     assert soak["settings"] == {
         "replicas": 2,
+        "kill_at_s": None,
         "store": "redis",
         "task_ttl_ms": 60_000,
         "poll_interval_ms": 100,
         "session_lifecycles": 20,
     }
+
+
+def test_a_soak_with_one_replica_killed_fails_only_lifecycles_begun_before_the_kill(tmp_path: Path) -> None:
+    """Replica b is killed (SIGKILL) 12 s into a 30 s soak: lifecycles in flight on it may fail,
+    none begun after the kill does (nginx takes the refused connections to replica a), and the
+    survivor answers on after the load."""
+    figures = tmp_path / "soak.json"
+    argv = ["--soak", "--soak-clients", "20", "--soak-minutes", "0.5", "--soak-kill-at", "12", "--json", str(figures)]
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "bench", *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    soak = json.loads(figures.read_text())["soak"]
+    assert soak["after_kill"] == {"refused": 0, "reset": 0, "timeout": 0, "wrong": 0, "error": 0}
+    assert (soak["killed_at_s"] >= 12, soak["wrong"]["total"]) == (True, 0)
+    assert (soak["recovery"]["recovered"], len(soak["recovery"]["rss_bytes"]), len(soak["requests_per_replica"])) == (True, 1, 1)
+    assert soak["settings"]["kill_at_s"] == 12

@@ -11,7 +11,14 @@ MIB = 2**20
 
 def _samples(rss_a: list[float], rss_b: list[float], keys: list[int]) -> list[dict]:
     return [
-        {"t_s": 30.0 * i, "rss_bytes": [a * MIB, b * MIB], "redis_keys": k, "lifecycles": 0, "errors": 0}
+        {
+            "t_s": 30.0 * i,
+            "rss_bytes": [a * MIB, b * MIB],
+            "cpu_s": [3.0 * i, 1.5 * i],
+            "redis_keys": k,
+            "lifecycles": 0,
+            "errors": 0,
+        }
         for i, (a, b, k) in enumerate(zip(rss_a, rss_b, keys, strict=True))
     ]
 
@@ -37,6 +44,7 @@ def test_memory_is_flat_when_growth_after_the_first_fifth_stays_under_the_thresh
     assert out["memory_flat"] is False
     assert out["redis_keys"] == {"min": 2, "max": 330, "end": 320, "samples": keys}
     assert (out["lifecycles"], out["rate_per_s"]) == ({"v1": 6, "v2": 4, "total": 10}, 10 / 300)
+    assert out["replica_cores"] == [0.1, 0.05]
 
 
 def test_the_threshold_is_a_tenth_of_a_large_rss():
@@ -54,6 +62,41 @@ def test_clients_minutes_and_file_descriptors_are_bounded():
     assert refusal(1, 5.0, 20_000) == "--soak-clients takes 2 to 5000"
     assert refusal(5001, 5.0, 1 << 30) == "--soak-clients takes 2 to 5000"
     assert refusal(20, 0.0, 20_000) == "--soak-minutes takes more than 0 and at most 60"
+    assert refusal(500, 5.0, 20_000, 3) == "--soak-replicas takes 1 or 2"
+    kill = "--soak-kill-at needs two replicas and a time within the run (seconds, more than 0)"
+    assert (refusal(500, 5.0, 20_000, 1, 60.0), refusal(500, 5.0, 20_000, 2, 300.0), refusal(500, 5.0, 20_000, 2, 0.0)) == (
+        kill,
+    ) * 3
+    assert refusal(500, 5.0, 20_000, 2, 150.0) is None
     assert refusal(500, 5.0, 1024) == (
         "500 clients need about 2256 file descriptors; RLIMIT_NOFILE allows 1024 (raise the hard limit, e.g. ulimit -Hn)"
     )
+
+
+def test_each_failed_lifecycle_has_one_kind_and_a_refusal_waits_its_retry_after():
+    import aiohttp
+
+    from proxy.bench.asking import WrongAnswer
+    from proxy.bench.clients import BenchError, GatewayFailed, Refused
+    from proxy.bench.soak import kind_of
+
+    reset = aiohttp.ClientOSError(104, "Connection reset by peer")
+    cases = [
+        Refused(1.0, "503"),
+        WrongAnswer("x"),
+        GatewayFailed("502"),
+        aiohttp.ServerDisconnectedError(),
+        reset,
+        ConnectionResetError(),
+        TimeoutError(),
+        BenchError("HTTP 500"),
+        aiohttp.ClientConnectorError(None, OSError(111, "refused")),
+    ]
+    assert [kind_of(e) for e in cases] == ["refused", "wrong", "reset", "reset", "reset", "reset", "timeout", "error", "error"]
+    tally = Tally()
+    tally.killed_at = 100.0
+    waits = [tally.failed("v2", Refused(1.0, "503"), 99.0), tally.failed("v1", GatewayFailed("502"), 101.0)]
+    assert waits == [1.0, 0.1]
+    assert tally.failures["refused"] == {"v1": 0, "v2": 1} and tally.failures["reset"] == {"v1": 1, "v2": 0}
+    assert tally.after_kill == {"refused": 0, "reset": 1, "timeout": 0, "wrong": 0, "error": 0}
+    assert len(tally.refusal_s) == 1
