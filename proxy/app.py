@@ -64,10 +64,9 @@ class ProxyState:
     session_face: SessionFace | None = None
     entry: Entry | None = None
     metrics: Metrics = field(default_factory=Metrics)
-    prober: asyncio.Future[None] | None = None
+    prober: asyncio.Future[None] | None = None  # the timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup
     taking_over: bool = False  # a one-process restart's new process (`start`): first probes run while it serves
     lag_watch: asyncio.Future[None] | None = None  # the entry's `LoopLag.watch` (proxy/overload.py)
-    """The timed probe of every backend (`Fleet.keep_probing`), cancelled at cleanup."""
     checker: asyncio.Future[None] | None = None
     """The health checks of every backend (`Fleet.keep_checking`; none with `health_interval_ms = 0`)."""
     store: TaskStateStore | None = None
@@ -227,6 +226,7 @@ async def _startup(app: web.Application) -> None:
         state.tracing = build(settings, state.tracer_provider)
     state.entry = Entry(settings, state.keyring, state.fleet, state.session_face, state.tracing)
     state.lag_watch = asyncio.ensure_future(state.entry.overload.watch())
+    state.metrics.watch_loop(state.entry.overload)  # its lag and whether it sheds, on /metrics
     from .shadow.mirror import Shadowing  # answers compared with shadow backends' (docs/behaviour.md §8)
 
     state.fleet.shadow = state.entry.shadow = Shadowing(settings, state.fleet, state.metrics)  # type: ignore[attr-defined]

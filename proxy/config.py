@@ -216,7 +216,7 @@ class Settings(BaseModel):
     idle_timeout_ms: int = Field(default=75_000, gt=0)
     max_connections: int = Field(default=10_000, gt=0)
     listen_backlog: int = Field(default=1024, gt=0)
-    overload_lag_ms: int = Field(default=500, ge=0)
+    overload_lag_ms: int = Field(default=250, ge=0)
     state_dir: str = Field(default_factory=lambda: default_state_dir())
     key_file: str | None = None
     store: str = "sqlite"

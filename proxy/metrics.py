@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from translators.errors import McpError
@@ -129,6 +129,11 @@ class Metrics:
         self._request_children: dict[tuple[str, str, str, str], Counter] = {}
         self._upstream_children: dict[tuple[str, str], Histogram] = {}
         self._dropped_children: dict[str, Counter] = {}
+
+    def watch_loop(self, lag: Any) -> None:
+        """Export `lag` (`proxy.overload.LoopLag`) at scrape time: `mcp_tasks_proxy_event_loop_lag_seconds`
+        (its last sample) and `mcp_tasks_proxy_overloaded` (1 while this process sheds new work)."""
+        self.registry.register(_LoopLag(lag))
 
     # -- recording ----------------------------------------------------------------------------------
 
@@ -253,4 +258,20 @@ class _ToolResults(Collector):
         yield family
 
     def describe(self) -> Iterable[CounterMetricFamily]:
+        return self.collect()
+
+
+class _LoopLag(Collector):
+    """The event loop's lag and the admission control's state (`proxy/overload.py`), read at scrape time."""
+
+    def __init__(self, lag: Any):
+        self._lag = lag
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        yield GaugeMetricFamily("mcp_tasks_proxy_event_loop_lag_seconds", "How late the event loop ran its last sample (every 100 ms)",
+                                value=self._lag.lag_s)
+        yield GaugeMetricFamily("mcp_tasks_proxy_overloaded", "1 while this process sheds requests that start work (overload_lag_ms)",
+                                value=1.0 if self._lag.shedding else 0.0)
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
         return self.collect()

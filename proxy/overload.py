@@ -4,10 +4,13 @@ once with HTTP 503 and `Retry-After`, instead of taking it on and answering it s
 One asyncio process saturates on CPU, and what a saturated loop makes every request wait for is
 its turn: a request read from its socket runs only once the loop has run every callback ready
 before it. That wait is the process's queue. `LoopLag` measures it the way a request meets it: a
-watcher that asks to run every `SAMPLE_S` and notes how late it ran. Once `RUN` samples in a row are
-later than `overload_lag_ms`, the process is overloaded and the entry sheds the requests that would
-start work (`starts_work`); the first sample back under the bound ends it. A single late sample (a
-garbage collection, the process stopped and resumed) is not overload.
+watcher that asks to run every `SAMPLE_S` and notes how late it ran, and how much of that time the
+loop's thread spent on the CPU. A sample counts as overloaded when it ran later than
+`overload_lag_ms` while the thread was busy at least `BUSY` of the time: a loop that is late
+because it computes, not because it was stopped (SIGSTOP), blocked in a call, or waiting for a CPU
+other processes hold. Once `RUN` samples in a row are overloaded, the process sheds the requests
+that would start work (`starts_work`); the first sample that is not ends it. A single late sample
+(a garbage collection) is not overload.
 
 Requests that continue work already admitted (`tasks/*`, answers to the server's requests,
 notifications, `ping`; GET streams and DELETEs, which do not come through here) are still served:
@@ -18,6 +21,7 @@ to read its result.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Final
 
 from translators.errors import INTERNAL_ERROR, McpError
@@ -26,6 +30,8 @@ SAMPLE_S: Final = 0.1
 """How often the watcher asks to run."""
 RUN: Final = 3
 """Samples in a row over the bound that make the process overloaded."""
+BUSY: Final = 0.25
+"""The least share of a sample's time the loop's thread spent on the CPU for the sample to count."""
 RETRY_AFTER_S: Final = 1
 """`Retry-After` of an overloaded process's 503."""
 CONTINUING: Final = frozenset({"ping"})
@@ -45,19 +51,22 @@ class LoopLag:
         self.shedding = False
         self._over = 0
 
-    def sample(self, late_s: float) -> None:
-        """Note one sample: the watcher ran `late_s` seconds after it asked to."""
+    def sample(self, late_s: float, busy: float) -> None:
+        """Note one sample: the watcher ran `late_s` seconds after it asked to, and the loop's
+        thread was on the CPU for the share `busy` of the time since the last sample."""
         self.lag_s = late_s
-        self._over = self._over + 1 if self.bound_s and late_s > self.bound_s else 0
+        self._over = self._over + 1 if self.bound_s and late_s > self.bound_s and busy >= BUSY else 0
         self.shedding = self._over >= RUN
 
     async def watch(self) -> None:
         """Sample the loop's lag until cancelled (the application's lifetime)."""
         loop = asyncio.get_running_loop()
         while True:
-            due = loop.time() + SAMPLE_S
+            started, cpu = loop.time(), time.thread_time()
+            due = started + SAMPLE_S
             await asyncio.sleep(SAMPLE_S)
-            self.sample(max(0.0, loop.time() - due))
+            now = loop.time()
+            self.sample(max(0.0, now - due), (time.thread_time() - cpu) / max(now - started, 1e-9))
 
     def refusal(self) -> McpError:
         """The error a shed request is answered with (HTTP 503; the entry adds `Retry-After`)."""

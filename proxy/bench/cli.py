@@ -75,6 +75,8 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
                        help="proxy replicas behind nginx: 1 or 2 (default 2); one and enough clients saturate it")
     bench.add_argument("--soak-kill-at", type=float, default=None, metavar="S",
                        help="kill replica b (SIGKILL) S seconds into the soak (two replicas)")
+    bench.add_argument("--soak-overload-lag-ms", type=int, default=None, metavar="MS",
+                       help="the replicas' overload_lag_ms (admission control; default: the proxy's own)")
     bench.add_argument("--held", action="store_true",
                        help="instead of the table: held tasks (docs/behaviour.md §9): proxy CPU per held lifecycle and per "
                             "sync call, memory per open held task")

@@ -246,7 +246,7 @@ def _soak(args: Any, log: Callable[[str], None]) -> int:
         print(f"mcp-tasks-proxy bench: {reason}", file=sys.stderr)
         return 2
     soak = run_soak(clients=args.soak_clients, minutes=args.soak_minutes, event_loop=args.event_loop, replica_count=args.soak_replicas,
-                    kill_at_s=args.soak_kill_at, log=log)
+                    kill_at_s=args.soak_kill_at, overload_lag_ms=args.soak_overload_lag_ms, log=log)
     print(format_soak(soak), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_facts(args.event_loop), "soak": soak}, indent=2, default=str) + "\n")

@@ -93,11 +93,23 @@ class Tally:
     lifecycles: dict[str, int] = field(default_factory=lambda: {"v1": 0, "v2": 0})
     failures: dict[str, dict[str, int]] = field(default_factory=lambda: {kind: {"v1": 0, "v2": 0} for kind in KINDS})
     latencies_s: dict[str, list[float]] = field(default_factory=lambda: {"v1": [], "v2": []})
+    settled_s: dict[str, list[float]] = field(default_factory=lambda: {"v1": [], "v2": []})
+    """The latencies of lifecycles begun after `settle_at` (the first fifth of the run: its start's burst of connections)."""
+    settle_at: float = 0.0
+
+    def right(self, dialect: str, started: float) -> None:
+        """Count a lifecycle that ended right, begun at `started` (`time.monotonic()`)."""
+        self.lifecycles[dialect] += 1
+        took = time.monotonic() - started
+        self.latencies_s[dialect].append(took)
+        if started >= self.settle_at:
+            self.settled_s[dialect].append(took)
     refusal_s: list[float] = field(default_factory=list)
     """How long each refused lifecycle took to be refused."""
     error_texts: list[str] = field(default_factory=list)
     killed_at: float | None = None
-    """`time.monotonic()` when replica b was killed (`kill_at_s`), else None."""
+    """`time.monotonic()` when replica b, killed (`kill_at_s`), was gone (a zombie: every socket of
+    it closed), else None. A request sent to it before then was in flight on it."""
     after_kill: dict[str, int] = field(default_factory=lambda: {kind: 0 for kind in KINDS})
     """Failed lifecycles that began after the kill, by kind."""
 
@@ -111,8 +123,8 @@ class Tally:
         if kind == "refused":
             self.refusal_s.append(time.monotonic() - started)
             return exc.retry_after_s  # type: ignore[attr-defined, no-any-return]
-        if len(self.error_texts) < MAX_ERROR_TEXTS:
-            self.error_texts.append(f"{dialect} {kind}: {exc.__class__.__name__}: {exc}"[:300])
+        if len(self.error_texts) < MAX_ERROR_TEXTS and sum(text.split(" ", 2)[1] == kind for text in self.error_texts) < 3:
+            self.error_texts.append(f"{dialect} {kind}: {exc.__class__.__name__}: {exc}"[:300])  # 3 of each kind at most
         return 0.1
 
 
@@ -179,8 +191,7 @@ async def _v1_client(http: aiohttp.ClientSession, url: str, n: int, stop: float,
                     await client.open()
                     in_session = 0
                 await v1_ask(client, f"v1-{n}-{done}")
-                tally.lifecycles["v1"] += 1
-                tally.latencies_s["v1"].append(time.monotonic() - started)
+                tally.right("v1", started)
                 in_session += 1
                 if in_session == SESSION_LIFECYCLES:
                     await _end_session(client)
@@ -213,10 +224,18 @@ async def _v2_client(http: aiohttp.ClientSession, url: str, n: int, stop: float,
         try:
             async with asyncio.timeout(LIFECYCLE_TIMEOUT_S):
                 await v2_ask(client, f"v2-{n}-{done}")
-            tally.lifecycles["v2"] += 1
-            tally.latencies_s["v2"].append(time.monotonic() - started)
+            tally.right("v2", started)
         except Exception as exc:  # noqa: BLE001 - every failure is counted
             await asyncio.sleep(tally.failed("v2", exc, started))
+
+
+def _gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie or reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
 
 
 def sample_interval(duration_s: float) -> float:
@@ -255,6 +274,7 @@ async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, cl
     count = max(1, round(duration_s / interval))
     start = time.monotonic()
     stop = start + duration_s
+    tally.settle_at = start + SETTLE_SHARE * duration_s
 
     async def sampler() -> None:
         for k in range(count + 1):
@@ -274,10 +294,14 @@ async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, cl
 
     async def killer() -> None:
         await asyncio.sleep(max(0.0, start + (kill_at_s or 0.0) - time.monotonic()))
-        tally.killed_at = time.monotonic()
-        for pid in replicas[1].pids():
+        pids = replicas[1].pids()
+        for pid in pids:
             os.kill(pid, signal.SIGKILL)
-        log(f"soak {tally.killed_at - start:.0f} s: replica b killed (SIGKILL)")
+        signalled = time.monotonic()
+        while not all(_gone(pid) for pid in pids):
+            await asyncio.sleep(0.005)
+        tally.killed_at = time.monotonic()
+        log(f"soak {tally.killed_at - start:.0f} s: replica b killed (SIGKILL), gone {1000 * (tally.killed_at - signalled):.0f} ms later")
 
     try:
         watcher = asyncio.ensure_future(sampler())
@@ -343,6 +367,7 @@ def figures(tally: Tally, samples: list[dict[str, Any]], *, clients: dict[str, i
         "errors": {**errors, "total": sum(errors.values())}, "wrong": kinds["wrong"], "error_texts": tally.error_texts,
         "rate_per_s": total / elapsed_s if elapsed_s else 0.0,
         "latency_ms": {d: latency(v) for d, v in tally.latencies_s.items()},
+        "settled_latency_ms": {d: latency(v) for d, v in tally.settled_s.items()},
         "refusal_ms": latency(tally.refusal_s),
         "samples": samples, "replicas": replicas,
         "redis_keys": {"min": min(keys) if keys else None, "max": max(keys) if keys else None, "end": keys[-1] if keys else None,
@@ -366,7 +391,8 @@ def nginx_errors(text: str) -> dict[str, int]:
 
 
 def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None = None, replica_count: int = 2,
-             kill_at_s: float | None = None, log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+             kill_at_s: float | None = None, overload_lag_ms: int | None = None,
+             log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Start everything, run the clients for `minutes`, stop everything; the figures."""
     from proxy.keys import new_key_text
 
@@ -388,8 +414,9 @@ def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None
         key = new_key_text()
         replicas: list[targets.Measured] = []
         for name in "ab"[:replica_count]:
+            chosen = {} if overload_lag_ms is None else {"overload_lag_ms": overload_lag_ms}
             replica = targets.start_proxy(upstream.url, workdir / name, event_loop=event_loop, key=key, store=redis.url,
-                                          replicas=replica_count, task_ttl_ms=60_000)
+                                          replicas=replica_count, task_ttl_ms=60_000, **chosen)
             started.append(replica)
             replicas.append(replica)
         nginx = targets.start_nginx(replicas[0].url, log, more=[r.url for r in replicas[1:]], connections=connections)
@@ -411,7 +438,8 @@ def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None
         shutil.rmtree(workdir, ignore_errors=True)
     out["nofile"] = list(nofile)
     out["nginx_worker_connections"] = connections
-    out["settings"] = {"replicas": replica_count, "kill_at_s": kill_at_s, "store": "redis", "task_ttl_ms": 60_000,
+    out["settings"] = {"replicas": replica_count, "kill_at_s": kill_at_s, "overload_lag_ms": overload_lag_ms, "store": "redis",
+                       "task_ttl_ms": 60_000,
                        "poll_interval_ms": POLL_INTERVAL_MS, "session_lifecycles": SESSION_LIFECYCLES}
     return out
 
@@ -431,7 +459,8 @@ def format_soak(soak: dict[str, Any]) -> str:
         f"  lifecycles right: {life['total']:,} (v1 {life['v1']:,}, v2 {life['v2']:,}), {soak['rate_per_s']:.1f}/s",
         "  failed: " + "; ".join(f"{kind} {by['total']:,} (v1 {by['v1']:,}, v2 {by['v2']:,})" for kind, by in kinds.items()),
     ]
-    for dialect, figures_ms in [*soak["latency_ms"].items(), ("refusal", soak.get("refusal_ms", {"p50": None}))]:
+    settled = [(f"{d} (begun after the first fifth)", f) for d, f in soak.get("settled_latency_ms", {}).items()]
+    for dialect, figures_ms in [*soak["latency_ms"].items(), *settled, ("refusal", soak.get("refusal_ms", {"p50": None}))]:
         if figures_ms["p50"] is not None:
             what = "lifecycle right" if dialect != "refusal" else "lifecycle refused, until its 503"
             lines.append(f"  {dialect} {what}: p50 {figures_ms['p50']:.0f} ms, p99 {figures_ms['p99']:.0f} ms, "

@@ -339,7 +339,7 @@ http {{
         keepalive 64;
     }}
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port} backlog=4096;
         location / {{
             proxy_pass http://backend;
             proxy_http_version 1.1;

@@ -28,6 +28,7 @@ KEYS = {
     "error_texts",
     "rate_per_s",
     "latency_ms",
+    "settled_latency_ms",
     "refusal_ms",
     "samples",
     "replicas",
@@ -109,6 +110,7 @@ def test_soak_smoke_has_no_errors_and_no_wrong_answers(tmp_path: Path, capsys: p
     assert soak["settings"] == {
         "replicas": 2,
         "kill_at_s": None,
+        "overload_lag_ms": None,
         "store": "redis",
         "task_ttl_ms": 60_000,
         "poll_interval_ms": 100,

@@ -24,7 +24,7 @@ import pytest
 
 from proxy.bench.clients import ECHO_TEXT
 from proxy.bench.targets import ChildServer, start_fast_upstream, start_proxy
-from proxy.overload import CONTINUING, RUN, LoopLag, starts_work
+from proxy.overload import BUSY, CONTINUING, RUN, LoopLag, starts_work
 
 MODERN = "2026-07-28"
 META = {
@@ -68,8 +68,8 @@ def _stopped(pid: int) -> bool:
 
 
 async def test_a_request_that_arrives_while_the_proxy_is_stopped_past_its_idle_timeout_is_answered(upstream, tmp_path):
-    # overload_lag_ms = 0: five stops in a row would make it shed (each a late sample of the loop).
-    proxy: ChildServer = start_proxy(upstream.url, tmp_path, event_loop="asyncio", idle_timeout_ms=IDLE_MS, overload_lag_ms=0)
+    # The default overload bound: five stops in a row are late samples, but not busy ones (decision 177).
+    proxy: ChildServer = start_proxy(upstream.url, tmp_path, event_loop="asyncio", idle_timeout_ms=IDLE_MS)
     try:
         pid = proxy.pids()[0]
         port = int(proxy.url.split(":")[2].split("/")[0])
@@ -102,17 +102,19 @@ async def test_a_request_that_arrives_while_the_proxy_is_stopped_past_its_idle_t
     )
 
 
-def test_the_lag_rule_sheds_after_a_run_of_late_samples_and_stops_at_the_first_on_time():
+def test_the_lag_rule_sheds_after_a_run_of_late_busy_samples_and_stops_at_the_first_that_is_not():
     lag = LoopLag(500)
     seen = []
-    for late_s in (0.6, 0.6, 0.4, 0.6, 0.6, 0.6, 0.7, 0.1, 2.0):
-        lag.sample(late_s)
+    samples = [(0.6, 1.0), (0.6, 0.9), (0.4, 1.0), (0.6, 1.0), (0.6, 0.5), (0.6, 0.8), (0.7, 1.0), (0.1, 1.0), (2.0, 1.0)]
+    samples += [(0.9, 1.0), (0.9, 0.1), (0.9, 1.0), (0.9, 1.0)]  # a stall (stopped, blocked): late, not busy
+    for late_s, busy in samples:
+        lag.sample(late_s, busy)
         seen.append(lag.shedding)
-    assert RUN == 3
-    assert seen == [False, False, False, False, False, True, True, False, False]
+    assert (RUN, BUSY) == (3, 0.25)
+    assert seen == [False, False, False, False, False, True, True, False, False, False, False, False, False]
     never = LoopLag(0)
     for _ in range(10):
-        never.sample(5.0)
+        never.sample(5.0, 1.0)
     assert never.shedding is False
 
 
