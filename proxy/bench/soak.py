@@ -112,6 +112,8 @@ class Tally:
     it closed), else None. A request sent to it before then was in flight on it."""
     after_kill: dict[str, int] = field(default_factory=lambda: {kind: 0 for kind in KINDS})
     """Failed lifecycles that began after the kill, by kind."""
+    after_kill_ms: list[float] = field(default_factory=list)
+    """How long after the kill each of those began."""
 
     def failed(self, dialect: str, exc: BaseException, started: float) -> float:
         """Count a failed lifecycle begun at `started` (`time.monotonic()`); the seconds its
@@ -120,6 +122,7 @@ class Tally:
         self.failures[kind][dialect] += 1
         if self.killed_at is not None and started >= self.killed_at:
             self.after_kill[kind] += 1
+            self.after_kill_ms.append(round((started - self.killed_at) * 1000, 1))
         if kind == "refused":
             self.refusal_s.append(time.monotonic() - started)
             return exc.retry_after_s  # type: ignore[attr-defined, no-any-return]
@@ -323,6 +326,7 @@ async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, cl
     if tally.killed_at is not None:
         out["killed_at_s"] = round(tally.killed_at - start, 2)
         out["after_kill"] = tally.after_kill
+        out["after_kill_ms"] = tally.after_kill_ms[:MAX_ERROR_TEXTS]
     return out
 
 
@@ -467,8 +471,9 @@ def format_soak(soak: dict[str, Any]) -> str:
                          f"max {figures_ms['max']:.0f} ms")
     if "killed_at_s" in soak:
         after = soak["after_kill"]
+        begun = ", ".join(f"{ms:g}" for ms in soak.get("after_kill_ms", []))
         lines.append(f"  replica b killed at {soak['killed_at_s']:.0f} s; failed lifecycles begun after the kill: "
-                     + ", ".join(f"{kind} {n}" for kind, n in after.items()))
+                     + ", ".join(f"{kind} {n}" for kind, n in after.items()) + (f" (begun {begun} ms after it)" if begun else ""))
     if soak.get("nginx_errors") is not None:
         lines.append("  nginx error log: " + ", ".join(f"{cause} {n}" for cause, n in soak["nginx_errors"].items()))
     for name, r, cores in zip("ab", soak["replicas"], soak.get("replica_cores") or [None] * 2, strict=False):
