@@ -239,7 +239,8 @@ def _soak(args: Any, log: Callable[[str], None]) -> int:
     answer (with `--soak-kill-at`: any of a lifecycle begun after the kill), or when no lifecycle
     ran; refusals (503 with `Retry-After`) are answers, and the memory verdict is printed, never
     failed on."""
-    from .soak import format_soak, raise_nofile, refusal, run_soak
+    from .soak import raise_nofile, refusal, run_soak
+    from .soak_report import format_soak
 
     reason = refusal(args.soak_clients, args.soak_minutes, raise_nofile()[0], args.soak_replicas, args.soak_kill_at)
     if reason:
