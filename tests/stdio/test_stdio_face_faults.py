@@ -113,8 +113,11 @@ def children(pid: int) -> set[int]:
     """The PIDs of `pid`'s child processes (Linux /proc)."""
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        with open(task / "children", encoding="ascii") as f:
-            found.update(int(p) for p in f.read().split())
+        try:
+            with open(task / "children", encoding="ascii") as f:
+                found.update(int(p) for p in f.read().split())
+        except FileNotFoundError:  # the thread ended since the directory was listed
+            continue
     return found
 
 
