@@ -302,19 +302,25 @@ async def test_a_restart_into_a_configuration_that_does_not_load_is_refused_and_
 async def test_a_held_call_running_across_a_restart_ends_with_its_result(workers_redis, tmp_path):
     server = start_untasked_server(tmp_path / "events.jsonl")
     served = Served(tmp_path, server.url, "hold_after_ms = 300\n", redis_url=workers_redis)
+    release = tmp_path / "release"  # the call runs until this file exists: across the restart by construction
     try:
         await served.start()
         old = served.pid()
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
             caller = Caller(http, served.url)
-            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "across"}})
+            arguments = {"label": "across", "until": str(release)}
+            created = await caller.call("tools/call", {"name": "slow_compute", "arguments": arguments})
             assert created.result["status"] == "working"
-            code, out, err = await served.restart()
+            restarting = asyncio.ensure_future(served.restart())  # it waits until the old process has stopped
+            # The old process (or worker) that holds the call has stopped serving and waits for it.
+            await until(lambda: "for 1 held call(s) to end\n" in served.log.read_text(), "the old process's wait", 30)
+            release.touch()
+            code, out, err = await restarting
             assert code == 0, (out, err, served.log.read_text())
             assert served.pid() != old
             final = await caller.poll(created.result["taskId"])
         assert (final["status"], final["result"]["content"]) == ("completed", [{"type": "text", "text": "computed across"}])
-        # The old process (or worker) that held the call logs it as it stops, which may come after the result is stored.
+        # It logs the call's end as it stops, which may come after the result is stored.
         await until(lambda: "stopping: 1 held call(s) ended\n" in served.log.read_text(), "the old process's stop", 30)
     finally:
         await served.stop()

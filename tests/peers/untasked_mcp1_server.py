@@ -15,9 +15,11 @@ project's fixture servers, so the peers' client check scripts run against it unc
 tool                                           behaviour
 =============================================  ==================================================
 ``greet(name)``                                ``Hello, {name}!`` at once
-``slow_compute(seconds, label)``               sleeps ``seconds``, reporting ``step i of n`` as
+``slow_compute(seconds, label, until?)``       sleeps ``seconds``, reporting ``step i of n`` as
                                                progress (every 0.25 s; when the call has a
-                                               ``progressToken``), then ``computed {label}``
+                                               ``progressToken``), then ``computed {label}``;
+                                               with ``until`` (a path), runs until that file
+                                               exists instead (a test ends the call at its event)
 ``failing_job(seconds=1.5)``                   after ``seconds``, a tool error (``isError``)
                                                ``failing_job always fails``
 ``protocol_error_job(seconds=1.5)``            after ``seconds``, a JSON-RPC error -32000
@@ -66,7 +68,7 @@ TOOLS = [
     types.Tool(
         name="slow_compute",
         description="Sleeps, reporting progress.",
-        inputSchema=_schema(seconds={"type": "number"}, label={"type": "string"}),
+        inputSchema=_schema(seconds={"type": "number"}, label={"type": "string"}, until={"type": "string"}),
     ),
     types.Tool(name="failing_job", description="Ends with a tool error.", inputSchema=_schema(seconds={"type": "number"})),
     types.Tool(
@@ -96,7 +98,11 @@ async def list_tools() -> list[types.Tool]:
     return TOOLS
 
 
-async def _slow_compute(seconds: float, label: str) -> types.ServerResult:
+async def _slow_compute(seconds: float, label: str, until: str | None) -> types.ServerResult:
+    if until is not None:
+        while not await anyio.Path(until).exists():
+            await anyio.sleep(0.02)
+        return _text(f"computed {label}")
     ctx = server.request_context
     token = ctx.meta.progressToken if ctx.meta is not None else None
     steps = max(1, round(seconds / STEP_S))
@@ -128,7 +134,8 @@ async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
         if name == "greet":
             return _text(f"Hello, {arguments.get('name', '')}!")
         if name == "slow_compute":
-            return await _slow_compute(float(arguments.get("seconds", 1)), label)
+            until = arguments.get("until")
+            return await _slow_compute(float(arguments.get("seconds", 1)), label, None if until is None else str(until))
         if name == "failing_job":
             await anyio.sleep(float(arguments.get("seconds", 1.5)))
             return _text("failing_job always fails", is_error=True)
