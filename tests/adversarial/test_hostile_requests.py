@@ -267,3 +267,20 @@ async def test_fuzzed_field_types_get_a_json_rpc_answer(env, method, fields, met
         assert status == expected, (status, answer)
     else:
         assert status == 200 and "resultType" in answer["result"]
+
+
+async def test_an_error_code_outside_the_modern_mapping_comes_with_200(tmp_path):
+    """The fuzz above meets only codes the modern wire maps to a status of their own (issue 46: a
+    change answering the others 409 passed it). A backend's own JSON-RPC error -32000, relayed to a
+    2026-07-28 client, is answered 200 with the error in the body (docs/behaviour.md §6)."""
+    from held_support import start_untasked_server
+
+    server = start_untasked_server(tmp_path / "events.jsonl")
+    try:
+        async with running_proxy(server.url, tmp_path / "proxy") as proxy, aiohttp.ClientSession() as http:
+            body = modern_body("tools/call", {"name": "protocol_error_job", "arguments": {"seconds": 0}})
+            async with http.post(proxy.url, data=dumps(body), headers=MODERN_HEADERS) as response:
+                status, answer = response.status, await response.json()
+    finally:
+        server.stop()
+    assert (status, answer["error"]) == (200, {"code": -32000, "message": "protocol_error_job: simulated internal failure"})
