@@ -16,9 +16,15 @@ tasks extension (SEP-2663, :data:`EXT_TASKS`), MCP 2025-11-25 (:data:`MCP_2025_1
 2. the rules of the definition that those zod schemas leave open, written out here (:data:`RULES`;
    e.g. core 2.4.0 shares its result schemas with 2025-11-25, so the 2026-07-28 ``resultType``,
    ``cacheScope`` and ``ttlMs`` are checked by a rule);
-3. the JSON Schema file of that MCP schema, when a ``shared/schemas/`` directory is beside the
-   checkout (or named by ``MCP_TASKS_PROXY_SHARED``). Without it, steps 1 and 2 decide alone:
-   nothing is skipped.
+3. the JSON Schema file of that MCP schema, in a ``shared/schemas/`` directory beside the checkout
+   (or named by ``MCP_TASKS_PROXY_SHARED``). The repository does not carry these files, so a plain
+   clone has no such directory: there the step cannot run, and each call says so out loud, a
+   :class:`SchemaStepNotRun` warning naming the message's definition, what it was validated against
+   and where the file was looked for (pytest lists each in its warnings summary, under the test
+   that made the call); steps 1 and 2 still decide. Where the directory is there but lacks the
+   file, or the file lacks the definition, the call fails.
+
+`validate` returns what it validated against (one line per check run), so a test can assert it.
 
 Each JSON Schema file is loaded once and registered as a ``referencing`` resource, so the
 ``#/$defs/...`` refs inside a file resolve within that file.
@@ -31,6 +37,7 @@ import json
 import os
 import subprocess
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -194,26 +201,49 @@ def official_problems(message: Any, schema: str, definition: str) -> list[str]:
     return problems
 
 
-def validate(message: Any, schema: str, definition: str) -> None:
+class SchemaStepNotRun(UserWarning):
+    """A step of :func:`validate` could not run (the JSON Schema step on a checkout without
+    ``shared/schemas/``): the message was validated by the other steps alone."""
+
+
+def validate(message: Any, schema: str, definition: str) -> list[str]:
     """Assert that `message` is a valid `definition` of `schema` (:data:`EXT_TASKS`,
     :data:`MCP_2025_11_25` or :data:`MCP_2026_07_28`): official zod schemas and rules first, then the
-    JSON Schema where ``shared/schemas/`` is present (see the module docstring).
+    JSON Schema from ``shared/schemas/`` (see the module docstring). Returns what it validated
+    against: ``zod <schema>[ at <part>]``, ``rule <name>``, ``JSON Schema <file>#/$defs/<definition>``.
 
     Raises ``AssertionError`` naming each problem (zod's issues, a rule's, or the JSON Schema
-    validator's best error with its path), and ``KeyError`` for a definition not in :data:`OFFICIAL`.
+    validator's best error with its path) or a ``shared/schemas/`` without the file, and ``KeyError``
+    for a definition not in :data:`OFFICIAL` or not in the JSON Schema file. Warns
+    :class:`SchemaStepNotRun` when there is no ``shared/schemas/`` for the JSON Schema step.
     """
     problems = official_problems(message, schema, definition)
     if problems:
         raise AssertionError(f"{schema} {definition}: " + "; ".join(problems) + f"\nmessage: {json.dumps(message)}")
+    checked = [f"zod {check.name}{' at ' + '.'.join(check.at) if check.at else ''}" for check in OFFICIAL[(schema, definition)]]
+    checked += [f"rule {rule.__name__.lstrip('_')}" for rule in RULES.get((schema, definition), ())]
     schema_file = JSON_SCHEMA_FILES[schema]
-    if (schemas_dir() / schema_file).is_file():
-        error = best_match(_validator(schema_file, definition).iter_errors(message))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "<root>"
-            raise AssertionError(f"{schema_file}#/$defs/{definition}: at {where}: {error.message}")
+    directory = schemas_dir()
+    if not directory.is_dir():
+        warnings.warn(
+            SchemaStepNotRun(
+                f"{schema} {definition} validated against {', '.join(checked)} only: the JSON Schema step did not run, "
+                f"no {directory} for {schema_file} (the repository does not carry it; {SHARED_ENV} names a directory "
+                "holding schemas/)"
+            ),
+            stacklevel=2,
+        )
+        return checked
+    if not (directory / schema_file).is_file():
+        raise AssertionError(f"the JSON Schema step cannot run: {directory} has no {schema_file}")
+    error = best_match(_validator(schema_file, definition).iter_errors(message))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "<root>"
+        raise AssertionError(f"{schema_file}#/$defs/{definition}: at {where}: {error.message}")
+    return [*checked, f"JSON Schema {schema_file}#/$defs/{definition}"]
 
 
-# --- the JSON Schemas (extra check, where present) -----------------------------------------------
+# --- the JSON Schemas (the third step, where shared/schemas/ is there) -----------------------------
 
 
 def schemas_dir() -> Path:

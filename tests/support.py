@@ -181,3 +181,38 @@ REFERENCE_V1_TOOLS = [
     "test_tool_with_task",
 ]
 """The reference v1 server's tools (`proxy/demo/servers/v1_server.py`), in the order it lists them."""
+
+
+async def eventually(
+    fetch: Any, accept: Any = bool, what: Any = "the condition", timeout_s: float = 10, interval_s: float = 0.1
+) -> Any:
+    """`fetch()` (a plain or a coroutine function) every `interval_s` until `accept(value)` holds,
+    and return that value; fail after `timeout_s` naming `what` (a string, or a function giving one
+    at the failure) and the last value. `until` for a condition that needs a request to read."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        value = fetch()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if accept(value):
+            return value
+        if loop.time() >= deadline:
+            raise AssertionError(
+                f"timed out after {timeout_s:g} s waiting for {what() if callable(what) else what}; last: {value!r}"
+            )
+        await asyncio.sleep(interval_s)
+
+
+async def wait_for_input(caller: Caller, task_id: str, count: int = 1, timeout_s: float = 10) -> dict[str, Any]:
+    """`tasks/get` of `task_id` through `caller` every 50 ms until the task is `input_required`
+    with at least `count` input requests; that answer's result. Fails after `timeout_s` with the
+    last result."""
+
+    async def task() -> dict[str, Any]:
+        return (await caller.call("tasks/get", {"taskId": task_id})).result
+
+    def asking(result: dict[str, Any]) -> bool:
+        return result["status"] == "input_required" and len(result.get("inputRequests") or {}) >= count
+
+    return await eventually(task, asking, f"task {task_id} to ask for {count} input(s)", timeout_s, 0.05)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from support import meta  # noqa: E402
+from support import wait_for_input as wait_for_input  # noqa: E402 - the shared helper, which the adversarial tests import from here
 from tap import RecordingTap  # noqa: E402
 
 from proxy.demo.peers import ensure_peer_env  # noqa: E402
@@ -70,16 +70,6 @@ class RestartableBackend:
 async def healthz_ok(http: aiohttp.ClientSession, base_url: str) -> bool:
     async with http.get(base_url + "/healthz") as response:
         return response.status == 200 and await response.json() == {"status": "ok"}
-
-
-async def wait_for_input(caller, task_id: str, timeout: float = 10) -> dict[str, Any]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = (await caller.call("tasks/get", {"taskId": task_id})).result
-        if result["status"] == "input_required" and result.get("inputRequests"):
-            return result
-        assert asyncio.get_running_loop().time() < deadline, result
-        await asyncio.sleep(0.05)
 
 
 def dumps(obj: Any) -> bytes:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import TEST_KEY, Caller, free_port, running_proxy
+from support import TEST_KEY, Caller, eventually, free_port, running_proxy
 
 from proxy.demo.processes import ServerProcess, start_reference_v1_server, start_reference_v2_server
 from translators.errors import ELSEWHERE, FORGOTTEN, UNKNOWN_TASK
@@ -237,13 +237,6 @@ async def _v1_worker(http: aiohttp.ClientSession, url: str, tally: Tally, stop: 
             await asyncio.sleep(0.1)
 
 
-async def _until(condition, timeout_s: float, what: str, tally: Tally) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}: {tally}"
-        await asyncio.sleep(0.1)
-
-
 async def test_rolling_upgrade_of_one_backend_of_two(tmp_path):
     port_b = free_port()
     servers: list[ServerProcess] = []
@@ -261,21 +254,19 @@ async def test_rolling_upgrade_of_one_backend_of_two(tmp_path):
             workers = [asyncio.create_task(_modern_worker(http, proxy.url, tally, stop, i)) for i in range(3)]
             workers += [asyncio.create_task(_v1_worker(http, proxy.url, tally, stop, i)) for i in range(2)]
             try:
-                await _until(
+                await eventually(
                     lambda: all(tally.started[(kind, "before", name)] >= 5 for kind in ("modern", "v1") for name in "ab"),
-                    60,
-                    "tasks on both backends before the upgrade",
-                    tally,
+                    what=lambda: f"tasks on both backends before the upgrade: {tally}",
+                    timeout_s=60,
                 )
                 await asyncio.to_thread(servers[1].stop)
                 await asyncio.sleep(0.5)  # clients meet the stopped backend for a while
                 servers.append(await asyncio.to_thread(start_reference_v2_server, port_b))
                 tally.phase = "after"
-                await _until(
+                await eventually(
                     lambda: all(tally.after_on(kind, name) >= 5 for kind in ("modern", "v1") for name in "ab"),
-                    90,
-                    "new work on both backends after the upgrade",
-                    tally,
+                    what=lambda: f"new work on both backends after the upgrade: {tally}",
+                    timeout_s=90,
                 )
             finally:
                 stop.set()

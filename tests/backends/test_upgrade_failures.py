@@ -18,7 +18,7 @@ import pytest
 import support
 from browser import dump_dom, tables
 from session_support import SessionCaller
-from support import free_port, running_proxy
+from support import eventually, free_port, running_proxy
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import start_reference_v1_server, start_reference_v2_server
@@ -61,16 +61,6 @@ class SteppedClient:
 async def _status(http: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
     async with http.get(base_url + "/status.json") as response:
         return await response.json()
-
-
-async def _until(check, what: str, timeout_s: float = 60.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 async def _done(caller: NamedCaller, task_id: str) -> dict[str, Any]:
@@ -133,7 +123,7 @@ async def test_an_in_place_upgrade_puts_each_failure_under_its_client_and_live_t
             async def upgraded() -> bool:
                 return (await _status(http, proxy.base_url))["backends"][0]["dialect"] == "v2-modern"
 
-            await _until(upgraded, "the proxy to notice the upgrade")
+            await eventually(upgraded, what="the proxy to notice the upgrade", timeout_s=60)
             # After: the relayed session is gone with the v1 server; the modern client's task too.
             lost = await sdk.step("get long")
             assert (lost["ok"], lost["error"]["type"]) == (False, "McpError"), lost

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
+from support import until
 from yarl import URL
 
 from proxy.demo.processes import ServerProcess
@@ -465,23 +466,58 @@ async def test_declined_pre_task_elicitation_ends_with_is_error_result(mcp: _Mcp
 # --------------------------------------------------------------------------------------------
 
 
-async def test_cancelled_work_does_not_end_the_session(mcp: _McpSession, reference_v1_server: ServerProcess) -> None:
-    cancelled_id = (await mcp.create_task("slow_compute", {"seconds": 60, "label": "long"}))["taskId"]
-    await asyncio.sleep(0.3)
-    cancel = await mcp.result("tasks/cancel", {"taskId": cancelled_id})
-    _assert_v1_task_shape(cancel, "cancelled")
-    assert "statusMessage" not in cancel
+_WITH_INFO_LINES = (
+    "import logging, os, runpy, sys; "
+    "logging.getLogger('mcp_tasks_proxy.v1_server').setLevel(logging.INFO); "
+    "sys.argv = sys.argv[1:]; sys.path.insert(0, os.path.dirname(sys.argv[0])); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+"""Runs the script named first, as `python <script> ...` would, with the reference server's own
+logger at INFO (its `main` sets the root to WARNING): its "task ... was cancelled; its work
+stopped" (``v1_sdk_fixes.stop_when_cancelled``) is then on its output."""
 
-    # The work notices within a poll interval and stops; give it time to have "returned".
-    await asyncio.sleep(0.5)
-    other_id = (await mcp.create_task("slow_compute", {"seconds": 0.2, "label": "after"}))["taskId"]
-    await mcp.wait_status(other_id, {"completed"})
-    assert _text_of(await mcp.result("tasks/result", {"taskId": other_id})) == "computed after"
 
-    assert (await mcp.result("tasks/get", {"taskId": cancelled_id}))["status"] == "cancelled"
-    assert (await mcp.result("tasks/get", {"taskId": other_id}))["status"] == "completed"
-    assert await mcp.result("tasks/result", {"taskId": cancelled_id}) == {"_meta": {RELATED_TASK: {"taskId": cancelled_id}}}
-    assert "crashed" not in reference_v1_server.output_tail()
+@pytest.fixture
+def talkative_v1_server() -> Iterator[ServerProcess]:
+    """A reference v1 server of the test's own that prints its INFO lines (`_WITH_INFO_LINES`)."""
+    from proxy.demo.peers import ensure_peer_env
+    from proxy.demo.processes import V1_SERVER_SCRIPT
+
+    argv = [str(ensure_peer_env("mcp-v1")), "-c", _WITH_INFO_LINES, str(V1_SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0"]
+    server = ServerProcess.start(argv)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_cancelled_work_does_not_end_the_session(talkative_v1_server: ServerProcess) -> None:
+    server = talkative_v1_server
+    async with aiohttp.ClientSession() as http:
+        mcp = await _McpSession(http, server.url).open()
+        try:
+            cancelled_id = (await mcp.create_task("slow_compute", {"seconds": 60, "label": "long"}))["taskId"]
+            await asyncio.sleep(0.3)
+            cancel = await mcp.result("tasks/cancel", {"taskId": cancelled_id})
+            _assert_v1_task_shape(cancel, "cancelled")
+            assert "statusMessage" not in cancel
+
+            # The work notices within a poll interval and returns (what mcp 1.30 alone ends the
+            # session on); the server says so once it has.
+            stopped = f"INFO mcp_tasks_proxy.v1_server: task {cancelled_id} was cancelled; its work stopped"
+            await until(lambda: stopped in server.output_tail().splitlines(), "the cancelled work to have returned")
+            other_id = (await mcp.create_task("slow_compute", {"seconds": 0.2, "label": "after"}))["taskId"]
+            await mcp.wait_status(other_id, {"completed"})
+            assert _text_of(await mcp.result("tasks/result", {"taskId": other_id})) == "computed after"
+
+            assert (await mcp.result("tasks/get", {"taskId": cancelled_id}))["status"] == "cancelled"
+            assert (await mcp.result("tasks/get", {"taskId": other_id}))["status"] == "completed"
+            assert await mcp.result("tasks/result", {"taskId": cancelled_id}) == {
+                "_meta": {RELATED_TASK: {"taskId": cancelled_id}}
+            }
+        finally:
+            await mcp.close()
+    assert server.output_tail().splitlines() == [f"LISTENING {server.url}", stopped]  # nothing crashed, nothing else logged
 
 
 async def test_cancelled_work_that_ends_later_does_not_end_the_session(mcp: _McpSession) -> None:

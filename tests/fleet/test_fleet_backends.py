@@ -6,12 +6,10 @@ clients, v2-modern backends)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import TEST_KEY, Caller, running_proxy
+from support import TEST_KEY, Caller, running_proxy, wait_for_input
 
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK
 from translators.sealing import ANONYMOUS, RELAY_SESSION, RELAY_STATE, Keyring
@@ -29,15 +27,6 @@ def _backend(task_id: str) -> tuple[str, str]:
     """(backend, upstream session) sealed in a task id the proxy handed out."""
     ref = KEYRING.unseal_task_id(task_id, ANONYMOUS)
     return ref.backend, ref.session
-
-
-async def _wait_for_input(caller: Caller, task_id: str) -> dict:
-    for _ in range(100):
-        task = (await caller.call("tasks/get", {"taskId": task_id})).result
-        if task["status"] == "input_required":
-            return task
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"task stayed {task['status']}")
 
 
 async def test_modern_clients_over_two_v1_backends_by_weight(reference_v1_server, second_v1_server, tmp_path):
@@ -79,7 +68,7 @@ async def test_modern_clients_over_two_v1_backends_by_weight(reference_v1_server
         ]
         assert [_backend(t["taskId"])[0] for t in asking] == ["a", "a", "b"]
         for task, name in zip(asking, ("x", "y", "z"), strict=False):
-            waiting = await _wait_for_input(caller, task["taskId"])
+            waiting = await wait_for_input(caller, task["taskId"])
             assert list(waiting["inputRequests"]) == ["input-1"]
             ack = await caller.call(
                 "tasks/update",
@@ -166,7 +155,7 @@ async def test_modern_clients_relayed_to_two_v2_backends_get_sealed_ids(referenc
             for n in ("x", "y")
         ]
         for task, name in zip(asking, ("x", "y"), strict=False):
-            waiting = await _wait_for_input(caller, task["taskId"])
+            waiting = await wait_for_input(caller, task["taskId"])
             assert waiting["taskId"] == task["taskId"]
             [key] = waiting["inputRequests"]
             ack = await caller.call(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from support import TEST_KEY, Caller, running_proxy
+from support import TEST_KEY, Caller, eventually, running_proxy
 
 from proxy.config import load
 from proxy.demo.peers import ensure_peer_env
@@ -78,16 +78,6 @@ async def _modern_client(http: aiohttp.ClientSession, url: str, tally: Tally, n:
         tally.finished[backend] += 1
 
 
-async def _until(what, check, timeout: float = WAIT_S):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await what()
-        if check(value):
-            return value
-        assert asyncio.get_running_loop().time() < deadline, f"still {value}"
-        await asyncio.sleep(0.2)
-
-
 async def test_a_migration_by_reloads_and_a_drain_loses_nothing(reference_v1_server, reference_v2_server, tmp_path):
     old = {"name": "old", "url": reference_v1_server.url}
     new = {"name": "new", "url": reference_v2_server.url}
@@ -118,20 +108,26 @@ async def test_a_migration_by_reloads_and_a_drain_loses_nothing(reference_v1_ser
                 return {b["name"]: b for b in (await response.json())["backends"]}
 
         try:
-            await _until(tally.counts, lambda done: done["old"] >= CLIENTS)
+            await eventually(tally.counts, lambda done: done["old"] >= CLIENTS, f"{CLIENTS} tasks finished on old", WAIT_S, 0.2)
             assert await proxy.reload(fleet({**old, "weight": 9}, {**new, "weight": 1})) == [
                 "backend old: weight 1 -> 9",
                 f"backend new added ({reference_v2_server.url}, weight 1)",
             ]
-            await _until(tally.counts, lambda done: done["new"] >= 5)
+            await eventually(tally.counts, lambda done: done["new"] >= 5, "5 tasks finished on new", WAIT_S, 0.2)
             await proxy.reload(fleet({**old, "weight": 1}, {**new, "weight": 1}))
             await proxy.reload(fleet({**old, "weight": 0}, {**new, "weight": 1}))
             await proxy.reload(fleet({**old, "weight": 0, "drain": True}, {**new, "weight": 1}))
-            drained = await _until(status, lambda backends: backends["old"]["drain"] == "drained")
+            drained = await eventually(status, lambda backends: backends["old"]["drain"] == "drained", "old drained", WAIT_S, 0.2)
             assert drained["old"]["remaining"] == {"sessions": 0, "requests": 0, "tasks": 0, "held": 0}
             assert await proxy.reload(fleet({**new, "weight": 1})) == ["backend old removed"]
             at_removal = dict(tally.finished)
-            await _until(tally.counts, lambda done: done["new"] >= at_removal["new"] + CLIENTS)
+            await eventually(
+                tally.counts,
+                lambda done: done["new"] >= at_removal["new"] + CLIENTS,
+                f"{CLIENTS} more tasks finished on new after old's removal",
+                WAIT_S,
+                0.2,
+            )
         finally:
             tally.stop.set()
             sdk.send_signal(signal.SIGUSR1)  # each SDK client finishes its lifecycle and stops

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from support import until
 
 from proxy.bench.clients import ECHO_TEXT
 from proxy.bench.targets import ChildServer, start_fast_upstream, start_proxy
@@ -81,8 +82,7 @@ async def test_a_request_that_arrives_while_the_proxy_is_stopped_past_its_idle_t
             first = await _answer(reader)
             os.kill(pid, signal.SIGSTOP)
             try:
-                while not _stopped(pid):
-                    await asyncio.sleep(0.01)
+                await until(lambda: _stopped(pid), f"the proxy (PID {pid}) to be stopped", 10, 0.01)
                 await asyncio.sleep(2 * IDLE_MS / 1000)  # its idle deadline passes while it is stopped
                 writer.write(_request(2, "tools/call", call, "echo"))  # on loopback: in the proxy's socket once written
                 await writer.drain()

@@ -5,7 +5,6 @@ client's trace context arriving at the backend."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -18,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind  # noqa: E402
-from support import TEST_KEY, Caller  # noqa: E402
+from support import TEST_KEY, Answer, Caller, eventually  # noqa: E402
 from tap import RecordingTap  # noqa: E402
 
 from proxy.app import start  # noqa: E402
@@ -73,13 +72,13 @@ async def test_one_translated_task_is_one_trace_with_links(reference_v1_server, 
                 headers={"traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN}-01", "tracestate": "vendor=1"},
             )
             task_id = created.result["taskId"]
-            while True:  # the follow-ups carry the trace context in _meta instead
+
+            async def get() -> Answer:  # the follow-ups carry the trace context in _meta instead
                 body = caller.body("tasks/get", {"taskId": task_id})
                 body["params"]["_meta"]["traceparent"] = f"00-{TRACE_ID}-{META_SPAN}-01"
-                answer = await caller.raw(json.dumps(body), {**caller.headers("tasks/get"), "Content-Type": "application/json"})
-                if answer.body["result"]["status"] == "completed":
-                    break
-                await asyncio.sleep(0.1)
+                return await caller.raw(json.dumps(body), {**caller.headers("tasks/get"), "Content-Type": "application/json"})
+
+            answer = await eventually(get, lambda a: a.body["result"]["status"] == "completed", f"task {task_id} to complete")
             assert answer.body["result"]["result"]["content"][0]["text"] == "computed t"
     finally:
         await proxy.stop()

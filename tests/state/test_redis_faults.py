@@ -27,12 +27,13 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 from session_support import SessionCaller
-from support import TEST_KEY, Caller
+from support import TEST_KEY, Caller, until
 
 from proxy.app import STATE, start
 from proxy.config import load
+from proxy.pairings.v1_task_push import TaskPush
 from proxy.sse import SseParser
-from proxy.state.health import StoreRefused
+from proxy.state.health import StoreRefused, StoreTrouble
 from proxy.state.redis_store import write_refusal
 from translators.sealing import Keyring
 
@@ -210,10 +211,25 @@ async def test_a_question_lost_in_a_redis_restart_is_put_back_and_answered(refer
     ]
 
 
-async def test_a_v1_sessions_get_stream_follows_its_task_through_a_paused_redis(reference_v2_server, own_redis, tmp_path, caplog):
+async def test_a_v1_sessions_get_stream_follows_its_task_through_a_paused_redis(
+    reference_v2_server, own_redis, tmp_path, caplog, monkeypatch
+):
     """The follower of a v1 session's GET stream (decision 53) used to die with a traceback on the
-    first store error, and the client then heard nothing more of its tasks."""
+    first store error, and the client then heard nothing more of its tasks. Redis is resumed only
+    once the follower's own read of the session's tasks has met the paused store (it logs nothing
+    of it: the store logged the outage once, decision 76), seen by recording what that read raised."""
     caplog.set_level(logging.INFO)
+    met: list[str] = []  # the follower's reads that met the store's trouble, by their message
+    read_open_tasks = TaskPush._open_tasks
+
+    async def recording_open_tasks(self: TaskPush, session):  # the real read, its StoreTrouble recorded
+        try:
+            return await read_open_tasks(self, session)
+        except StoreTrouble as exc:
+            met.append(exc.message)
+            raise
+
+    monkeypatch.setattr(TaskPush, "_open_tasks", recording_open_tasks)
     async with _proxy(reference_v2_server.url, own_redis.url, tmp_path) as (running, http, _client):
         caller = SessionCaller(http, running.url)
         await caller.initialize()
@@ -227,9 +243,11 @@ async def test_a_v1_sessions_get_stream_follows_its_task_through_a_paused_redis(
             own_redis.pause()
             try:
                 await _readyz_until(http, running.base_url, 503)
-                await asyncio.sleep(1.5)  # the follower polls every second: it meets the paused store
+                # The follower reads the session's tasks every second at most: it meets the paused store.
+                await until(lambda: met, "the GET stream's follower to meet the paused store", 20)
             finally:
                 own_redis.resume()
+            assert met[0] == f"task state store {own_redis.url} unreachable: no answer within {TIMEOUT_MS} ms"
             parser, statuses = SseParser(), []
             async with asyncio.timeout(20):
                 async for chunk in stream.content.iter_any():

@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from session_support import SessionCaller
-from support import Caller, free_port
+from support import Caller, free_port, wait_for_input
 
 from proxy.keys import new_key_text
 
@@ -77,16 +77,6 @@ class ProxyProcess:
             await asyncio.wait_for(self.process.wait(), 30)
 
 
-async def _wait_for_inputs(client: Caller, task_id: str, count: int) -> dict:
-    deadline = asyncio.get_running_loop().time() + 20
-    while True:
-        result = (await client.call("tasks/get", {"taskId": task_id})).result
-        if result["status"] == "input_required" and len(result["inputRequests"]) >= count:
-            return result
-        assert asyncio.get_running_loop().time() < deadline, result
-        await asyncio.sleep(0.1)
-
-
 def _ask(message: str, schema: dict) -> dict:
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
 
@@ -108,7 +98,7 @@ async def test_questions_of_v2_clients_on_a_v1_backend_survive_a_sigkill(referen
             }
             expected[multi_id] = {"input-1": _ask("value for a", VALUE_SCHEMA), "input-2": _ask("value for b", VALUE_SCHEMA)}
             before = {
-                task_id: (await _wait_for_inputs(client, task_id, len(asks)))["inputRequests"]
+                task_id: (await wait_for_input(client, task_id, len(asks), timeout_s=20))["inputRequests"]
                 for task_id, asks in expected.items()
             }
             assert before == expected

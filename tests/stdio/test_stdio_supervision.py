@@ -135,12 +135,11 @@ async def test_an_initialize_during_a_restarts_backoff_waits_for_the_restart_whe
             assert (await alice.initialize())["_status"] == 200
             [slot] = _pool(proxy).slots.values()
             backend = proxy.runner.app[STATE].fleet.members[0].backend
-            while time.monotonic() - backend._last_probe < 1.5:  # the loss's re-probe is then not held back
-                await asyncio.sleep(0.05)
+            # the loss's re-probe is then not held back
+            await until(lambda: time.monotonic() - backend._last_probe >= 1.5, "1.5 s since the last probe", 10, 0.05)
             pid = slot.process.pid
             os.kill(pid, signal.SIGKILL)
-            while slot.retry_at is None:  # the kill seen: the restart waits out its backoff
-                await asyncio.sleep(0.02)
+            await until(lambda: slot.retry_at is not None, "the kill seen: the restart waiting out its backoff")
             bob = SessionCaller(http, proxy.url, authorization="Bearer bob", capabilities={})
             answer = await bob.initialize()
             if backoff_s < 10:

@@ -10,7 +10,7 @@ import asyncio
 
 import aiohttp
 import pytest
-from support import TEST_KEY, Caller, running_proxy
+from support import TEST_KEY, Caller, running_proxy, wait_for_input
 
 from proxy.app import STATE
 from translators.sealing import Keyring
@@ -33,19 +33,9 @@ async def client(proxy):
         yield Caller(http, proxy.url)
 
 
-async def wait_for_inputs(client: Caller, task_id: str, count: int = 1, timeout: float = 10) -> dict:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = (await client.call("tasks/get", {"taskId": task_id})).result
-        if result["status"] == "input_required" and len(result["inputRequests"]) >= count:
-            return result
-        assert asyncio.get_running_loop().time() < deadline, result
-        await asyncio.sleep(0.1)
-
-
 async def test_a_task_question_is_an_input_request_answered_by_tasks_update(client):
     created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "a.txt"}})).result
-    waiting = await wait_for_inputs(client, created["taskId"])
+    waiting = await wait_for_input(client, created["taskId"])
     assert waiting["inputRequests"] == {
         "input-1": {
             "method": "elicitation/create",
@@ -66,7 +56,7 @@ async def test_a_task_question_is_an_input_request_answered_by_tasks_update(clie
 
 async def test_two_questions_at_once_can_be_answered_one_at_a_time(client):
     created = (await client.call("tools/call", {"name": "multi_input"})).result
-    waiting = await wait_for_inputs(client, created["taskId"], count=2)
+    waiting = await wait_for_input(client, created["taskId"], count=2)
     assert waiting["inputRequests"] == {
         "input-1": {
             "method": "elicitation/create",
@@ -94,7 +84,7 @@ async def test_two_questions_at_once_can_be_answered_one_at_a_time(client):
 
 async def test_unknown_and_answered_keys_are_ignored(client, tapped):
     created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "k.txt"}})).result
-    await wait_for_inputs(client, created["taskId"])
+    await wait_for_input(client, created["taskId"])
     mark = len(tapped.methods)
     ack = await client.call("tasks/update", {"taskId": created["taskId"], "inputResponses": {"nope": {"action": "accept"}}})
     assert ack.result == {"resultType": "complete"}
@@ -188,7 +178,7 @@ async def test_a_client_that_never_answers_leaves_the_task_waiting_and_nothing_a
         client = Caller(http, proxy.url)
         created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "never.txt"}})).result
         assert created["ttlMs"] == 2000
-        await wait_for_inputs(client, created["taskId"])
+        await wait_for_input(client, created["taskId"])
         await asyncio.sleep(0.5)
         again = (await client.call("tasks/get", {"taskId": created["taskId"]})).result
         assert (again["status"], list(again["inputRequests"])) == ("input_required", ["input-1"])
@@ -202,7 +192,7 @@ async def test_a_client_that_never_answers_leaves_the_task_waiting_and_nothing_a
 async def test_a_dropped_result_stream_is_reopened_without_losing_the_question(tapped, client):
     tapped.cut_after_first_event.add("tasks/result")
     created = (await client.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "cut.txt"}})).result
-    waiting = await wait_for_inputs(client, created["taskId"])
+    waiting = await wait_for_input(client, created["taskId"])
     assert list(waiting["inputRequests"]) == ["input-1"]
     assert "tasks/result" not in tapped.cut_after_first_event  # the stream really was cut
     mark = len(tapped.methods)
