@@ -4,73 +4,106 @@ Like `nginx -t` before a reload: it reads the file and the flags as `serve` woul
 order, without creating or changing anything:
 
 1. the keys and values (`config.load`: unknown keys with the closest known one, bad values);
-2. each backend: an HTTP URL has a host, and its TLS files (`tls_ca_file`, `tls_client_cert`,
-   `tls_client_key`) load, the key matching the certificate; a stdio `command` is found (on the
-   `PATH` of its `env`, else the proxy's) and is executable, and its `cwd` is a directory;
-   then HTTPS on the proxy's face: `tls_cert` and `tls_key` load and the key matches;
-3. the sealing key: `MCP_TASKS_PROXY_KEY` or `key_file` holds a valid key, or the key in
-   `state_dir` does, or `state_dir` is where one can be created;
-4. the store: SQLite's file opens (or can be created) in `state_dir`; a Redis URL answers `PING`
-   within `REDIS_WAIT_S`.
+2. `workers` > 1: what worker processes need (`workers_refusal`);
+3. each backend: an HTTPS URL's TLS files (`tls_ca_file`, `tls_client_cert`, `tls_client_key`)
+   load, the key matching the certificate (`request_options`, as `serve` builds them); a stdio
+   `command` is found (on the `PATH` of its `env`, else the proxy's) and is executable, and its
+   `cwd` is a directory; then HTTPS on the proxy's face: `tls_cert` and `tls_key` load and match;
+4. the sealing key: `MCP_TASKS_PROXY_KEY` or `key_file` holds a valid key, or the key in
+   `state_dir` does, or `state_dir` is where one can be created (`keys.load_master_key`'s order);
+5. the store: SQLite's file passes the checks of its opening, read-only (`inspect_store`), or
+   can be created in `state_dir`; a Redis URL answers `PING` within `REDIS_WAIT_S`;
+6. the event loop `MCP_TASKS_PROXY_EVENT_LOOP` asks for (`eventloop.loop_factory`).
 
-Backends are not contacted: one that is down when the file is checked is no fault of the file
-(the running proxy waits for it). Returns the lines to print and whether everything held.
+`serve` runs the same checks before it starts anything (`refusal`; all but the Redis `PING`: it
+reaches the store itself when it starts), so what `check` passes `serve` does not refuse at start
+for these reasons, and each reason is worded once: `check` prints `error: <reason>`, `serve`
+`mcp-tasks-proxy: refusing to start: <reason>` (docs/troubleshooting.md). Not checked: whether
+another proxy holds the SQLite file now (`check` takes no lock), and the backends themselves: one
+that is down when the file is checked is no fault of the file (the running proxy waits for it).
+Returns the lines to print and whether everything held.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
-import sqlite3
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from .config import ConfigError, Settings, Upstream, load
+from .eventloop import loop_factory
 from .keys import ENV_KEY, decode_key
 from .redaction import shown_url
 from .state.health import display_url
-from .upstream.tls import TlsProblem, client_context, load_pair
+from .state.opening import inspect_store, sqlite_path
+from .upstream.stdio.process import Launch
+from .upstream.tls import TlsProblem, load_pair, request_options
 
 REDIS_WAIT_S = 3.0
 """How long a Redis store has to answer `PING` (connecting included)."""
+NO_BACKEND = "upstream: at least one backend is required (give --upstream URL, or [[upstream]] tables in the config file)"
+"""`create_app`'s words for a configuration without a backend (proxy/app.py)."""
 
 
 class Problem(Exception):
-    """One thing that does not hold; the message names the key."""
+    """One thing that does not hold; the message is the reason, naming its key or file. `serve_says`:
+    `serve`'s line after `mcp-tasks-proxy: ` (by default `refusing to start: <reason>`)."""
+
+    def __init__(self, reason: str, serve_says: str | None = None):
+        super().__init__(reason)
+        self.serve_says = serve_says or f"refusing to start: {reason}"
 
 
 def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> tuple[list[str], bool]:
-    """The report of `mcp-tasks-proxy check`: one line per check (`ok: ...` or `error: ...`) and
-    whether all held. A configuration that does not load is one error line and nothing else."""
+    """The report of `mcp-tasks-proxy check`: one line per check (`ok: <what>: ...` or `error: <reason>`)
+    and whether all held. A configuration that does not load is one error line and nothing else."""
     try:
         settings = load(path, dict(overrides))
     except ConfigError as exc:
         return [f"error: {exc}"], False
     lines = [f"ok: {path or 'the flags'}: keys and values ({len(settings.upstream)} backend(s))"]
-    checks = [*((f"upstream {u.name!r}", lambda u=u: _backend(u)) for u in settings.upstream),
-              *((("tls", lambda: _face(settings)),) if settings.tls_cert is not None else ()),
-              ("key", lambda: _key(settings, environ)), ("store", lambda: _store(settings)),
-              *((("workers", lambda: _workers(settings)),) if settings.workers > 1 else ()),
-              *((("rollout", lambda: _rollout(settings)),) if settings.rollout is not None else ())]
-    if not settings.upstream:
-        checks.insert(0, ("upstream", lambda: _no_backend()))
     held = True
-    for name, run in checks:
+    for name, run in checks(settings, environ):
         try:
             lines.append(f"ok: {name}: {run()}")
         except Problem as exc:
-            lines.append(f"error: {name}: {exc}")
+            lines.append(f"error: {exc}")
             held = False
     return lines, held
 
 
+def checks(settings: Settings, environ: Mapping[str, str], *, serving: bool = False) -> list[tuple[str, Callable[[], str]]]:
+    """The checks of `check` and of `serve` before it starts (`refusal`), in order: what each is
+    called and what runs it (returns what it found, or raises `Problem`). `serving`: `serve`'s,
+    which leave the Redis store's `PING` to the start (it reaches the store then)."""
+    return [*((("workers", lambda: _workers(settings)),) if settings.workers > 1 else ()),
+            *((("upstream", _no_backend),) if not settings.upstream else ()),
+            *((f"backend {u.name!r}", lambda u=u: _backend(u)) for u in settings.upstream),
+            *((("tls", lambda: _face(settings)),) if settings.tls_cert is not None else ()),
+            ("key", lambda: _key(settings, environ)), ("store", lambda: _store(settings, ping=not serving)),
+            ("event loop", lambda: _event_loop(environ)),
+            *((("rollout", lambda: _rollout(settings)),) if settings.rollout is not None else ())]
+
+
+def refusal(settings: Settings, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why `serve` refuses to start with `settings` (its line after `mcp-tasks-proxy: `): the first
+    of `checks` that does not hold, in `check`'s words; None when they all hold."""
+    for _, run in checks(settings, environ, serving=True):
+        try:
+            run()
+        except Problem as exc:
+            return exc.serve_says
+    return None
+
+
 def workers_refusal(settings: Settings) -> str | None:
-    """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes"):
-    `serve` refuses to start with it, and `check` says the same."""
+    """Why `workers` > 1 cannot run with these settings, or None (docs/decisions.md, "Worker processes")."""
     if settings.workers <= 1:
         return None
     if settings.store in ("sqlite", "memory"):
@@ -86,10 +119,18 @@ def workers_refusal(settings: Settings) -> str | None:
 
 
 def _workers(settings: Settings) -> str:
-    refusal = workers_refusal(settings)
-    if refusal is not None:
-        raise Problem(refusal)
+    reason = workers_refusal(settings)
+    if reason is not None:
+        raise Problem(f"workers: {reason}", f"configuration error: {reason}")
     return f"{settings.workers} worker processes on {settings.listen}, store {display_url(settings.store)}"
+
+
+def _event_loop(environ: Mapping[str, str]) -> str:
+    try:
+        name, _ = loop_factory(environ)
+    except (RuntimeError, ValueError) as exc:
+        raise Problem(str(exc)) from None
+    return name
 
 
 def _rollout(settings: Settings) -> str:
@@ -102,42 +143,49 @@ def _rollout(settings: Settings) -> str:
 
 
 def _no_backend() -> str:
-    raise Problem("no backend: give --upstream URL or an [[upstream]] table")
+    raise Problem(NO_BACKEND)
 
 
 def _backend(upstream: Upstream) -> str:
     if upstream.url:
-        parts = urlsplit(upstream.url)
-        if not parts.hostname:
-            raise Problem(f"url {upstream.url!r} names no host")
-        try:
-            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-        except ValueError:
-            raise Problem(f"url {upstream.url!r} has a port that is not a number from 0 to 65535") from None
-        try:
-            context = client_context(upstream)
-        except TlsProblem as exc:
-            raise Problem(str(exc)) from None
-        if context is None:
-            return shown_url(upstream.url)
-        trusted = f"trusts {upstream.tls_ca_file}" if upstream.tls_ca_file else "trusts the system's CAs"
-        client = f", client certificate {upstream.tls_client_cert}" if upstream.tls_client_cert else ""
-        return f"{shown_url(upstream.url)} (TLS: {trusted}{client})"
+        return _http_backend(upstream)
     argv = upstream.command or []
-    if upstream.cwd is not None and not Path(upstream.cwd).expanduser().is_dir():
-        raise Problem(f"cwd {upstream.cwd!r} is not a directory")
+    launch = Launch(upstream.name, argv, upstream.env, upstream.cwd)  # as the proxy runs it, its words for what fails
+    if upstream.cwd is not None and not Path(upstream.cwd).is_dir():
+        raise Problem(f"backend {upstream.name!r}: its cwd {upstream.cwd!r} is not a directory")
     search = upstream.env.get("PATH", os.environ.get("PATH", os.defpath))
     program = argv[0]
     if os.sep in program:
-        where = Path(upstream.cwd or ".").expanduser() / program if not os.path.isabs(program) else Path(program)
+        where = Path(upstream.cwd or ".") / program if not os.path.isabs(program) else Path(program)
+        if not where.exists():
+            raise Problem(f"backend {upstream.name!r}: {launch.cannot_start(OSError(errno.ENOENT, os.strerror(errno.ENOENT)))}")
         if not where.is_file() or not os.access(where, os.X_OK):
-            raise Problem(f"command {program!r} is not an executable file")
+            raise Problem(f"backend {upstream.name!r}: {launch.cannot_start(OSError(errno.EACCES, os.strerror(errno.EACCES)))}")
         found = str(where)
     else:
         found = shutil.which(program, path=search) or ""
         if not found:
-            raise Problem(f"command {program!r} is not found on PATH")
+            raise Problem(f"backend {upstream.name!r}: {launch.cannot_start(OSError(errno.ENOENT, os.strerror(errno.ENOENT)))}")
     return "stdio: " + " ".join([found, *argv[1:]])
+
+
+def _http_backend(upstream: Upstream) -> str:
+    parts = urlsplit(upstream.url)
+    if not parts.hostname:
+        raise Problem(f"backend {upstream.name!r}: url {upstream.url!r} names no host")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError:
+        raise Problem(f"backend {upstream.name!r}: url {upstream.url!r} has a port that is not a number from 0 to 65535") from None
+    try:
+        request_options(upstream)  # what `serve` builds at start (`checked_at_start`)
+    except ConfigError as exc:
+        raise Problem(str(exc)) from None
+    if not upstream.url.startswith("https://") or (upstream.tls_ca_file is None and upstream.tls_client_cert is None):
+        return shown_url(upstream.url)
+    trusted = f"trusts {upstream.tls_ca_file}" if upstream.tls_ca_file else "trusts the system's CAs"
+    client = f", client certificate {upstream.tls_client_cert}" if upstream.tls_client_cert else ""
+    return f"{shown_url(upstream.url)} (TLS: {trusted}{client})"
 
 
 def _face(settings: Settings) -> str:
@@ -146,16 +194,20 @@ def _face(settings: Settings) -> str:
     try:
         leaf = load_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ("tls_cert", settings.tls_cert), ("tls_key", settings.tls_key))
     except TlsProblem as exc:
-        raise Problem(str(exc)) from None
+        raise Problem(f"tls: {exc}") from None
     return (f"tls_cert {settings.tls_cert} with tls_key {settings.tls_key} ({leaf.subject.rfc4514_string()}, "
             f"valid until {leaf.not_valid_after_utc:%Y-%m-%d %H:%M} UTC)")
 
 
 def _key(settings: Settings, environ: Mapping[str, str]) -> str:
+    """`keys.load_master_key`'s checks in its order and words, reading only."""
     try:
         if environ.get(ENV_KEY):
             decode_key(environ[ENV_KEY], ENV_KEY)
             return f"from {ENV_KEY}"
+        if settings.replicas > 1 and not settings.key_file:
+            raise Problem(f"replicas: {settings.replicas} replicas must share one sealing key: set {ENV_KEY} or key_file "
+                          "(an auto-created key would differ on each replica)")
         if settings.key_file:
             path = Path(settings.key_file).expanduser()
             try:
@@ -172,8 +224,6 @@ def _key(settings: Settings, environ: Mapping[str, str]) -> str:
             return str(path)
     except ConfigError as exc:
         raise Problem(str(exc)) from None
-    if settings.replicas > 1:
-        raise Problem(f"replicas: {settings.replicas} replicas must share one sealing key: set {ENV_KEY} or key_file")
     return f"{path} (created at the first start: {_creatable(path.parent)})"
 
 
@@ -188,34 +238,30 @@ def _creatable(directory: Path) -> str:
     return f"{existing} is writable"
 
 
-def _store(settings: Settings) -> str:
+def _store(settings: Settings, *, ping: bool) -> str:
+    """The store's checks at open (`inspect_store`, in `open_store`'s words), then a Redis URL's `PING` when `ping`."""
+    try:
+        exists = inspect_store(settings)
+    except ConfigError as exc:
+        raise Problem(str(exc)) from None
     if settings.store == "memory":
         return "memory (task state lives in the process)"
     if settings.store == "sqlite":
-        path = Path(settings.state_dir).expanduser() / "tasks.sqlite3"
-        if not path.exists():
-            return f"sqlite {path} (created at the first start: {_creatable(path.parent)})"
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
-                db.execute("PRAGMA schema_version").fetchone()
-        except sqlite3.Error as exc:
-            raise Problem(f"sqlite {path} cannot be read: {exc}") from None
-        return f"sqlite {path}"
-    return asyncio.run(_redis(settings.store))
+        path = sqlite_path(settings)
+        return f"sqlite {path}" if exists else f"sqlite {path} (created at the first start: {_creatable(path.parent)})"
+    return asyncio.run(_redis(settings.store)) if ping else display_url(settings.store)
 
 
 async def _redis(url: str) -> str:
-    try:
-        from redis import asyncio as aioredis
-        from redis.exceptions import RedisError
-    except ImportError:
-        raise Problem("a Redis URL needs the redis client: pip install 'mcp-tasks-proxy[redis]'") from None
+    from redis import asyncio as aioredis  # there: `inspect_store`
+    from redis.exceptions import RedisError
+
     client = aioredis.Redis.from_url(url, socket_connect_timeout=REDIS_WAIT_S, socket_timeout=REDIS_WAIT_S)
     try:
         async with asyncio.timeout(REDIS_WAIT_S):
             await client.ping()
     except (RedisError, OSError, TimeoutError) as exc:
-        raise Problem(f"{display_url(url)} does not answer PING within {REDIS_WAIT_S:g} s: {exc or type(exc).__name__}") from None
+        raise Problem(f"store: {display_url(url)} does not answer PING within {REDIS_WAIT_S:g} s: {exc or type(exc).__name__}") from None
     finally:
         await client.aclose()
     return f"{display_url(url)} answers PING"

@@ -91,17 +91,16 @@ def _serve(args: argparse.Namespace) -> int:
     # is ignored rather than the end of the proxy; the handler replaces this (docs/decisions.md §85).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # likewise a restart's (proxy/restart.py) before its handler
-    from .check import workers_refusal
+    from .check import refusal as refused_at_start
 
-    refusal = workers_refusal(settings)
-    if takeover is not None:
-        refusal = refusal or takeover.mismatch(settings)
-        if refusal is None:
-            refusal = _importable()  # an import error leaves the old process serving
+    refusal = told = refused_at_start(settings)  # `check`'s checks, in its words (proxy/check.py)
+    if takeover is not None and refusal is None:
+        told = takeover.mismatch(settings) or _importable()  # an import error leaves the old process serving
+        refusal = f"configuration error: {told}" if told is not None else None
     if refusal is not None:
-        announce(settings.log_format, f"mcp-tasks-proxy: configuration error: {refusal}", sys.stderr, level=logging.ERROR)
+        announce(settings.log_format, f"mcp-tasks-proxy: {refusal}", sys.stderr, level=logging.ERROR)
         if takeover is not None:
-            takeover.refuse(refusal)
+            takeover.refuse(told or refusal)
         return 2
     if takeover is not None:
         from .version import TAKEN_OVER

@@ -90,12 +90,45 @@ def _ref(ref: TaskRef) -> tuple[str, str, str]:
     return (ref.backend, ref.session, ref.task)
 
 
+def inspect_file(db: sqlite3.Connection, path: Path) -> None:
+    """Refuse a damaged file now, not on a later request (`StoreDamaged`): SQLite reads pages only
+    when a statement needs them, so a damaged table would otherwise fail requests one by one. The
+    quick check reads every page once (milliseconds for the bounded tables). Then refuse a file a
+    newer proxy wrote (`StoreTooNew`). Run at open, and read-only by `inspect_read_only`."""
+    try:
+        verdict = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        verdict = str(exc)
+    if verdict != "ok":
+        verdict = " ".join(verdict.split())  # one line
+        raise StoreDamaged(f"{path} is damaged (quick check: {verdict}): move it away to start with an empty store")
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreTooNew(f"{path} was written by a newer mcp-tasks-proxy (schema {version}; this version reads up to "
+                          f"{SCHEMA_VERSION}): run the newer version, or move the file away to start with an empty store")
+
+
+def inspect_read_only(path: Path) -> None:
+    """`inspect_file` on a read-only connection, which takes no lock (`mcp-tasks-proxy check`, and
+    `serve` before it starts: `proxy/check.py`). Without a write-ahead log (no proxy has the file
+    open, and the last one stopped cleanly) the file is opened `immutable`, so that SQLite creates
+    no `-wal` and `-shm` beside it; with one, read-only, reading the log too. Raises what opening
+    the store would for the file: `StoreDamaged`, `StoreTooNew`, or `sqlite3.Error`."""
+    mode = "mode=ro" if sqlite_wal.log_path(path).exists() else "mode=ro&immutable=1"
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?{mode}", uri=True, timeout=2)
+    try:
+        inspect_file(db, path)
+    finally:
+        db.close()
+
+
 class SqliteTaskStore:
     """`TaskStateStore` in the SQLite file `path` (created, mode 0600, with its directory).
 
     `max_tasks` bounds each kind of task row (outcomes, tasks with captured requests, registry
     entries), `max_sessions` the sessions. Raises `sqlite3.Error` when the file cannot be opened,
-    and `StoreDamaged` when SQLite's quick check finds it damaged (docs/decisions.md §43).
+    `StoreDamaged` when SQLite's quick check finds it damaged (docs/decisions.md §43) and
+    `StoreTooNew` for a newer schema (`inspect_file`).
     """
 
     shared = False
@@ -108,17 +141,17 @@ class SqliteTaskStore:
         self._lock = self._lock_out_others()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=2000")
-            sqlite_wal.limit_log(self._db)
-            self._check()
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreTooNew(f"{self.path} was written by a newer mcp-tasks-proxy (schema {version}; this version reads up to "
-                                  f"{SCHEMA_VERSION}): run the newer version, or move the file away to start with an empty store")
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            try:
+                self._db.execute("PRAGMA busy_timeout=2000")
+                inspect_file(self._db, self.path)  # before anything is written to it
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                sqlite_wal.limit_log(self._db)
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            except BaseException:
+                self._db.close()
+                raise
         except BaseException:
             os.close(self._lock)
             raise
@@ -155,19 +188,6 @@ class SqliteTaskStore:
                 raise StoreInUse(f"{self.path} is in use by another process (one proxy per state_dir)") from None
             raise
         return fd
-
-    def _check(self) -> None:
-        """Refuse a damaged file now, not on a later request: SQLite reads pages only when a
-        statement needs them, so a damaged table would otherwise fail requests one by one. The
-        quick check reads every page once (milliseconds for the bounded tables)."""
-        try:
-            verdict = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            verdict = str(exc)
-        if verdict != "ok":
-            self._db.close()
-            verdict = " ".join(verdict.split())  # one line
-            raise StoreDamaged(f"{self.path} is damaged (quick check: {verdict}): move it away to start with an empty store")
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
