@@ -1,5 +1,5 @@
 """Reloading the configuration of a running proxy (`SIGHUP`, `mcp-tasks-proxy reload`;
-docs/configuration.md "Reload and drain", docs/decisions.md §84, §85).
+docs/operations.md "Reload and drain", docs/decisions.md §84, §85).
 
 A reload re-reads the file the proxy was started with and applies its `[[upstream]]` tables to the
 fleet in place: backends that stay keep their member (the same `FleetMember`: pools, upstream

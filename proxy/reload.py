@@ -1,4 +1,4 @@
-"""`SIGHUP` and `mcp-tasks-proxy reload` (docs/configuration.md "Reload and drain", docs/decisions.md §85).
+"""`SIGHUP` and `mcp-tasks-proxy reload` (docs/operations.md "Reload and drain", docs/decisions.md §85).
 
 `serve` writes its process id to `<state_dir>/serve.pid` (the parent of the workers with
 `--workers N`, which passes `SIGHUP` on to every worker) once it holds that file's lock, and removes

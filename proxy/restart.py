@@ -1,5 +1,5 @@
 """`mcp-tasks-proxy restart` and `SIGUSR2`: a new serving process takes over from the running one
-without a refused connection (docs/configuration.md "Restart and upgrade", docs/decisions.md §169, §170).
+without a refused connection (docs/operations.md "Restart and upgrade", docs/decisions.md §169, §170).
 
 The running process (the old one), on `SIGUSR2`, starts `python -m proxy serve` again with its own
 arguments, from the installed code (an upgrade is a restart), and hands it its listening sockets:

@@ -1,5 +1,5 @@
 """What is still bound to one backend, so that a draining backend can say when it is drained
-(docs/decisions.md §84; docs/configuration.md "Reload and drain").
+(docs/decisions.md §84; docs/operations.md "Reload and drain").
 
 Counted per fleet member: requests in flight that are bound to it (a task's `tasks/*`, an MRTR
 retry, a relayed session's POST and GET stream, a modern client's long wait), the relayed

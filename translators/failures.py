@@ -1,5 +1,5 @@
 """Why a request failed, and what the proxy repaired for the client that sent it: the two closed
-sets of codes the status page and `/metrics` count by (docs/configuration.md "Status page").
+sets of codes the status page and `/metrics` count by (docs/operations.md "Status page").
 
 A failure is a pair (`reason`, `by`): `reason` one of `REASONS`, `by` whether the proxy made the
 answer itself (`PROXY`: a refusal, never the backend's error) or passed on, or stood in for, the

@@ -1,4 +1,4 @@
-"""Which failure an answer was, as the status page and `/metrics` count it (docs/configuration.md
+"""Which failure an answer was, as the status page and `/metrics` count it (docs/operations.md
 "Status page"), from what the proxy already holds: the `McpError` it answered with, the small
 body of an error answer already read whole, or the HTTP status of a relayed answer it did not
 read. The classification itself is `translators.failures`; this module only finds its inputs, and

@@ -1,5 +1,5 @@
 """The figures the status page's verdicts rest on, and the questions the page asks of them
-(docs/configuration.md "Status page"): counts by minute under generic keys, client rows, recent
+(docs/operations.md "Status page"): counts by minute under generic keys, client rows, recent
 errors. One `Figures` is either this process's own (`StatusRecorder.figures`, read in place) or the
 sum of what every process sharing the store flushed (`proxy/observe/lasting.py`): the same questions
 are answered the same way for both.

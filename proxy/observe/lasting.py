@@ -1,4 +1,4 @@
-"""Figures that last (docs/configuration.md "Status page"; docs/decisions.md §95, §96): what the
+"""Figures that last (docs/operations.md "Status page"; docs/decisions.md §95, §96): what the
 `StatusRecorder` counts in memory is flushed to the store as deltas every `FLUSH_S` and at
 shutdown, and the page, `/status.json` and `mcp-tasks-proxy status` read the figures back from the
 store: kept across restarts (SQLite, Redis), added up over every worker and replica (Redis).

@@ -1,4 +1,4 @@
-"""What the status page shows (docs/configuration.md "Status page"), recorded in process and bounded.
+"""What the status page shows (docs/operations.md "Status page"), recorded in process and bounded.
 
 Per answered request one call of `StatusRecorder.request`: a count in the current minute's bucket
 under (backend, client dialect, backend dialect, error or not), and a row per client

@@ -1,4 +1,4 @@
-"""`GET /status.json` and `GET /status` (docs/configuration.md "Status page"): what each backend
+"""`GET /status.json` and `GET /status` (docs/operations.md "Status page"): what each backend
 speaks and how it does, the migration matrix, the clients still on v1 and the recent errors,
 from the fleet, and from the figures: this process's `StatusRecorder`, or with a store the figures
 every process flushed to it (`proxy/observe/lasting.py`), with what they cover (`counting`).
@@ -35,7 +35,7 @@ REFRESH_S = 10
 
 
 def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The status as JSON-ready data (shape: docs/configuration.md "Status page"). Times are Unix
+    """The status as JSON-ready data (shape: docs/operations.md "Status page"). Times are Unix
     milliseconds, latencies milliseconds. `view`: the figures and what they cover (`Lasting.view`);
     by default this process's own."""
     from ..fleet_config import drain_state, remaining

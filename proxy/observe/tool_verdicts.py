@@ -1,5 +1,5 @@
 """Each tool, backend beside backend, and whether a newer backend serves it worse (docs/migration.md
-"Gates"; docs/configuration.md "Status page"): what the page, `status.json` and `status` show of
+"Gates"; docs/operations.md "Status page"): what the page, `status.json` and `status` show of
 the tool outcomes counted by `proxy/observe/tools.py`.
 
 Per tool, one row per backend that answered it in the window: its calls, each outcome, the

@@ -1,5 +1,5 @@
 """The status page's figures in the Redis store (`store = "redis://…"`), added into by every
-worker of every replica that names the database (docs/configuration.md "Status page";
+worker of every replica that names the database (docs/operations.md "Status page";
 docs/decisions.md §95, §96). Each process flushes its deltas once per `FLUSH_S` in one Lua script
 (`_ADD`: atomic, one round trip), never a write per request. The script names its keys itself:
 a single Redis server (or one with replicas), not Redis Cluster.

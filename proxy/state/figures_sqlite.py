@@ -1,5 +1,5 @@
 """The status page's figures in the SQLite store's file (`tasks.sqlite3` in `state_dir`), beside the
-task state (docs/configuration.md "Status page"; docs/decisions.md §95). One process owns the file
+task state (docs/operations.md "Status page"; docs/decisions.md §95). One process owns the file
 (§44), so the figures are this proxy's, kept across its restarts: one flush per `FLUSH_S` (the
 recorder's deltas, `proxy/observe/lasting.py`), never a write per request.
 

@@ -137,7 +137,30 @@ async def test_readme_v1_curl_commands_open_a_session_and_list_the_tools(referen
     assert (listed["id"], [tool["name"] for tool in listed["result"]["tools"]]) == (2, REFERENCE_V1_TOOLS)
 
 
-DECISION_REFERENCE = re.compile(r"decisions(?:\.md)?,? §?(\d+)(?:[–-]§?(\d+))?")
+_NUMBERS = r"§?\d+(?:[–-]§?\d+)?"
+DECISION_REFERENCE = re.compile(rf"\b[Dd]ecisions?(?:\.md)?`?,?\s+({_NUMBERS}(?:(?:,\s*|\s+and\s+){_NUMBERS})*)")
+"""A reference that names the decisions: "decisions.md §95, §96", "docs/decisions.md 23–28", "decision 169",
+"decisions 72 and 130", "Decisions 23–28 and 83–85". Its numbers are all decisions."""
+BARE_SECTION = re.compile(r"§(\d{2,})(?:[–-]§?(\d+))?(?![.\d])")
+"""A bare "§139" or "§89–§93": a decision, since no other document here has ten sections (behaviour.md's and
+wire.md's are §1 to §9, their subsections §4.10 and the like), unless a document or standard is named just
+before it (`behaviour.md §4`, `RFC 9728 §3`, `JSON-RPC 2.0 §5`); a one-digit bare § is left alone, as it may
+name a section of behaviour.md or wire.md."""
+OTHER_DOCUMENT = re.compile(r"(?:\.md`*|\bRFC \d+|\b2\.0|\bHTML|\bSEP-\d+|§\d+(?:\.\d+)+,)\s*$")
+
+
+def cited_decisions(text: str) -> list[int]:
+    """Every decision number `text` cites, in order (a range of fewer than 20 with each number in it)."""
+    spans: list[tuple[int, int, int]] = []  # (where, first, last)
+    named = list(DECISION_REFERENCE.finditer(text))
+    for match in named:
+        for number in re.finditer(r"§?(\d+)(?:[–-]§?(\d+))?", match.group(1)):
+            spans.append((match.start(1) + number.start(), int(number.group(1)), int(number.group(2) or number.group(1))))
+    for match in BARE_SECTION.finditer(text):
+        inside_named = any(reference.start() <= match.start() < reference.end() for reference in named)
+        if not inside_named and not OTHER_DOCUMENT.search(text[max(0, match.start() - 30) : match.start()]):
+            spans.append((match.start(), int(match.group(1)), int(match.group(2) or match.group(1))))
+    return [n for _, first, last in sorted(spans) for n in (range(first, last + 1) if 0 <= last - first < 20 else (first, last))]
 
 
 def test_every_decision_is_a_heading_with_a_stable_anchor_listed_in_the_index_and_every_reference_resolves() -> None:
@@ -152,23 +175,43 @@ def test_every_decision_is_a_heading_with_a_stable_anchor_listed_in_the_index_an
     listed = {int(n) for n in re.findall(r"^- \[(\d+)\]\(#d\1\)\. ", index, re.MULTILINE)}
     assert listed == set(headings)
     cited: dict[int, list[str]] = {}
-    for path in [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("proxy/**/*.py"), *ROOT.glob("translators/**/*.py")]:
-        for match in DECISION_REFERENCE.finditer(path.read_text()):
-            first, last = int(match.group(1)), int(match.group(2) or match.group(1))
-            for number in range(first, last + 1) if last - first < 20 else (first, last):
-                cited.setdefault(number, []).append(path.name)
-    unknown = {number: files for number, files in cited.items() if number not in set(headings)}
+    sources = [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("proxy/**/*.py"), *ROOT.glob("translators/**/*.py")]
+    for path in [*sources, *ROOT.glob("tests/**/*.py")]:
+        for number in cited_decisions(path.read_text()):
+            cited.setdefault(number, []).append(str(path.relative_to(ROOT)))
+    assert len(cited) > 120  # the forms above are the ones the documents and the code use
+    unknown = {number: sorted(set(files)) for number, files in cited.items() if number not in set(headings)}
     assert unknown == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "cited"),
+    [
+        ("(docs/decisions.md §95, §96)", [95, 96]),
+        ("docs/decisions.md 23–28; docs/configuration.md", [23, 24, 25, 26, 27, 28]),
+        ("decisions.md §89–§93). Use it", [89, 90, 91, 92, 93]),
+        ("Decisions 23–28 and 83–85 in", [23, 24, 25, 26, 27, 28, 83, 84, 85]),
+        ("(decision 169): after", [169]),
+        ("decisions 72 and 149), since", [72, 149]),
+        ("decisions.md\n§71, §140); the new", [71, 140]),
+        ("its store (§44), so", [44]),
+        ("behaviour.md §9 and wire.md §2.2, §4.10 of behaviour, §6", []),
+        ("RFC 9728 §31; JSON-RPC 2.0 §45; behaviour.md §12", []),
+    ],
+)
+def test_decision_references_are_read_in_every_form_the_documents_use(text: str, cited: list[int]) -> None:
+    assert cited_decisions(text) == cited
 
 
 async def test_the_metrics_reference_lists_every_metric_family_the_proxy_exports(tmp_path: Path) -> None:
     """Issue 46: the reference table listed 7 of 11 families. Every family `/metrics` has (a proxy
-    with one backend, not reachable: the families are there before any sample) is a row of the table."""
+    with one backend, not reachable: the families are there before any sample) is a row of the table
+    in docs/operations.md "Metrics"."""
     async with running_proxy("http://127.0.0.1:9/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.base_url + "/metrics") as response:
             exported = {line.split()[2] for line in (await response.text()).splitlines() if line.startswith("# TYPE ")}
     documented = set(
-        re.findall(r"^\| `(mcp_tasks_proxy_[a-z_]+)` \|", (ROOT / "docs" / "configuration.md").read_text(), re.MULTILINE)
+        re.findall(r"^\| `(mcp_tasks_proxy_[a-z_]+)` \|", (ROOT / "docs" / "operations.md").read_text(), re.MULTILINE)
     )
     assert len(exported) >= 14 and exported - documented == set()
 
@@ -198,3 +241,28 @@ def test_every_document_over_300_lines_opens_with_contents_linking_each_section(
         contents = [line for line in lines[start + 1 : end] if line.strip()]
         expected = [("  " if level == 3 else "") + f"- [{re.sub(r'[*]', '', text)}](#{_slug(text)})" for level, text in headings]
         assert contents == expected, path.name
+
+
+def test_every_relative_link_in_the_documents_names_a_file_and_a_heading_that_exist() -> None:
+    """Issue 46: the operations sections moved from configuration.md to operations.md; a link to
+    `configuration.md#status-page` left behind would open the top of the page."""
+
+    def anchors(path: Path) -> set[str]:
+        fenced, found = False, set(re.findall(r'<a id="([^"]+)"></a>', path.read_text()))
+        for line in path.read_text().splitlines():
+            fenced = fenced != line.startswith("```")
+            match = None if fenced else re.match(r"^#{1,6} (.+)$", line)
+            if match:
+                found.add(_slug(match.group(1)))
+        return found
+
+    broken = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            name, _, anchor = target.partition("#")
+            destination = path.parent / name if name else path
+            if not destination.exists() or (anchor and destination.suffix == ".md" and anchor not in anchors(destination)):
+                broken.append(f"{path.name}: {target}")
+    assert broken == []

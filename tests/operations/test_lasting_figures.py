@@ -1,4 +1,4 @@
-"""Figures that last (issue 23 part 2; docs/configuration.md "Status page"): real proxy processes
+"""Figures that last (issue 23 part 2; docs/operations.md "Status page"): real proxy processes
 restarted on the same state dir, `--workers 2` on one Redis, two replicas on one Redis; the page,
 `/status.json`, `mcp-tasks-proxy status` and `/metrics` read back."""
 

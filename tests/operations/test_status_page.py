@@ -1,4 +1,4 @@
-"""The operator's status page (docs/configuration.md "Status page"): v1, v2-modern and v2-session
+"""The operator's status page (docs/operations.md "Status page"): v1, v2-modern and v2-session
 clients with their own clientInfo through the proxy to a v1 and a v2-modern backend, then
 `/status.json` checked count by count, and `/status` rendered by a real headless Chromium."""
 
