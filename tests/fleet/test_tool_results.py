@@ -296,7 +296,8 @@ async def test_a_backend_failing_its_tool_is_counted_and_judged_worse(lookup_ser
 async def test_the_failures_of_the_new_backend_show_within_five_seconds(lookup_servers, store, request, tmp_path):
     """The proxy counts into its store (sqlite in its state dir, or Redis), as deployed; after the
     last call, `/status.json` is polled (no fixed sleep) until each backend's row for `lookup`
-    counts every call it answered, which must happen within 5 s."""
+    counts every call it answered, which must happen within 5 s; the page (HTML) shows the same
+    rows then."""
     old, new = lookup_servers
     store_url = request.getfixturevalue("redis_url") if store == "redis" else "sqlite"
     async with (
@@ -328,10 +329,18 @@ async def test_the_failures_of_the_new_backend_show_within_five_seconds(lookup_s
                 break
             await asyncio.sleep(0.05)
         shown_after = time.monotonic() - last_call
+        page = await (await http.get(proxy.base_url + "/status")).text()
 
     _tools(status)
     assert seen == expected, (shown_after, status["tools"])
     assert shown_after <= 5, shown_after
+    from browser import tables
+
+    page_rows = {row[1]: row[:5] for rows in tables(page).values() for row in rows if row[:1] == ["lookup"]}
+    assert page_rows == {  # tool, backend, calls, ok, tool errors: the operator's page, per backend and tool
+        "old": ["lookup", "old", str(answered), str(answered), "0"],
+        "new": ["lookup", "new", str(failed), "0", str(failed)],
+    }, tables(page)
     rows = {row["backend"]: row for row in _entry(status["tools"], "lookup")["backends"]}
     assert rows["old"]["verdict"] is None
     verdict = rows["new"]["verdict"]
