@@ -33,6 +33,7 @@ by at most `FLAT_MIB` MiB or `FLAT_SHARE` of it, whichever is more; a verdict, n
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import resource
 import shutil
@@ -394,6 +395,32 @@ def nginx_errors(text: str) -> dict[str, int]:
     return counts
 
 
+def nginx_timings(text: str) -> dict[str, Any]:
+    """Each request's times as nginx logged them (`targets.TIMINGS_LOG`), in ms: p50, p99 and max of
+    the whole request at nginx (`request`), of the replica's answer head from the request's hand-over
+    (`replica`) and of the connect to it (`connect`). Where the two first agree, the wait is in the
+    replica; a request nginx tried on two replicas counts its last try."""
+    columns: dict[str, list[float]] = {"request": [], "connect": [], "replica": []}
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) != 3:
+            continue
+        for name, value in zip(("request", "connect", "replica"), fields, strict=True):
+            last = value.replace(" : ", ",").rsplit(",", 1)[-1].strip()
+            if last not in ("", "-"):
+                columns[name].append(float(last) * 1000)
+    out: dict[str, Any] = {"count": len(columns["request"])}
+    for name, values in columns.items():
+        values.sort()
+        out[name] = ({"p50": _rank(values, 0.50), "p99": _rank(values, 0.99), "max": values[-1]} if values else None)
+    return out
+
+
+def _rank(ordered: list[float], share: float) -> float:
+    """The nearest-rank percentile of `ordered` (ascending, not empty), rounded to 0.1 ms."""
+    return round(ordered[min(len(ordered) - 1, max(0, math.ceil(share * len(ordered)) - 1))], 1)
+
+
 def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None = None, replica_count: int = 2,
              kill_at_s: float | None = None, overload_lag_ms: int | None = None,
              log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
@@ -423,7 +450,7 @@ def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None
                                           replicas=replica_count, task_ttl_ms=60_000, **chosen)
             started.append(replica)
             replicas.append(replica)
-        nginx = targets.start_nginx(replicas[0].url, log, more=[r.url for r in replicas[1:]], connections=connections)
+        nginx = targets.start_nginx(replicas[0].url, log, more=[r.url for r in replicas[1:]], connections=connections, timings=True)
         started.append(nginx)
         log(f"soak: {clients} clients for {minutes:g} min through {nginx.url}")
         cpu: dict[str, Callable[[], float]] = {
@@ -433,6 +460,7 @@ def run_soak(*, clients: int = 500, minutes: float = 5.0, event_loop: str | None
         out = asyncio.run(_drive(nginx.url, replicas, redis.port, clients, minutes * 60, log, kill_at_s))
         out["cpu_s"] = {name: round(read() - before[name], 2) for name, read in cpu.items()}
         out["nginx_errors"] = nginx_errors((nginx.dir / "error.log").read_text(errors="replace"))
+        out["nginx_timings_ms"] = nginx_timings(nginx.timings.read_text(errors="replace") if nginx.timings else "")
     finally:
         for process in started[::-1]:
             try:

@@ -36,6 +36,12 @@ def format_soak(soak: dict[str, Any]) -> str:
                      + ", ".join(f"{kind} {n}" for kind, n in after.items()) + (f" (begun {begun} ms after it)" if begun else ""))
     if soak.get("nginx_errors") is not None:
         lines.append("  nginx error log: " + ", ".join(f"{cause} {n}" for cause, n in soak["nginx_errors"].items()))
+    timings = soak.get("nginx_timings_ms")
+    if timings and timings["count"]:
+        lines.append(f"  each request at nginx ({timings['count']:,}): " + "; ".join(
+            f"{what} p50 {t['p50']:g} ms, p99 {t['p99']:g} ms, max {t['max']:g} ms"
+            for what, t in (("whole", timings["request"]), ("replica's answer", timings["replica"]), ("connect", timings["connect"]))
+            if t is not None))
     for name, r, cores in zip("ab", soak["replicas"], soak.get("replica_cores") or [None] * 2, strict=False):
         lines.append(f"  replica {name} RSS: {_mib(r['rss_start'])} at the start, {_mib(r['rss_settled'])} at "
                      f"{r['settled_at_s'] / 60:.1f} min, {_mib(r['rss_end'])} at the end; over the last {minutes - settle:.1f} min "

@@ -327,7 +327,7 @@ pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
 events {{ worker_connections {connections}; }}
 http {{
-    access_log off;
+    {access_log}
     client_body_temp_path {dir}/body;
     proxy_temp_path {dir}/proxy;
     fastcgi_temp_path {dir}/fastcgi;
@@ -354,14 +354,21 @@ http {{
 """
 
 
+TIMINGS_LOG = "log_format timings '$request_time|$upstream_connect_time|$upstream_header_time';\n    access_log {path} timings;"
+"""With `timings`: one line per request, its time at nginx, and its upstream's connect and answer
+head (seconds; "-" where there was none), unbuffered, so that the file is whole once the load ends."""
+
+
 class Nginx(Measured):
     """nginx as a plain reverse proxy on 127.0.0.1:<free port> in front of one upstream, or of
     several (`more`: their URLs) in plain round robin: no hashing, no stickiness. `connections`:
-    its `worker_connections` (each proxied request holds two: the client's and the upstream's)."""
+    its `worker_connections` (each proxied request holds two: the client's and the upstream's);
+    `timings`: each request's times logged to `self.timings` (`TIMINGS_LOG`)."""
 
     name = "nginx"
 
-    def __init__(self, executable: str, upstream_url: str, more: list[str] | None = None, connections: int = 4096):
+    def __init__(self, executable: str, upstream_url: str, more: list[str] | None = None, connections: int = 4096,
+                 timings: bool = False):
         from urllib.parse import urlsplit
 
         parts = urlsplit(upstream_url)
@@ -370,7 +377,10 @@ class Nginx(Measured):
         port = _free_port()
         conf = self.dir / "nginx.conf"
         servers = "\n".join(f"        server {urlsplit(url).netloc} max_fails=0;" for url in [upstream_url, *(more or [])])
-        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, servers=servers, port=port, connections=connections))
+        self.timings = self.dir / "timings.log" if timings else None
+        access_log = TIMINGS_LOG.format(path=self.timings) if self.timings is not None else "access_log off;"
+        conf.write_text(NGINX_CONF.format(dir=self.dir, upstream=parts.netloc, servers=servers, port=port, connections=connections,
+                                          access_log=access_log))
         self.url = f"http://127.0.0.1:{port}{parts.path}"
         self.popen = subprocess.Popen([executable, "-p", str(self.dir), "-c", str(conf), "-e", str(self.dir / "error.log")],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -397,9 +407,9 @@ class Nginx(Measured):
 
 
 def start_nginx(upstream_url: str, log: Callable[[str], None] = lambda _m: None, more: list[str] | None = None,
-                connections: int = 4096) -> Nginx:
+                connections: int = 4096, timings: bool = False) -> Nginx:
     """nginx in front of `upstream_url` (and `more`, round robin). Raises `NginxUnavailable` with the reason."""
-    return Nginx(ensure_nginx(log), upstream_url, more, connections)
+    return Nginx(ensure_nginx(log), upstream_url, more, connections, timings)
 
 
 __all__ = ["ChildServer", "Measured", "Nginx", "NginxUnavailable", "ProcessTree", "ServerStartError", "cpu_seconds", "rss_bytes",

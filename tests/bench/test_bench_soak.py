@@ -40,6 +40,7 @@ KEYS = {
     "recovery",
     "cpu_s",
     "nginx_errors",
+    "nginx_timings_ms",
     "nofile",
     "nginx_worker_connections",
     "settings",
@@ -97,6 +98,13 @@ def test_soak_smoke_has_no_errors_and_no_wrong_answers(tmp_path: Path, capsys: p
     )
     assert soak["failures"] == NO_FAILURES
     assert soak["nginx_errors"] == NGINX_QUIET  # no replica reset, closed or refused a connection
+    timings = soak["nginx_timings_ms"]  # every request nginx passed on, timed (each lifecycle has several)
+    assert (timings["count"] >= 2 * soak["lifecycles"]["total"], set(timings)) == (
+        True,
+        {"count", "request", "connect", "replica"},
+    )
+    assert [sorted(timings[part]) for part in ("request", "connect", "replica")] == [["max", "p50", "p99"]] * 3
+    assert "  each request at nginx (" in done.stdout
     assert (soak["recovery"]["recovered"], len(soak["recovery"]["rss_bytes"])) == (True, 2)
     assert soak["clients"] == {"v1": 10, "v2": 10}
     assert (soak["lifecycles"]["v1"] > 0, soak["lifecycles"]["v2"] > 0) == (True, True)

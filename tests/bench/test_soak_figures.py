@@ -100,3 +100,24 @@ def test_each_failed_lifecycle_has_one_kind_and_a_refusal_waits_its_retry_after(
     assert tally.failures["refused"] == {"v1": 0, "v2": 1} and tally.failures["reset"] == {"v1": 1, "v2": 0}
     assert tally.after_kill == {"refused": 0, "reset": 1, "timeout": 0, "wrong": 0, "error": 0}
     assert len(tally.refusal_s) == 1
+
+
+def test_nginx_timings_are_read_per_request_with_a_retried_request_counted_by_its_last_try():
+    from proxy.bench.soak import nginx_timings
+
+    log = "\n".join(
+        [
+            "0.012|0.000|0.011",
+            "0.500|0.001|0.499",
+            "2.250|0.004, 0.002|-, 2.240",  # tried on a replica that refused, then answered by the other
+            "0.001|-|-",  # answered by nginx itself
+            "not a timing line",
+        ]
+    )
+    assert nginx_timings(log) == {
+        "count": 4,
+        "request": {"p50": 12.0, "p99": 2250.0, "max": 2250.0},
+        "connect": {"p50": 1.0, "p99": 2.0, "max": 2.0},
+        "replica": {"p50": 499.0, "p99": 2240.0, "max": 2240.0},
+    }
+    assert nginx_timings("") == {"count": 0, "request": None, "connect": None, "replica": None}
