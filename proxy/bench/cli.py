@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (`timeout`'s, a service manager's) ends a process at once by default, and left every
+    server the benchmark had started running. As `SystemExit` it unwinds like Ctrl-C does: each
+    `finally` stops what it started, by its own handle; the exit status stays 128 + 15."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _stop_on_sigterm()
     if args.held:
         from .held import format_held, run_held
 
