@@ -4,6 +4,7 @@ SIGTERM ended the benchmark at once and left its upstream, proxies, nginx and Re
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -59,7 +60,6 @@ def test_sigterm_stops_every_server_the_soak_started(tmp_path: Path) -> None:
         )
     try:
         started = "[bench] soak: 20 clients for 2 min through "
-        import asyncio
 
         async def running() -> None:
             await until(lambda: started in log.read_text() or bench.poll() is not None, "the soak's start", 120)
