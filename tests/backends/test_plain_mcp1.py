@@ -6,12 +6,11 @@ process (docs/decisions.md §2). The proxy's timed probes must never do either t
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import aiohttp
 import pytest
-from support import Caller, running_proxy
+from support import Caller, running_proxy, until
 from tap import RecordingTap
 
 from proxy.sse import SseParser
@@ -30,9 +29,7 @@ async def _run_task(caller: Caller, text: str) -> dict:
 
 async def _probed(tap: RecordingTap, mark: int, times: int) -> None:
     """Wait (30 s at most) until the backend has been probed `times` times (`tools/list`) since `mark`."""
-    async with asyncio.timeout(30):
-        while tap.methods[mark:].count("tools/list") < times:
-            await asyncio.sleep(0.05)
+    await until(lambda: tap.methods[mark:].count("tools/list") >= times, f"{times} probes of the backend", 30, 0.05)
 
 
 async def test_tasks_still_run_after_ten_probe_intervals(plain_mcp1_server, tmp_path):
