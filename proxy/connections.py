@@ -97,9 +97,6 @@ class BoundedRequestHandler(RequestHandler):
         self._lean: asyncio.Task[None] | None = None
         """The request the lean face is serving (`proxy/lean_face.py`); what arrives meanwhile waits in `_held`."""
         self._held = b""
-        self._heard = False
-        """Whether any byte came on this connection (a drain closes one that never spoke later)."""
-        self._fresh_until = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._limits.open += 1
@@ -139,7 +136,6 @@ class BoundedRequestHandler(RequestHandler):
         # for the next one) or before the first. Bytes that arrive while a request is handled are
         # its body (bounded by body_timeout_ms) or pipelined ones, timed once that request ends.
         # (Written out, without helpers: this runs for every read of every connection.)
-        self._heard = True
         if self._lean is not None:  # pipelined behind a lean request: read once it is answered
             self._held += data
             if len(self._held) > self._read_bufsize and self.transport is not None:
@@ -183,17 +179,10 @@ class BoundedRequestHandler(RequestHandler):
             return response
 
         self._request_handler = closing
-        self._fresh_until = self._loop.time() + grace_s + FRESH_GRACE_S
         self._loop.call_later(grace_s, self._close_if_idle)
 
-    def fresh(self) -> bool:
-        """Opened and silent so far, within its drain's longer wait (`FRESH_GRACE_S`)."""
-        return not self._heard and self._loop.time() < self._fresh_until
-
     def _close_if_idle(self) -> None:
-        if self.fresh():  # its client connected to send a request: wait for it rather than close under it
-            self._loop.call_later(0.05, self._close_if_idle)
-        elif self._waiter is not None and not self._messages and self._lean is None and not self._unread():
+        if self._waiter is not None and not self._messages and self._lean is None and not self._unread():
             self.close()
 
     def _unread(self) -> bool:
@@ -411,10 +400,6 @@ def lean_targets(app: web.Application, paths: Collection[str]) -> dict[bytes, Le
     return targets
 
 
-FRESH_GRACE_S = 5.0
-"""How much longer than the drain's grace a connection that has sent nothing yet is waited for."""
-
-
 def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list[socket.socket]:
     """`count` listening sockets on `host`:`port` (its first address), each with `SO_REUSEPORT`: the
     supervisor of `serve --workers N` holds them, each worker serves on one, and a restart hands them
@@ -442,29 +427,11 @@ async def drain_connections(limits: ConnectionLimits, grace_s: float) -> None:
     """Drain every open connection (`BoundedRequestHandler.drain`) and wait, at most `grace_s` and a
     little more, until they have closed; then end the GET event streams still open (their clients
     reconnect): a restart's old process does this once it stopped accepting, before its graceful
-    stop (`proxy/restart.py`), whose other requests in flight then finish.
-
-    A connection accepted just before the stop gets its protocol a loop turn or two later (asyncio
-    makes it in a task): it is drained when it appears, and no connection is counted gone until the
-    set has stayed empty across a turn. Otherwise the stop that follows would close it idle, its
-    request unread in the socket, and the kernel would answer that close with a reset. For the same
-    reason a connection that has not sent a byte yet is waited for `FRESH_GRACE_S` more: its client
-    connected to send (a starved client may take seconds), and a close under it is a reset."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + grace_s + 0.2
-    drained: set[BoundedRequestHandler] = set()
-    seen_empty = False
-    while loop.time() < deadline or any(handler.fresh() for handler in limits.live):
-        for handler in list(limits.live):
-            if handler not in drained:
-                drained.add(handler)
-                handler.drain(max(0.0, deadline - 0.2 - loop.time()))
-        if limits.live:
-            seen_empty = False
-        elif seen_empty:
-            break  # empty at two looks a loop turn apart: nothing left to come
-        else:
-            seen_empty = True
+    stop (`proxy/restart.py`), whose other requests in flight then finish."""
+    for handler in list(limits.live):
+        handler.drain(grace_s)
+    deadline = asyncio.get_running_loop().time() + grace_s + 0.2
+    while limits.live and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.02)
     for handler in list(limits.live):  # what is left: requests in flight, and event streams, ended now
         handler.end_stream()
