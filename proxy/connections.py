@@ -382,6 +382,22 @@ class BoundedSite(web.BaseSite):
         else:
             self._server = await loop.create_server(protocol, self._host, self._port, backlog=self._backlog, **tls)
 
+    async def stop(self) -> None:
+        """Stop accepting, losing no connection accepted already (docs/decisions.md §179): asyncio
+        accepts in one loop turn and makes the connection's transport in a task that runs a turn
+        later; a server closed in between makes that task fail and drops the connection with its
+        request unread (a reset for its client; CPython gh-109564). So the listening socket is read
+        no more first, and the tasks of what it accepted end (each connection made, and counted for
+        a restart's drain) before the close. (uvloop makes the transport as it accepts: no such
+        task, and no reader to remove.)"""
+        loop = asyncio.get_running_loop()
+        for listening in getattr(self._server, "sockets", None) or ():
+            loop.remove_reader(listening.fileno())  # also cancels a read of it queued for this turn
+        accepting = [task for task in asyncio.all_tasks(loop) if getattr(task.get_coro(), "__qualname__", "").endswith("._accept_connection2")]
+        if accepting:
+            await asyncio.wait(accepting, timeout=self._limits.header_timeout_s)  # a TLS handshake is bounded so too
+        await super().stop()
+
 
 def lean_targets(app: web.Application, paths: Collection[str]) -> dict[bytes, LeanTarget]:
     """The lean face's targets (`proxy/lean_face.py`): each of `paths` with its POST route's handler
