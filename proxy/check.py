@@ -19,15 +19,16 @@ order, without creating or changing anything:
 reaches the store itself when it starts), so what `check` passes `serve` does not refuse at start
 for these reasons, and each reason is worded once: `check` prints `error: <reason>`, `serve`
 `mcp-tasks-proxy: refusing to start: <reason>` (docs/troubleshooting.md). Not checked: whether
-another proxy holds the SQLite file now (`check` takes no lock), and the backends themselves: one
-that is down when the file is checked is no fault of the file (the running proxy waits for it).
-Returns the lines to print and whether everything held.
+another proxy holds the SQLite file now (`check` takes no lock), and, unless `--probe` asks for it
+(`probed`), the backends themselves: one that is down when the file is checked is no fault of the
+file (the running proxy waits for it). Returns the lines to print and whether everything held.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import shutil
 import ssl
@@ -60,9 +61,12 @@ class Problem(Exception):
         self.serve_says = serve_says or f"refusing to start: {reason}"
 
 
-def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> tuple[list[str], bool]:
+def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, str] = os.environ, *,
+          probe: bool = False) -> tuple[list[str], bool]:
     """The report of `mcp-tasks-proxy check`: one line per check (`ok: <what>: ...` or `error: <reason>`)
-    and whether all held. A configuration that does not load is one error line and nothing else."""
+    and whether all held. A configuration that does not load is one error line and nothing else.
+    `probe` (`check --probe`): once every check held, the backends are asked as `serve` asks them
+    at start (`probed`)."""
     try:
         settings = load(path, dict(overrides))
     except ConfigError as exc:
@@ -75,7 +79,57 @@ def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, 
         except Problem as exc:
             lines.append(f"error: {exc}")
             held = False
+    if probe and held:
+        try:
+            lines += [f"ok: {line}" for line in asyncio.run(probed(settings))]
+        except Problem as exc:
+            lines.append(f"error: {exc}")
+            held = False
     return lines, held
+
+
+async def probed(settings: Settings) -> list[str]:
+    """What `serve` finds when it starts and asks its backends (`Fleet.refresh_all`, then the
+    protected-resource metadata's agreement), one line per backend; raises `Problem` with
+    `serve`'s reason where it would refuse to start: a stdio command whose first process exits
+    before it answers, backends that name different authorization servers. A backend that does
+    not answer now is no refusal: `serve` starts and waits for it (docs/decisions.md §180)."""
+    logging.disable(logging.WARNING)  # what the backends' handles log is in the lines returned (or the refusal)
+    try:
+        return await _probed(settings)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+async def _probed(settings: Settings) -> list[str]:
+    import aiohttp
+
+    from translators.sealing import KEY_BYTES, Keyring
+
+    from .fleet import Fleet
+    from .metrics import NO_METRICS
+    from .upstream.backend import UnsupportedBackend
+    from .upstream.resource_metadata import ResourceMetadata
+
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+        fleet = Fleet.build(settings, http, Keyring(os.urandom(KEY_BYTES)), NO_METRICS)  # seals nothing that outlives it
+        try:
+            await fleet.refresh_all()
+            await ResourceMetadata(settings, http, fleet.request_options).check_agreement()
+        except (UnsupportedBackend, ConfigError) as exc:
+            raise Problem(str(exc)) from None
+        finally:
+            await fleet.close()
+        lines = []
+        for member in fleet.members:
+            backend = member.backend
+            if backend.profile is not None:
+                lines.append(f"backend {member.name!r} answers: {backend.profile.summary()}")
+            elif backend.challenge is not None:
+                lines.append(f"backend {member.name!r} answers: it asks for authorization (a Bearer challenge)")
+            else:
+                lines.append(f"backend {member.name!r} does not answer now ({backend.down or 'no answer'}): serve starts and waits for it")
+        return lines
 
 
 def checks(settings: Settings, environ: Mapping[str, str], *, serving: bool = False) -> list[tuple[str, Callable[[], str]]]:

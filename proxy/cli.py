@@ -346,7 +346,7 @@ def _check(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {"store": args.store}
     if args.upstream:
         overrides["upstream"] = [{"name": "main", "url": args.upstream}]
-    lines, held = check(args.config, overrides)
+    lines, held = check(args.config, overrides, probe=args.probe)
     for line in lines:
         print(escaped(line), file=sys.stdout if held else sys.stderr)
     return 0 if held else 1
@@ -409,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     checking.add_argument("--config", metavar="FILE", help="the TOML configuration file to check")
     checking.add_argument("--upstream", metavar="URL", help="as for serve")
     checking.add_argument("--store", metavar="STORE", help="as for serve")
+    checking.add_argument("--probe", action="store_true",
+                          help="then ask the backends as serve does at start: stdio commands are started, HTTP backends probed")
     checking.set_defaults(run=_check)
     from .restart import add_parser as add_restart_parser
 

@@ -1,0 +1,110 @@
+"""`mcp-tasks-proxy check --probe` (proxy/check.py `probed`, docs/decisions.md §180): after every
+check of the file, the backends are asked as `serve` asks them at start, and what `serve` would
+refuse then, `check --probe` refuses in the same words: a stdio command whose process exits before
+it answers, backends that name different authorization servers. A backend that does not answer
+now is reported, not refused (`serve` starts and waits for it); plain `check` asks no backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from oauth_support import recording_server
+from support import free_port
+
+from proxy.keys import new_key_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, backends: str) -> str:
+    path = tmp_path / "proxy.toml"
+    path.write_text(f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{free_port()}"\n{backends}')
+    return str(path)
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    """`python -m proxy <args>` to its end (a `serve` that does not refuse is killed at 60 s, by its PID)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_TASKS_PROXY_")}
+    env["MCP_TASKS_PROXY_KEY"] = new_key_text()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def _refused_alike(config: str, reason: str) -> None:
+    """Plain `check` passes the file; `check --probe` exits 1 with `error: <reason>` as its last
+    line; `serve` refuses to start with the same reason."""
+    plain, probed, served = (
+        await _run("check", "--config", config),
+        await _run("check", "--probe", "--config", config),
+        await _run("serve", "--config", config),
+    )
+    assert (plain[0], probed[0], (probed[2] or probed[1]).splitlines()[-1:]) == (0, 1, [f"error: {reason}"])
+    assert (served[0], served[2].splitlines()[-1:]) == (2, [f"mcp-tasks-proxy: refusing to start: {reason}"])
+
+
+@pytest.mark.slow  # three processes of about 1 s each on two cores
+async def test_a_stdio_command_that_exits_before_it_answers_is_refused_by_check_probe_as_by_serve(tmp_path):
+    argv = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    config = _config(tmp_path, f'[[upstream]]\nname = "dies"\ncommand = {json.dumps(argv)}\n')
+    shown = f'"{shlex.join(argv)}"'
+    await _refused_alike(
+        config,
+        f"backend 'dies': its command {shown} exited with status 3 before answering initialize; it wrote nothing to stderr",
+    )
+
+
+@pytest.mark.slow
+async def test_backends_naming_different_authorization_servers_are_refused_by_check_probe_as_by_serve(tmp_path):
+    ports = {"a": free_port(), "b": free_port()}
+
+    def metadata(name: str) -> dict[str, object]:
+        return {
+            "/.well-known/oauth-protected-resource/mcp": {
+                "resource": f"http://127.0.0.1:{ports[name]}/mcp",
+                "authorization_servers": [f"https://as-{name}.example/"],
+            }
+        }
+
+    async with recording_server(ports["a"], metadata("a")), recording_server(ports["b"], metadata("b")):
+        config = _config(
+            tmp_path, "".join(f'[[upstream]]\nname = "{n}"\nurl = "http://127.0.0.1:{p}/mcp"\n' for n, p in ports.items())
+        )
+        await _refused_alike(
+            config,
+            "the backends behind one public URL name different authorization servers "
+            '(a: https://as-a.example; b: https://as-b.example): set resource_backend = "<name>" '
+            "to the backend that speaks for the resource, or give each set of backends a proxy of its own",
+        )
+
+
+async def test_check_probe_says_what_each_backend_answers_and_passes_one_that_is_down(fast_modern_upstream_url, tmp_path):
+    down = f"http://127.0.0.1:{free_port()}/mcp"
+    config = _config(
+        tmp_path,
+        f'[[upstream]]\nname = "main"\nurl = "{fast_modern_upstream_url}"\n[[upstream]]\nname = "down"\nurl = "{down}"\n',
+    )
+    code, out, err = await _run("check", "--probe", "--config", config)
+    assert (code, err, out.splitlines()[-2:]) == (
+        0,
+        "",
+        [
+            f"ok: backend 'main' answers: main at {fast_modern_upstream_url}: v2-modern (2026-07-28; tool tasks)",
+            "ok: backend 'down' does not answer now (Backend 'down' unavailable: cannot reach it (ClientConnectorError)): "
+            "serve starts and waits for it",
+        ],
+    )
