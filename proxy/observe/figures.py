@@ -95,6 +95,9 @@ class Figures:
         self.errors = errors
         self.now_ms = now_ms
         self.since_ms = since_ms
+        self.counters: dict[str, float] | None = None
+        """With `--workers` > 1: this replica's `/metrics` counter samples added up over its workers,
+        read with these figures (`Lasting.view`); None where each process counts alone."""
 
     def _since(self, minutes: int) -> Iterable[Bucket]:
         first = self.now_ms // 60_000 - minutes + 1

@@ -220,6 +220,8 @@ class Lasting:
                          "v1_requests_last_day": day[2], "last_v1_ms": figures.last_v1_ms()})
         counting = {"covers": "fleet" if self.store.shared else "proxy", "store": self.store_name, "since_ms": fleet.since_ms,
                     "replica": self.replica, "replicas": rows, "late": late}
+        if self.metrics is not None:  # workers: the counters they flushed with these figures (the shadow comparisons)
+            fleet.counters = (await self.store.metrics(self.replica, set(processes)))[0]
         return fleet, counting
 
     async def metric_totals(self) -> tuple[dict[str, float], dict[str, float]]:

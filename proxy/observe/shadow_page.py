@@ -11,6 +11,19 @@ from typing import Any
 COLUMNS = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
 
 
+COUNTED_BY = {
+    "process": "Counted by the process that answered this page: not kept across restarts, not added up over workers or replicas.",
+    "workers": "Counts added up over this replica's workers since each started (not kept across restarts, not over replicas); "
+               "queued and the last differences: the worker that answered this page.",
+}
+"""What a snapshot's `counted_by` means (`proxy/observe/status.py` `_shadow`)."""
+
+
+def counted_scope(shadow: dict[str, Any]) -> str:
+    """The heading's scope: "this process, since its start" or "this replica's workers"."""
+    return "this replica's workers" if shadow.get("counted_by") == "workers" else "this process, since its start"
+
+
 def _rate(rate: float | None) -> str:
     return "—" if rate is None else f"{rate * 100:.1f}%"
 
@@ -21,9 +34,8 @@ def section(shadows: list[dict[str, Any]], now: int, table: Callable[..., str], 
     `table` and `when` are the page's own table and time format (`proxy/observe/page.py`)."""
     if not shadows:
         return ""
-    parts = ["<h2>Shadow comparison (this process, since its start)</h2>",
-             '<p class="muted">Counted by the process that answered this page: not kept across restarts, not added up over '
-             "workers or replicas.</p>"]
+    parts = [f"<h2>Shadow comparison ({escape(counted_scope(shadows[0]))})</h2>",
+             f'<p class="muted">{escape(COUNTED_BY[shadows[0].get("counted_by", "process")])}</p>']
     for shadow in shadows:
         name = shadow["backend"]
         parts.append(f"<p>{escape(name)} shadows {escape(shadow['shadow_of'])} ({shadow['percent']:g}% of mirrored requests; "

@@ -99,7 +99,7 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
         "leaning": figures.leaning(),
         "reasons": REASONS,
         "repairs": REPAIRS,
-        "shadow": _shadow(fleet),
+        "shadow": _shadow(fleet, figures),
         "rollout": fleet.rollout.snapshot() if fleet.rollout is not None else None,
         "reloads": list(reversed(fleet.reloads)),
         "version": version(),
@@ -107,11 +107,15 @@ def snapshot(fleet: Fleet, recorder: StatusRecorder, view: tuple[Figures, dict[s
     }
 
 
-def _shadow(fleet: Fleet) -> list[dict[str, Any]]:
-    """Each shadow backend's comparisons (`proxy.shadow.mirror.Shadowing.snapshot`), counted by this
-    process since its start (not kept in the store, not summed over workers); [] without any."""
+def _shadow(fleet: Fleet, figures: Figures) -> list[dict[str, Any]]:
+    """Each shadow backend's comparisons (`proxy.shadow.mirror.Shadowing.snapshot`): with `--workers`,
+    every worker's of this replica (`figures.counters`), else this process's, since its start; []
+    without any (docs/decisions.md §181)."""
     shadowing = getattr(fleet, "shadow", None)
-    return shadowing.snapshot() if shadowing is not None else []
+    if shadowing is None:
+        return []
+    counted_by = "workers" if figures.counters is not None else "process"
+    return [{**entry, "counted_by": counted_by} for entry in shadowing.snapshot(figures.counters)]
 
 
 async def read_view(recorder: StatusRecorder, lasting: Any) -> tuple[Figures, dict[str, Any]]:

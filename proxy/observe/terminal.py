@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..printable import escaped, json_text
 from .page import COVERS, covers, recent_replicas, when
+from .shadow_page import counted_scope
 
 
 def proxy_url(url: str, path: str) -> str:
@@ -131,7 +132,7 @@ def render(data: dict[str, Any]) -> str:
             out.append(f"  last check: {rollout['gates']['outcome']}: {rollout['gates']['reason']}")
         out += [f"  {when(e['at_ms'], now)}: {e['event']} at {e['percent']:g} %: {e['reason']}" for e in rollout["history"][-10:]]
     for shadow in data.get("shadow") or ():
-        out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%; this process, since its start)",
+        out += ["", f"Shadow comparison: {shadow['backend']} shadows {shadow['shadow_of']} ({shadow['percent']:g}%; {counted_scope(shadow)})",
                 table(["method", "tool", "match", "differ", "cand. err", "prim. err", "timeout", "dropped", "too large", "match rate"],
                       [[r["method"], r["tool"] or "-", *(str(r.get(k, 0)) for k in ("match", "differ", "candidate_error", "primary_error",
                                                                                       "timeout", "dropped", "too_large")),

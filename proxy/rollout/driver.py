@@ -48,11 +48,11 @@ WRITE_TRIES = 5
 
 class RolloutDriver:
     """The rollout of `settings.rollout` over `fleet` (module docstring). `store`: where the record
-    lives; `figures`: reads every process's figures; `shadow`: `to`'s shadow comparisons so far in
-    this process (`{"match", "differ"}`, None without any); `process`: this process's name in the lease."""
+    lives; `figures`: reads every process's figures; `shadow`: `to`'s shadow comparisons so far, as the
+    figures read with them count them (`shadow_counts`: `{"match", "differ"}`, None without any); `process`: this process's name in the lease."""
 
     def __init__(self, settings: Settings, fleet: Fleet, store: RolloutStore, figures: Callable[[], Awaitable[Figures]],
-                 shadow: Callable[[str], dict[str, int] | None]):
+                 shadow: Callable[[str, Figures], dict[str, int] | None]):
         self.settings = settings
         self.fleet = fleet
         self.store = store
@@ -180,7 +180,7 @@ class RolloutDriver:
 
     async def _baseline(self, rollout: Rollout, figures: Figures | None = None) -> dict[str, Any]:
         figures = figures if figures is not None else await self.figures()
-        return judge.baseline(figures.minutes, (rollout.from_, rollout.to), figures.now_ms, self.shadow(rollout.to))
+        return judge.baseline(figures.minutes, (rollout.from_, rollout.to), figures.now_ms, self.shadow(rollout.to, figures))
 
     async def _begin(self, rollout: Rollout, stored: dict[str, Any] | None) -> Record | None:
         version = stored["version"] if stored is not None else 0
@@ -195,7 +195,7 @@ class RolloutDriver:
         pair = (rollout.from_, rollout.to)
         step = judge.since(figures.minutes, record.baseline, pair)
         whole = judge.since(figures.minutes, record.start_baseline, pair)
-        shadow = self.shadow(rollout.to)
+        shadow = self.shadow(rollout.to, figures)
         if shadow is not None:
             begun = record.baseline.get("shadow") or {}
             shadow = {k: shadow[k] - begun.get(k, 0) if shadow[k] >= begun.get(k, 0) else shadow[k] for k in ("match", "differ")}
@@ -279,13 +279,14 @@ class RolloutDriver:
         return True, (200, {**(self.snapshot() or {}), "done": done})
 
 
-def shadow_counts(fleet: Fleet) -> Callable[[str], dict[str, int] | None]:
-    """The shadow comparisons this process made of a backend's answers, all methods and tools
-    together (`proxy.shadow.mirror.Shadowing.snapshot`), None for a backend that shadows nothing."""
+def shadow_counts(fleet: Fleet) -> Callable[[str, Figures], dict[str, int] | None]:
+    """The shadow comparisons of a backend's answers, all methods and tools together
+    (`proxy.shadow.mirror.Shadowing.snapshot`): with `--workers`, every worker's of this replica
+    (`figures.counters`), else this process's; None for a backend that shadows nothing."""
 
-    def counts(name: str) -> dict[str, int] | None:
+    def counts(name: str, figures: Figures) -> dict[str, int] | None:
         shadowing = getattr(fleet, "shadow", None)
-        for entry in shadowing.snapshot() if shadowing is not None else ():
+        for entry in shadowing.snapshot(figures.counters) if shadowing is not None else ():
             if entry["backend"] == name:
                 return {"match": sum(row["match"] for row in entry["rows"]), "differ": sum(row["differ"] for row in entry["rows"])}
         return None

@@ -69,6 +69,27 @@ MAX_TOOL_LABELS = 100
 OUTCOMES = ("match", "differ", "candidate_error", "primary_error", "timeout", "dropped", "too_large")
 
 
+COUNTER = "mcp_tasks_proxy_shadow"
+"""The comparisons' counter family (`Shadowing.count`); its samples are `<COUNTER>_total`."""
+
+
+def summed_counts(counters: Mapping[str, float]) -> dict[str, dict[tuple[str, str], dict[str, int]]]:
+    """The comparisons in `counters`, the `/metrics` counter samples added up over the workers as
+    the store keeps them (`<family> <sample> <labels as JSON>`: `proxy/observe/lasting.py`):
+    candidate → (method, tool) → outcome → count, every outcome present, as `_Stats.counts`."""
+    summed: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+    for key, value in counters.items():
+        family, sample, labels_json = key.split(" ", 2)
+        if family != COUNTER or sample != COUNTER + "_total":
+            continue
+        labels = dict(json.loads(labels_json))
+        if labels.get("outcome") not in OUTCOMES:
+            continue
+        counts = summed.setdefault(labels["backend"], {}).setdefault((labels["method"], labels["tool"]), dict.fromkeys(OUTCOMES, 0))
+        counts[labels["outcome"]] += int(value)
+    return summed
+
+
 @dataclass
 class _Stats:
     counts: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
@@ -144,7 +165,7 @@ class Shadowing:
         """primary name → (when learnt, read-only tools, listed tools)."""
         self._counter: Counter | None = None
         if getattr(metrics, "registry", None) is not None:
-            self._counter = Counter("mcp_tasks_proxy_shadow", "Shadow comparisons by candidate backend, method, tool and outcome",
+            self._counter = Counter(COUNTER, "Shadow comparisons by candidate backend, method, tool and outcome",
                                     ["backend", "method", "tool", "outcome"], registry=metrics.registry)
         self._tool_labels: dict[str, set[str]] = {}
         self._children: dict[tuple[str, str, str, str], Any] = {}
@@ -385,10 +406,14 @@ class Shadowing:
             return tool
         return "other"
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self, counters: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
         """Each candidate: `{backend, shadow_of, percent, queued, rows: [{method, tool, match, differ,
         candidate_error, primary_error, timeout, dropped, match_rate}], last_differences: [{at_ms, method,
-        tool, diff, paths}]}`; `match_rate` is match / (match + differ), None before any comparison."""
+        tool, diff, paths}]}`; `match_rate` is match / (match + differ), None before any comparison.
+        The rows count this process's comparisons, or, given `counters` (the `/metrics` counters
+        added up over the workers in the store: `summed_counts`), those of every worker; `queued` and
+        the last differences are this process's either way (docs/decisions.md §181)."""
+        summed = summed_counts(counters) if counters is not None else None
         out = []
         for config in self.settings.upstream:
             if config.shadow_of is None:
@@ -396,7 +421,8 @@ class Shadowing:
             mirror = self.mirrors.get(config.name)
             stats = mirror.stats if mirror is not None else _Stats()
             rows = []
-            for (method, tool), counts in sorted(stats.counts.items()):
+            counted = stats.counts if summed is None else summed.get(config.name, {})
+            for (method, tool), counts in sorted(counted.items()):
                 compared = counts["match"] + counts["differ"]
                 rows.append({"method": method, "tool": tool, **counts,
                              "match_rate": round(counts["match"] / compared, 4) if compared else None})

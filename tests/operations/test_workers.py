@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from support import Caller, free_port
+from support import Caller, eventually, free_port
 
 from proxy.keys import new_key_text
 
@@ -171,3 +171,62 @@ async def test_workers_that_keep_dying_at_start_stop_the_proxy_after_five_replac
     refusals = {line for line in lines if "refusing to start" in line}
     assert refusals == {f"mcp-tasks-proxy: refusing to start: store: cannot reach {nowhere}: connection refused"}
     assert stopping[0].endswith("exited with status 2; workers were replaced 5 times within 60 s: stopping the proxy")
+
+
+async def test_shadow_comparisons_on_the_status_page_add_up_over_the_workers(fast_modern_upstream_url, redis_url, tmp_path):
+    """Each worker compares the requests it answered; the page and the rollout's gate read them
+    added up over the replica's workers (docs/decisions.md §181). Before, the page showed the
+    comparisons of whichever worker answered it: about half of them here."""
+    port = free_port()
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        f'listen = "127.0.0.1:{port}"\nworkers = 2\nstore = "{redis_url}"\n'
+        f'[[upstream]]\nname = "main"\nurl = "{fast_modern_upstream_url}"\n'
+        f'[[upstream]]\nname = "next"\nurl = "{fast_modern_upstream_url}"\nshadow_of = "main"\nshadow_percent = 100\n'
+    )
+    process = await _spawn("serve", "--config", str(config), tmp_path=tmp_path)
+    try:
+        lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
+        assert lines == [f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"] * 2
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+            caller = Caller(http, f"http://127.0.0.1:{port}/mcp")  # a new connection per request: both workers answer
+            for _ in range(40):
+                assert (await caller.call("tools/list", {})).status == 200
+
+            async def shadow() -> list[dict]:
+                async with http.get(f"http://127.0.0.1:{port}/status.json") as response:
+                    return (await response.json())["shadow"]
+
+            def compared(entries: list[dict]) -> int:
+                return sum(row["match"] + row["differ"] for row in entries[0]["rows"])
+
+            seen = await eventually(shadow, lambda entries: compared(entries) >= 40, "40 comparisons on the page", 30, 0.2)
+            async with http.get(f"http://127.0.0.1:{port}/status") as response:
+                page = await response.text()
+        assert (
+            "<h2>Shadow comparison (this replica&#x27;s workers)</h2>" in page,
+            [(e["backend"], e["counted_by"]) for e in seen],
+            seen[0]["rows"],
+        ) == (
+            True,
+            [("next", "workers")],
+            [
+                {
+                    "method": "tools/list",
+                    "tool": "",
+                    "match": 40,
+                    "differ": 0,
+                    "candidate_error": 0,
+                    "primary_error": 0,
+                    "timeout": 0,
+                    "dropped": 0,
+                    "too_large": 0,
+                    "match_rate": 1.0,
+                }
+            ],
+        )
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        stopped = await asyncio.wait_for(process.wait(), 20)
+    assert stopped == 0
