@@ -18,10 +18,11 @@ order, without creating or changing anything:
 `serve` runs the same checks before it starts anything (`refusal`; all but the Redis `PING`: it
 reaches the store itself when it starts), so what `check` passes `serve` does not refuse at start
 for these reasons, and each reason is worded once: `check` prints `error: <reason>`, `serve`
-`mcp-tasks-proxy: refusing to start: <reason>` (docs/troubleshooting.md). Not checked: whether
-another proxy holds the SQLite file now (`check` takes no lock), and, unless `--probe` asks for it
-(`probed`), the backends themselves: one that is down when the file is checked is no fault of the
-file (the running proxy waits for it). Returns the lines to print and whether everything held.
+`mcp-tasks-proxy: refusing to start: <reason>` (docs/troubleshooting.md). Not checked unless
+`--probe` asks (`probed`): whether another proxy holds the SQLite file now (`check` takes no lock),
+whether something listens on the address, and the backends themselves (one that is down when the
+file is checked is no fault of the file: the running proxy waits for it). Returns the lines to
+print and whether everything held.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import errno
 import logging
 import os
 import shutil
+import socket
 import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,6 +45,7 @@ from .keys import ENV_KEY, decode_key
 from .redaction import shown_url
 from .state.health import display_url
 from .state.opening import inspect_store, sqlite_path
+from .state.sqlite_faults import StoreInUse, lock_holder
 from .upstream.stdio.process import Launch
 from .upstream.tls import TlsProblem, load_pair, request_options
 
@@ -89,16 +92,52 @@ def check(path: str | None, overrides: Mapping[str, Any], environ: Mapping[str, 
 
 
 async def probed(settings: Settings) -> list[str]:
-    """What `serve` finds when it starts and asks its backends (`Fleet.refresh_all`, then the
-    protected-resource metadata's agreement), one line per backend; raises `Problem` with
-    `serve`'s reason where it would refuse to start: a stdio command whose first process exits
-    before it answers, backends that name different authorization servers. A backend that does
-    not answer now is no refusal: `serve` starts and waits for it (docs/decisions.md §180)."""
+    """What `serve` meets when it starts now, in its order, one line each: the SQLite store not
+    held by another process (`_store_free`), the backends asked (`Fleet.refresh_all`, then the
+    protected-resource metadata's agreement: a line per backend), the address free to listen on
+    (`_listen_free`). Raises `Problem` with `serve`'s reason at the first that would make it
+    refuse: a store another proxy holds, a stdio command whose first process exits before it
+    answers, backends that name different authorization servers, an address in use. A backend that
+    does not answer now is no refusal: `serve` starts and waits for it (docs/decisions.md §180)."""
+    lines = [_store_free(settings)]
     logging.disable(logging.WARNING)  # what the backends' handles log is in the lines returned (or the refusal)
     try:
-        return await _probed(settings)
+        lines += await _probed(settings)
     finally:
         logging.disable(logging.NOTSET)
+    return [*lines, _listen_free(settings)]
+
+
+def _store_free(settings: Settings) -> str:
+    """The SQLite file's lock is free (asked without taking it: `lock_holder`)."""
+    if settings.store != "sqlite":
+        return f"store: {display_url(settings.store)} (shared: no lock)"
+    path = sqlite_path(settings)
+    holder = lock_holder(path)
+    if holder is not None:
+        raise Problem(f"store: {StoreInUse.of(path)}")
+    return f"store: {path} is not in use by another process"
+
+
+def _listen_free(settings: Settings) -> str:
+    """Nothing listens on `listen` now: bound as `serve` binds it (`SO_REUSEADDR`; with workers
+    `SO_REUSEPORT`, which a running `serve --workers` shares), and closed at once, never listening."""
+    if settings.port == 0:
+        return f"listen: {settings.listen} (an ephemeral port)"
+    infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    for family, kind, proto, _, address in infos[:1] if settings.workers > 1 else infos:  # as shared_sockets, as asyncio
+        with socket.socket(family, kind, proto) as bound:
+            bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if settings.workers > 1:
+                bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                bound.bind(address)
+            except OSError as exc:
+                said = f"cannot listen on {settings.listen}: {os.strerror(exc.errno) if exc.errno else exc.strerror}"
+                raise Problem(said, said) from None
+    return f"listen: nothing listens on {settings.listen} now"
 
 
 async def _probed(settings: Settings) -> list[str]:

@@ -410,7 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     checking.add_argument("--upstream", metavar="URL", help="as for serve")
     checking.add_argument("--store", metavar="STORE", help="as for serve")
     checking.add_argument("--probe", action="store_true",
-                          help="then ask the backends as serve does at start: stdio commands are started, HTTP backends probed")
+                          help="then ask what serve meets when it starts now: the state directory's lock, the backends "
+                               "(stdio commands started, HTTP backends probed), the address (for a first start, not beside "
+                               "the running proxy)")
     checking.set_defaults(run=_check)
     from .restart import add_parser as add_restart_parser
 

@@ -3,10 +3,14 @@ moves a store whose file cannot be written into memory (docs/decisions.md §45).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import inspect
+import os
 import sqlite3
+import struct
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 
@@ -21,6 +25,35 @@ class StoreTooNew(sqlite3.DatabaseError):
 
 class StoreInUse(OSError):
     """Another process has the state file open (its `<file>.lock` is held)."""
+
+    @classmethod
+    def of(cls, path: Path) -> StoreInUse:
+        return cls(f"{path} is in use by another process (one proxy per state_dir)")
+
+
+def lock_path(path: Path) -> Path:
+    """The file whose POSIX record lock says a process has the state file `path` open."""
+    return path.with_name(path.name + ".lock")
+
+
+def lock_holder(path: Path) -> int | None:
+    """The process holding the lock of the state file `path` (`lock_path`), asked without taking
+    it (`F_GETLK`: nothing a starting proxy could meet), or None when it is free or the lock file
+    does not exist."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        query = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        l_type, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, query))
+    finally:
+        os.close(fd)
+    return None if l_type == fcntl.F_UNLCK else pid
+
+
+_FLOCK = "@hhqqi4x"
+"""Linux's `struct flock` on 64-bit: l_type, l_whence, l_start, l_len, l_pid (and its padding)."""
 
 
 _UNWRITABLE = {8, 10, 13}

@@ -47,7 +47,7 @@ from translators.sealing import TaskRef
 
 from . import sqlite_wal
 from .held_tasks import HeldTaskStore, SqliteHeldStore
-from .sqlite_faults import StoreDamaged, StoreInUse, StoreTooNew, _spills
+from .sqlite_faults import StoreDamaged, StoreInUse, StoreTooNew, _spills, lock_path
 from .store import CapturedInput, Entry, SessionRecord
 
 log = logging.getLogger(__name__)
@@ -179,13 +179,13 @@ class SqliteTaskStore:
         """Hold `<file>.lock` (a POSIX record lock: held per process, released by the kernel when the
         process dies, even by SIGKILL). Raises `StoreInUse` when another process holds it: two
         processes would each release the other's live claims at open and overrun the bounds."""
-        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        fd = os.open(lock_path(self.path), os.O_CREAT | os.O_RDWR, 0o600)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
-                raise StoreInUse(f"{self.path} is in use by another process (one proxy per state_dir)") from None
+                raise StoreInUse.of(self.path) from None
             raise
         return fd
 

@@ -1,8 +1,9 @@
 """`mcp-tasks-proxy check --probe` (proxy/check.py `probed`, docs/decisions.md §180): after every
-check of the file, the backends are asked as `serve` asks them at start, and what `serve` would
-refuse then, `check --probe` refuses in the same words: a stdio command whose process exits before
-it answers, backends that name different authorization servers. A backend that does not answer
-now is reported, not refused (`serve` starts and waits for it); plain `check` asks no backend."""
+check of the file, what `serve` meets when it starts now is asked too, and what would make `serve`
+refuse, `check --probe` refuses in the same words: a state directory another proxy holds, a stdio
+command whose process exits before it answers, backends that name different authorization
+servers, an address something listens on. A backend that does not answer now is reported, not
+refused (`serve` starts and waits for it); plain `check` asks none of these."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import json
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -22,9 +24,9 @@ from proxy.keys import new_key_text
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _config(tmp_path: Path, backends: str) -> str:
+def _config(tmp_path: Path, backends: str, port: int | None = None) -> str:
     path = tmp_path / "proxy.toml"
-    path.write_text(f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{free_port()}"\n{backends}')
+    path.write_text(f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port or free_port()}"\n{backends}')
     return str(path)
 
 
@@ -45,16 +47,16 @@ async def _run(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def _refused_alike(config: str, reason: str) -> None:
+async def _refused_alike(config: str, reason: str, serve_says: str | None = None) -> None:
     """Plain `check` passes the file; `check --probe` exits 1 with `error: <reason>` as its last
-    line; `serve` refuses to start with the same reason."""
-    plain, probed, served = (
-        await _run("check", "--config", config),
-        await _run("check", "--probe", "--config", config),
-        await _run("serve", "--config", config),
-    )
+    line; `serve` refuses to start with the same reason (`serve_says`: its line, when it is not
+    `refusing to start: <reason>`)."""
+    plain = await _run("check", "--config", config)
+    probed = await _run("check", "--probe", "--config", config)
+    served = await _run("serve", "--config", config)
     assert (plain[0], probed[0], (probed[2] or probed[1]).splitlines()[-1:]) == (0, 1, [f"error: {reason}"])
-    assert (served[0], served[2].splitlines()[-1:]) == (2, [f"mcp-tasks-proxy: refusing to start: {reason}"])
+    said = serve_says or f"refusing to start: {reason}"
+    assert (served[0], served[2].splitlines()[-1:]) == (2, [f"mcp-tasks-proxy: {said}"])
 
 
 @pytest.mark.slow  # three processes of about 1 s each on two cores
@@ -93,18 +95,67 @@ async def test_backends_naming_different_authorization_servers_are_refused_by_ch
 
 
 async def test_check_probe_says_what_each_backend_answers_and_passes_one_that_is_down(fast_modern_upstream_url, tmp_path):
-    down = f"http://127.0.0.1:{free_port()}/mcp"
+    down, port = f"http://127.0.0.1:{free_port()}/mcp", free_port()
     config = _config(
         tmp_path,
         f'[[upstream]]\nname = "main"\nurl = "{fast_modern_upstream_url}"\n[[upstream]]\nname = "down"\nurl = "{down}"\n',
+        port,
     )
     code, out, err = await _run("check", "--probe", "--config", config)
-    assert (code, err, out.splitlines()[-2:]) == (
+    assert (code, err, out.splitlines()[-4:]) == (
         0,
         "",
         [
+            f"ok: store: {tmp_path / 'state' / 'tasks.sqlite3'} is not in use by another process",
             f"ok: backend 'main' answers: main at {fast_modern_upstream_url}: v2-modern (2026-07-28; tool tasks)",
             "ok: backend 'down' does not answer now (Backend 'down' unavailable: cannot reach it (ClientConnectorError)): "
             "serve starts and waits for it",
+            f"ok: listen: nothing listens on 127.0.0.1:{port} now",
         ],
     )
+
+
+@pytest.mark.slow
+async def test_an_address_something_listens_on_is_refused_by_check_probe_as_by_serve(tmp_path):
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    try:
+        path = tmp_path / "proxy.toml"
+        path.write_text(
+            f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port}"\n'
+            f'[[upstream]]\nname = "main"\nurl = "http://127.0.0.1:{free_port()}/mcp"\n'
+        )
+        said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
+        await _refused_alike(str(path), said, said)
+    finally:
+        held.close()
+
+
+@pytest.mark.slow
+async def test_a_state_directory_a_running_proxy_holds_is_refused_by_check_probe_as_by_serve(fast_modern_upstream_url, tmp_path):
+    config = _config(tmp_path, f'[[upstream]]\nname = "main"\nurl = "{fast_modern_upstream_url}"\n')
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_TASKS_PROXY_")}
+    env["MCP_TASKS_PROXY_KEY"] = new_key_text()
+    running = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "proxy",
+        "serve",
+        "--config",
+        config,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert running.stdout is not None
+        banner = (await asyncio.wait_for(running.stdout.readline(), 30)).decode()
+        assert banner.startswith("mcp-tasks-proxy listening on "), banner
+        store = tmp_path / "state" / "tasks.sqlite3"
+        await _refused_alike(config, f"store: {store} is in use by another process (one proxy per state_dir)")
+    finally:
+        running.terminate()  # the proxy this test started, by its own PID
+        assert await asyncio.wait_for(running.wait(), 30) == 0
