@@ -31,6 +31,9 @@ def _run(args: argparse.Namespace) -> int:
 
             Path(args.json).write_text(json.dumps({"held": held}, indent=2) + "\n")
         return 0
+    if args.parts and not args.instructions:
+        print("mcp-tasks-proxy bench: --parts counts with --instructions", file=sys.stderr)
+        return 2
     if args.instructions:
         from .instructions import main as count_instructions
 
@@ -77,6 +80,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--instructions", action="store_true",
                        help="instead of the table: instructions per call of the proxy process under valgrind's callgrind "
                             "(rows relay, relay-modern, translate; scenarios a, b, c), the figure to compare a change by")
+    bench.add_argument("--parts", action="store_true",
+                       help="with --instructions: instead of whole calls, the parts of a relayed call each counted alone "
+                            "(request head, JSON, upstream head and answer, the client's answer, request id)")
     bench.add_argument("--calls", type=int, default=300, metavar="N",
                        help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
     bench.add_argument("--soak", action="store_true",

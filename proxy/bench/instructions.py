@@ -162,6 +162,26 @@ def _refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _parts(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    """`--parts`: the parts of a relayed call, each counted alone (`proxy/bench/parts.py`)."""
+    from .parts import REPEAT, table
+
+    try:
+        valgrind, _ = ensure_valgrind(log)
+        rows = table(valgrind, log)
+    except PackageUnavailable as exc:
+        print(f"mcp-tasks-proxy bench --instructions: {exc}", file=sys.stderr)
+        return 1
+    print(f"Instructions per run of each part of a relayed call, counted alone (valgrind callgrind; {REPEAT} runs less none)")
+    print(f"{'part':<16} {'instructions':>12}   what")
+    for name, per_run, what in rows:
+        print(f"{name:<16} {per_run:>12,.0f}   {what}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"parts": [{"part": n, "per_run": round(p), "what": w} for n, p, w in rows]},
+                                              indent=2) + "\n")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     """Print (and with --json write) instructions per call for the chosen rows and scenarios."""
     refusal = _refusal(args)
@@ -186,6 +206,9 @@ def main(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
+
+    if args.parts:
+        return _parts(args, log)
 
     counts: list[Count] = []
     try:

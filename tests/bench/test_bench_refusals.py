@@ -42,6 +42,7 @@ NOT_COUNTED = (
         (["--instructions", "--scenarios", "d"], "mcp-tasks-proxy bench --instructions: scenarios are abc\n"),
         (["--instructions", "--load-processes", "2"], NOT_COUNTED),
         (["--instructions", "--upstreams", "2"], NOT_COUNTED),
+        (["--parts"], "mcp-tasks-proxy bench: --parts counts with --instructions\n"),
         (["--load-processes", "3", "--concurrency", "2"], SPREAD),
         (["--load-processes", "0"], SPREAD),
         (["--upstreams", "0"], SPREAD),

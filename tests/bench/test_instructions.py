@@ -74,3 +74,31 @@ def test_an_unknown_row_is_refused_before_anything_starts() -> None:
         done.stderr
         == "mcp-tasks-proxy bench --instructions: unknown row 'relya' (rows: relay, relay-modern, translate, stdio, stdio-translate)\n"
     )
+
+
+@pytest.mark.slow
+def test_the_parts_of_a_relayed_call_are_counted_each_alone(tmp_path: Path) -> None:
+    """`--parts`: one line per part, in order, each a count (the runs less none, per run) also
+    written to the JSON; the figures are printed, never asserted."""
+    from proxy.bench.parts import PARTS, REPEAT
+
+    figures = tmp_path / "parts.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "bench", "--instructions", "--parts", "--json", str(figures), "--quiet"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    report = json.loads(figures.read_text())["parts"]
+    assert lines[:2] == [
+        f"Instructions per run of each part of a relayed call, counted alone (valgrind callgrind; {REPEAT} runs less none)",
+        f"{'part':<16} {'instructions':>12}   what",
+    ]
+    assert [line.split()[0] for line in lines[2:]] == [row["part"] for row in report] == list(PARTS)
+    assert [line.split()[1] for line in lines[2:]] == [f"{row['per_run']:,}" for row in report]
+    assert [row["what"] for row in report] == [what for what, _ in PARTS.values()]
