@@ -80,9 +80,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--instructions", action="store_true",
                        help="instead of the table: instructions per call of the proxy process under valgrind's callgrind "
                             "(rows relay, relay-modern, translate; scenarios a, b, c), the figure to compare a change by")
-    bench.add_argument("--parts", action="store_true",
+    bench.add_argument("--parts", nargs="?", const="all", default=None, metavar="NAMES",
                        help="with --instructions: instead of whole calls, the parts of a relayed call each counted alone "
-                            "(request head, JSON, upstream head and answer, the client's answer, request id)")
+                            "(all, or some of request-head, json, upstream-head, upstream-answer, answer, request-id)")
     bench.add_argument("--calls", type=int, default=300, metavar="N",
                        help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
     bench.add_argument("--soak", action="store_true",

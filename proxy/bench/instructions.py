@@ -164,11 +164,16 @@ def _refusal(args: argparse.Namespace) -> str | None:
 
 def _parts(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     """`--parts`: the parts of a relayed call, each counted alone (`proxy/bench/parts.py`)."""
-    from .parts import REPEAT, table
+    from .parts import PARTS, REPEAT, table
 
+    names = list(PARTS) if args.parts == "all" else [n.strip() for n in args.parts.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PARTS] or ([] if names else ["(none)"])
+    if unknown:
+        print(f"mcp-tasks-proxy bench --instructions: unknown part {unknown[0]!r} (parts: {', '.join(PARTS)})", file=sys.stderr)
+        return 2
     try:
         valgrind, _ = ensure_valgrind(log)
-        rows = table(valgrind, log)
+        rows = table(valgrind, log, names)
     except PackageUnavailable as exc:
         print(f"mcp-tasks-proxy bench --instructions: {exc}", file=sys.stderr)
         return 1

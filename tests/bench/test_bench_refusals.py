@@ -43,6 +43,11 @@ NOT_COUNTED = (
         (["--instructions", "--load-processes", "2"], NOT_COUNTED),
         (["--instructions", "--upstreams", "2"], NOT_COUNTED),
         (["--parts"], "mcp-tasks-proxy bench: --parts counts with --instructions\n"),
+        (
+            ["--instructions", "--parts", "json,heads"],
+            "mcp-tasks-proxy bench --instructions: unknown part 'heads' "
+            "(parts: request-head, json, upstream-head, upstream-answer, answer, request-id)\n",
+        ),
         (["--load-processes", "3", "--concurrency", "2"], SPREAD),
         (["--load-processes", "0"], SPREAD),
         (["--upstreams", "0"], SPREAD),
