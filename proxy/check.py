@@ -95,17 +95,19 @@ async def probed(settings: Settings) -> list[str]:
     """What `serve` meets when it starts now, in its order, one line each: the SQLite store not
     held by another process (`_store_free`), the backends asked (`Fleet.refresh_all`, then the
     protected-resource metadata's agreement: a line per backend), the address free to listen on
-    (`_listen_free`). Raises `Problem` with `serve`'s reason at the first that would make it
+    (`_listen_free`; first, with workers, as their supervisor binds before they start). Raises
+    `Problem` with `serve`'s reason at the first that would make it
     refuse: a store another proxy holds, a stdio command whose first process exits before it
     answers, backends that name different authorization servers, an address in use. A backend that
     does not answer now is no refusal: `serve` starts and waits for it (docs/decisions.md §180)."""
-    lines = [_store_free(settings)]
+    # One process opens the store, asks the backends, then listens; `serve --workers` binds first (its supervisor).
+    lines = [_store_free(settings), *([_listen_free(settings)] if settings.workers > 1 else [])]
     logging.disable(logging.WARNING)  # what the backends' handles log is in the lines returned (or the refusal)
     try:
         lines += await _probed(settings)
     finally:
         logging.disable(logging.NOTSET)
-    return [*lines, _listen_free(settings)]
+    return lines if settings.workers > 1 else [*lines, _listen_free(settings)]
 
 
 def _store_free(settings: Settings) -> str:
@@ -120,24 +122,36 @@ def _store_free(settings: Settings) -> str:
 
 
 def _listen_free(settings: Settings) -> str:
-    """Nothing listens on `listen` now: bound as `serve` binds it (`SO_REUSEADDR`; with workers
-    `SO_REUSEPORT`, which a running `serve --workers` shares), and closed at once, never listening."""
+    """The address can be bound as `serve` binds it (`SO_REUSEADDR`; with workers `SO_REUSEPORT`,
+    which a running `serve --workers` on it shares), closed at once, never listening."""
     if settings.port == 0:
         return f"listen: {settings.listen} (an ephemeral port)"
-    infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    for family, kind, proto, _, address in infos[:1] if settings.workers > 1 else infos:  # as shared_sockets, as asyncio
-        with socket.socket(family, kind, proto) as bound:
-            bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if settings.workers > 1:
-                bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if family == socket.AF_INET6:
-                bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
+    try:
+        infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in infos[:1] if settings.workers > 1 else infos:  # as shared_sockets, as asyncio
+            with socket.socket(family, kind, proto) as bound:
+                bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if settings.workers > 1:
+                    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 bound.bind(address)
-            except OSError as exc:
-                said = f"cannot listen on {settings.listen}: {os.strerror(exc.errno) if exc.errno else exc.strerror}"
-                raise Problem(said, said) from None
+    except OSError as exc:
+        said = cannot_listen(settings, exc)
+        raise Problem(said, said) from None
+    if settings.workers > 1:
+        return f"listen: {settings.listen} can be bound with SO_REUSEPORT (a serve --workers listening there now would share it)"
     return f"listen: nothing listens on {settings.listen} now"
+
+
+def cannot_listen(settings: Settings, exc: OSError) -> str:
+    """`serve`'s words (and `check --probe`'s) for an address it cannot listen on: the system's
+    for the error, or the resolver's for a host name that does not resolve."""
+    if isinstance(exc, socket.gaierror) or not exc.errno or exc.errno < 0:
+        reason = exc.strerror or str(exc)
+    else:
+        reason = os.strerror(exc.errno)
+    return f"cannot listen on {settings.listen}: {reason}"
 
 
 async def _probed(settings: Settings) -> list[str]:

@@ -145,8 +145,9 @@ def _run_workers(settings: Settings, reread: Callable[[], Settings], takeover: A
         try:
             sockets = shared_sockets(settings.host, settings.port, settings.workers, settings.listen_backlog)
         except OSError as exc:
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
+            from .check import cannot_listen
+
+            announce(settings.log_format, f"mcp-tasks-proxy: {cannot_listen(settings, exc)}", sys.stderr, level=logging.ERROR)
             return 2
     else:
         sockets = [socket.socket(fileno=fd) for fd in takeover.listening_fds]
@@ -216,10 +217,12 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None,
                 handed.failed(settings, f"refusing to start: {exc}")
             return 2
         except OSError as exc:
-            reason = os.strerror(exc.errno) if exc.errno else exc.strerror  # "Address already in use", not asyncio's sentence
-            announce(settings.log_format, f"mcp-tasks-proxy: cannot listen on {settings.listen}: {reason}", sys.stderr, level=logging.ERROR)
+            from .check import cannot_listen
+
+            said = cannot_listen(settings, exc)  # "Address already in use", not asyncio's sentence
+            announce(settings.log_format, f"mcp-tasks-proxy: {said}", sys.stderr, level=logging.ERROR)
             if handed is not None:
-                handed.failed(settings, f"cannot listen: {reason}")
+                handed.failed(settings, said.replace(f" on {settings.listen}", "", 1))
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         if hangup is not None:

@@ -13,7 +13,7 @@ COLUMNS = ("match", "differ", "candidate_error", "primary_error", "timeout", "dr
 
 COUNTED_BY = {
     "process": "Counted by the process that answered this page: not kept across restarts, not added up over workers or replicas.",
-    "workers": "Counts added up over this replica's workers since each started (not kept across restarts, not over replicas); "
+    "workers": "Counts added up over this replica's workers and kept in the store, as /metrics counts them (not over replicas); "
                "queued and the last differences: the worker that answered this page.",
 }
 """What a snapshot's `counted_by` means (`proxy/observe/status.py` `_shadow`)."""

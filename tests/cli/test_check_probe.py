@@ -159,3 +159,52 @@ async def test_a_state_directory_a_running_proxy_holds_is_refused_by_check_probe
     finally:
         running.terminate()  # the proxy this test started, by its own PID
         assert await asyncio.wait_for(running.wait(), 30) == 0
+
+
+@pytest.mark.slow
+async def test_a_listen_host_that_does_not_resolve_is_refused_by_check_probe_as_by_serve(tmp_path):
+    port = free_port()
+    try:
+        socket.getaddrinfo("no-such-host.invalid", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        resolver_says = exc.strerror
+    else:
+        pytest.fail("no-such-host.invalid resolved")
+    path = tmp_path / "proxy.toml"
+    path.write_text(
+        f'state_dir = "{tmp_path / "state"}"\nlisten = "no-such-host.invalid:{port}"\n'
+        f'[[upstream]]\nname = "main"\nurl = "http://127.0.0.1:{free_port()}/mcp"\n'
+    )
+    said = f"cannot listen on no-such-host.invalid:{port}: {resolver_says}"
+    await _refused_alike(str(path), said, said)
+
+
+@pytest.mark.slow
+async def test_with_workers_the_address_is_refused_before_the_backends_as_serve_binds_first(redis_url, tmp_path):
+    """`serve --workers`'s supervisor binds before its workers ask the backends: with both an
+    address in use and backends that disagree, both refuse for the address."""
+    ports = {"a": free_port(), "b": free_port()}
+
+    def metadata(name: str) -> dict[str, object]:
+        return {
+            "/.well-known/oauth-protected-resource/mcp": {
+                "resource": f"http://127.0.0.1:{ports[name]}/mcp",
+                "authorization_servers": [f"https://as-{name}.example/"],
+            }
+        }
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    try:
+        async with recording_server(ports["a"], metadata("a")), recording_server(ports["b"], metadata("b")):
+            path = tmp_path / "proxy.toml"
+            path.write_text(
+                f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port}"\nworkers = 2\nstore = "{redis_url}"\n'
+                + "".join(f'[[upstream]]\nname = "{n}"\nurl = "http://127.0.0.1:{p}/mcp"\n' for n, p in ports.items())
+            )
+            said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
+            await _refused_alike(str(path), said, said)
+    finally:
+        held.close()
