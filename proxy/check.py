@@ -122,8 +122,8 @@ def _store_free(settings: Settings) -> str:
 
 
 def _listen_free(settings: Settings) -> str:
-    """The address can be bound as `serve` binds it (`SO_REUSEADDR`; with workers `SO_REUSEPORT`,
-    which a running `serve --workers` on it shares), closed at once, never listening."""
+    """Nothing listens on the address: bound as `serve` first binds it (`SO_REUSEADDR`, not
+    `SO_REUSEPORT`: `shared_sockets` checks so too), closed at once, never listening."""
     if settings.port == 0:
         return f"listen: {settings.listen} (an ephemeral port)"
     try:
@@ -131,16 +131,12 @@ def _listen_free(settings: Settings) -> str:
         for family, kind, proto, _, address in infos[:1] if settings.workers > 1 else infos:  # as shared_sockets, as asyncio
             with socket.socket(family, kind, proto) as bound:
                 bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if settings.workers > 1:
-                    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 if family == socket.AF_INET6:
                     bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 bound.bind(address)
     except OSError as exc:
         said = cannot_listen(settings, exc)
         raise Problem(said, said) from None
-    if settings.workers > 1:
-        return f"listen: {settings.listen} can be bound with SO_REUSEPORT (a serve --workers listening there now would share it)"
     return f"listen: nothing listens on {settings.listen} now"
 
 

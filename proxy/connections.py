@@ -420,8 +420,16 @@ def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list
     """`count` listening sockets on `host`:`port` (its first address), each with `SO_REUSEPORT`: the
     supervisor of `serve --workers N` holds them, each worker serves on one, and a restart hands them
     all to the new supervisor (docs/decisions.md §52, §170). The kernel spreads new connections over
-    them; a socket's queue outlives its worker while the supervisor holds it. Raises `OSError`."""
+    them; a socket's queue outlives its worker while the supervisor holds it. Raises `OSError`:
+    also when something listens there already, another `serve --workers` included, which the
+    kernel would otherwise let these sockets join (`SO_REUSEPORT` sockets of one user share a port).
+    """
     family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    with socket.socket(family, kind, proto) as alone:  # without SO_REUSEPORT: refused by any listener there
+        alone.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            alone.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        alone.bind(address)
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):

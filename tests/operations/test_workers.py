@@ -230,3 +230,51 @@ async def test_shadow_comparisons_on_the_status_page_add_up_over_the_workers(fas
             process.send_signal(signal.SIGTERM)
         stopped = await asyncio.wait_for(process.wait(), 20)
     assert stopped == 0
+
+
+async def test_a_second_serve_with_workers_on_a_port_one_serves_is_refused(fast_modern_upstream_url, redis_url, tmp_path):
+    """`SO_REUSEPORT` sockets of one user may share a port: a second `serve --workers` on the port
+    of a running one would silently take half its connections. It is refused as one process is."""
+    port = free_port()
+    first = await _spawn(
+        "serve",
+        "--upstream",
+        fast_modern_upstream_url,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--store",
+        redis_url,
+        tmp_path=tmp_path / "first",
+    )
+    try:
+        lines = [(await asyncio.wait_for(first.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
+        assert lines == [f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"] * 2
+        second = await _spawn(
+            "serve",
+            "--upstream",
+            fast_modern_upstream_url,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--store",
+            redis_url,
+            tmp_path=tmp_path / "second",
+        )
+        try:
+            _, err = await asyncio.wait_for(second.communicate(), 30)
+        finally:
+            if second.returncode is None:  # it serves: the refusal did not come (stopped by its own PID)
+                second.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(second.wait(), 20)
+        assert (second.returncode, err.decode().splitlines()[-1:]) == (
+            2,
+            [f"mcp-tasks-proxy: cannot listen on 127.0.0.1:{port}: Address already in use"],
+        )
+    finally:
+        if first.returncode is None:
+            first.send_signal(signal.SIGTERM)
+        stopped = await asyncio.wait_for(first.wait(), 20)
+    assert stopped == 0
