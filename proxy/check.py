@@ -122,18 +122,13 @@ def _store_free(settings: Settings) -> str:
 
 
 def _listen_free(settings: Settings) -> str:
-    """Nothing listens on the address: bound as `serve` first binds it (`SO_REUSEADDR`, not
-    `SO_REUSEPORT`: `shared_sockets` checks so too), closed at once, never listening."""
+    """Nothing listens on the address (`connections.nothing_listens`, which `shared_sockets` asks too)."""
     if settings.port == 0:
         return f"listen: {settings.listen} (an ephemeral port)"
+    from .connections import nothing_listens
+
     try:
-        infos = socket.getaddrinfo(settings.host or None, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        for family, kind, proto, _, address in infos[:1] if settings.workers > 1 else infos:  # as shared_sockets, as asyncio
-            with socket.socket(family, kind, proto) as bound:
-                bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                bound.bind(address)
+        nothing_listens(settings.host, settings.port, first_only=settings.workers > 1)  # as shared_sockets, as asyncio
     except OSError as exc:
         said = cannot_listen(settings, exc)
         raise Problem(said, said) from None

@@ -416,6 +416,22 @@ def lean_targets(app: web.Application, paths: Collection[str]) -> dict[bytes, Le
     return targets
 
 
+def nothing_listens(host: str, port: int, *, first_only: bool) -> tuple[Any, Any, int, Any]:
+    """Bind each address `serve` listens on for `host`:`port` (asyncio binds every one, and
+    `shared_sockets` the first: `first_only`) without `SO_REUSEPORT`, and close it at once, never
+    listening: raises `OSError` when something listens there (a `gaierror` for a name that does
+    not resolve). Returns the first address's (family, type, protocol, address)."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    for family, kind, proto, _, address in infos[:1] if first_only else infos:
+        with socket.socket(family, kind, proto) as alone:
+            alone.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio binds: IPv6 only, the IPv4 address is its own
+                alone.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            alone.bind(address)
+    family, kind, proto, _, address = infos[0]
+    return family, kind, proto, address
+
+
 def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list[socket.socket]:
     """`count` listening sockets on `host`:`port` (its first address), each with `SO_REUSEPORT`: the
     supervisor of `serve --workers N` holds them, each worker serves on one, and a restart hands them
@@ -424,12 +440,7 @@ def shared_sockets(host: str, port: int, count: int, backlog: int = 128) -> list
     also when something listens there already, another `serve --workers` included, which the
     kernel would otherwise let these sockets join (`SO_REUSEPORT` sockets of one user share a port).
     """
-    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    with socket.socket(family, kind, proto) as alone:  # without SO_REUSEPORT: refused by any listener there
-        alone.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            alone.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        alone.bind(address)
+    family, kind, proto, address = nothing_listens(host, port, first_only=True)
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):

@@ -14,9 +14,10 @@ import shlex
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from oauth_support import recording_server
+from aiohttp import web
 from support import free_port
 
 from proxy.keys import new_key_text
@@ -47,6 +48,23 @@ async def _run(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
+async def _metadata_backends(aiohttp_server: Any) -> dict[str, str]:
+    """Two servers on ephemeral ports whose protected-resource metadata name different authorization
+    servers (`a` and `b`, each its own), and 404 for everything else: name → MCP URL."""
+
+    def app(name: str) -> web.Application:
+        async def metadata(request: web.Request) -> web.Response:
+            return web.json_response(
+                {"resource": f"http://{request.host}/mcp", "authorization_servers": [f"https://as-{name}.example/"]}
+            )
+
+        made = web.Application()
+        made.router.add_get("/.well-known/oauth-protected-resource/mcp", metadata)
+        return made
+
+    return {name: str((await aiohttp_server(app(name))).make_url("/mcp")) for name in ("a", "b")}
+
+
 async def _refused_alike(config: str, reason: str, serve_says: str | None = None) -> None:
     """Plain `check` passes the file; `check --probe` exits 1 with `error: <reason>` as its last
     line; `serve` refuses to start with the same reason (`serve_says`: its line, when it is not
@@ -71,27 +89,15 @@ async def test_a_stdio_command_that_exits_before_it_answers_is_refused_by_check_
 
 
 @pytest.mark.slow
-async def test_backends_naming_different_authorization_servers_are_refused_by_check_probe_as_by_serve(tmp_path):
-    ports = {"a": free_port(), "b": free_port()}
-
-    def metadata(name: str) -> dict[str, object]:
-        return {
-            "/.well-known/oauth-protected-resource/mcp": {
-                "resource": f"http://127.0.0.1:{ports[name]}/mcp",
-                "authorization_servers": [f"https://as-{name}.example/"],
-            }
-        }
-
-    async with recording_server(ports["a"], metadata("a")), recording_server(ports["b"], metadata("b")):
-        config = _config(
-            tmp_path, "".join(f'[[upstream]]\nname = "{n}"\nurl = "http://127.0.0.1:{p}/mcp"\n' for n, p in ports.items())
-        )
-        await _refused_alike(
-            config,
-            "the backends behind one public URL name different authorization servers "
-            '(a: https://as-a.example; b: https://as-b.example): set resource_backend = "<name>" '
-            "to the backend that speaks for the resource, or give each set of backends a proxy of its own",
-        )
+async def test_backends_naming_different_authorization_servers_are_refused_by_check_probe_as_by_serve(aiohttp_server, tmp_path):
+    urls = await _metadata_backends(aiohttp_server)
+    config = _config(tmp_path, "".join(f'[[upstream]]\nname = "{n}"\nurl = "{u}"\n' for n, u in urls.items()))
+    await _refused_alike(
+        config,
+        "the backends behind one public URL name different authorization servers "
+        '(a: https://as-a.example; b: https://as-b.example): set resource_backend = "<name>" '
+        "to the backend that speaks for the resource, or give each set of backends a proxy of its own",
+    )
 
 
 async def test_check_probe_says_what_each_backend_answers_and_passes_one_that_is_down(fast_modern_upstream_url, tmp_path):
@@ -181,31 +187,21 @@ async def test_a_listen_host_that_does_not_resolve_is_refused_by_check_probe_as_
 
 
 @pytest.mark.slow
-async def test_with_workers_the_address_is_refused_before_the_backends_as_serve_binds_first(redis_url, tmp_path):
+async def test_with_workers_the_address_is_refused_before_the_backends_as_serve_binds_first(aiohttp_server, redis_url, tmp_path):
     """`serve --workers`'s supervisor binds before its workers ask the backends: with both an
     address in use and backends that disagree, both refuse for the address."""
-    ports = {"a": free_port(), "b": free_port()}
-
-    def metadata(name: str) -> dict[str, object]:
-        return {
-            "/.well-known/oauth-protected-resource/mcp": {
-                "resource": f"http://127.0.0.1:{ports[name]}/mcp",
-                "authorization_servers": [f"https://as-{name}.example/"],
-            }
-        }
-
+    urls = await _metadata_backends(aiohttp_server)
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
     held.listen()
     port = held.getsockname()[1]
     try:
-        async with recording_server(ports["a"], metadata("a")), recording_server(ports["b"], metadata("b")):
-            path = tmp_path / "proxy.toml"
-            path.write_text(
-                f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port}"\nworkers = 2\nstore = "{redis_url}"\n'
-                + "".join(f'[[upstream]]\nname = "{n}"\nurl = "http://127.0.0.1:{p}/mcp"\n' for n, p in ports.items())
-            )
-            said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
-            await _refused_alike(str(path), said, said)
+        path = tmp_path / "proxy.toml"
+        path.write_text(
+            f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port}"\nworkers = 2\nstore = "{redis_url}"\n'
+            + "".join(f'[[upstream]]\nname = "{n}"\nurl = "{u}"\n' for n, u in urls.items())
+        )
+        said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
+        await _refused_alike(str(path), said, said)
     finally:
         held.close()
