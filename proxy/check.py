@@ -136,13 +136,16 @@ def _listen_free(settings: Settings) -> str:
 
 
 def cannot_listen(settings: Settings, exc: OSError) -> str:
-    """`serve`'s words (and `check --probe`'s) for an address it cannot listen on: the system's
-    for the error, or the resolver's for a host name that does not resolve."""
+    """`serve`'s words (and `check --probe`'s) for an address it cannot listen on (`listen_reason`)."""
+    return f"cannot listen on {settings.listen}: {listen_reason(exc)}"
+
+
+def listen_reason(exc: OSError) -> str:
+    """Why an address cannot be listened on: the system's words for the error, or the resolver's
+    for a host name that does not resolve (whose negative code the system does not know)."""
     if isinstance(exc, socket.gaierror) or not exc.errno or exc.errno < 0:
-        reason = exc.strerror or str(exc)
-    else:
-        reason = os.strerror(exc.errno)
-    return f"cannot listen on {settings.listen}: {reason}"
+        return exc.strerror or str(exc)
+    return os.strerror(exc.errno)
 
 
 async def _probed(settings: Settings) -> list[str]:

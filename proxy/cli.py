@@ -217,12 +217,12 @@ def _serve_one(settings: Settings, reread: Callable[[], Settings] | None = None,
                 handed.failed(settings, f"refusing to start: {exc}")
             return 2
         except OSError as exc:
-            from .check import cannot_listen
+            from .check import cannot_listen, listen_reason
 
-            said = cannot_listen(settings, exc)  # "Address already in use", not asyncio's sentence
-            announce(settings.log_format, f"mcp-tasks-proxy: {said}", sys.stderr, level=logging.ERROR)
+            # "Address already in use", not asyncio's sentence
+            announce(settings.log_format, f"mcp-tasks-proxy: {cannot_listen(settings, exc)}", sys.stderr, level=logging.ERROR)
             if handed is not None:
-                handed.failed(settings, said.replace(f" on {settings.listen}", "", 1))
+                handed.failed(settings, f"cannot listen: {listen_reason(exc)}")
             return 2
         backends = ", ".join(f"{u.name} {u.address}" for u in settings.upstream)
         if hangup is not None:

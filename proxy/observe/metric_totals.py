@@ -7,7 +7,7 @@ request answered before it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -25,14 +25,21 @@ class _Totals:
     def collect(self) -> Iterator[Metric]:
         by_family: dict[str, list[tuple[str, dict[str, str], float]]] = {}
         for source in (self.counters, self.gauges):
-            for key, value in source.items():
-                name, sample, encoded = key.split(" ", 2)
-                by_family.setdefault(name, []).append((sample, dict(json.loads(encoded)), value))
+            for name, sample, labels, value in stored_samples(source):
+                by_family.setdefault(name, []).append((sample, labels, value))
         for family in self.local.collect():
             out = Metric(family.name, family.documentation, family.type, family.unit)
             for sample, labels, value in sorted(by_family.get(family.name, []), key=_order):
                 out.add_sample(sample, labels, value)
             yield out
+
+
+def stored_samples(stored: Mapping[str, float]) -> Iterator[tuple[str, str, dict[str, str], float]]:
+    """The samples the store keeps (`<family> <sample> <labels as JSON>` → value: `Lasting` flushes
+    them so) as (family, sample, labels, value)."""
+    for key, value in stored.items():
+        family, sample, encoded = key.split(" ", 2)
+        yield family, sample, dict(json.loads(encoded)), value
 
 
 def _order(sample: tuple[str, dict[str, str], float]) -> tuple[Any, ...]:

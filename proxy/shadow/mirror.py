@@ -47,6 +47,7 @@ from translators.errors import McpError
 
 from ..config import Settings, Upstream
 from ..logs import REQUEST_ID
+from ..observe.metric_totals import stored_samples
 from ..upstream.answer_bound import ANSWER_BOUND, ReadBound
 from ..upstream.endpoint import Endpoint
 from .ask import answer_size, both, held_outcome, relayed_answer
@@ -75,15 +76,11 @@ COUNTER = "mcp_tasks_proxy_shadow"
 
 def summed_counts(counters: Mapping[str, float]) -> dict[str, dict[tuple[str, str], dict[str, int]]]:
     """The comparisons in `counters`, the `/metrics` counter samples added up over the workers as
-    the store keeps them (`<family> <sample> <labels as JSON>`: `proxy/observe/lasting.py`):
+    the store keeps them (`proxy/observe/metric_totals.py` `stored_samples`):
     candidate → (method, tool) → outcome → count, every outcome present, as `_Stats.counts`."""
     summed: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
-    for key, value in counters.items():
-        family, sample, labels_json = key.split(" ", 2)
-        if family != COUNTER or sample != COUNTER + "_total":
-            continue
-        labels = dict(json.loads(labels_json))
-        if labels.get("outcome") not in OUTCOMES:
+    for family, sample, labels, value in stored_samples(counters):
+        if family != COUNTER or sample != COUNTER + "_total" or labels.get("outcome") not in OUTCOMES:
             continue
         counts = summed.setdefault(labels["backend"], {}).setdefault((labels["method"], labels["tool"]), dict.fromkeys(OUTCOMES, 0))
         counts[labels["outcome"]] += int(value)

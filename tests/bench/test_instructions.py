@@ -19,26 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_instructions_of_relayed_echo_calls_are_counted(tmp_path: Path) -> None:
-    figures = tmp_path / "instructions.json"
+def _counted(figures: Path, *options: str) -> list[str]:
+    """`bench --instructions <options> --json <figures> --quiet` to its end (it must succeed): its stdout lines."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "proxy",
-            "bench",
-            "--instructions",
-            "--rows",
-            "relay",
-            "--scenarios",
-            "a",
-            "--calls",
-            "20",
-            "--json",
-            str(figures),
-            "--quiet",
-        ],
+        [sys.executable, "-m", "proxy", "bench", "--instructions", *options, "--json", str(figures), "--quiet"],
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -47,7 +31,13 @@ def test_instructions_of_relayed_echo_calls_are_counted(tmp_path: Path) -> None:
     )
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    return done.stdout.splitlines()
+
+
+@pytest.mark.slow
+def test_instructions_of_relayed_echo_calls_are_counted(tmp_path: Path) -> None:
+    figures = tmp_path / "instructions.json"
+    lines = _counted(figures, "--rows", "relay", "--scenarios", "a", "--calls", "20")
     assert lines[0] == "Instructions per call in the proxy process (valgrind callgrind; event loop asyncio; after a warm-up)"
     assert lines[1].split() == ["row", "scenario", "calls", "instructions/call", "what"]
     assert lines[2].split()[:3] == ["relay", "echo", "20"]
@@ -84,28 +74,7 @@ def test_the_parts_of_a_relayed_call_are_counted_each_alone(tmp_path: Path) -> N
     from proxy.bench.parts import PARTS, REPEAT
 
     figures = tmp_path / "parts.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "proxy",
-            "bench",
-            "--instructions",
-            "--parts",
-            "request-id,json",
-            "--json",
-            str(figures),
-            "--quiet",
-        ],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    print(done.stdout)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = _counted(figures, "--parts", "request-id,json")
     report = json.loads(figures.read_text())["parts"]
     assert lines[:2] == [
         f"Instructions per run of each part of a relayed call, counted alone (valgrind callgrind; {REPEAT} runs less none)",

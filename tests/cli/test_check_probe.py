@@ -8,11 +8,13 @@ refused (`serve` starts and waits for it); plain `check` asks none of these."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shlex
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +27,40 @@ from proxy.keys import new_key_text
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _config(tmp_path: Path, backends: str, port: int | None = None) -> str:
+def _config(tmp_path: Path, backends: str, port: int | None = None, *, listen: str | None = None, keys: str = "") -> str:
+    """The file: its own `state_dir`, `listen` (127.0.0.1:`port`, a free one by default), `keys`, then `backends`."""
     path = tmp_path / "proxy.toml"
-    path.write_text(f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port or free_port()}"\n{backends}')
+    path.write_text(
+        f'state_dir = "{tmp_path / "state"}"\nlisten = "{listen or f"127.0.0.1:{port or free_port()}"}"\n{keys}{backends}'
+    )
     return str(path)
+
+
+def _env() -> dict[str, str]:
+    """This environment without the proxy's variables, and a sealing key of its own."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_TASKS_PROXY_")}
+    env["MCP_TASKS_PROXY_KEY"] = new_key_text()
+    return env
+
+
+@contextlib.contextmanager
+def _something_listening() -> Iterator[int]:
+    """A socket listening on 127.0.0.1 (an ephemeral port, yielded) for the block."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+def _backend(url: str | None = None) -> str:
+    """One backend `main` at `url` (by default a port where nothing answers)."""
+    return f'[[upstream]]\nname = "main"\nurl = "{url or f"http://127.0.0.1:{free_port()}/mcp"}"\n'
 
 
 async def _run(*args: str) -> tuple[int, str, str]:
     """`python -m proxy <args>` to its end (a `serve` that does not refuse is killed at 60 s, by its PID)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_TASKS_PROXY_")}
-    env["MCP_TASKS_PROXY_KEY"] = new_key_text()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable, "-m", "proxy", *args, cwd=ROOT, env=_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     try:
         out, err = await asyncio.wait_for(process.communicate(), 60)
@@ -48,9 +72,9 @@ async def _run(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def _metadata_backends(aiohttp_server: Any) -> dict[str, str]:
+async def _metadata_backends(aiohttp_server: Any) -> str:
     """Two servers on ephemeral ports whose protected-resource metadata name different authorization
-    servers (`a` and `b`, each its own), and 404 for everything else: name → MCP URL."""
+    servers (`a` and `b`, each its own), and 404 for everything else: their `[[upstream]]` tables."""
 
     def app(name: str) -> web.Application:
         async def metadata(request: web.Request) -> web.Response:
@@ -62,7 +86,8 @@ async def _metadata_backends(aiohttp_server: Any) -> dict[str, str]:
         made.router.add_get("/.well-known/oauth-protected-resource/mcp", metadata)
         return made
 
-    return {name: str((await aiohttp_server(app(name))).make_url("/mcp")) for name in ("a", "b")}
+    urls = {name: str((await aiohttp_server(app(name))).make_url("/mcp")) for name in ("a", "b")}
+    return "".join(f'[[upstream]]\nname = "{n}"\nurl = "{u}"\n' for n, u in urls.items())
 
 
 async def _refused_alike(config: str, reason: str, serve_says: str | None = None) -> None:
@@ -90,8 +115,7 @@ async def test_a_stdio_command_that_exits_before_it_answers_is_refused_by_check_
 
 @pytest.mark.slow
 async def test_backends_naming_different_authorization_servers_are_refused_by_check_probe_as_by_serve(aiohttp_server, tmp_path):
-    urls = await _metadata_backends(aiohttp_server)
-    config = _config(tmp_path, "".join(f'[[upstream]]\nname = "{n}"\nurl = "{u}"\n' for n, u in urls.items()))
+    config = _config(tmp_path, await _metadata_backends(aiohttp_server))
     await _refused_alike(
         config,
         "the backends behind one public URL name different authorization servers "
@@ -123,27 +147,14 @@ async def test_check_probe_says_what_each_backend_answers_and_passes_one_that_is
 
 @pytest.mark.slow
 async def test_an_address_something_listens_on_is_refused_by_check_probe_as_by_serve(tmp_path):
-    held = socket.socket()
-    held.bind(("127.0.0.1", 0))
-    held.listen()
-    port = held.getsockname()[1]
-    try:
-        path = tmp_path / "proxy.toml"
-        path.write_text(
-            f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port}"\n'
-            f'[[upstream]]\nname = "main"\nurl = "http://127.0.0.1:{free_port()}/mcp"\n'
-        )
+    with _something_listening() as port:
         said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
-        await _refused_alike(str(path), said, said)
-    finally:
-        held.close()
+        await _refused_alike(_config(tmp_path, _backend(), port), said, said)
 
 
 @pytest.mark.slow
 async def test_a_state_directory_a_running_proxy_holds_is_refused_by_check_probe_as_by_serve(fast_modern_upstream_url, tmp_path):
-    config = _config(tmp_path, f'[[upstream]]\nname = "main"\nurl = "{fast_modern_upstream_url}"\n')
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_TASKS_PROXY_")}
-    env["MCP_TASKS_PROXY_KEY"] = new_key_text()
+    config = _config(tmp_path, _backend(fast_modern_upstream_url))
     running = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -152,7 +163,7 @@ async def test_a_state_directory_a_running_proxy_holds_is_refused_by_check_probe
         "--config",
         config,
         cwd=ROOT,
-        env=env,
+        env=_env(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -177,31 +188,15 @@ async def test_a_listen_host_that_does_not_resolve_is_refused_by_check_probe_as_
         resolver_says = exc.strerror
     else:
         pytest.fail("no-such-host.invalid resolved")
-    path = tmp_path / "proxy.toml"
-    path.write_text(
-        f'state_dir = "{tmp_path / "state"}"\nlisten = "no-such-host.invalid:{port}"\n'
-        f'[[upstream]]\nname = "main"\nurl = "http://127.0.0.1:{free_port()}/mcp"\n'
-    )
     said = f"cannot listen on no-such-host.invalid:{port}: {resolver_says}"
-    await _refused_alike(str(path), said, said)
+    await _refused_alike(_config(tmp_path, _backend(), listen=f"no-such-host.invalid:{port}"), said, said)
 
 
 @pytest.mark.slow
 async def test_with_workers_the_address_is_refused_before_the_backends_as_serve_binds_first(aiohttp_server, redis_url, tmp_path):
     """`serve --workers`'s supervisor binds before its workers ask the backends: with both an
     address in use and backends that disagree, both refuse for the address."""
-    urls = await _metadata_backends(aiohttp_server)
-    held = socket.socket()
-    held.bind(("127.0.0.1", 0))
-    held.listen()
-    port = held.getsockname()[1]
-    try:
-        path = tmp_path / "proxy.toml"
-        path.write_text(
-            f'state_dir = "{tmp_path / "state"}"\nlisten = "127.0.0.1:{port}"\nworkers = 2\nstore = "{redis_url}"\n'
-            + "".join(f'[[upstream]]\nname = "{n}"\nurl = "{u}"\n' for n, u in urls.items())
-        )
+    backends = await _metadata_backends(aiohttp_server)
+    with _something_listening() as port:
         said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
-        await _refused_alike(str(path), said, said)
-    finally:
-        held.close()
+        await _refused_alike(_config(tmp_path, backends, port, keys=f'workers = 2\nstore = "{redis_url}"\n'), said, said)

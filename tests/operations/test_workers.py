@@ -25,6 +25,37 @@ async def _spawn(*args: str, tmp_path: Path) -> asyncio.subprocess.Process:
     )
 
 
+async def _two_workers(upstream: str, port: int, redis_url: str, tmp_path: Path) -> asyncio.subprocess.Process:
+    """`serve --workers 2` on 127.0.0.1:`port` in front of `upstream`, sharing `redis_url`."""
+    return await _spawn(
+        "serve",
+        "--upstream",
+        upstream,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--store",
+        redis_url,
+        tmp_path=tmp_path,
+    )
+
+
+async def _both_listening(process: asyncio.subprocess.Process, port: int) -> None:
+    """Wait for both workers' banners, naming the port."""
+    assert process.stdout is not None
+    lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
+    assert lines == [f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"] * 2
+
+
+async def _stopped(process: asyncio.subprocess.Process) -> int:
+    """SIGTERM to the process (by its own PID) unless it has ended; its exit status (asserted by the
+    caller after its `finally`, so that a failure before is not masked)."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+    return await asyncio.wait_for(process.wait(), 20)
+
+
 async def test_workers_without_a_shared_store_are_refused(tmp_path):
     process = await _spawn(
         "serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0", "--workers", "2", tmp_path=tmp_path
@@ -58,21 +89,9 @@ async def test_workers_in_front_of_a_stdio_backend_are_refused(tmp_path):
 @pytest.mark.peers
 async def test_two_workers_on_redis_share_one_port_and_each_others_tasks(reference_v1_server, redis_url, tmp_path):
     port = free_port()
-    process = await _spawn(
-        "serve",
-        "--upstream",
-        reference_v1_server.url,
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "--store",
-        redis_url,
-        tmp_path=tmp_path,
-    )
+    process = await _two_workers(reference_v1_server.url, port, redis_url, tmp_path)
     try:
-        lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
-        assert lines == [f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"] * 2
+        await _both_listening(process, port)
         url = f"http://127.0.0.1:{port}/mcp"
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
             caller = Caller(http, url)  # a new connection per request: the kernel spreads them over both workers
@@ -85,9 +104,7 @@ async def test_two_workers_on_redis_share_one_port_and_each_others_tasks(referen
             finals = [await caller.poll(task["taskId"]) for task in created]
         assert [f["result"]["content"][0]["text"] for f in finals] == [f"computed w{i}" for i in range(6)]
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        stopped = await asyncio.wait_for(process.wait(), 20)  # asserted after the block: a failure above is not masked
+        stopped = await _stopped(process)
     assert stopped == 0
 
 
@@ -108,22 +125,10 @@ async def _stderr_line_with(process: asyncio.subprocess.Process, text: str, seen
 async def test_a_worker_killed_with_sigkill_is_replaced_and_logged(redis_url, tmp_path):
     """Issue 20 item 14: a worker that died was not replaced (one worker fewer until the restart of all)."""
     port = free_port()
-    process = await _spawn(
-        "serve",
-        "--upstream",
-        "http://127.0.0.1:9/mcp",
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "--store",
-        redis_url,
-        tmp_path=tmp_path,
-    )
+    process = await _two_workers("http://127.0.0.1:9/mcp", port, redis_url, tmp_path)
     try:
         listening = f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"
-        lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
-        assert lines == [listening] * 2
+        await _both_listening(process, port)
         first = _workers_of(process.pid)
         assert len(first) == 2
         victim = first[0]
@@ -140,9 +145,7 @@ async def test_a_worker_killed_with_sigkill_is_replaced_and_logged(redis_url, tm
                 async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
                     assert (response.status, await response.json()) == (200, {"status": "ok"})
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        stopped = await asyncio.wait_for(process.wait(), 20)  # asserted after the block: a failure above is not masked
+        stopped = await _stopped(process)
     assert stopped == 0
 
 
@@ -186,8 +189,7 @@ async def test_shadow_comparisons_on_the_status_page_add_up_over_the_workers(fas
     )
     process = await _spawn("serve", "--config", str(config), tmp_path=tmp_path)
     try:
-        lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
-        assert lines == [f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"] * 2
+        await _both_listening(process, port)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
             caller = Caller(http, f"http://127.0.0.1:{port}/mcp")  # a new connection per request: both workers answer
             for _ in range(40):
@@ -226,9 +228,7 @@ async def test_shadow_comparisons_on_the_status_page_add_up_over_the_workers(fas
             ],
         )
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        stopped = await asyncio.wait_for(process.wait(), 20)
+        stopped = await _stopped(process)
     assert stopped == 0
 
 
@@ -236,45 +236,18 @@ async def test_a_second_serve_with_workers_on_a_port_one_serves_is_refused(fast_
     """`SO_REUSEPORT` sockets of one user may share a port: a second `serve --workers` on the port
     of a running one would silently take half its connections. It is refused as one process is."""
     port = free_port()
-    first = await _spawn(
-        "serve",
-        "--upstream",
-        fast_modern_upstream_url,
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "--store",
-        redis_url,
-        tmp_path=tmp_path / "first",
-    )
+    first = await _two_workers(fast_modern_upstream_url, port, redis_url, tmp_path / "first")
     try:
-        lines = [(await asyncio.wait_for(first.stdout.readline(), 30)).decode().split(" (")[0] for _ in range(2)]
-        assert lines == [f"mcp-tasks-proxy listening on http://127.0.0.1:{port}/mcp"] * 2
-        second = await _spawn(
-            "serve",
-            "--upstream",
-            fast_modern_upstream_url,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "--store",
-            redis_url,
-            tmp_path=tmp_path / "second",
-        )
+        await _both_listening(first, port)
+        second = await _two_workers(fast_modern_upstream_url, port, redis_url, tmp_path / "second")
         try:
             _, err = await asyncio.wait_for(second.communicate(), 30)
         finally:
-            if second.returncode is None:  # it serves: the refusal did not come (stopped by its own PID)
-                second.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(second.wait(), 20)
+            await _stopped(second)  # it serves if the refusal did not come
         assert (second.returncode, err.decode().splitlines()[-1:]) == (
             2,
             [f"mcp-tasks-proxy: cannot listen on 127.0.0.1:{port}: Address already in use"],
         )
     finally:
-        if first.returncode is None:
-            first.send_signal(signal.SIGTERM)
-        stopped = await asyncio.wait_for(first.wait(), 20)
+        stopped = await _stopped(first)
     assert stopped == 0
