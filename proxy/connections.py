@@ -33,17 +33,16 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.http_writer import StreamWriter
-from aiohttp.streams import StreamReader
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
+from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 from aiohttp.web_urldispatcher import UrlMappingMatchInfo
-from yarl import URL
 
 from translators import jsonrpc
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
-from .lean_face import MAX_BODY, LeanTarget, finish_head, head_bytes, plain_body, whole_post
+from .lean_face import LeanTarget, Parsed, finish_head, head_bytes, plain_body, whole_post
 from .logs import REQUEST_ID_HEADER, request_id_from
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ class ConnectionLimits:
     open: int = 0
     live: set[BoundedRequestHandler] = field(default_factory=set)
     """The connections open now (a restart drains them: `drain_connections`)."""
-    lean: dict[bytes, LeanTarget] = field(default_factory=dict)
+    lean: dict[str, LeanTarget] = field(default_factory=dict)
     """The paths whose plain POSTs the lean face serves (`proxy/lean_face.py`), set at start."""
 
 
@@ -142,13 +141,6 @@ class BoundedRequestHandler(RequestHandler):
                 self.transport.pause_reading()
             return
         parsed = self._request_count
-        lean = self._limits.lean
-        if lean and self._header_deadline is None and not self._messages and self._request_handler is self._plain \
-                and not self._force_close and not self._close and (parsed == 0 or (self._waiter is not None and not self._waiter.done())):
-            found = whole_post(data, lean)
-            if found is not None:
-                self._lean = self._loop.create_task(self._serve_lean(*found))
-                return
         if self._header_deadline is not None:  # a head begun earlier
             super().data_received(data)
             if self._request_count != parsed:  # complete now (or refused as malformed)
@@ -157,10 +149,39 @@ class BoundedRequestHandler(RequestHandler):
         waiter = self._waiter
         starts = (bool(data) and not self._force_close and not self._close and not self._messages
                   and (parsed == 0 or (waiter is not None and not waiter.done())))
-        super().data_received(data)
+        if starts and self._limits.lean and self._request_handler is self._plain and self._payload_parser is None \
+                and not self._upgraded:
+            self._parse_lean(data)
+        else:
+            super().data_received(data)
         if starts and self._request_count == parsed and not self._force_close:
             # A head begun and not complete (no timer for the common whole head).
             self._header_deadline = self._loop.call_later(self._limits.header_timeout_s, self._header_timeout)
+
+    def _parse_lean(self, data: bytes) -> None:
+        """A read that begins a request, parsed by the connection's own parser as aiohttp's
+        `data_received` parses it: one whole plain POST is served by the lean face
+        (`proxy/lean_face.py`); anything else is queued for aiohttp's request loop as aiohttp queues it."""
+        lean = None
+        try:
+            found: Parsed = self._parser.feed_data(data)  # type: ignore[union-attr]
+            lean = whole_post(found, self._limits.lean)
+        except HttpProcessingError as exc:  # answered 400 by aiohttp's loop (`handle_error`)
+            found = ([(_ErrInfo(status=400, exc=exc, message=exc.message), EMPTY_PAYLOAD)], False, b"")
+        messages, upgraded, tail = found
+        self._request_count += len(messages)
+        if lean is not None:
+            self._lean = self._loop.create_task(self._serve_lean(*lean))
+            return
+        self._messages.extend(messages)
+        waiter = self._waiter
+        if messages and waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if not self._buffer_paused and len(self._messages) >= self._max_msg_queue_size:
+            self._pause_reading_for_buffer()
+        self._upgraded = upgraded
+        if upgraded and tail:
+            self._message_tail = tail
 
     def drain(self, grace_s: float) -> None:
         """Keep the connection alive no more (a restart hands over, `drain_connections`): its next
@@ -199,7 +220,7 @@ class BoundedRequestHandler(RequestHandler):
         except (OSError, ValueError):
             return False
 
-    async def _serve_lean(self, target: LeanTarget, message: RawRequestMessage, body: bytes) -> None:
+    async def _serve_lean(self, target: LeanTarget, message: RawRequestMessage, payload: StreamReader) -> None:
         """One request the lean face took (`proxy/lean_face.py`): built, handled and answered as
         aiohttp's request loop does it, with its keep-alive, cancellation and graceful stop."""
         loop = self._loop
@@ -210,9 +231,6 @@ class BoundedRequestHandler(RequestHandler):
             if self._manager is None or self._request_factory is None:
                 return  # the connection was lost before this task ran
             self._manager.requests_count += 1
-            payload = StreamReader(self, MAX_BODY, loop=loop)  # holds the whole body without pausing the connection
-            payload.feed_data(body)
-            payload.feed_eof()
             request = self._request_factory(message, payload, self, StreamWriter(self, loop), asyncio.current_task(loop))  # type: ignore[arg-type]
             request._match_info = target.match_info
             self._current_request = request
@@ -399,10 +417,10 @@ class BoundedSite(web.BaseSite):
         await super().stop()
 
 
-def lean_targets(app: web.Application, paths: Collection[str]) -> dict[bytes, LeanTarget]:
+def lean_targets(app: web.Application, paths: Collection[str]) -> dict[str, LeanTarget]:
     """The lean face's targets (`proxy/lean_face.py`): each of `paths` with its POST route's handler
     and the match info aiohttp's router gives it, made once."""
-    targets: dict[bytes, LeanTarget] = {}
+    targets: dict[str, LeanTarget] = {}
     for resource in app.router.resources():
         path = resource.canonical
         if path not in paths:
@@ -412,7 +430,7 @@ def lean_targets(app: web.Application, paths: Collection[str]) -> dict[bytes, Le
                 match_info = UrlMappingMatchInfo({}, route)
                 match_info.add_app(app)
                 match_info.freeze()
-                targets[path.encode("ascii")] = LeanTarget(path, URL.build(path=path, encoded=True), route.handler, match_info)
+                targets[path] = LeanTarget(path, route.handler, match_info)
     return targets
 
 

@@ -1,29 +1,28 @@
 """The lean face: a plain POST to the MCP endpoint that arrived whole is served one step shorter
-(docs/decisions.md §175, docs/performance.md "The lean face").
+(docs/decisions.md §175, §182; docs/performance.md "The lean face").
 
 aiohttp's server spends most of a relayed call's server side in its own machinery: the parser's
 message queue, the connection's request loop waking for each message, the application's router,
-middleware and match info, a task handed from one loop to the next. For the request the proxy
-serves most — one `POST` to the MCP endpoint, HTTP/1.1, its head and its `Content-Length` body in
-one read, nothing unusual in it — `BoundedRequestHandler` (`proxy/connections.py`) asks
-`whole_post` here first. When it says yes, the request is built as aiohttp builds it (the same
-`web.Request` class, headers, body stream and payload writer, the route's match info made once at
-start), handed to the endpoint's handler, and its response prepared and written by aiohttp's own
-response code: the entry, the pairings and every response (JSON, SSE, an error) cannot tell the
-two paths apart, and neither can a client.
+middleware and match info, a task handed from one loop to the next. Every read of a connection
+is parsed by the connection's own aiohttp parser (its C parser, llhttp) as before;
+`BoundedRequestHandler` (`proxy/connections.py`) then asks `whole_post` here whether what that read
+gave is one request the lean face takes. When it is, the request is built as aiohttp builds it
+(the same `web.Request` class, from the parser's own message and body stream, the route's match
+info made once at start), handed to the endpoint's handler, and its response prepared and written
+by aiohttp's own response code: the entry, the pairings and every response (JSON, SSE, an error)
+cannot tell the two paths apart, and neither can a client.
 
-Everything else goes to aiohttp's parser as before, byte for byte: a head or body split over
-reads, chunked or compressed bodies, `Expect`, `Upgrade`, HTTP/1.0, a query string, a head over
-`MAX_HEAD` bytes, a body over `MAX_BODY` bytes, any character aiohttp might refuse or read differently (obs-text, a control
-character, a space before a colon), a second request in the same read (pipelined), other methods
-and paths. So every limit, refusal and parser error stays aiohttp's; this module only says "this
-one is plain". Pure: no I/O here but what `LeanRequests` asks of its protocol.
+Everything else goes to aiohttp's request loop as before, already parsed, as aiohttp's own
+`data_received` queues it: a head or body split over reads, chunked or compressed bodies, `Expect`,
+`Upgrade`, HTTP/1.0, a query string, a body over `MAX_BODY` bytes, a second request in the same
+read (pipelined), other methods and paths, and whatever the parser refused. Every limit, refusal
+and parser error is aiohttp's own, since aiohttp's parser reads every byte; this module only says
+"this one is plain". Pure: no I/O here.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from aiohttp import hdrs, web
@@ -31,77 +30,43 @@ from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.http_writer import HttpVersion11, _serialize_headers
+from aiohttp.streams import StreamReader
 from aiohttp.web_response import StreamResponse
-from multidict import CIMultiDict, CIMultiDictProxy
-from yarl import URL
 
-MAX_HEAD = 8190
-"""A longer head goes to aiohttp's parser (its line limit is 8190 bytes), which refuses what it must."""
 MAX_BODY = 65536
-"""A longer body goes to aiohttp's parser: the request's body stream holds this much without
-pausing the connection's reading (which aiohttp's parser allows only within a body it is reading)."""
-_HEADER_LINES = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)*")
-"""Header fields as RFC 9110 writes them, with visible ASCII values only: anything else is aiohttp's to judge."""
-_DIGITS = re.compile(r"[0-9]{1,12}")
-_REFUSED = frozenset({"transfer-encoding", "expect", "upgrade", "content-encoding"})
-"""Fields that ask for more than a whole body of known length: left to aiohttp."""
+"""A longer body goes to aiohttp's request loop: its body stream holds this much without pausing
+the connection's reading (the stream pauses it beyond twice its 64 KiB limit)."""
 
 
 class LeanTarget(NamedTuple):
-    """One path the lean face serves: its `path`, its `url` (made once), the route's `handler` and
-    its `match_info` (resolved once at start, as aiohttp's router would for every request)."""
+    """One path the lean face serves: its `path`, the route's `handler` and its `match_info`
+    (resolved once at start, as aiohttp's router would for every request)."""
 
     path: str
-    url: URL
     handler: Any
     match_info: Any
 
 
-def whole_post(data: bytes, targets: Mapping[bytes, LeanTarget]) -> tuple[LeanTarget, RawRequestMessage, bytes] | None:
-    """`data` read as exactly one plain POST to one of `targets` (keyed by the request target's
-    bytes): the target, the message as aiohttp's parser would give it, and the body. None for
-    anything else (see the module), which then goes to aiohttp's parser unread."""
-    if not data.startswith(b"POST "):
+Parsed = tuple[Sequence[tuple[Any, StreamReader]], bool, bytes]
+"""What aiohttp's request parser's `feed_data` returns for one read: (message, body stream) pairs,
+whether the connection was upgraded, and the bytes after an upgrade."""
+
+
+def whole_post(parsed: Parsed, targets: Mapping[str, LeanTarget]) -> tuple[LeanTarget, RawRequestMessage, StreamReader] | None:
+    """`parsed` (one read, as aiohttp's parser gave it) as exactly one plain POST to one of
+    `targets` (keyed by the request target), whole: the target, the parser's message and its body
+    stream, at its end. None for anything else (see the module), which aiohttp's loop then serves."""
+    messages, upgraded, tail = parsed
+    if len(messages) != 1 or upgraded or tail:
         return None
-    end = data.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
-    if end < 0:
+    message, payload = messages[0]
+    if message.method != "POST" or message.version != HttpVersion11 or message.upgrade or message.chunked \
+            or message.compression is not None or hdrs.EXPECT in message.headers:
         return None
-    line_end = data.find(b"\r\n")
-    target_end = data.find(b" ", 5, line_end)
-    if target_end < 0 or data[target_end:line_end] != b" HTTP/1.1":
+    target = targets.get(message.path)
+    if target is None or not payload.is_eof() or payload.total_bytes > MAX_BODY:
         return None
-    target = targets.get(data[5:target_end])
-    if target is None:
-        return None
-    block = data[line_end + 2 : end + 2]
-    if _HEADER_LINES.fullmatch(block) is None:
-        return None
-    pairs: list[tuple[str, str]] = []
-    raw: list[tuple[bytes, bytes]] = []
-    length: int | None = None
-    should_close = False
-    for line in block.decode("ascii").split("\r\n")[:-1]:
-        name, _, value = line.partition(":")
-        value = value.strip(" \t")
-        folded = name.lower()
-        if folded in _REFUSED:
-            return None
-        if folded == "content-length":
-            if length is not None or _DIGITS.fullmatch(value) is None:
-                return None
-            length = int(value)
-        elif folded == "connection":
-            tokens = {token.strip().lower() for token in value.split(",")}
-            if "upgrade" in tokens:
-                return None
-            should_close = should_close or "close" in tokens
-        pairs.append((name, value))
-        raw.append((name.encode("ascii"), value.encode("ascii")))
-    if length is None or length > MAX_BODY or len(data) != end + 4 + length:
-        return None  # no length, a long body, a body still to come, or more than one request: aiohttp's
-    message = RawRequestMessage("POST", target.path, HttpVersion11, CIMultiDictProxy(CIMultiDict(pairs)), tuple(raw),
-                                should_close, None, False, False, target.url)
-    return target, message, data[end + 4 :]
+    return target, message, payload
 
 
 def plain_body(response: StreamResponse) -> bytes | None:

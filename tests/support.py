@@ -216,3 +216,28 @@ async def wait_for_input(caller: Caller, task_id: str, count: int = 1, timeout_s
         return result["status"] == "input_required" and len(result.get("inputRequests") or {}) >= count
 
     return await eventually(task, asking, f"task {task_id} to ask for {count} input(s)", timeout_s, 0.05)
+
+
+def read_by_aiohttp(data: bytes) -> Any:
+    """`data` as one read of a fresh connection, parsed by aiohttp's request parser as a proxy
+    connection's is (`proxy/connections.py`): what `proxy.lean_face.whole_post` is asked about.
+    Raises aiohttp's `HttpProcessingError` for what the parser refuses (the connection answers 400)."""
+    from aiohttp.base_protocol import BaseProtocol
+    from aiohttp.http_parser import HttpRequestParser
+    from aiohttp.web_protocol import RequestPayloadError
+
+    loop = asyncio.new_event_loop()
+    try:
+        parser = HttpRequestParser(
+            BaseProtocol(loop),
+            loop,
+            2**16,
+            max_line_size=8190,
+            max_field_size=8190,
+            max_headers=128,
+            payload_exception=RequestPayloadError,
+            auto_decompress=True,
+        )
+        return parser.feed_data(data)
+    finally:
+        loop.close()

@@ -39,13 +39,20 @@ _UPSTREAM_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-S
 
 
 def _request_head() -> Callable[[], object]:
-    from yarl import URL
+    import asyncio
+
+    from aiohttp.base_protocol import BaseProtocol
+    from aiohttp.http_parser import HttpRequestParser
+    from aiohttp.web_protocol import RequestPayloadError
 
     from proxy.lean_face import LeanTarget, whole_post
 
-    targets = {b"/mcp": LeanTarget("/mcp", URL.build(path="/mcp", encoded=True), None, None)}
-    assert whole_post(_REQUEST, targets) is not None
-    return lambda: whole_post(_REQUEST, targets)
+    targets = {"/mcp": LeanTarget("/mcp", None, None)}
+    loop = asyncio.new_event_loop()
+    parser = HttpRequestParser(BaseProtocol(loop), loop, 2**16, max_line_size=8190, max_field_size=8190, max_headers=128,
+                               payload_exception=RequestPayloadError, auto_decompress=True)  # as a connection's (web_protocol)
+    assert whole_post(parser.feed_data(_REQUEST), targets) is not None
+    return lambda: whole_post(parser.feed_data(_REQUEST), targets)
 
 
 def _json() -> Callable[[], object]:
@@ -88,7 +95,8 @@ def _request_id() -> Callable[[], object]:
 
 
 PARTS: dict[str, tuple[str, Callable[[], Callable[[], object]]]] = {
-    "request-head": ("the client's request read whole by the lean face (proxy/lean_face.py whole_post)", _request_head),
+    "request-head": ("the client's request read by aiohttp's parser, its body stream included, and taken by the lean face "
+                     "(proxy/lean_face.py whole_post)", _request_head),
     "json": ("its body parsed (translators.jsonrpc.parse)", _json),
     "upstream-head": ("the request head to the backend written (proxy/upstream/http1.py request_head)", _upstream_head),
     "upstream-answer": ("the backend's answer read (proxy/upstream/http1.py ResponseParser.feed)", _upstream_answer),
