@@ -170,7 +170,8 @@ class BoundedRequestHandler(RequestHandler):
             found = ([(_ErrInfo(status=400, exc=exc, message=exc.message), EMPTY_PAYLOAD)], False, b"")
         messages, upgraded, tail = found
         self._request_count += len(messages)
-        if lean is not None:
+        if lean is not None:  # taken off the queue at once: the parser counts it consumed, as aiohttp's loop tells it
+            self._parser.message_consumed()  # type: ignore[union-attr]
             self._lean = self._loop.create_task(self._serve_lean(*lean))
             return
         self._messages.extend(messages)

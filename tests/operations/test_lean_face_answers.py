@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 from support import MODERN, meta, proxy_port, read_by_aiohttp, running_proxy
+from yarl import URL
 
+from proxy.bench.targets import AnnouncingProcess, start_fast_upstream
+from proxy.keys import new_key_text
 from proxy.lean_face import MAX_BODY, LeanTarget, whole_post
 
 ENDPOINT = LeanTarget("/mcp", None, None)
@@ -165,3 +169,62 @@ async def test_bodies_either_side_of_the_lean_faces_bound_are_answered(fast_mode
                 )
         finally:
             writer.close()
+
+
+async def _forty_then_three_pipelined(port: int) -> list[str]:
+    """On one connection: 40 lean requests one after another, then three in one write; the texts echoed."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        texts = []
+        for n in range(40):
+            writer.write(_request("tools/call", {"name": "echo", "arguments": {"text": f"seq {n}"}}, chunked=False))
+            texts.append(json.loads((await _answer(reader))[1])["result"]["content"][0]["text"])
+        writer.write(b"".join(_request("tools/call", {"name": "echo", "arguments": {"text": t}}, chunked=False) for t in "ABC"))
+        for _ in "ABC":
+            texts.append(json.loads((await _answer(reader))[1])["result"]["content"][0]["text"])
+        return texts
+    finally:
+        writer.close()
+
+
+EXPECTED_TEXTS = [f"seq {n}" for n in range(40)] + ["A", "B", "C"]
+
+
+async def test_a_connection_serves_any_number_of_lean_requests_and_then_pipelined_ones(fast_modern_upstream_url, tmp_path):
+    """The parser counts the messages it handed out until they are consumed (aiohttp stops parsing
+    at 32 outstanding); the lean face consumes each at once. Forgetting to say so left the second
+    of two pipelined requests unanswered after 31 lean ones (found by review of decision 182)."""
+    async with running_proxy(fast_modern_upstream_url, tmp_path) as proxy:
+        assert await _forty_then_three_pipelined(proxy_port(proxy)) == EXPECTED_TEXTS
+
+
+async def test_the_same_on_aiohttps_pure_python_parser(tmp_path):
+    """Where aiohttp's C extensions are not installed (`AIOHTTP_NO_EXTENSIONS=1` here), its Python
+    parser refuses to parse at 32 outstanding messages: without the lean face consuming each, the
+    33rd request on a connection got no answer but the header deadline's 408."""
+    upstream = start_fast_upstream("modern")
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
+    argv = [
+        sys.executable,
+        "-m",
+        "proxy",
+        "serve",
+        "--config",
+        str(config),
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        upstream.url,
+    ]
+    try:
+        proxy = AnnouncingProcess.start(argv, env={"MCP_TASKS_PROXY_KEY": new_key_text(), "AIOHTTP_NO_EXTENSIONS": "1"})
+        try:
+            texts = await _forty_then_three_pipelined(URL(proxy.url).port)
+            output = proxy.output_tail()
+        finally:
+            proxy.stop()
+    finally:
+        upstream.stop()
+    assert texts == EXPECTED_TEXTS
+    assert "Traceback" not in output
