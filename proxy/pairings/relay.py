@@ -63,13 +63,6 @@ from .relay_sse import Written, _frame, _renumbered_body, noting_answer, relay_s
 log = logging.getLogger(__name__)
 
 
-
-
-
-
-
-
-
 async def relay(request: web.Request, backend: Endpoint, body: bytes | None, forward: Forward) -> web.StreamResponse:
     """Forward `request` (with `body` for POST) to `backend` as `forward` says, and stream its
     answer back. The request headers named in `forward.wanted` and every `Mcp-Param-*` go on;
