@@ -241,3 +241,22 @@ def read_by_aiohttp(data: bytes) -> Any:
         return parser.feed_data(data)
     finally:
         loop.close()
+
+
+def shadow_row(method: str, tool: str = "", **counts: int) -> dict[str, Any]:
+    """One row of a shadow comparison as `status.json` shows it (`Shadowing.snapshot`): `counts`
+    given, every other outcome 0, and `match_rate` match / (match + differ), None before any."""
+    row: dict[str, Any] = {
+        "method": method,
+        "tool": tool,
+        "match": 0,
+        "differ": 0,
+        "candidate_error": 0,
+        "primary_error": 0,
+        "timeout": 0,
+        "dropped": 0,
+        "too_large": 0,
+        **counts,
+    }
+    compared = row["match"] + row["differ"]
+    return {**row, "match_rate": round(row["match"] / compared, 4) if compared else None}

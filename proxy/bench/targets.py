@@ -203,13 +203,14 @@ def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> Chi
 
 
 def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = None, key: str | None = None, workers: int = 1,
-                tables: str = "", **settings: object) -> ChildServer:
+                tables: str = "", env: dict[str, str] | None = None, **settings: object) -> ChildServer:
     """`python -m proxy serve` in front of `upstream_url`, with `key` (`MCP_TASKS_PROXY_KEY`; a fresh
     one by default) and `settings` (TOML values: str, int) in a config file under `workdir`;
     `event_loop` sets `MCP_TASKS_PROXY_EVENT_LOOP` (auto, uvloop, asyncio) for it. With `workers`
     above 1: `serve --workers N` on a free fixed loopback port (the settings must name a Redis
     store), ready once every worker listens, measured as the parent and all its workers. `tables`:
-    TOML `[[upstream]]` tables to serve instead of `upstream_url` alone (the shadow row's two backends)."""
+    TOML `[[upstream]]` tables to serve instead of `upstream_url` alone (the shadow row's two backends);
+    `env`: more of its environment."""
     from proxy.eventloop import ENV_EVENT_LOOP
     from proxy.keys import new_key_text
 
@@ -222,13 +223,13 @@ def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = No
     listen = "127.0.0.1:0" if workers == 1 else f"127.0.0.1:{_free_port()}"
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", listen,
             *(() if tables else ("--upstream", upstream_url))]
-    env = {"MCP_TASKS_PROXY_KEY": key or new_key_text()}
+    environ = {**(env or {}), "MCP_TASKS_PROXY_KEY": key or new_key_text()}
     if event_loop is not None:
-        env[ENV_EVENT_LOOP] = event_loop
+        environ[ENV_EVENT_LOOP] = event_loop
     if workers == 1:
-        return ChildServer("mcp-tasks-proxy", AnnouncingProcess.start(argv, env=env, ready_timeout_s=60))
+        return ChildServer("mcp-tasks-proxy", AnnouncingProcess.start(argv, env=environ, ready_timeout_s=60))
     announcing = type("_Workers", (AnnouncingProcess,), {"announcements": workers})
-    process = announcing.start([*argv, "--workers", str(workers)], env=env, ready_timeout_s=60)
+    process = announcing.start([*argv, "--workers", str(workers)], env=environ, ready_timeout_s=60)
     return ProcessTree(f"mcp-tasks-proxy ({workers} workers)", process)
 
 

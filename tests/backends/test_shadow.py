@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from browser import dump_dom, tables
 from session_support import SessionCaller
-from support import Caller, running_proxy
+from support import Caller, running_proxy, shadow_row
 
 from proxy.demo.peers import ensure_peer_env
 from proxy.demo.processes import ServerProcess
@@ -75,21 +75,6 @@ async def _shadow_rows(http: aiohttp.ClientSession, base_url: str, total: int, t
         await asyncio.sleep(0.1)
 
 
-def _row(method: str, tool: str, match: int = 0, differ: int = 0) -> dict:
-    return {
-        "method": method,
-        "tool": tool,
-        "match": match,
-        "differ": differ,
-        "candidate_error": 0,
-        "primary_error": 0,
-        "timeout": 0,
-        "dropped": 0,
-        "too_large": 0,
-        "match_rate": round(match / (match + differ), 4),
-    }
-
-
 def _calls(log: Path) -> list[str]:
     return sorted(log.read_text().splitlines()) if log.exists() else []
 
@@ -138,14 +123,14 @@ async def test_a_v2_candidate_shadows_a_v1_primary(shadow_peers, tmp_path):
 
     assert shadow["backend"] == "next" and shadow["shadow_of"] == "legacy" and shadow["queued"] == 0
     assert shadow["rows"] == [
-        _row("prompts/get", "", match=1),
-        _row("prompts/list", "", match=1),
-        _row("resources/list", "", match=1),
-        _row("resources/read", "", match=1),
-        _row("tools/call", "forecast", differ=3),
-        _row("tools/call", "lookup", match=5),
-        _row("tools/call", "slow_lookup", match=1),
-        _row("tools/list", "", match=1),
+        shadow_row("prompts/get", "", match=1),
+        shadow_row("prompts/list", "", match=1),
+        shadow_row("resources/list", "", match=1),
+        shadow_row("resources/read", "", match=1),
+        shadow_row("tools/call", "forecast", differ=3),
+        shadow_row("tools/call", "lookup", match=5),
+        shadow_row("tools/call", "slow_lookup", match=1),
+        shadow_row("tools/list", "", match=1),
     ]
     assert sorted(d["diff"] for d in shadow["last_differences"]) == [
         'result.content.0.text: "sunny in Bergen" → "rainy in Bergen"',
@@ -264,7 +249,7 @@ async def test_shadow_tools_mirrors_a_tool_without_read_only_hint(shadow_peers, 
         modern = Caller(http, proxy.url)
         assert (await modern.call("tools/call", {"name": "remember", "arguments": {"note": "x"}})).status == 200
         shadow = await _shadow_rows(http, proxy.base_url, 1)
-    assert shadow["rows"] == [_row("tools/call", "remember", match=1)]
+    assert shadow["rows"] == [shadow_row("tools/call", "remember", match=1)]
     assert _calls(candidate_log) == [f"remember {json.dumps({'note': 'x'})}"]
 
 
@@ -291,4 +276,4 @@ async def test_the_official_v1_client_s_tools_list_on_relayed_sessions_is_mirror
         assert process.returncode == 0, err.decode()[-2000:]
         listed = json.loads(out.decode().strip().splitlines()[-1])["tools"]
         shadow = await _shadow_rows(http, proxy.base_url, 4)
-    assert (listed, shadow["rows"]) == ([4, 4, 4, 4], [_row("tools/list", "", match=4)])
+    assert (listed, shadow["rows"]) == ([4, 4, 4, 4], [shadow_row("tools/list", "", match=4)])

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from typing import Any
 
 from support import MODERN, meta, proxy_port, read_by_aiohttp, running_proxy
 from yarl import URL
 
-from proxy.bench.targets import AnnouncingProcess, start_fast_upstream
-from proxy.keys import new_key_text
+from proxy.bench.targets import start_fast_upstream, start_proxy
 from proxy.lean_face import MAX_BODY, LeanTarget, whole_post
 
 ENDPOINT = LeanTarget("/mcp", None, None)
@@ -203,25 +201,11 @@ async def test_the_same_on_aiohttps_pure_python_parser(tmp_path):
     parser refuses to parse at 32 outstanding messages: without the lean face consuming each, the
     33rd request on a connection got no answer but the header deadline's 408."""
     upstream = start_fast_upstream("modern")
-    config = tmp_path / "proxy.toml"
-    config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
-    argv = [
-        sys.executable,
-        "-m",
-        "proxy",
-        "serve",
-        "--config",
-        str(config),
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        upstream.url,
-    ]
     try:
-        proxy = AnnouncingProcess.start(argv, env={"MCP_TASKS_PROXY_KEY": new_key_text(), "AIOHTTP_NO_EXTENSIONS": "1"})
+        proxy = start_proxy(upstream.url, tmp_path, env={"AIOHTTP_NO_EXTENSIONS": "1"})
         try:
             texts = await _forty_then_three_pipelined(URL(proxy.url).port)
-            output = proxy.output_tail()
+            output = proxy.process.output_tail()
         finally:
             proxy.stop()
     finally:

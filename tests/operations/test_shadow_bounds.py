@@ -11,7 +11,7 @@ import time
 
 import aiohttp
 from aiohttp import web
-from support import Caller, running_proxy
+from support import Caller, running_proxy, shadow_row
 
 from proxy.bench.upstream import FastUpstream
 
@@ -65,23 +65,6 @@ async def _rows_when(http: aiohttp.ClientSession, base_url: str, total: int) -> 
         await asyncio.sleep(0.05)
 
 
-def _row(method: str, tool: str = "", **counts: int) -> dict:
-    row = {
-        "method": method,
-        "tool": tool,
-        "match": 0,
-        "differ": 0,
-        "candidate_error": 0,
-        "primary_error": 0,
-        "timeout": 0,
-        "dropped": 0,
-        "too_large": 0,
-        **counts,
-    }
-    compared = row["match"] + row["differ"]
-    return {**row, "match_rate": round(row["match"] / compared, 4) if compared else None}
-
-
 async def test_what_does_not_fit_the_queue_is_dropped_and_the_client_never_waits(aiohttp_server, tmp_path):
     candidate = GatedCandidate()
     primary, served = await _primary_and(aiohttp_server, candidate)
@@ -91,12 +74,12 @@ async def test_what_does_not_fit_the_queue_is_dropped_and_the_client_never_waits
         answers = [await caller.call("tools/list") for _ in range(4)]  # the candidate holds the first one meanwhile
         assert [len(a.result["tools"]) for a in answers] == [4, 4, 4, 4]
         assert candidate.seen == [("tools/list", None)]  # one asked, one queued, two dropped
-        assert await _rows_when(http, proxy.base_url, 2) == [_row("tools/list", dropped=2)]
+        assert await _rows_when(http, proxy.base_url, 2) == [shadow_row("tools/list", dropped=2)]
         candidate.gate.set()
         rows = await _rows_when(http, proxy.base_url, 4)
         async with http.get(proxy.base_url + "/metrics") as response:
             metrics = await response.text()
-    assert rows == [_row("tools/list", match=2, dropped=2)]
+    assert rows == [shadow_row("tools/list", match=2, dropped=2)]
     assert candidate.seen == [("tools/list", None)] * 2
     assert 'mcp_tasks_proxy_shadow_total{backend="next",method="tools/list",outcome="dropped",tool=""} 2.0' in metrics
     assert 'mcp_tasks_proxy_shadow_total{backend="next",method="tools/list",outcome="match",tool=""} 2.0' in metrics
@@ -110,7 +93,7 @@ async def test_a_candidate_slower_than_shadow_timeout_ms_is_a_timeout(aiohttp_se
         assert (await Caller(http, proxy.url).call("tools/list")).status == 200
         rows = await _rows_when(http, proxy.base_url, 1)
         candidate.gate.set()
-    assert rows == [_row("tools/list", timeout=1)]
+    assert rows == [shadow_row("tools/list", timeout=1)]
 
 
 async def test_an_unreachable_candidate_is_a_candidate_error(aiohttp_server, tmp_path):
@@ -127,7 +110,7 @@ async def test_an_unreachable_candidate_is_a_candidate_error(aiohttp_server, tmp
         rows = await _rows_when(http, proxy.base_url, 1)
         async with http.get(proxy.base_url + "/status.json") as response:
             backends = {b["name"]: b["new_work_share"] for b in (await response.json())["backends"]}
-    assert rows == [_row("tools/list", candidate_error=1)]
+    assert rows == [shadow_row("tools/list", candidate_error=1)]
     assert backends == {"legacy": 1.0, "next": 0.0}  # a shadow takes no client traffic
 
 
@@ -139,8 +122,8 @@ async def test_a_tool_without_read_only_hint_is_never_asked_of_the_candidate(aio
     candidate.gate.set()
     primary, served = await _primary_and(aiohttp_server, candidate)
     for listed, expected in (
-        ([], [_row("tools/list", match=1)]),
-        (["echo"], [_row("tools/call", "echo", match=1), _row("tools/list", match=1)]),
+        ([], [shadow_row("tools/list", match=1)]),
+        (["echo"], [shadow_row("tools/call", "echo", match=1), shadow_row("tools/list", match=1)]),
     ):
         candidate.seen.clear()
         shadow = {"shadow_concurrency": 1, **({"shadow_tools": listed} if listed else {})}
@@ -171,7 +154,7 @@ async def test_a_shadow_is_added_and_removed_by_reload(aiohttp_server, tmp_path)
         added = await proxy.reload(load(None, {**base, "upstream": _upstream(primary, str(served.make_url("/mcp")))}))
         assert added == [f"backend next added ({served.make_url('/mcp')}, weight 0)"]
         await caller.call("tools/list")
-        assert await _rows_when(http, proxy.base_url, 1) == [_row("tools/list", match=1)]
+        assert await _rows_when(http, proxy.base_url, 1) == [shadow_row("tools/list", match=1)]
         removed = await proxy.reload(load(None, {**base, "upstream": [{"name": "legacy", "url": primary}]}))
         assert removed == ["backend next removed"]
         await caller.call("tools/list")
@@ -211,7 +194,7 @@ async def test_a_candidate_s_question_reaches_no_one(aiohttp_server, tmp_path):
         async with http.get(proxy.base_url + "/status.json") as response:
             last = (await response.json())["shadow"][0]["last_differences"]
     assert answer.result == {"content": [{"type": "text", "text": "hi"}], "isError": False, "resultType": "complete"}
-    assert shadow == [_row("tools/call", "echo", differ=1)]
+    assert shadow == [shadow_row("tools/call", "echo", differ=1)]
     assert [d["diff"] for d in last] == [
         'result: {"content":[{"text":"hi","type":"text"}],"isError":false} → (absent)\nasks: (absent) → ["elicitation/create"]'
     ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from support import Caller, eventually, free_port
+from support import Caller, eventually, free_port, shadow_row
 
 from proxy.keys import new_key_text
 
@@ -212,20 +212,7 @@ async def test_shadow_comparisons_on_the_status_page_add_up_over_the_workers(fas
         ) == (
             True,
             [("next", "workers")],
-            [
-                {
-                    "method": "tools/list",
-                    "tool": "",
-                    "match": 40,
-                    "differ": 0,
-                    "candidate_error": 0,
-                    "primary_error": 0,
-                    "timeout": 0,
-                    "dropped": 0,
-                    "too_large": 0,
-                    "match_rate": 1.0,
-                }
-            ],
+            [shadow_row("tools/list", match=40)],
         )
     finally:
         stopped = await _stopped(process)
