@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from proxy.app import RunningProxy, start
+from proxy.bench import ports
 from proxy.config import load
 from proxy.demo.processes import ServerProcess
 from translators.sealing import KEY_BYTES, Keyring
@@ -148,10 +148,10 @@ async def until(predicate: Any, what: str = "the condition", timeout_s: float = 
 
 
 def free_port() -> int:
-    """A loopback port free right now (for a server that must come back on the same port)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port for a server told its port (one that must come back on the same port, `serve
+    --workers`): free now, and never one the kernel hands another test's connection or server in
+    the meantime (`proxy.bench.ports`)."""
+    return ports.free_port()
 
 
 @contextlib.asynccontextmanager

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .packages import ensure_package
-from .targets import _free_port, stop_child
+from .ports import free_port
+from .targets import stop_child
 
 
 class RedisUnavailable(RuntimeError):
@@ -37,7 +38,7 @@ class RedisServer:
         self.executable = executable
         self.appendonly = appendonly
         self.dir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-redis-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.popen = self._start()
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from proxy.demo.processes import ServerProcess, ServerStartError
 
 from .packages import ensure_package, find_program
+from .ports import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 FASTMCP3_PROXY_SCRIPT = Path(__file__).resolve().with_name("fastmcp3_proxy.py")
@@ -220,7 +221,7 @@ def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = No
         lines.append(f'{name} = "{value}"' if isinstance(value, str) else f"{name} = {value}")
     config = workdir / "proxy.toml"
     config.write_text("\n".join(lines) + "\n" + tables)
-    listen = "127.0.0.1:0" if workers == 1 else f"127.0.0.1:{_free_port()}"
+    listen = "127.0.0.1:0" if workers == 1 else f"127.0.0.1:{free_port()}"
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", listen,
             *(() if tables else ("--upstream", upstream_url))]
     environ = {**(env or {}), "MCP_TASKS_PROXY_KEY": key or new_key_text()}
@@ -314,12 +315,6 @@ def ensure_nginx(log: Callable[[str], None] = lambda _m: None) -> str:
                 pass
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 NGINX_CONF = """\
 worker_processes 1;
 daemon off;
@@ -375,7 +370,7 @@ class Nginx(Measured):
         parts = urlsplit(upstream_url)
         self.dir = Path(tempfile.mkdtemp(prefix="mcp-bench-nginx-"))
         os.chmod(self.dir, 0o755)
-        port = _free_port()
+        port = free_port()
         conf = self.dir / "nginx.conf"
         servers = "\n".join(f"        server {urlsplit(url).netloc} max_fails=0;" for url in [upstream_url, *(more or [])])
         self.timings = self.dir / "timings.log" if timings else None

@@ -7,12 +7,11 @@ that nothing reached the backend after the proxy's own start-up probe.
 from __future__ import annotations
 
 import json
-import socket
 
 import aiohttp
 import pytest
 from aiohttp import web
-from support import TEST_KEY, Caller, meta, running_proxy
+from support import TEST_KEY, Caller, free_port, meta, running_proxy
 
 from translators.sealing import Keyring, TaskRef
 
@@ -187,10 +186,7 @@ async def test_unknown_forged_and_foreign_task_ids_are_32602(env):
 
 
 async def test_unreachable_backend_is_502_naming_it(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    async with running_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
+    async with running_proxy(f"http://127.0.0.1:{free_port()}/mcp", tmp_path) as proxy, aiohttp.ClientSession() as http:
         answer = await Caller(http, proxy.url).call("tools/list")
     assert answer.status == 502
     assert answer.error["code"] == -32603
