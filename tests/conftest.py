@@ -9,6 +9,10 @@ Sections:
 
 from __future__ import annotations
 
+import asyncio
+import io
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +45,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(name) for name in _NOT_FAST):
             item.add_marker(pytest.mark.fast)
+
+
+#: How long before pytest-timeout's bound a test still running has its asyncio tasks printed.
+_TASKS_SHOWN_BEFORE_TIMEOUT_S = 20.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A test still running shortly before pytest-timeout fails it has the stacks of its asyncio
+    tasks printed into its report (pytest-timeout shows only threads: a hung test's event loop
+    waits in `select`, and what it waits for is in a task's stack)."""
+    marker = item.get_closest_marker("timeout")
+    bound = float(marker.args[0]) if marker is not None and marker.args else float(item.config.getini("timeout") or 0)
+    finished = threading.Event()
+    if bound > 0:
+        threading.Thread(
+            target=_print_tasks_unless, args=(finished, max(bound - _TASKS_SHOWN_BEFORE_TIMEOUT_S, 1.0)), daemon=True
+        ).start()
+    try:
+        yield
+    finally:
+        finished.set()
+
+
+def _print_tasks_unless(finished: threading.Event, after_s: float) -> None:
+    if finished.wait(after_s):
+        return
+    out = io.StringIO()
+    out.write(f"+++ asyncio tasks still pending after {after_s:g} s +++\n")
+    for task in list(getattr(asyncio.tasks, "_all_tasks", ())):  # from this thread: no running loop to ask
+        if not task.done():
+            out.write(f"--- {task.get_name()}: {task.get_coro()!r}\n")
+            task.print_stack(limit=40, file=out)
+    sys.stdout.write(out.getvalue())  # pytest captures it into the test's report
+    sys.stdout.flush()
 
 
 # ============================================================================================
