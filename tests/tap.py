@@ -10,6 +10,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from proxy.sse import SseParser
+
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
 
 
@@ -30,6 +32,10 @@ class RecordingTap:
         """Methods whose SSE answer the tap forwards whole and then does not end: the stream stays
         open until the client goes away (a backend slow to close its stream after the answer, as
         a loaded host is), for tests of what a client that leaves after its answer is counted as."""
+        self.json_answers: set[str] = set()
+        """Methods whose SSE answer the tap buffers whole and gives as one JSON body: a gateway
+        that buffers the backend's stream (a session-wire server may answer either way), so the
+        proxy hears nothing of the call until it has ended."""
         self.methods: list[str] = []
         self.bodies: list[Any] = []
         self.deletes = 0
@@ -88,6 +94,16 @@ class RecordingTap:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         assert self._http is not None
         async with self._http.request(request.method, target, data=body, headers=headers, allow_redirects=False) as upstream:
+            method = self.methods[-1] if request.method == "POST" and self.methods else ""
+            if method in self.json_answers and "text/event-stream" in upstream.headers.get("Content-Type", ""):
+                messages = [json.loads(event.data) for event in SseParser().feed(await upstream.read()) if event.data]
+                answer = next(m for m in messages if "result" in m or "error" in m)  # not its notifications
+                return web.Response(
+                    status=upstream.status,
+                    body=json.dumps(answer).encode(),
+                    content_type="application/json",
+                    headers={k: v for k, v in upstream.headers.items() if k.lower() in ("mcp-session-id",)},
+                )
             response = web.StreamResponse(status=upstream.status)
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP:
@@ -100,7 +116,6 @@ class RecordingTap:
                     else str(location)
                 )
             await response.prepare(request)
-            method = self.methods[-1] if request.method == "POST" and self.methods else ""
             cut = method in self.cut_after_first_event and "text/event-stream" in upstream.headers.get("Content-Type", "")
             seen = b""
             async for chunk in upstream.content.iter_any():

@@ -80,8 +80,8 @@ class Exchange:
                 await notify(out)
 
     def start(self, call: Callable[..., Awaitable[dict[str, Any]]]) -> None:
-        """Run `call(on_server_request=..., on_notification=...)` (the upstream request) in the
-        background."""
+        """Run `call(on_server_request=..., on_notification=...)` in the background: the upstream
+        request, or the reading of its answer's SSE stream (`UpstreamSession.open`)."""
         self.upstream = asyncio.ensure_future(self._called(call))
         self.upstream.add_done_callback(self._ended)
 

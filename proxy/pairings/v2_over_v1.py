@@ -10,7 +10,6 @@ held upstream exchange (`proxy/pairings/mrtr.py`). Every reshaping is a call int
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from typing import Any
 
@@ -197,23 +196,26 @@ class V2OverV1:
 
     async def _exchange(self, call: ModernRequest, name: str, params: dict[str, Any], *, session: UpstreamSession | None = None,
                         creates_task: str | None = None) -> Reply:
-        """Start the upstream call as a held exchange and answer its first round."""
+        """Send the upstream call. An answer that comes as JSON is finished at once; one on an SSE
+        stream, where the backend may ask for input first, is read by an exchange of its own, whose
+        first round is answered (docs/decisions.md §185)."""
         shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
-        exchange = self.exchanges.open((call.principal, call.method, name, call.upstream_headers), session, creates_task)
-        exchange.attend(call.notify, call.meta.log_level)
-        exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
         try:
-            return await self._round(call, exchange)
+            opened = await session.open(call.method, params, headers=call.upstream_headers)
         except SessionLost:
             if not shared:
                 raise McpError(INTERNAL_ERROR, f"Backend {self.backend.name!r} lost the upstream session") from None
             # The backend forgot the pooled session before processing anything: once more, anew.
             session = await self._session(call)
-            exchange = self.exchanges.open((call.principal, call.method, name, call.upstream_headers), session, creates_task)
-            exchange.attend(call.notify, call.meta.log_level)
-            exchange.start(functools.partial(session.request, call.method, params, headers=call.upstream_headers))
-            return await self._round(call, exchange)
+            opened = await session.open(call.method, params, headers=call.upstream_headers)
+        if not opened.streamed:
+            assert opened.result is not None
+            return await self.finish(call, Finished(call.method, creates_task, session), opened.result)
+        exchange = self.exchanges.open((call.principal, call.method, name, call.upstream_headers), session, creates_task)
+        exchange.attend(call.notify, call.meta.log_level)
+        exchange.start(opened.read)
+        return await self._round(call, exchange)
 
     async def _resume(self, call: ModernRequest, name: str) -> Reply:
         """An MRTR retry: answer the held exchange's requests upstream, then its next round."""

@@ -164,40 +164,98 @@ class UpstreamSession:
         the backend forgot the session (404), and `McpError` with HTTP 502 when the backend is
         unreachable or answers something that is not MCP.
         """
+        opened = await self.open(method, params, headers=headers)
+        if opened.streamed:
+            return await opened.read(on_server_request, on_notification)
+        assert opened.result is not None
+        return opened.result
+
+    async def open(self, method: str, params: dict[str, Any] | None = None, *, headers: Mapping[str, str] | None = None) -> Opened:
+        """Send one request and read its answer when it comes as JSON (`Opened.result`); an answer
+        on an SSE stream, where requests for input may come first, is left to `Opened.read`, to
+        be read as `request` reads it. A caller that must be free while the backend waits for
+        input reads the stream in a task of its own, and needs none for a JSON answer
+        (docs/decisions.md §185). Raises as `request` does."""
         request_id = next(self._ids)
         message = jsonrpc.request(request_id, method, params)
         started = time.perf_counter()
         try:
-            result = await self._exchange(method, message, headers, on_server_request, on_notification)
-        except (McpError, SessionLost):
-            self.backend.on_hop(method, time.perf_counter() - started)
-            raise
-        except asyncio.CancelledError:
-            # The downstream client went away: tell the backend, as the session wire requires
-            # (a disconnect is not a cancellation there). A task already created is unaffected.
-            if method != "initialize":
-                cancel = self.notify("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers)
-                task = asyncio.ensure_future(cancel)
-                _background.add(task)
-                task.add_done_callback(_background.discard)
-            raise
-        self.backend.on_hop(method, time.perf_counter() - started)
-        return result
-
-    async def _exchange(self, method: str, message: dict[str, Any], headers: Mapping[str, str] | None,
-                        on_server_request: ServerRequestHandler | None, on_notification: NotificationHandler | None) -> dict[str, Any]:
-        response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS,
-                                           parsed=message)
-        async with response:
-            self._raise_if_lost(response)
+            response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS,
+                                               parsed=message)
             if method == "initialize" and H_SESSION_ID in response.headers:
                 self.session_id = response.headers[H_SESSION_ID]
+            if response.status == 200 and content_type(response) == "text/event-stream":
+                return Opened(None, self, response, (method, request_id, started), headers)
+            async with response:
+                self._raise_if_lost(response)
+                result = await read_answer(self.backend.name, response, (method, request_id), (refuse_server_request, None, _no_answer))
+        except BaseException as exc:
+            self.ended(method, request_id, started, headers, exc)
+            raise
+        self.backend.on_hop(method, time.perf_counter() - started)
+        return Opened(result)
 
-            async def respond(answer: dict[str, Any]) -> None:
-                await self.respond(answer, headers=headers)
+    def ended(self, method: str, request_id: int, started: float, headers: Mapping[str, str] | None, exc: BaseException) -> None:
+        """A request ended without its answer: a refusal counts as the backend's hop; a caller that
+        went away is told upstream with `notifications/cancelled`, as the session wire requires (a
+        disconnect is not a cancellation there; a task already created is unaffected)."""
+        if isinstance(exc, (McpError, SessionLost)):
+            self.backend.on_hop(method, time.perf_counter() - started)
+        elif isinstance(exc, asyncio.CancelledError) and method != "initialize":
+            cancel = self.notify("notifications/cancelled", {"requestId": request_id, "reason": "client disconnected"}, headers=headers)
+            task = asyncio.ensure_future(cancel)
+            _background.add(task)
+            task.add_done_callback(_background.discard)
 
-            return await read_answer(self.backend.name, response, (method, message["id"]),
-                                     (on_server_request or refuse_server_request, on_notification, respond))
+
+class Opened:
+    """A request sent (`UpstreamSession.open`): its `result` when the answer came as JSON; else
+    (`streamed`) the answer is on an SSE stream, read once with `read`."""
+
+    __slots__ = ("result", "_session", "_response", "_sent", "_headers")
+
+    def __init__(self, result: dict[str, Any] | None, session: UpstreamSession | None = None, response: Any = None,
+                 sent: tuple[str, int, float] = ("", 0, 0.0), headers: Mapping[str, str] | None = None):
+        self.result = result
+        self._session = session
+        self._response = response
+        self._sent = sent
+        """(method, JSON-RPC id, `time.perf_counter()` when sent)."""
+        self._headers = headers
+
+    @property
+    def streamed(self) -> bool:
+        return self._response is not None
+
+    async def read(self, on_server_request: ServerRequestHandler | None = None,
+                   on_notification: NotificationHandler | None = None) -> dict[str, Any]:
+        """The answer from its SSE stream, what comes before it handled as `UpstreamSession.request`
+        says. Raises as `request` does."""
+        session, response, headers = self._session, self._response, self._headers
+        assert session is not None and response is not None, "a streamed answer"
+        method, request_id, started = self._sent
+
+        async def respond(answer: dict[str, Any]) -> None:
+            await session.respond(answer, headers=headers)
+
+        try:
+            async with response:
+                result = await read_answer(session.backend.name, response, (method, request_id),
+                                           (on_server_request or refuse_server_request, on_notification, respond))
+        except BaseException as exc:
+            session.ended(method, request_id, started, headers, exc)
+            raise
+        session.backend.on_hop(method, time.perf_counter() - started)
+        return result
+
+
+async def _no_answer(_answer: dict[str, Any]) -> None:
+    """A JSON answer has no stream to carry a server request: nothing is ever answered."""
+
+
+def content_type(response: Any) -> str:
+    """A response's media type, lower-cased, without parameters."""
+    return str(response.headers.get("Content-Type", "")).split(";")[0].strip().lower()
 
 
 Before = tuple[ServerRequestHandler, NotificationHandler | None, Callable[[dict[str, Any]], Awaitable[None]]]
@@ -218,14 +276,14 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, asked: tup
     (`answer_bound.too_large`).
     """
     method, request_id = asked
-    content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    media_type = content_type(response)
     bound = ANSWER_BOUND.get()
-    if content_type == "text/event-stream" and response.status == 200:
+    if media_type == "text/event-stream" and response.status == 200:
         chunks: AsyncIterator[bytes] = response.content.iter_any()
         if bound is not None:
             chunks = bounded_chunks(backend, chunks, bound)
         return await _read_stream(backend, chunks, request_id, before)
-    if content_type == "application/json":
+    if media_type == "application/json":
         try:
             # A stdio backend's answer comes decoded already (`stdio_bridge.BridgeResponse.json_message`).
             if bound is not None and response.content_length is not None and response.content_length > bound.limit:
@@ -240,7 +298,7 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, asked: tup
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise backend_unavailable(backend, f"connection failed while reading: {exc.__class__.__name__}") from None
         return _result_of(backend, answer, request_id, response.status, bridged=bridged is not None)
-    raise backend_unavailable(backend, f"answered HTTP {response.status} with {content_type or 'no content type'} to {method}")
+    raise backend_unavailable(backend, f"answered HTTP {response.status} with {media_type or 'no content type'} to {method}")
 
 
 GATEWAY_STATUSES = frozenset({502, 503, 504})

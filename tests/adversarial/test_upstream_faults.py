@@ -77,11 +77,15 @@ async def test_an_mrtr_retry_during_a_transient_upstream_failure_answers_promptl
         assert (answer.status, answer.body.get("error", {}).get("code")) == (502, -32603), answer.body
 
 
-async def test_a_client_disconnect_mid_call_sends_notifications_cancelled_upstream(tapped, tmp_path):
+@pytest.mark.parametrize("answered_as", ["sse", "json"])
+async def test_a_client_disconnect_mid_call_sends_notifications_cancelled_upstream(tapped, tmp_path, answered_as):
     """docs/behaviour.md §4.8 "Client gone": a modern client that closes its connection before the
     answer has its in-flight upstream request cancelled with `notifications/cancelled`, also when
-    the upstream request runs in an MRTR exchange's own task (`tools/call`, `prompts/get`,
-    `resources/read`)."""
+    the upstream answer is read by an MRTR exchange's own task (`tools/call`, `prompts/get`,
+    `resources/read` answered on an SSE stream), and when the backend answers JSON, which the
+    client's own handler waits for (docs/decisions.md §185)."""
+    if answered_as == "json":
+        tapped.json_answers.add("tools/call")
     async with running_proxy(tapped.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
         plain = Caller(http, proxy.url, declare=False)  # optional tool, no extension → a plain upstream call
         await plain.call("tools/list")
