@@ -26,11 +26,12 @@ from aiohttp import web
 from translators.sealing import Keyring
 
 from .config import ConfigError, Settings
-from .connections import BoundedSite, ConnectionLimits, drain_connections
+from .connections import ConnectionLimits
 from .entry import Entry
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
 from .keys import load_master_key
+from .listening import BoundedSite
 from .logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
 from .metrics import Metrics
 from .observe.status import status_json, status_page
@@ -434,8 +435,7 @@ class RunningProxy:
         next answer, an idle one after `grace_s`), then the graceful stop (`stop`)."""
         site = next(iter(self.runner.sites))
         assert isinstance(site, BoundedSite)
-        await site.stop()
-        await drain_connections(site.limits, grace_s)
+        await site.hand_over(grace_s)
         await self.stop()
 
     def listening_fd(self) -> int:

@@ -122,10 +122,10 @@ def _store_free(settings: Settings) -> str:
 
 
 def _listen_free(settings: Settings) -> str:
-    """Nothing listens on the address (`connections.nothing_listens`, which `shared_sockets` asks too)."""
+    """Nothing listens on the address (`listening.nothing_listens`, which `shared_sockets` asks too)."""
     if settings.port == 0:
         return f"listen: {settings.listen} (an ephemeral port)"
-    from .connections import nothing_listens
+    from .listening import nothing_listens
 
     try:
         nothing_listens(settings.host, settings.port, first_only=settings.workers > 1)  # as shared_sockets, as asyncio

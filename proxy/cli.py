@@ -129,14 +129,14 @@ def _importable() -> str | None:
 
 def _run_workers(settings: Settings, reread: Callable[[], Settings], takeover: Any) -> int:
     """`settings.workers` worker processes that each serve on one of the supervisor's `SO_REUSEPORT`
-    sockets (`connections.shared_sockets`; a restart's new supervisor was handed them), supervised
+    sockets (`listening.shared_sockets`; a restart's new supervisor was handed them), supervised
     (`proxy/workers.py`: one that dies is replaced, within a bound; SIGHUP is passed on: each worker
     reloads; SIGUSR2 restarts them all: `restart.WorkersRestarter`), named in
     `<state_dir>/serve.workers` for `mcp-tasks-proxy reload`. Returns the worst exit status."""
     import contextlib
     import socket
 
-    from .connections import shared_sockets
+    from .listening import shared_sockets
     from .reload import WORKERS_FILE, pid_file, remove_own, write_workers
     from .restart import WorkerSlot, WorkersRestarter, ask_handover
     from .workers import Supervisor

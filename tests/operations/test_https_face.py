@@ -26,7 +26,7 @@ from tls_support import Authority, client_context, presented_serial
 from proxy.app import start
 from proxy.check import check
 from proxy.config import ConfigError, load
-from proxy.connections import shared_sockets
+from proxy.listening import shared_sockets
 from proxy.keys import new_key_text
 from translators.sealing import Keyring
 
@@ -113,7 +113,7 @@ async def test_a_reload_reads_a_renewed_certificate_on_the_same_paths_into_the_n
 
 async def test_a_handed_listening_socket_serves_https_too(tmp_path, pki):
     """A worker of `serve --workers N`, or a restart's new process, serves on a socket it is handed
-    (`connections.shared_sockets`): TLS there too."""
+    (`listening.shared_sockets`): TLS there too."""
     server = pki.issue("server", serial=1003)
     port = free_port()
     path = _config(tmp_path, server.cert, server.key, f"http://127.0.0.1:{free_port()}/mcp")
