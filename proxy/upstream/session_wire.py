@@ -182,18 +182,22 @@ class UpstreamSession:
         try:
             response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS,
                                                parsed=message)
-            if method == "initialize" and H_SESSION_ID in response.headers:
-                self.session_id = response.headers[H_SESSION_ID]
             if response.status == 200 and content_type(response) == "text/event-stream":
+                self._take_session_id(method, response)
                 return Opened(None, self, response, (method, request_id, started), headers)
             async with response:
-                self._raise_if_lost(response)
+                self._raise_if_lost(response)  # before an initialize's answer gives the session an id
+                self._take_session_id(method, response)
                 result = await read_answer(self.backend.name, response, (method, request_id), (refuse_server_request, None, _no_answer))
         except BaseException as exc:
             self.ended(method, request_id, started, headers, exc)
             raise
         self.backend.on_hop(method, time.perf_counter() - started)
         return Opened(result)
+
+    def _take_session_id(self, method: str, response: Any) -> None:
+        if method == "initialize" and H_SESSION_ID in response.headers:
+            self.session_id = response.headers[H_SESSION_ID]
 
     def ended(self, method: str, request_id: int, started: float, headers: Mapping[str, str] | None, exc: BaseException) -> None:
         """A request ended without its answer: a refusal counts as the backend's hop; a caller that
