@@ -13,7 +13,6 @@ Every response carries `X-Request-Id` (the client's when safe, else a new one; a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +27,7 @@ from translators.sealing import Keyring
 from .config import ConfigError, Settings
 from .connections import ConnectionLimits
 from .entry import Entry
+from .eventloop import cancel_and_wait
 from .faces.session import SessionFace, SessionPairing
 from .fleet import Fleet
 from .keys import load_master_key
@@ -358,9 +358,7 @@ async def _cleanup(app: web.Application) -> None:
     await _drain_held(state)
     for loop_task in (state.prober, state.checker, state.flusher, state.maintainer, state.listener, state.handover, state.lag_watch):
         if loop_task is not None:
-            loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop_task
+            await cancel_and_wait(loop_task)
     for part in (getattr(state.fleet, "shadow", None), state.rollout):
         if part is not None:
             await part.close()

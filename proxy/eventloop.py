@@ -43,3 +43,22 @@ def run(main: Callable[[], Coroutine[Any, Any, T]], name: str, factory: Callable
     log.info("event loop: %s", name)
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main())
+
+
+RECANCEL_S = 0.1
+"""How often `cancel_and_wait` cancels a task again while it has not ended."""
+
+
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel `task` and wait until it has ended, cancelling it again every `RECANCEL_S` while it
+    runs on (docs/decisions.md §186): one cancellation can be lost. Python 3.11's
+    `asyncio.wait_for` returns its inner future's result, dropping the cancellation, when the
+    cancellation lands after that future finished but before the waiting task resumed; redis-py
+    sends every command under one (`socket_timeout`), so a loop task that talks to Redis
+    (`RolloutDriver.run`, `RedisTaskStore.maintain`) could run on for ever, and its awaiter wait
+    for ever. Raises what the task raised, its cancellation aside."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=RECANCEL_S)
+    if not task.cancelled():
+        task.result()

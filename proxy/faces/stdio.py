@@ -34,6 +34,7 @@ from translators.errors import McpError
 from translators.protocol import H_PROTOCOL_VERSION, H_SESSION_ID
 
 from ..config import Settings
+from ..eventloop import cancel_and_wait
 from ..sse import iter_events
 from .stdio_lines import MAX_LINE_BYTES, TooLong, lines
 
@@ -313,9 +314,7 @@ class StdioFace:
             await asyncio.gather(*list(self._posts), return_exceptions=True)
         self._generation += 1
         if self._listening is not None:
-            self._listening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listening
+            await cancel_and_wait(self._listening)
         if self.session_id:
             await self._delete(self._headers())
 

@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..config import Settings
+from ..eventloop import cancel_and_wait
 from ..fleet import Fleet
 from ..observe.figures import Figures
 from ..state.rollouts import RolloutStore
@@ -77,9 +78,7 @@ class RolloutDriver:
     async def close(self) -> None:
         """Stop ticking, and hand the lease on at once (another process decides without waiting for it to lapse)."""
         if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop
+            await cancel_and_wait(self._loop)
         if self.leading:
             with contextlib.suppress(Exception):  # a store that does not answer: the lease lapses by itself
                 await self.store.release(self.process)

@@ -27,7 +27,6 @@ clients share, the client's own or a primary's through its pairing, is measured)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import itertools
 import json
@@ -46,6 +45,7 @@ from translators import shadow as canon
 from translators.errors import McpError
 
 from ..config import Settings, Upstream
+from ..eventloop import cancel_and_wait
 from ..logs import REQUEST_ID
 from ..observe.metric_totals import stored_samples
 from ..upstream.answer_bound import ANSWER_BOUND, ReadBound
@@ -144,8 +144,7 @@ class Mirror:
         for worker in self.workers:
             worker.cancel()
         for worker in self.workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+            await cancel_and_wait(worker)
         self.workers = []
 
 

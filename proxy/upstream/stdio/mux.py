@@ -13,7 +13,6 @@ tasks it created: another session's task is unknown to it, and its `tasks/list` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -27,6 +26,7 @@ from translators import jsonrpc, line_ids, multiplex
 from translators.errors import INTERNAL_ERROR, NOT_OF_SESSION, McpError, backend_unavailable, unknown_task
 from translators.protocol import LEGACY_VERSION
 
+from ...eventloop import cancel_and_wait
 from .channel import Channel, ChannelLaunch
 from .liveness import Liveness
 from .process import LongLine
@@ -208,9 +208,7 @@ class ProcessSlot:
         """Stop supervising and stop the process (EOF, SIGTERM, SIGKILL; reaped)."""
         self._closed = True
         if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
+            await cancel_and_wait(self._supervisor)
         if self.process is not None:
             await self.process.stop()
         if self._after:  # closed before it started: its stop ends when theirs do, for whoever waits on it
