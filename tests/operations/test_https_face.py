@@ -26,8 +26,8 @@ from tls_support import Authority, client_context, presented_serial
 from proxy.app import start
 from proxy.check import check
 from proxy.config import ConfigError, load
-from proxy.listening import shared_sockets
 from proxy.keys import new_key_text
+from proxy.listening import shared_sockets
 from translators.sealing import Keyring
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
