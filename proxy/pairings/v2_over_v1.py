@@ -201,17 +201,15 @@ class V2OverV1:
         first round is answered (docs/decisions.md §185)."""
         shared = session is None or self.settings.v1_session_scope == "principal"
         session = session or await self._session(call)
-        try:
+        for last in (not shared, True):  # a session of the call's own is not asked again
             try:
                 opened = await session.open(call.method, params, headers=call.upstream_headers)
+                break
             except SessionLost:
-                if not shared:
-                    raise
+                if last:
+                    raise McpError(INTERNAL_ERROR, f"Backend {self.backend.name!r} lost the upstream session") from None
                 # The backend forgot the pooled session before processing anything: once more, anew.
                 session = await self._session(call)
-                opened = await session.open(call.method, params, headers=call.upstream_headers)
-        except SessionLost:  # a session of the call's own, or a new one forgotten at once
-            raise McpError(INTERNAL_ERROR, f"Backend {self.backend.name!r} lost the upstream session") from None
         if not opened.streamed:
             assert opened.result is not None
             return await self.finish(call, Finished(call.method, creates_task, session), opened.result)

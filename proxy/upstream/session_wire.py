@@ -182,13 +182,15 @@ class UpstreamSession:
         try:
             response = await self.backend.post(jsonrpc.dumps(message), self._headers(headers), idempotent=method in IDEMPOTENT_METHODS,
                                                parsed=message)
-            if response.status == 200 and content_type(response) == "text/event-stream":
+            media_type = content_type(response)
+            if response.status == 200 and media_type == "text/event-stream":
                 self._take_session_id(method, response)
                 return Opened(None, self, response, (method, request_id, started), headers)
             async with response:
                 self._raise_if_lost(response)  # before an initialize's answer gives the session an id
                 self._take_session_id(method, response)
-                result = await read_answer(self.backend.name, response, (method, request_id), (refuse_server_request, None, _no_answer))
+                result = await read_answer(self.backend.name, response, (method, request_id), (refuse_server_request, None, _no_answer),
+                                           media_type=media_type)
         except BaseException as exc:
             self.ended(method, request_id, started, headers, exc)
             raise
@@ -270,17 +272,18 @@ upstream request."""
 
 
 async def read_answer(backend: str, response: aiohttp.ClientResponse, asked: tuple[str, jsonrpc.RequestId],
-                      before: Before) -> dict[str, Any]:
+                      before: Before, *, media_type: str | None = None) -> dict[str, Any]:
     """The `result` of the answer to the request `asked` (its method and id), read from a JSON or
     SSE response (both wires); on SSE, what comes before it is handled as `before` says.
 
     Raises `McpError` for a JSON-RPC error answer (legacy codes renumbered) and `McpError` with
     HTTP 502 naming `backend` for anything that is not an MCP answer. Where this context has an
     `ANSWER_BOUND` (a shadow comparison's), a body or stream longer than it is given up
-    (`answer_bound.too_large`).
+    (`answer_bound.too_large`). `media_type`: the response's `content_type`, when the caller has it.
     """
     method, request_id = asked
-    media_type = content_type(response)
+    if media_type is None:
+        media_type = content_type(response)
     bound = ANSWER_BOUND.get()
     if media_type == "text/event-stream" and response.status == 200:
         chunks: AsyncIterator[bytes] = response.content.iter_any()
