@@ -166,7 +166,7 @@ check a relay makes before it parses anything: `may_carry_legacy_code`)."""
 def may_carry_legacy_code(raw: bytes) -> bool:
     """Whether the serialized message(s) in `raw` may hold the legacy `-32003` code, so that
     `legacy_code_renumbered` could change something (a bytes search; no parsing)."""
-    return LEGACY_CODE_BYTES in raw
+    return raw.find(LEGACY_CODE_BYTES) >= 0  # not `in`: see `fleet_ids.may_carry_ids`
 
 
 def legacy_code_renumbered(message: dict[str, Any]) -> dict[str, Any]:

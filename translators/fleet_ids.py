@@ -166,4 +166,6 @@ def may_carry_ids(raw: bytes) -> bool:
     """Whether the serialized message(s) in `raw` may hold a task id or a requestState, so that
     `ids_to_client` / `ids_to_backend` could change something (a bytes search; no parsing). False
     means they would give the message back unchanged: a relay may pass `raw` on as it is."""
-    return b"taskId" in raw or b"requestState" in raw or b"\\u" in raw  # ID_KEYS_BYTES, unrolled: on every relayed message
+    # ID_KEYS_BYTES, unrolled: on every relayed message. `find`, not `in`: CPython 3.11's
+    # `bytes.__contains__` first tries the needle as an integer and makes (and drops) a TypeError.
+    return raw.find(b"taskId") >= 0 or raw.find(b"requestState") >= 0 or raw.find(b"\\u") >= 0

@@ -116,14 +116,14 @@ def of_bytes(method: str, raw: bytes, *, v1: bool, no_ids: bool = False) -> Seen
     followed by `false`, and no `"error"` member at the start, a result (`OK`); absent, a result
     unless the bytes hold `"error"`; anything else is parsed. Anything that is not one JSON object
     is no end."""
-    if method == "tools/call" and (no_ids or b"taskId" not in raw):
+    if method == "tools/call" and (no_ids or raw.find(b"taskId") < 0):
         at = raw.rfind(b'"isError"')
         if at >= 0:
             # the only one (not a nested one after the tool's own), in a result (not an error's data)
             if raw.startswith(_FALSE, at + 9) and raw.find(b'"isError"', 0, at) < 0 and raw.find(b'"error"', 0, _HEAD) < 0:
                 return ENDED_OK
-        elif b'"error"' not in raw:
-            return ENDED_OK if b'"result"' in raw else NOT_ENDED
+        elif raw.find(b'"error"') < 0:  # `find`, not `in`: see `fleet_ids.may_carry_ids`
+            return ENDED_OK if raw.find(b'"result"') >= 0 else NOT_ENDED
     try:
         message = parse_json(raw)
     except McpError:

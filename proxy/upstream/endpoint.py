@@ -205,8 +205,8 @@ class Endpoint:
         connector's first process before it answered `initialize`, e.g. while `npx` fetches it)."""
         return False
 
-    async def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
-                   lean: bool = True, parsed: dict[str, Any] | jsonrpc.Message | None = None) -> aiohttp.ClientResponse | LeanResponse:
+    def post(self, body: bytes, headers: Mapping[str, str], *, idempotent: bool = False,
+             lean: bool = True, parsed: dict[str, Any] | jsonrpc.Message | None = None) -> Awaitable[aiohttp.ClientResponse | LeanResponse]:
         """POST `body` to the backend, following up to 3 method-preserving redirects.
 
         `lean` (default): sent on the proxy's own keep-alive HTTP/1.1 client (`lean.LeanPool`,
@@ -216,11 +216,12 @@ class Endpoint:
         Raises `McpError` (-32603, HTTP 502) naming the backend when it cannot be reached.
         The caller must release the returned response. Inside a traced request (`TRACE`), the POST
         is a client span and carries the trace context (`proxy/observe/tracing.py`).
+        (A plain function handing back the coroutine that does it: one coroutine less on every relayed call.)
         """
         trace = TRACE.get()
         if trace is not None:
-            return await trace.upstream(self, body, dict(headers), lambda b, h: self._post(b, h, idempotent=idempotent, lean=lean))
-        return await self._post(body, headers, idempotent=idempotent, lean=lean)
+            return trace.upstream(self, body, dict(headers), lambda b, h: self._post(b, h, idempotent=idempotent, lean=lean))
+        return self._post(body, headers, idempotent=idempotent, lean=lean)
 
     def lean_pool(self) -> LeanPool:
         """The relay's own connection pool to this backend (made on first use)."""
