@@ -34,6 +34,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.parts and not args.instructions:
         print("mcp-tasks-proxy bench: --parts counts with --instructions", file=sys.stderr)
         return 2
+    if args.against_upstream and (not args.instructions or args.parts):
+        print("mcp-tasks-proxy bench: --against-upstream counts with --instructions (whole calls, not --parts)", file=sys.stderr)
+        return 2
     if args.instructions:
         from .instructions import main as count_instructions
 
@@ -83,6 +86,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--parts", nargs="?", const="all", default=None, metavar="NAMES",
                        help="with --instructions: instead of whole calls, the parts of a relayed call each counted alone "
                             "(all, or some of request-head, json, upstream-head, upstream-answer, answer, request-id)")
+    bench.add_argument("--against-upstream", action="store_true",
+                       help="with --instructions: count the fast upstream behind each HTTP row too, in the same run, and "
+                            "print the proxy's instructions per call ÷ the upstream's")
     bench.add_argument("--calls", type=int, default=300, metavar="N",
                        help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
     bench.add_argument("--soak", action="store_true",

@@ -12,7 +12,10 @@ the proxy under `valgrind --tool=callgrind` in front of it, one client that warm
 `callgrind_control --dump`; the dump's total is the instructions of exactly those calls (every
 thread of the proxy, its SQLite and event loop included). Valgrind (Debian's package) is
 installed with apt-get when missing. The proxy runs the asyncio event loop by default: uvloop's
-C loop counts differently, and both sides of a comparison must use the same.
+C loop counts differently, and both sides of a comparison must use the same. With
+`--against-upstream` the fast upstream runs under callgrind too, zeroed and dumped with the
+proxy: its instructions for the same calls, and the proxy's ÷ the upstream's (issue 45's CPU
+ratio, counted rather than timed).
 """
 
 from __future__ import annotations
@@ -63,10 +66,22 @@ class Count:
     instructions: int
     wall_s: float
     """Seconds the counted calls took under valgrind (tens of times slower than without)."""
+    upstream_instructions: int | None = None
+    """The fast upstream's instructions for the same calls (`--against-upstream`), else None."""
 
     @property
     def per_call(self) -> float:
         return self.instructions / self.calls
+
+    @property
+    def upstream_per_call(self) -> float | None:
+        return None if self.upstream_instructions is None else self.upstream_instructions / self.calls
+
+    @property
+    def ratio(self) -> float | None:
+        """The proxy's instructions ÷ the upstream's for the same calls (issue 45's "CPU per call ÷
+        the upstream's", counted rather than timed)."""
+        return None if not self.upstream_instructions else self.instructions / self.upstream_instructions
 
 
 def ensure_valgrind(log: Callable[[str], None] = lambda _m: None) -> tuple[str, str]:
@@ -79,17 +94,24 @@ def ensure_valgrind(log: Callable[[str], None] = lambda _m: None) -> tuple[str, 
     return valgrind, control
 
 
-def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio", log: Callable[[str], None] = lambda _m: None) -> Count:
+def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio", against_upstream: bool = False,
+            log: Callable[[str], None] = lambda _m: None) -> Count:
     """Instructions the proxy spends on `calls` calls of `scenario` ("echo", "lifecycle" or "progress") on
-    `row` (a key of `ROWS`). Raises `PackageUnavailable` without valgrind, `BenchError` when a call
-    is answered wrongly, `ServerStartError` when a process does not start."""
+    `row` (a key of `ROWS`); with `against_upstream` (an HTTP row), the fast upstream's for the
+    same calls too, counted the same way in the same run. Raises `PackageUnavailable` without
+    valgrind, `BenchError` when a call is answered wrongly, `ServerStartError` when a process does not start."""
     from proxy.eventloop import ENV_EVENT_LOOP
     from proxy.keys import new_key_text
 
     valgrind, control = ensure_valgrind(log)
     wire, client_class, _what = ROWS[row]
     workdir = Path(tempfile.mkdtemp(prefix="mcp-tasks-proxy-instructions-"))
-    upstream = None if wire == "stdio" else targets.start_fast_upstream(wire, poll_interval_ms=POLL_INTERVAL_MS)
+    upstream_dir = workdir / "upstream"
+    upstream_dir.mkdir()
+    counted_upstream = against_upstream and wire != "stdio"
+    under = [valgrind, "--tool=callgrind", f"--callgrind-out-file={upstream_dir / 'callgrind.out'}"] if counted_upstream else []
+    upstream = None if wire == "stdio" else targets.start_fast_upstream(wire, poll_interval_ms=POLL_INTERVAL_MS, under=under,
+                                                                        ready_timeout_s=600 if under else 30)
     proxy: targets.ServerProcess | None = None
     try:
         config = workdir / "proxy.toml"
@@ -107,12 +129,15 @@ def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio",
                                                 ready_timeout_s=600)
         url = proxy.url
         asyncio.run(_drive(client_class, url, scenario, max(20, calls // 5)))  # warm-up, not counted
-        _control(control, "--zero", proxy.pid)
+        counted = [proxy.pid] + ([upstream.process.pid] if counted_upstream and upstream is not None else [])
+        for pid in counted:
+            _control(control, "--zero", pid)
         started = time.monotonic()
         asyncio.run(_drive(client_class, url, scenario, calls))
         wall_s = time.monotonic() - started
-        _control(control, "--dump", proxy.pid)
-        return Count(row, scenario, calls, _total(workdir), round(wall_s, 2))
+        for pid in counted:
+            _control(control, "--dump", pid)
+        return Count(row, scenario, calls, _total(workdir), round(wall_s, 2), _total(upstream_dir) if len(counted) > 1 else None)
     finally:
         if proxy is not None:
             proxy.stop()
@@ -221,15 +246,25 @@ def main(args: argparse.Namespace) -> int:
             scenario = SCENARIOS[letter]
             for row in rows:
                 counts.append(measure(row, scenario, calls if letter == "a" else max(1, calls // LIFECYCLE_SHARE),
-                                      event_loop=event_loop, log=log))
+                                      event_loop=event_loop, against_upstream=args.against_upstream, log=log))
     except PackageUnavailable as exc:
         print(f"mcp-tasks-proxy bench --instructions: {exc}", file=sys.stderr)
         return 1
     print(f"Instructions per call in the proxy process (valgrind callgrind; event loop {event_loop}; after a warm-up)")
-    print(f"{'row':<14} {'scenario':<12} {'calls':>6} {'instructions/call':>18}   what")
+    if args.against_upstream:
+        print("and the fast upstream's for the same calls, counted the same way (stdio rows: not counted, the upstream is the proxy's child)")
+        print(f"{'row':<14} {'scenario':<12} {'calls':>6} {'instructions/call':>18} {'upstream/call':>14} {'÷ upstream':>10}   what")
+    else:
+        print(f"{'row':<14} {'scenario':<12} {'calls':>6} {'instructions/call':>18}   what")
     for count in counts:
-        print(f"{count.row:<14} {count.scenario:<12} {count.calls:>6} {count.per_call:>18,.0f}   {ROWS[count.row][2]}")
+        figures = f"{count.row:<14} {count.scenario:<12} {count.calls:>6} {count.per_call:>18,.0f}"
+        if args.against_upstream:
+            upstream, ratio = count.upstream_per_call, count.ratio
+            figures += f" {'—' if upstream is None else f'{upstream:,.0f}':>14} {'—' if ratio is None else f'{ratio:.2f} ×':>10}"
+        print(f"{figures}   {ROWS[count.row][2]}")
     if args.json:
         Path(args.json).write_text(json.dumps({"event_loop": event_loop, "counts": [
-            {**asdict(c), "per_call": round(c.per_call)} for c in counts]}, indent=2) + "\n")
+            {**asdict(c), "per_call": round(c.per_call),
+             **({"upstream_per_call": round(c.upstream_per_call), "ratio": round(c.instructions / c.upstream_instructions, 3)}
+                if c.upstream_instructions else {})} for c in counts]}, indent=2) + "\n")
     return 0

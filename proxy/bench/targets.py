@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from proxy.demo.processes import ServerProcess, ServerStartError
@@ -197,10 +197,12 @@ def start_fast_upstreams(wire: str, count: int, *, poll_interval_ms: int = 100) 
     return parts[0] if count == 1 else Several(f"fast upstreams ({wire}) ×{count}", parts)
 
 
-def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100) -> ChildServer:
-    """The fast upstream (`proxy.bench.upstream`) in a process of its own."""
-    argv = [sys.executable, "-m", "proxy.bench.upstream", "--wire", wire, "--poll-interval-ms", str(poll_interval_ms)]
-    return ChildServer(f"fast upstream ({wire})", ServerProcess.start(argv, ready_timeout_s=30))
+def start_fast_upstream(wire: str = "v1", *, poll_interval_ms: int = 100, under: Sequence[str] = (),
+                        ready_timeout_s: float = 30) -> ChildServer:
+    """The fast upstream (`proxy.bench.upstream`) in a process of its own; `under`: a command it
+    runs under (`bench --instructions --against-upstream`: valgrind's callgrind)."""
+    argv = [*under, sys.executable, "-m", "proxy.bench.upstream", "--wire", wire, "--poll-interval-ms", str(poll_interval_ms)]
+    return ChildServer(f"fast upstream ({wire})", ServerProcess.start(argv, ready_timeout_s=ready_timeout_s))
 
 
 def start_proxy(upstream_url: str, workdir: Path, *, event_loop: str | None = None, key: str | None = None, workers: int = 1,

@@ -44,6 +44,14 @@ NOT_COUNTED = (
         (["--instructions", "--upstreams", "2"], NOT_COUNTED),
         (["--parts"], "mcp-tasks-proxy bench: --parts counts with --instructions\n"),
         (
+            ["--against-upstream"],
+            "mcp-tasks-proxy bench: --against-upstream counts with --instructions (whole calls, not --parts)\n",
+        ),
+        (
+            ["--instructions", "--parts", "--against-upstream"],
+            "mcp-tasks-proxy bench: --against-upstream counts with --instructions (whole calls, not --parts)\n",
+        ),
+        (
             ["--instructions", "--parts", "json,heads"],
             "mcp-tasks-proxy bench --instructions: unknown part 'heads' "
             "(parts: request-head, json, upstream-head, upstream-answer, answer, request-id)\n",

@@ -83,3 +83,34 @@ def test_the_parts_of_a_relayed_call_are_counted_each_alone(tmp_path: Path) -> N
     assert [line.split()[0] for line in lines[2:]] == [row["part"] for row in report] == ["request-id", "json"]
     assert [line.split()[1] for line in lines[2:]] == [f"{row['per_run']:,}" for row in report]
     assert [row["what"] for row in report] == [PARTS["request-id"][0], PARTS["json"][0]]
+
+
+@pytest.mark.slow
+def test_against_upstream_counts_the_upstream_of_the_same_calls(tmp_path: Path) -> None:
+    """`--against-upstream`: the fast upstream behind the row is counted in the same run, and the
+    table gives the proxy's count ÷ the upstream's (issue 45's CPU ratio, counted); a stdio row's
+    upstream is the proxy's child, not counted, shown as a dash. The figures are printed, never asserted."""
+    figures = tmp_path / "instructions.json"
+    lines = _counted(figures, "--against-upstream", "--rows", "relay,stdio", "--scenarios", "a", "--calls", "20")
+    assert lines[:3] == [
+        "Instructions per call in the proxy process (valgrind callgrind; event loop asyncio; after a warm-up)",
+        "and the fast upstream's for the same calls, counted the same way (stdio rows: not counted, the upstream is the proxy's child)",
+        f"{'row':<14} {'scenario':<12} {'calls':>6} {'instructions/call':>18} {'upstream/call':>14} {'÷ upstream':>10}   what",
+    ]
+    relay, stdio = json.loads(figures.read_text())["counts"]
+    assert (relay["row"], relay["scenario"], relay["calls"]) == ("relay", "echo", 20)
+    assert relay["upstream_per_call"] == round(relay["upstream_instructions"] / 20)
+    assert relay["ratio"] == round(relay["instructions"] / relay["upstream_instructions"], 3)
+    assert lines[3].split()[:7] == [
+        "relay",
+        "echo",
+        "20",
+        f"{relay['per_call']:,}",
+        f"{relay['upstream_per_call']:,}",
+        f"{relay['ratio']:.2f}",
+        "×",
+    ]
+    assert (stdio["row"], stdio["upstream_instructions"]) == ("stdio", None)
+    assert "ratio" not in stdio
+    assert lines[4].split()[:6] == ["stdio", "echo", "20", f"{stdio['per_call']:,}", "—", "—"]
+    assert len(lines) == 5
