@@ -34,8 +34,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.parts and not args.instructions:
         print("mcp-tasks-proxy bench: --parts counts with --instructions", file=sys.stderr)
         return 2
-    if args.against_upstream and (not args.instructions or args.parts):
-        print("mcp-tasks-proxy bench: --against-upstream counts with --instructions (whole calls, not --parts)", file=sys.stderr)
+    if args.against_upstream and not args.instructions:
+        print("mcp-tasks-proxy bench: --against-upstream counts with --instructions", file=sys.stderr)
+        return 2
+    if args.against_upstream and args.parts:
+        print("mcp-tasks-proxy bench: --against-upstream counts whole calls, not --parts", file=sys.stderr)
         return 2
     if args.instructions:
         from .instructions import main as count_instructions

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import aiohttp
 
+from ..eventloop import ENV_EVENT_LOOP, loop_factory
 from . import targets
 from .clients import PROGRESS_COUNT, BenchError, ModernClient, SessionClient
 from .packages import PackageUnavailable, ensure_package
@@ -90,7 +91,7 @@ def ensure_valgrind(log: Callable[[str], None] = lambda _m: None) -> tuple[str, 
     valgrind = ensure_package("valgrind", "valgrind", log)
     control = shutil.which("callgrind_control")
     if control is None:
-        raise PackageUnavailable("valgrind is installed without callgrind_control")
+        raise PackageUnavailable("callgrind_control (part of valgrind) is not on PATH")
     return valgrind, control
 
 
@@ -100,7 +101,6 @@ def measure(row: str, scenario: str, calls: int, *, event_loop: str = "asyncio",
     `row` (a key of `ROWS`); with `against_upstream` (an HTTP row), the fast upstream's for the
     same calls too, counted the same way in the same run. Raises `PackageUnavailable` without
     valgrind, `BenchError` when a call is answered wrongly, `ServerStartError` when a process does not start."""
-    from proxy.eventloop import ENV_EVENT_LOOP
     from proxy.keys import new_key_text
 
     valgrind, control = ensure_valgrind(log)
@@ -184,6 +184,8 @@ def _refusal(args: argparse.Namespace) -> str | None:
             or args.load_processes != 1 or args.upstreams != 1):
         return ("counts one proxy process on the SQLite store with one client: --workers, --store, --concurrency, --load-processes, "
                 "--upstreams, --soak and --memory do not apply")
+    if args.upstream != "fast":
+        return "counts the proxy in front of the fast upstream: --upstream reference does not apply"
     return None
 
 
@@ -230,8 +232,17 @@ def main(args: argparse.Namespace) -> int:
     if any(letter not in SCENARIOS for letter in letters):
         print(f"mcp-tasks-proxy bench --instructions: scenarios are {''.join(SCENARIOS)}", file=sys.stderr)
         return 2
+    if args.against_upstream and all(ROWS[row][0] == "stdio" for row in rows):
+        print("mcp-tasks-proxy bench --instructions: --against-upstream needs an HTTP row (a stdio row's upstream is the proxy's "
+              "child, not counted)", file=sys.stderr)
+        return 2
     calls = args.calls
     event_loop = "asyncio" if args.event_loop == "auto" else args.event_loop
+    try:  # refused here, in one line, rather than by the proxy failing to start under valgrind
+        loop_factory({ENV_EVENT_LOOP: event_loop})
+    except RuntimeError as exc:
+        print(f"mcp-tasks-proxy bench --instructions: {exc}", file=sys.stderr)
+        return 2
 
     def log(message: str) -> None:
         if not args.quiet:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from proxy.cli import main
@@ -43,13 +45,18 @@ NOT_COUNTED = (
         (["--instructions", "--load-processes", "2"], NOT_COUNTED),
         (["--instructions", "--upstreams", "2"], NOT_COUNTED),
         (["--parts"], "mcp-tasks-proxy bench: --parts counts with --instructions\n"),
-        (
-            ["--against-upstream"],
-            "mcp-tasks-proxy bench: --against-upstream counts with --instructions (whole calls, not --parts)\n",
-        ),
+        (["--against-upstream"], "mcp-tasks-proxy bench: --against-upstream counts with --instructions\n"),
         (
             ["--instructions", "--parts", "--against-upstream"],
-            "mcp-tasks-proxy bench: --against-upstream counts with --instructions (whole calls, not --parts)\n",
+            "mcp-tasks-proxy bench: --against-upstream counts whole calls, not --parts\n",
+        ),
+        (
+            ["--instructions", "--against-upstream", "--rows", "stdio,stdio-translate"],
+            "mcp-tasks-proxy bench --instructions: --against-upstream needs an HTTP row (a stdio row's upstream is the proxy's child, not counted)\n",
+        ),
+        (
+            ["--instructions", "--upstream", "reference"],
+            "mcp-tasks-proxy bench --instructions: counts the proxy in front of the fast upstream: --upstream reference does not apply\n",
         ),
         (
             ["--instructions", "--parts", "json,heads"],
@@ -75,3 +82,15 @@ def test_an_option_out_of_range_is_refused_before_anything_starts(
     status = main(["bench", *arguments])
     captured = capsys.readouterr()
     assert (status, captured.out, captured.err) == (2, "", refusal)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("uvloop") is not None, reason="uvloop is installed here (the `fast` extra)")
+def test_counting_on_uvloop_without_it_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before valgrind starts the proxy (which would fail to start, in a traceback)."""
+    status = main(["bench", "--instructions", "--event-loop", "uvloop", "--rows", "relay"])
+    captured = capsys.readouterr()
+    assert (status, captured.out) == (2, "")
+    assert captured.err == (
+        "mcp-tasks-proxy bench --instructions: MCP_TASKS_PROXY_EVENT_LOOP=uvloop but uvloop is not installed "
+        "(pip install 'mcp-tasks-proxy[fast]')\n"
+    )
