@@ -37,6 +37,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.against_upstream and not args.instructions:
         print("mcp-tasks-proxy bench: --against-upstream counts with --instructions", file=sys.stderr)
         return 2
+    if args.calls is not None and (not args.instructions or args.parts):
+        print("mcp-tasks-proxy bench: --calls counts whole calls with --instructions (the table runs for --duration; "
+              "--parts repeats each part a fixed number of times)", file=sys.stderr)
+        return 2
     if args.against_upstream and args.parts:
         print("mcp-tasks-proxy bench: --against-upstream counts whole calls, not --parts", file=sys.stderr)
         return 2
@@ -92,7 +96,7 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--against-upstream", action="store_true",
                        help="with --instructions: count the fast upstream behind each HTTP row too, in the same run, and "
                             "print the proxy's instructions per call ÷ the upstream's")
-    bench.add_argument("--calls", type=int, default=300, metavar="N",
+    bench.add_argument("--calls", type=int, default=None, metavar="N",
                        help="calls counted per row for --instructions (default 300; scenario b: N/5 lifecycles)")
     bench.add_argument("--soak", action="store_true",
                        help="a soak instead of the table: v1 and v2 clients running task lifecycles with a question through "

@@ -53,6 +53,8 @@ SCENARIOS = {"a": "echo", "b": "lifecycle", "c": "progress"}
 """Scenario letter → the client's method (`proxy.bench.clients`): (a) a sync echo `tools/call`,
 (b) a no-work task's whole lifecycle (how often it is polled depends on timing: compare (a) first),
 (c) a call answered with 100 `notifications/progress` before its result (each must arrive)."""
+DEFAULT_CALLS = 300
+"""Calls counted per row when `--calls` is not given."""
 LIFECYCLE_SHARE = 5
 """Scenarios (b) and (c) make `calls / LIFECYCLE_SHARE` calls (each is several requests or
 a hundred notifications)."""
@@ -178,7 +180,7 @@ def _total(workdir: Path) -> int:
 
 def _refusal(args: argparse.Namespace) -> str | None:
     """Why these options cannot be counted, or None."""
-    if args.calls < 1:
+    if args.calls is not None and args.calls < 1:
         return "--calls must be at least 1"
     if (str(args.workers) != "1" or args.store != "sqlite" or args.soak or args.memory or args.memory_only or args.concurrency != 1
             or args.load_processes != 1 or args.upstreams != 1):
@@ -229,14 +231,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"mcp-tasks-proxy bench --instructions: unknown row {unknown[0]!r} (rows: {', '.join(ROWS)})", file=sys.stderr)
         return 2
     letters = args.scenarios or "ab"
-    if any(letter not in SCENARIOS for letter in letters):
-        print(f"mcp-tasks-proxy bench --instructions: scenarios are {''.join(SCENARIOS)}", file=sys.stderr)
+    unknown_letters = [letter for letter in letters if letter not in SCENARIOS]
+    if unknown_letters:
+        print(f"mcp-tasks-proxy bench --instructions: unknown scenario {unknown_letters[0]!r} (scenarios: {', '.join(SCENARIOS)})",
+              file=sys.stderr)
         return 2
     if args.against_upstream and all(ROWS[row][0] == "stdio" for row in rows):
         print("mcp-tasks-proxy bench --instructions: --against-upstream needs an HTTP row (a stdio row's upstream is the proxy's "
               "child, not counted)", file=sys.stderr)
         return 2
-    calls = args.calls
+    calls = args.calls if args.calls is not None else DEFAULT_CALLS
     event_loop = "asyncio" if args.event_loop == "auto" else args.event_loop
     try:  # refused here, in one line, rather than by the proxy failing to start under valgrind
         loop_factory({ENV_EVENT_LOOP: event_loop})

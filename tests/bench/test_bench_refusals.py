@@ -13,6 +13,10 @@ LIMITS = "mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --
 SPREAD = (
     "mcp-tasks-proxy bench: --load-processes and --upstreams must be at least 1, and --concurrency at least --load-processes\n"
 )
+CALLS_NOT_COUNTED = (
+    "mcp-tasks-proxy bench: --calls counts whole calls with --instructions (the table runs for --duration; "
+    "--parts repeats each part a fixed number of times)\n"
+)
 NOT_COUNTED = (
     "mcp-tasks-proxy bench --instructions: counts one proxy process on the SQLite store with one client: "
     "--workers, --store, --concurrency, --load-processes, --upstreams, --soak and --memory do not apply\n"
@@ -41,7 +45,10 @@ NOT_COUNTED = (
         (["--instructions", "--workers", "2"], NOT_COUNTED),
         (["--instructions", "--store", "redis"], NOT_COUNTED),
         (["--instructions", "--concurrency", "8"], NOT_COUNTED),
-        (["--instructions", "--scenarios", "d"], "mcp-tasks-proxy bench --instructions: scenarios are abc\n"),
+        (["--instructions", "--scenarios", "d"], "mcp-tasks-proxy bench --instructions: unknown scenario 'd' (scenarios: a, b, c)\n"),
+        (["--scenarios", "abx"], "mcp-tasks-proxy bench: unknown scenario 'x' (scenarios: a, b, c)\n"),
+        (["--calls", "50"], CALLS_NOT_COUNTED),
+        (["--instructions", "--parts", "--calls", "50"], CALLS_NOT_COUNTED),
         (["--instructions", "--load-processes", "2"], NOT_COUNTED),
         (["--instructions", "--upstreams", "2"], NOT_COUNTED),
         (["--parts"], "mcp-tasks-proxy bench: --parts counts with --instructions\n"),
