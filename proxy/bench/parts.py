@@ -62,11 +62,12 @@ def _json() -> Callable[[], object]:
 
 
 def _upstream_head() -> Callable[[], object]:
-    from proxy.upstream.http1 import request_head
+    from proxy.upstream.lean import LeanPool
 
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": "3f6c2a9e41d84b0c9a7e5d1f2b8c4e60"}
-    return lambda: request_head("POST", "/mcp", "127.0.0.1:3000", headers, len(_BODY))
+    pool = LeanPool()
+    return lambda: pool.head("POST", "http://127.0.0.1:3000/mcp", dict(headers), len(_BODY))
 
 
 def _upstream_answer() -> Callable[[], object]:
@@ -98,7 +99,8 @@ PARTS: dict[str, tuple[str, Callable[[], Callable[[], object]]]] = {
     "request-head": ("the client's request read by aiohttp's parser, its body stream included, and taken by the lean face "
                      "(proxy/lean_face.py whole_post)", _request_head),
     "json": ("its body parsed (translators.jsonrpc.parse)", _json),
-    "upstream-head": ("the request head to the backend written (proxy/upstream/http1.py request_head)", _upstream_head),
+    "upstream-head": ("the request head to the backend written, as the relay's pool keeps it (proxy/upstream/lean.py LeanPool.head): "
+                      "a new headers dict each call, as the endpoint makes", _upstream_head),
     "upstream-answer": ("the backend's answer read (proxy/upstream/http1.py ResponseParser.feed)", _upstream_answer),
     "answer": ("the client's answer made: web.Response, its head completed and written (proxy/lean_face.py)", _answer),
     "request-id": ("a request id made (proxy/logs.py request_id_from)", _request_id),

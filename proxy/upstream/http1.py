@@ -26,15 +26,25 @@ def request_head(method: str, target: str, host: str, headers: Mapping[str, str]
     """The head of a request: `method target HTTP/1.1`, `Host`, `headers` in their order and, when
     `length` is given, `Content-Length` (any given one is dropped). Field values are sent as UTF-8
     (surrogates escaped, as aiohttp's server decoded them). Raises `ValueError` for a name or value
-    holding CR or LF (a header would be smuggled)."""
+    holding CR or LF (a header would be smuggled). `request_start` + `framing`."""
+    return request_start(method, target, host, headers) + framing(length)
+
+
+def request_start(method: str, target: str, host: str, headers: Mapping[str, str]) -> bytes:
+    """A request head up to its framing: the request line, `Host` and `headers` (see
+    `request_head`), the same bytes for the same arguments (so a caller may keep it)."""
     sent = [(name, value) for name, value in headers.items() if name.lower() not in _FRAMING]
     fields = "".join([f"{name}: {value}\r\n" for name, value in sent])
     # Each line ends in the one CRLF put there: any other CR or LF came in a name or value.
     if fields.count("\n") != len(sent) or fields.count("\r") != len(sent) or any(":" in name for name, _ in sent):
         bad = next(name for name, value in sent if "\r" in name + value or "\n" in name + value or ":" in name)
         raise ValueError(f"a header field {bad!r} that cannot be sent")
-    framing = f"Content-Length: {length}\r\n\r\n" if length is not None else "\r\n"
-    return f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n{fields}{framing}".encode("utf-8", "surrogateescape")
+    return f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n{fields}".encode("utf-8", "surrogateescape")
+
+
+def framing(length: int | None) -> bytes:
+    """The end of a request head: `Content-Length: length` when given, and the blank line."""
+    return b"Content-Length: %d\r\n\r\n" % length if length is not None else b"\r\n"
 
 
 _FRAMING = frozenset({"content-length", "host", "transfer-encoding", "connection"})

@@ -33,11 +33,14 @@ import aiohttp
 from aiohttp.client_reqrep import ConnectionKey
 from multidict import CIMultiDictProxy
 
-from .http1 import ProtocolError, ResponseParser, request_head
+from .http1 import ProtocolError, ResponseParser, framing, request_start
 
 KEEPALIVE_S = 15.0
 """An idle connection older than this is closed rather than used (aiohttp's default too)."""
 MAX_IDLE = 100
+MAX_STARTS = 1024
+"""Request heads (up to their framing) a pool keeps, by method, URL and header fields: a backend's
+requests repeat a few (one a session), and each is made and checked once (emptied when full)."""
 READ_HIGH_WATER = 256 * 1024
 DECODED = ("gzip", "deflate", "x-gzip")
 
@@ -381,6 +384,8 @@ class LeanPool:
         self._idle: dict[tuple[str, int], deque[_Connection]] = {}
         self._places: dict[str, tuple[tuple[str, int], str, str]] = {}
         """URL → ((host, port), request target, Host header): split once (a backend has one or two)."""
+        self._starts: dict[tuple[str, str, tuple[tuple[str, str], ...]], bytes] = {}
+        """(method, URL, header fields) → the request head up to its framing (`MAX_STARTS`)."""
         self._all: set[_Connection] = set()
         self.closed = False
 
@@ -390,12 +395,8 @@ class LeanPool:
         releases it, or reads it whole). `read_timeout_s` -1: the pool's. Raises aiohttp's
         exceptions (see the module docstring) and `ValueError` for a URL that is not `http`.
         (A plain function handing back the connection's coroutine: one coroutine less a call.)"""
-        place = self._places.get(url)
-        if place is None:
-            place = self._places[url] = _place(url)
-        key, target, netloc = place
+        key, head = self.head(method, url, headers, len(body) if body or method == "POST" else None)
         host, port = key
-        head = request_head(method, target, netloc, headers, len(body) if body or method == "POST" else None)
         timeout = self.read_timeout_s if read_timeout_s == -1.0 else read_timeout_s
         idle = self._idle.get(key)
         now = asyncio.get_running_loop().time()
@@ -408,6 +409,22 @@ class LeanPool:
                 continue
             return conn.send(head, body, timeout)
         return self._connected(host, port, head, body, timeout)
+
+    def head(self, method: str, url: str, headers: Mapping[str, str], length: int | None) -> tuple[tuple[str, int], bytes]:
+        """The (host, port) of `url` and the head of a request to it (`http1.request_head`), its part
+        before the framing made once for each method, URL and header fields (`MAX_STARTS`)."""
+        place = self._places.get(url)
+        if place is None:
+            place = self._places[url] = _place(url)
+        key, target, netloc = place
+        made = (method, url, tuple(headers.items()))
+        start = self._starts.get(made)
+        if start is None:
+            start = request_start(method, target, netloc, headers)
+            if len(self._starts) >= MAX_STARTS:
+                self._starts.clear()
+            self._starts[made] = start
+        return key, start + framing(length)
 
     async def _connected(self, host: str, port: int, head: bytes, body: bytes, timeout: float | None) -> LeanResponse:
         """`head` and `body` sent on a new connection; its answer."""

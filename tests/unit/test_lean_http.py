@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from proxy.upstream import lean
 from proxy.upstream.http1 import ProtocolError, ResponseParser, request_head
 from proxy.upstream.lean import LeanPool
 
@@ -192,6 +193,49 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     head = await reader.readuntil(b"\r\n\r\n")
     length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
     return head + await reader.readexactly(length)
+
+
+async def test_a_kept_request_head_is_the_one_made_for_each_request_and_a_bad_one_is_refused_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool keeps each request head up to its framing (`MAX_STARTS`, emptied when full): the
+    bytes on the wire are `request_head`'s for every request, whatever its body, fields or method."""
+    monkeypatch.setattr(lean, "MAX_STARTS", 2)
+    seen: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while not reader.at_eof():
+            try:
+                seen.append(await _read_request(reader))
+            except asyncio.IncompleteReadError:
+                break
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    server, url = await _raw_server(answer)
+    netloc = url.split("/")[2]
+    sent = [
+        (b"{}", {"Mcp-Session-Id": "a"}),
+        (b'{"x":1}', {"Mcp-Session-Id": "a"}),
+        (b"{}", {"Mcp-Session-Id": "b"}),
+        (b"[]", {"Mcp-Session-Id": "c", "Accept": "application/json"}),
+        (b"{}", {"Mcp-Session-Id": "a"}),
+    ]
+    pool = LeanPool(read_timeout_s=5)
+    try:
+        for body, headers in sent:
+            async with await pool.request(url, body, headers) as response:
+                assert (response.status, await response.read()) == (200, b"{}")
+        for _ in range(2):
+            with pytest.raises(ValueError, match="cannot be sent"):
+                await pool.request(url, b"{}", {"X": "a\r\nInjected: 1"})
+        assert len(pool._starts) <= 2
+    finally:
+        await pool.close()
+        server.close()
+        await server.wait_closed()
+    assert seen == [request_head("POST", "/mcp", netloc, headers, len(body)) + body for body, headers in sent]
 
 
 async def test_a_chunked_answer_cut_anywhere_arrives_whole() -> None:
