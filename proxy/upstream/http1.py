@@ -65,23 +65,30 @@ class ResponseHead:
 
 
 def _head(raw: bytes, no_body: bool) -> ResponseHead:
-    """Parse one head (without its blank line). Raises `ProtocolError`."""
+    """Parse one head (without its blank line). Raises `ProtocolError`. (Digits are ASCII ones:
+    `str.isdigit` alone also takes "²", which `int` refuses.)"""
     text = raw.decode("utf-8", "surrogateescape")
     lines = text.split("\r\n") if "\r\n" in text else text.split("\n")
     status_line = lines[0]
     version, _, rest = status_line.partition(" ")
     code, _, reason = rest.partition(" ")
-    if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit():
+    if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not (code.isascii() and code.isdigit()):
         raise ProtocolError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
-    headers: CIMultiDict[str] = CIMultiDict()
+    fields = []
     for line in lines[1:]:
         name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip() or line[0] in " \t":
+        # (a name with whitespace around it also refuses a line folded onto the one before)
+        if not colon or not name or name != name.strip():
             raise ProtocolError(f"a malformed header field: {line[:80]!r}")
-        headers.add(name, value.strip(" \t"))
+        fields.append((name, value.strip(" \t")))
+    headers: CIMultiDict[str] = CIMultiDict(fields)
     status = int(code)
-    connection = headers.get("Connection", "").lower()
-    keep_alive = ("close" not in connection) if version == "HTTP/1.1" else ("keep-alive" in connection)
+    connection = headers.get("Connection")
+    if connection is None:
+        keep_alive = version == "HTTP/1.1"
+    else:
+        connection = connection.lower()
+        keep_alive = ("close" not in connection) if version == "HTTP/1.1" else ("keep-alive" in connection)
     length: int | None = None
     chunked = False
     if no_body or status in NO_BODY_STATUSES or status < 200:
@@ -91,10 +98,12 @@ def _head(raw: bytes, no_body: bool) -> ResponseHead:
         chunked = codings[-1] == "chunked"
         if not chunked:
             keep_alive = False  # framed by the connection's end (RFC 9112 §6.3 item 4)
-    elif "Content-Length" in headers:
-        values = {v.strip() for v in ",".join(headers.getall("Content-Length")).split(",")}
-        if len(values) != 1 or not (value := values.pop()).isdigit():
-            raise ProtocolError("an invalid Content-Length")
+    elif (lengths := headers.getall("Content-Length", None)) is not None:
+        value = lengths[0]
+        if len(lengths) != 1 or not (value.isascii() and value.isdigit()):  # a list of equal lengths is one (RFC 9110 §8.6)
+            values = {v.strip() for v in ",".join(lengths).split(",")}
+            if len(values) != 1 or not ((value := values.pop()).isascii() and value.isdigit()):
+                raise ProtocolError("an invalid Content-Length")
         length = int(value)
     else:
         keep_alive = False  # read until the connection closes

@@ -81,6 +81,19 @@ def test_interim_answers_are_skipped_and_bytes_after_the_message_are_kept() -> N
     assert parser.head is not None and parser.head.status == 202
 
 
+def test_equal_content_lengths_are_one_and_a_head_without_connection_follows_its_version() -> None:
+    parser = ResponseParser()
+    assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2, 2\r\n\r\nab") == [b"ab"]
+    assert parser.done and parser.head is not None
+    assert (parser.head.content_length, parser.head.keep_alive) == (2, True)
+    parser = ResponseParser()
+    parser.feed(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+    assert parser.head is not None and (parser.head.content_length, parser.head.keep_alive) == (0, False)
+    parser = ResponseParser()
+    parser.feed(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n")
+    assert parser.head is not None and parser.head.keep_alive
+
+
 def test_a_body_without_framing_ends_with_the_connection() -> None:
     parser = ResponseParser()
     assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nab") == [b"ab"]
@@ -98,6 +111,10 @@ def test_a_body_without_framing_ends_with_the_connection() -> None:
         b"HTTP/1.1 200 OK\r\nbroken line\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode(),  # digits to str.isdigit, not to int
+        "HTTP/1.1 ²²² OK\r\n\r\n".encode(),
+        b"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
     ],
 )
 def test_what_is_not_http_1_1_is_refused(raw: bytes) -> None:
