@@ -40,7 +40,10 @@ KEEPALIVE_S = 15.0
 MAX_IDLE = 100
 MAX_STARTS = 1024
 """Request heads (up to their framing) a pool keeps, by method, URL and header fields: a backend's
-requests repeat a few (one a session), and each is made and checked once (emptied when full)."""
+requests repeat a few (one a session), and each is made and checked once (emptied when full).
+Never kept: a head of over `MAX_KEPT_START` bytes, or one that carries a secret or a call's own
+values (`Authorization`, `Mcp-Param-*`): made anew for each request, as it is sent."""
+MAX_KEPT_START = 2048
 READ_HIGH_WATER = 256 * 1024
 DECODED = ("gzip", "deflate", "x-gzip")
 
@@ -412,7 +415,8 @@ class LeanPool:
 
     def head(self, method: str, url: str, headers: Mapping[str, str], length: int | None) -> tuple[tuple[str, int], bytes]:
         """The (host, port) of `url` and the head of a request to it (`http1.request_head`), its part
-        before the framing made once for each method, URL and header fields (`MAX_STARTS`)."""
+        before the framing made once for each method, URL and header fields (`MAX_STARTS`; some are
+        never kept, `MAX_KEPT_START`)."""
         place = self._places.get(url)
         if place is None:
             place = self._places[url] = _place(url)
@@ -421,9 +425,11 @@ class LeanPool:
         start = self._starts.get(made)
         if start is None:
             start = request_start(method, target, netloc, headers)
-            if len(self._starts) >= MAX_STARTS:
-                self._starts.clear()
-            self._starts[made] = start
+            if len(start) <= MAX_KEPT_START and not any(name.lower() == "authorization" or name[:10].lower() == "mcp-param-"
+                                                        for name in headers):
+                if len(self._starts) >= MAX_STARTS:
+                    self._starts.clear()
+                self._starts[made] = start
         return key, start + framing(length)
 
     async def _connected(self, host: str, port: int, head: bytes, body: bytes, timeout: float | None) -> LeanResponse:

@@ -215,8 +215,9 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
 async def test_a_kept_request_head_is_the_one_made_for_each_request_and_a_bad_one_is_refused_every_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The pool keeps each request head up to its framing (`MAX_STARTS`, emptied when full): the
-    bytes on the wire are `request_head`'s for every request, whatever its body, fields or method."""
+    """The pool keeps each request head up to its framing (`MAX_STARTS`, emptied when full; never
+    one with `Authorization`, `Mcp-Param-*` or over `MAX_KEPT_START` bytes): the bytes on the wire
+    are `request_head`'s for every request, whatever its body or fields."""
     monkeypatch.setattr(lean, "MAX_STARTS", 2)
     seen: list[bytes] = []
 
@@ -238,12 +239,17 @@ async def test_a_kept_request_head_is_the_one_made_for_each_request_and_a_bad_on
         (b"{}", {"Mcp-Session-Id": "b"}),
         (b"[]", {"Mcp-Session-Id": "c", "Accept": "application/json"}),
         (b"{}", {"Mcp-Session-Id": "a"}),
+        (b"{}", {"Mcp-Session-Id": "a", "authorization": "Bearer s3cret"}),
+        (b"{}", {"Mcp-Session-Id": "a", "MCP-Param-Card": "4111"}),
+        (b"{}", {"Mcp-Session-Id": "a", "X-Big": "b" * 4096}),
     ]
     pool = LeanPool(read_timeout_s=5)
     try:
         for body, headers in sent:
             async with await pool.request(url, body, headers) as response:
                 assert (response.status, await response.read()) == (200, b"{}")
+            kept = b"".join(pool._starts.values())  # never a secret, a call's own value or a long head
+            assert (b"s3cret" in kept, b"4111" in kept, b"bbbb" in kept) == (False, False, False)
         for _ in range(2):
             with pytest.raises(ValueError, match="cannot be sent"):
                 await pool.request(url, b"{}", {"X": "a\r\nInjected: 1"})
