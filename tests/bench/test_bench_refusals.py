@@ -45,7 +45,10 @@ NOT_COUNTED = (
         (["--instructions", "--workers", "2"], NOT_COUNTED),
         (["--instructions", "--store", "redis"], NOT_COUNTED),
         (["--instructions", "--concurrency", "8"], NOT_COUNTED),
-        (["--instructions", "--scenarios", "d"], "mcp-tasks-proxy bench --instructions: unknown scenario 'd' (scenarios: a, b, c)\n"),
+        (
+            ["--instructions", "--scenarios", "d"],
+            "mcp-tasks-proxy bench --instructions: unknown scenario 'd' (scenarios: a, b, c)\n",
+        ),
         (["--scenarios", "abx"], "mcp-tasks-proxy bench: unknown scenario 'x' (scenarios: a, b, c)\n"),
         (["--calls", "50"], CALLS_NOT_COUNTED),
         (["--instructions", "--parts", "--calls", "50"], CALLS_NOT_COUNTED),
