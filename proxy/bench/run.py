@@ -298,10 +298,10 @@ def main(args: Any) -> int:
             return 2
     if args.scenarios:
         options.scenarios = args.scenarios
-        unknown_letters = [letter for letter in options.scenarios if letter not in {s.key for s in SCENARIOS}]
+        known = [s.key for s in SCENARIOS]
+        unknown_letters = [letter for letter in options.scenarios if letter not in known]
         if unknown_letters:
-            print(f"mcp-tasks-proxy bench: unknown scenario {unknown_letters[0]!r} (scenarios: {', '.join(s.key for s in SCENARIOS)})",
-                  file=sys.stderr)
+            print(f"mcp-tasks-proxy bench: unknown scenario {unknown_letters[0]!r} (scenarios: {', '.join(known)})", file=sys.stderr)
             return 2
     if options.concurrency < 1 or not 0 < options.duration_s <= MAX_DURATION_S or options.runs < 1:
         print(f"mcp-tasks-proxy bench: --concurrency and --runs must be at least 1, --duration above 0 and at most {MAX_DURATION_S:g} s",

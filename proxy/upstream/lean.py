@@ -33,6 +33,8 @@ import aiohttp
 from aiohttp.client_reqrep import ConnectionKey
 from multidict import CIMultiDictProxy
 
+from translators.param_headers import PREFIX as PARAM_PREFIX
+
 from .http1 import ProtocolError, ResponseParser, framing, request_start
 
 KEEPALIVE_S = 15.0
@@ -376,6 +378,15 @@ def _place(url: str) -> tuple[tuple[str, int], str, str]:
     return (parts.hostname, parts.port or 80), target, parts.netloc
 
 
+_UNKEPT_PREFIX = PARAM_PREFIX.lower()
+
+
+def _keepable(start: bytes, headers: Mapping[str, str]) -> bool:
+    """Whether a request head may be kept (`MAX_STARTS`): short, and carrying no secret or call's own values."""
+    return len(start) <= MAX_KEPT_START and not any(
+        name.lower() == "authorization" or name.lower().startswith(_UNKEPT_PREFIX) for name in headers)
+
+
 class LeanPool:
     """Keep-alive connections to one backend's host and port (`http` URLs; `unix`: a Unix socket
     path instead)."""
@@ -425,8 +436,7 @@ class LeanPool:
         start = self._starts.get(made)
         if start is None:
             start = request_start(method, target, netloc, headers)
-            if len(start) <= MAX_KEPT_START and not any(name.lower() == "authorization" or name[:10].lower() == "mcp-param-"
-                                                        for name in headers):
+            if _keepable(start, headers):
                 if len(self._starts) >= MAX_STARTS:
                     self._starts.clear()
                 self._starts[made] = start
