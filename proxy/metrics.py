@@ -33,12 +33,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from translators.errors import McpError
 
+from .observe.counted import CountedFamily, LatencyFamily
 from .observe.recorder import NoRecorder, StatusRecorder
 from .observe.tools import ToolTasks
 
@@ -90,29 +91,26 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._requests = Counter(
+        self._requests = CountedFamily(
             "mcp_tasks_proxy_requests", "Requests answered, by face, backend dialect, method and outcome",
-            ["face", "backend_dialect", "method", "outcome"], registry=self.registry,
+            ["face", "backend_dialect", "method", "outcome"], self.registry,
         )
-        self._upstream = Histogram(
+        self._upstream = LatencyFamily(
             "mcp_tasks_proxy_upstream_seconds", "Latency of each upstream request, by backend and method",
-            ["backend", "method"], buckets=UPSTREAM_BUCKETS, registry=self.registry,
+            ["backend", "method"], UPSTREAM_BUCKETS, self.registry,
         )
         self._live = Gauge("mcp_tasks_proxy_live_tasks", "Tasks the proxy knows are not finished, by backend", ["backend"],
                            registry=self.registry)
-        self._failures = Counter(
+        self._failures = CountedFamily(
             "mcp_tasks_proxy_failures", "Answers that were not ok, by backend, client dialect, backend dialect, reason and by whom",
-            ["backend", "client_dialect", "backend_dialect", "reason", "by"], registry=self.registry,
+            ["backend", "client_dialect", "backend_dialect", "reason", "by"], self.registry,
         )
-        self._repairs = Counter(
+        self._repairs = CountedFamily(
             "mcp_tasks_proxy_repairs", "Repairs the proxy made for clients (a missing routing header, an Accept), by client dialect",
-            ["client_dialect", "repair"], registry=self.registry,
+            ["client_dialect", "repair"], self.registry,
         )
-        self._failure_children: dict[tuple[str, str, str, str, str], Counter] = {}
-        self._repair_children: dict[tuple[str, str], Counter] = {}
-        self._dropped = Counter(
-            "mcp_tasks_proxy_dropped_fields", "Task fields dropped in translation, by field",
-            ["field"], registry=self.registry,
+        self._dropped = CountedFamily(
+            "mcp_tasks_proxy_dropped_fields", "Task fields dropped in translation, by field", ["field"], self.registry,
         )
         self._live_sources: dict[str, list[Callable[[], int]]] = {}
         self.tool_tasks = ToolTasks()
@@ -123,12 +121,6 @@ class Metrics:
         self.registry.register(_ToolResults(self.recorder))
         self.lasting: Any = None
         """`proxy.observe.lasting.Lasting` once the application keeps the figures in its store."""
-        # Pre-bound label children: one dict lookup per event instead of prometheus_client's
-        # labels() (validation, lock). Bounded: every label value comes from a fixed set, a
-        # backend name or a JSON-RPC error code.
-        self._request_children: dict[tuple[str, str, str, str], Counter] = {}
-        self._upstream_children: dict[tuple[str, str], Histogram] = {}
-        self._dropped_children: dict[str, Counter] = {}
 
     def watch_loop(self, lag: Any) -> None:
         """Export `lag` (`proxy.overload.LoopLag`) at scrape time: `mcp_tasks_proxy_event_loop_lag_seconds`
@@ -139,45 +131,27 @@ class Metrics:
 
     def request(self, face: str, backend_dialect: str, method: str | None, outcome: str) -> None:
         """Count one answered request."""
-        key = (face, backend_dialect, method_label(method), outcome)
-        child = self._request_children.get(key)
-        if child is None:
-            child = self._request_children[key] = self._requests.labels(*key)
-        child.inc()
+        self._requests.inc((face, backend_dialect, method_label(method), outcome))
 
     def failure(self, backend: str, client_dialect: str, backend_dialect: str, failure: tuple[str, str]) -> None:
         """Count one answer that was not ok under its (reason, by) (`translators.failures`)."""
-        key = (backend, client_dialect, backend_dialect, *failure)
-        child = self._failure_children.get(key)
-        if child is None:
-            child = self._failure_children[key] = self._failures.labels(*key)
-        child.inc()
+        self._failures.inc((backend, client_dialect, backend_dialect, *failure))
 
     def repaired(self, client_dialect: str, repairs: tuple[str, ...]) -> None:
         """Count the repairs the proxy made for one request (`translators.failures.REPAIRS`)."""
         for repair in repairs:
-            child = self._repair_children.get((client_dialect, repair))
-            if child is None:
-                child = self._repair_children[(client_dialect, repair)] = self._repairs.labels(client_dialect, repair)
-            child.inc()
+            self._repairs.inc((client_dialect, repair))
 
     def upstream(self, backend: str, method: str, seconds: float) -> None:
         """Record the latency of one upstream request."""
-        key = (backend, method_label(method))
-        child = self._upstream_children.get(key)
-        if child is None:
-            child = self._upstream_children[key] = self._upstream.labels(*key)
-        child.observe(seconds)
+        self._upstream.observe((backend, method_label(method)), seconds)
         self.recorder.upstream(backend, seconds)
 
     def dropped(self, fields: Iterable[str], where: str) -> None:
         """Count (and log at debug level) task fields dropped in translation; `where` names the
         message they came in (for the log line)."""
         for field in fields:
-            child = self._dropped_children.get(field)
-            if child is None:
-                child = self._dropped_children[field] = self._dropped.labels(field)
-            child.inc()
+            self._dropped.inc((field,))
             log.debug("dropped task field %s from %s (the other dialect cannot carry it)", field, where)
 
     def track_live(self, source: Callable[[], int], backend: str = "main") -> None:
