@@ -109,7 +109,9 @@ def decode_header_value(value: str) -> str:
 def encode_header_value(value: str) -> str:
     """The header-safe form of `value`: itself when plain visible ASCII (no edge whitespace) and not
     sentinel-shaped, else `=?base64?…?=` (inverse of `decode_header_value`)."""
-    plain = value == value.strip(" \t") and all(c in "\t" or 0x20 <= ord(c) <= 0x7E for c in value)
+    # Visible ASCII, space and tab: for ASCII text `isprintable` is exactly 0x20-0x7E (C-level
+    # passes, where a loop over the characters cost a relayed call 8,000 to 27,000 instructions).
+    plain = value.isascii() and value == value.strip(" \t") and (value.isprintable() or value.replace("\t", "").isprintable())
     looks_encoded = value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX)
     if plain and not looks_encoded and value:
         return value

@@ -20,6 +20,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from session_support import SessionCaller
 from support import Caller, free_port, running_proxy
 
@@ -276,6 +278,16 @@ def test_request_ids_that_are_unsafe_to_log_are_replaced():
     for bad in ("", "a" * 129, "has space", "tab\there", "new\nline", "caf\u00e9", "\x7f"):
         replaced = request_id_from(bad)
         assert replaced != bad and len(replaced) == 32
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(["!", "~", "a", "-", " ", "\t", "\x00", "\x1f", "\x7f", "\x80", "é"]), max_size=130)
+    | st.text()
+)
+def test_a_request_id_is_kept_exactly_when_it_is_1_to_128_visible_ascii_characters(header):
+    kept = request_id_from(header) == header
+    assert kept is (1 <= len(header) <= 128 and all("!" <= c <= "~" for c in header))
 
 
 @pytest.mark.peers

@@ -284,6 +284,17 @@ def test_plain_header_safe_values_are_sent_as_is(value):
         assert encode_header_value(value) == value
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(["\t", " ", "\x00", "\x1f", "\x7f", "\x80", "é", "\u2028", "a", "=", "?", "~", "!"]))
+    | st.text()
+)
+def test_a_value_goes_as_it_is_exactly_when_it_is_header_safe_and_not_sentinel_shaped(value):
+    # `_header_safe` spells the rule out character by character; `encode_header_value` checks it in C-level passes.
+    sentinel_shaped = value.startswith("=?base64?") and value.endswith("?=")
+    assert (encode_header_value(value) == value) is (_header_safe(value) and not sentinel_shaped)
+
+
 # --- strip / add envelope ----------------------------------------------------------------------
 
 
