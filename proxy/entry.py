@@ -53,6 +53,7 @@ from .faces.checks import (
     read_body,
     refuse_ambiguous_caller,
     refuse_conflicting_duplicates,
+    whole_body,
 )
 from .faces.modern import AnswerStream, ModernRequest, write_reply
 from .faces.session import KEEPALIVE_S, SessionFace
@@ -122,7 +123,9 @@ class Entry:
         the call had reached (the fleet's first before it is routed)."""
         call = Call(request, self.fleet.first.backend)
         try:
-            call.body = await read_body(request, self.settings.max_body_bytes, self.settings.body_timeout_ms / 1000)
+            body = whole_body(request, self.settings.max_body_bytes)  # arrived with the head: no coroutine
+            call.body = body if body is not None else await read_body(request, self.settings.max_body_bytes,
+                                                                      self.settings.body_timeout_ms / 1000)
             message = call.message = jsonrpc.parse(call.body)
             refuse_ambiguous_caller(request, self._caller_headers)
             params = message.params
@@ -311,7 +314,8 @@ class Entry:
             # Begun before a restart, or on another worker or replica: the store may know its client.
             client = call.client = await backend.metrics.lasting.session_client(session_id)
         if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §9)
-            held = await member.held_sessions.intercept(request, message, upstream_id)
+            answering = member.held_sessions.intercept(request, message, upstream_id)
+            held = await answering if answering is not None else None
             if held is not None:  # answered by the proxy: the session is in use all the same (decision 140)
                 backend.connector.session_used(upstream_id)
                 if session_id is not None:

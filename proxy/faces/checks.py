@@ -109,23 +109,31 @@ def refuse_ambiguous_caller(request: web.Request, names: tuple[istr, ...]) -> No
             raise McpError(INVALID_REQUEST, f"{name} header sent more than once with different values", http_status=400)
 
 
-async def read_body(request: web.Request, limit: int, timeout_s: float = 30.0) -> bytes:
-    """The request body, at most `limit` bytes, of Content-Type application/json, received within
-    `timeout_s` seconds (a client that trickles its body cannot hold a connection for ever).
-
-    Raises `McpError` with HTTP 413 (too large), 415 (another media type) or 408 (too slow).
-    """
+def whole_body(request: web.Request, limit: int) -> bytes | None:
+    """`read_body`'s checks, and the body when it arrived whole with the headers (the common case:
+    no coroutine, no reading to time); None when more is to be read (`read_body`)."""
     if request.content_length is not None and request.content_length > limit:
         raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type != JSON:
         raise McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
     content = request.content
-    if content.is_eof():
-        # The whole body has arrived with the headers (the common case): no reading to time.
-        body = content.read_nowait()
-        if len(body) > limit:
-            raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+    if not content.is_eof():
+        return None
+    body = content.read_nowait()
+    if len(body) > limit:
+        raise McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+    return body
+
+
+async def read_body(request: web.Request, limit: int, timeout_s: float = 30.0) -> bytes:
+    """The request body, at most `limit` bytes, of Content-Type application/json, received within
+    `timeout_s` seconds (a client that trickles its body cannot hold a connection for ever).
+
+    Raises `McpError` with HTTP 413 (too large), 415 (another media type) or 408 (too slow).
+    """
+    body = whole_body(request, limit)
+    if body is not None:
         return body
     chunks: list[bytes] = []
     size = 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -44,6 +45,9 @@ from ..faces.checks import json_response, stream_to
 from ..sse import sse_frame
 from ..upstream.session_wire import SessionLost
 from .held import POLL_MS, HeldCalls
+
+_MAY_CONCERN_HELD = frozenset({"tools/list", "tasks/list", "tasks/get", "tasks/result", "tasks/cancel"})
+"""Requests `intercept` looks at (with a `tools/call` that asks for a task)."""
 
 
 class HeldSessions:
@@ -64,10 +68,21 @@ class HeldSessions:
         ref = self.keyring.opened_task_id(task_id, owner)  # not raising: most ids are relayed tasks' (decision 143)
         return ref.task if ref is not None and (ref.backend, ref.session) == (self.backend.name, HELD_SESSION) else None
 
-    async def intercept(self, request: web.Request, message: jsonrpc.Message, upstream_id: str | None) -> web.StreamResponse | None:
-        """Answer `message` on a relayed v1 session when it concerns held tasks; None: relay it."""
+    def intercept(self, request: web.Request, message: jsonrpc.Message,
+                  upstream_id: str | None) -> Coroutine[Any, Any, web.StreamResponse | None] | None:
+        """What answers `message` on a relayed v1 session when it may concern held tasks (a
+        coroutine, whose None says: relay it after all); None: relay it. (A plain function: a
+        `tools/call` without `params.task`, most of a session's requests, costs no coroutine.)"""
         if not self.held.on or upstream_id is None or self.backend.dialect != "v1":
             return None
+        if message.kind == "request" and message.method not in _MAY_CONCERN_HELD and not (
+                message.method == "tools/call" and isinstance(message.params.get("task"), dict)):
+            return None
+        if message.kind != "request" and message.kind != "response":
+            return None
+        return self._intercept(request, message, upstream_id)
+
+    async def _intercept(self, request: web.Request, message: jsonrpc.Message, upstream_id: str) -> web.StreamResponse | None:
         owner = self.owner(upstream_id)
         if message.kind == "response":
             return await self._answer(message, owner)
