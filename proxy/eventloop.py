@@ -1,8 +1,9 @@
 """The event loop `mcp-tasks-proxy serve` runs on: uvloop when it is installed, else asyncio's own.
 
-uvloop is optional (`pip install 'mcp-tasks-proxy[fast]'`): on the benchmark it cuts the proxy's
-CPU per call by about a tenth (docs/performance.md). `MCP_TASKS_PROXY_EVENT_LOOP` chooses:
-`auto` (the default: uvloop if importable), `uvloop` (required: an error when missing) or `asyncio`.
+uvloop is a dependency wherever it exists (not on Windows; docs/decisions.md §188): it takes 12 to
+16 % off the instructions of a call through the proxy (docs/performance.md).
+`MCP_TASKS_PROXY_EVENT_LOOP` chooses: `auto` (the default: uvloop if importable), `uvloop`
+(required: an error when missing) or `asyncio`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def loop_factory(environ: Mapping[str, str] = os.environ) -> tuple[str, Callable
         import uvloop
     except ImportError:
         if choice == "uvloop":
-            raise RuntimeError(f"{ENV_EVENT_LOOP}=uvloop but uvloop is not installed (pip install 'mcp-tasks-proxy[fast]')") from None
+            raise RuntimeError(f"{ENV_EVENT_LOOP}=uvloop but uvloop is not installed (it is a dependency where it exists: "
+                               "not on Windows)") from None
         return "asyncio", None
     return "uvloop", uvloop.new_event_loop
 

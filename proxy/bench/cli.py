@@ -73,7 +73,7 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     bench.add_argument("--rows", metavar="LIST", help="only these rows, e.g. direct,relay (default: all)")
     bench.add_argument("--scenarios", metavar="LETTERS", help="only these scenarios, e.g. ab (default abc)")
     bench.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
-                       help="the proxy's event loop (default auto: uvloop when installed, the `fast` extra)")
+                       help="the proxy's event loop (default auto: uvloop where it is installed, as serve chooses)")
     bench.add_argument("--store", choices=["sqlite", "redis"], default="sqlite",
                        help="the proxy rows' state store (default sqlite; redis: a redis-server started on loopback)")
     bench.add_argument("--workers", default="1", metavar="N[,M]",

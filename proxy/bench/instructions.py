@@ -11,8 +11,9 @@ the proxy under `valgrind --tool=callgrind` in front of it, one client that warm
 (imports, caches, its session), then `callgrind_control --zero`, `calls` calls, and
 `callgrind_control --dump`; the dump's total is the instructions of exactly those calls (every
 thread of the proxy, its SQLite and event loop included). Valgrind (Debian's package) is
-installed with apt-get when missing. The proxy runs the asyncio event loop by default: uvloop's
-C loop counts differently, and both sides of a comparison must use the same. With
+installed with apt-get when missing. The proxy runs on the loop `serve` would choose here (uvloop
+where it is installed, as it is by default); `--event-loop asyncio` counts asyncio's own. The two
+count differently: both sides of a comparison must use the same. With
 `--against-upstream` the fast upstream runs under callgrind too, zeroed and dumped with the
 proxy: its instructions for the same calls, and the proxy's ÷ the upstream's (issue 45's CPU
 ratio, counted rather than timed).
@@ -241,9 +242,9 @@ def main(args: argparse.Namespace) -> int:
               "child, not counted)", file=sys.stderr)
         return 2
     calls = args.calls if args.calls is not None else DEFAULT_CALLS
-    event_loop = "asyncio" if args.event_loop == "auto" else args.event_loop
     try:  # refused here, in one line, rather than by the proxy failing to start under valgrind
-        loop_factory({ENV_EVENT_LOOP: event_loop})
+        # auto: the loop `serve` would run on here (uvloop where it is installed), named, so that the table says which
+        event_loop = loop_factory({ENV_EVENT_LOOP: args.event_loop})[0]
     except RuntimeError as exc:
         print(f"mcp-tasks-proxy bench --instructions: {exc}", file=sys.stderr)
         return 2

@@ -57,9 +57,6 @@ PEERS: dict[str, tuple[str, ...]] = {
         "starlette==1.10.0",
         "uvicorn==0.54.0",
     ),
-    # uvloop, the `fast` extra's event loop: the proxy's own interpreter runs on it with this
-    # environment's packages on its path (tests/operations/test_uvloop_serve.py).
-    "uvloop": ("uvloop==0.23.0",),
     # v2-modern server and client: the SEP-2663 tasks extension.
     "fastmcp4": (
         "fastmcp==4.1.4",

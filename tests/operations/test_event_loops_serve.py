@@ -1,12 +1,12 @@
-"""`serve` on uvloop, the event loop the `fast` extra brings and `auto` then takes (docs/decisions.md
-§135): the rest of the suite runs the proxy on asyncio's loop, and the stdio connector reads its
-child's pipes through the loop's own transports, which differ. Here the proxy runs as its own
-process on uvloop (`MCP_TASKS_PROXY_EVENT_LOOP=uvloop`, which fails without it) in front of the
-fast upstream over HTTP and on stdio, and the benchmark's clients check every answer exactly."""
+"""`serve` on each event loop it may run on (docs/decisions.md §135, §188): uvloop, the default
+where it exists, which the proxy processes the suite starts run on, and asyncio's own loop
+(`MCP_TASKS_PROXY_EVENT_LOOP=asyncio`), which the in-process proxies of the rest of the suite run
+on. The stdio connector reads its child's pipes through the loop's own transports, which differ.
+Here the proxy runs as its own process on each (`uvloop` fails without it) in front of the fast
+upstream over HTTP and on stdio, and the benchmark's clients check every answer exactly."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import aiohttp
@@ -14,19 +14,11 @@ import pytest
 
 from proxy.bench.clients import PROGRESS_COUNT, ModernClient, SessionClient
 from proxy.bench.targets import AnnouncingProcess, start_fast_upstream
-from proxy.demo.peers import ensure_peer_env
 from proxy.eventloop import ENV_EVENT_LOOP
 from proxy.keys import new_key_text
 
-pytestmark = pytest.mark.peers
+pytestmark = pytest.mark.slow  # a proxy process per case, each running lifecycles and streams
 UPSTREAM_ON_STDIO = f"{sys.executable} -m proxy.bench.upstream --wire stdio --poll-interval-ms 50"
-
-
-def _uvloop_path() -> str:
-    python = ensure_peer_env("uvloop")
-    return subprocess.check_output(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], text=True
-    ).strip()
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +30,14 @@ def upstream():
         server.stop()
 
 
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize("wire", ["http", "stdio"])
-async def test_the_proxy_on_uvloop_relays_and_translates_calls_lifecycles_and_streams(wire, upstream, tmp_path):
+async def test_the_proxy_on_each_loop_relays_and_translates_calls_lifecycles_and_streams(wire, loop, upstream, tmp_path):
     config = tmp_path / "proxy.toml"
     config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
     target = ["--upstream", upstream.url] if wire == "http" else ["--upstream-command", UPSTREAM_ON_STDIO]
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--listen", "127.0.0.1:0", *target]
-    env = {
-        "MCP_TASKS_PROXY_KEY": new_key_text(),
-        ENV_EVENT_LOOP: "uvloop",
-        "PYTHONPATH": _uvloop_path(),
-    }
+    env = {"MCP_TASKS_PROXY_KEY": new_key_text(), ENV_EVENT_LOOP: loop}
     proxy = AnnouncingProcess.start(argv, env=env, ready_timeout_s=60)
     try:
         answered = []
@@ -66,5 +55,5 @@ async def test_the_proxy_on_uvloop_relays_and_translates_calls_lifecycles_and_st
     finally:
         proxy.stop()
     assert answered == [("SessionClient", 0, 0, PROGRESS_COUNT)] * 3 + [("ModernClient", 0, 0, PROGRESS_COUNT)] * 3
-    assert "event loop: uvloop" in output
+    assert f"event loop: {loop}" in output
     assert "Traceback" not in output
