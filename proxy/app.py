@@ -205,11 +205,22 @@ def _with_request_id(handler: Callable[[web.Request], Awaitable[web.StreamRespon
     return identified
 
 
-async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+class _EchoRequestId:
     """`X-Request-Id` on every response, streamed ones included (set as headers are sent); an
-    answer no handler of ours gave (aiohttp's 404 or 405 for another path) gets one here."""
-    request_id = request.get(REQUEST_ID_KEY)
-    response.headers[REQUEST_ID_HEADER] = request_id or request_id_from(request.headers.get(REQUEST_ID_HEADER))
+    answer no handler of ours gave (aiohttp's 404 or 405 for another path) gets one here. An
+    `on_response_prepare` receiver with a plain twin, `now`, that the lean face calls
+    (`proxy.lean_face.prepare_now`)."""
+
+    async def __call__(self, request: web.Request, response: web.StreamResponse) -> None:
+        self.now(request, response)
+
+    @staticmethod
+    def now(request: web.Request, response: web.StreamResponse) -> None:
+        request_id = request.get(REQUEST_ID_KEY)
+        response.headers[REQUEST_ID_HEADER] = request_id or request_id_from(request.headers.get(REQUEST_ID_HEADER))
+
+
+_echo_request_id = _EchoRequestId()
 
 
 async def _startup(app: web.Application) -> None:

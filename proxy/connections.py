@@ -245,7 +245,11 @@ class BoundedRequestHandler(RequestHandler):
             else:  # a whole JSON answer: its head as aiohttp's would be, and the body, in one write
                 keep_alive = response._keep_alive if response._keep_alive is not None else not message.should_close
                 finish_head(response, body, keep_alive)
-                await request._prepare_hook(response)  # the application's on_response_prepare (X-Request-Id)
+                if target.prepare is None:
+                    await request._prepare_hook(response)  # the application's on_response_prepare (X-Request-Id)
+                else:  # the same receivers, each as a plain function (`prepare_now`)
+                    for now in target.prepare:
+                        now(request, response)
                 transport = self.transport
                 if transport is not None:  # else its client has gone (and this task is cancelled)
                     transport.write(head_bytes(response) + body)

@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import UrlMappingMatchInfo
 
 from .connections import BoundedRequestHandler, ConnectionLimits, drain_connections
-from .lean_face import LeanTarget
+from .lean_face import LeanTarget, prepare_now
 
 
 class BoundedSite(web.BaseSite):
@@ -112,7 +112,7 @@ def lean_targets(app: web.Application, paths: Collection[str]) -> dict[str, Lean
                 match_info = UrlMappingMatchInfo({}, route)
                 match_info.add_app(app)
                 match_info.freeze()
-                targets[path] = LeanTarget(path, route.handler, match_info)
+                targets[path] = LeanTarget(path, route.handler, match_info, prepare_now(app.on_response_prepare))
     return targets
 
 

@@ -9,7 +9,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.http_writer import HttpVersion11
 from support import read_by_aiohttp
 
-from proxy.lean_face import MAX_BODY, LeanTarget, finish_head, head_bytes, plain_body, whole_post
+from proxy.lean_face import MAX_BODY, LeanTarget, finish_head, head_bytes, plain_body, prepare_now, whole_post
 
 TARGET = LeanTarget("/mcp", None, None)
 TARGETS = {"/mcp": TARGET}
@@ -152,3 +152,15 @@ def test_a_header_value_holding_a_line_break_is_refused_when_written() -> None:
     finish_head(response, b"{}", keep_alive=True)
     with pytest.raises(ValueError):
         head_bytes(response)
+
+
+def test_prepare_hooks_run_as_plain_functions_only_when_every_receiver_has_one() -> None:
+    from proxy.app import _echo_request_id
+
+    async def plain_coroutine(request: object, response: object) -> None:
+        pass
+
+    assert prepare_now([_echo_request_id]) == (_echo_request_id.now,)
+    assert prepare_now([]) == ()
+    assert prepare_now([_echo_request_id, plain_coroutine]) is None
+
