@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from .metrics import Metrics
 from .observe.status import status_json, status_page
 from .pairings import Relay, V2OverV1
 from .pairings.held import drain
+from .request_ids import REQUEST_ID_KEY, echo_request_id, with_request_id
 from .rollout import control, driver
 from .state.health import store_not_ready
 from .state.opening import open_store, reach
@@ -49,7 +50,6 @@ from .upstream.tls import checked_at_start, face_reload
 log = logging.getLogger(__name__)
 
 STATE: web.AppKey[ProxyState] = web.AppKey("state")
-REQUEST_ID_KEY = web.RequestKey("request_id", str)
 READY_PROBE_TIMEOUT_S = 5.0
 
 
@@ -106,7 +106,7 @@ async def _get_or_delete(request: web.Request) -> web.StreamResponse:
 
 
 async def _post(request: web.Request) -> web.StreamResponse:
-    """Every POST, with its request id set inline (what `_with_request_id` does for the other
+    """Every POST, with its request id set inline (what `with_request_id` does for the other
     routes): the relay's path, one coroutine less per request."""
     entry = request.app[STATE].entry
     assert entry is not None, "the application has not started"
@@ -190,37 +190,6 @@ async def _status_page(request: web.Request) -> web.Response:
     return await status_page(request, state.fleet, state.metrics.recorder, state.settings.status_token, state.lasting)
 
 
-def _with_request_id(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """`handler` with the request's id (see `proxy.logs.request_id_from`) for log lines and the
-    response (`_post` does the same inline: one coroutine less on the relay's path)."""
-
-    async def identified(request: web.Request) -> web.StreamResponse:
-        request_id = request[REQUEST_ID_KEY] = request_id_from(request.headers.get(REQUEST_ID_HEADER))
-        token = REQUEST_ID.set(request_id)
-        try:
-            return await handler(request)
-        finally:
-            REQUEST_ID.reset(token)
-
-    return identified
-
-
-class _EchoRequestId:
-    """`X-Request-Id` on every response, streamed ones included (set as headers are sent); an
-    answer no handler of ours gave (aiohttp's 404 or 405 for another path) gets one here. An
-    `on_response_prepare` receiver with a plain twin, `now`, that the lean face calls
-    (`proxy.lean_face.prepare_now`)."""
-
-    async def __call__(self, request: web.Request, response: web.StreamResponse) -> None:
-        self.now(request, response)
-
-    @staticmethod
-    def now(request: web.Request, response: web.StreamResponse) -> None:
-        request_id = request.get(REQUEST_ID_KEY)
-        response.headers[REQUEST_ID_HEADER] = request_id or request_id_from(request.headers.get(REQUEST_ID_HEADER))
-
-
-_echo_request_id = _EchoRequestId()
 
 
 async def _startup(app: web.Application) -> None:
@@ -408,17 +377,17 @@ def create_app(settings: Settings, *, environ: Mapping[str, str] = os.environ, k
     app[STATE] = ProxyState(settings, keyring, store=store, own_store=own_store, tracer_provider=tracer_provider)
     for route in settings.endpoint_paths:
         app.router.add_post(route, _post)
-        app.router.add_get(route, _with_request_id(_get_or_delete), allow_head=False)
-        app.router.add_delete(route, _with_request_id(_get_or_delete))
-    app.router.add_get("/healthz", _with_request_id(_healthz))
-    app.router.add_get("/readyz", _with_request_id(_readyz))
-    app.router.add_get("/metrics", _with_request_id(_metrics))
-    app.router.add_get("/status", _with_request_id(_status_page))
-    app.router.add_get("/status.json", _with_request_id(_status_json))
-    app.router.add_routes([web.route(method, "/rollout", _with_request_id(_rollout)) for method in ("GET", "POST")])  # others: 405
+        app.router.add_get(route, with_request_id(_get_or_delete), allow_head=False)
+        app.router.add_delete(route, with_request_id(_get_or_delete))
+    app.router.add_get("/healthz", with_request_id(_healthz))
+    app.router.add_get("/readyz", with_request_id(_readyz))
+    app.router.add_get("/metrics", with_request_id(_metrics))
+    app.router.add_get("/status", with_request_id(_status_page))
+    app.router.add_get("/status.json", with_request_id(_status_json))
+    app.router.add_routes([web.route(method, "/rollout", with_request_id(_rollout)) for method in ("GET", "POST")])  # others: 405
     for route in metadata_routes(settings):
-        app.router.add_get(route, _with_request_id(_protected_resource))
-    app.on_response_prepare.append(_echo_request_id)
+        app.router.add_get(route, with_request_id(_protected_resource))
+    app.on_response_prepare.append(echo_request_id)
     app.on_startup.append(_startup)
     app.on_shutdown.append(_shutdown)
     app.on_cleanup.append(_cleanup)

@@ -155,12 +155,11 @@ def test_a_header_value_holding_a_line_break_is_refused_when_written() -> None:
 
 
 def test_prepare_hooks_run_as_plain_functions_only_when_every_receiver_has_one() -> None:
-    from proxy.app import _echo_request_id
+    from proxy.request_ids import echo_request_id
 
     async def plain_coroutine(request: object, response: object) -> None:
         pass
 
-    assert prepare_now([_echo_request_id]) == (_echo_request_id.now,)
+    assert prepare_now([echo_request_id]) == (echo_request_id.now,)
     assert prepare_now([]) == ()
-    assert prepare_now([_echo_request_id, plain_coroutine]) is None
-
+    assert prepare_now([echo_request_id, plain_coroutine]) is None
