@@ -57,7 +57,7 @@ class CountedFamily(Collector):
         created = _created_series()
         total, created_name = self.name + "_total", self.name + "_created"
         for values, count in list(self.counts.items()):
-            labels = dict(zip(self.labelnames, values, strict=True))
+            labels = dict(zip(self.labelnames, map(str, values), strict=True))  # as `labels()` made them
             family.add_sample(total, labels, float(count))
             if created:
                 family.add_sample(created_name, labels, self._created[values])
@@ -69,7 +69,8 @@ class CountedFamily(Collector):
 
 class LatencyFamily(Collector):
     """A histogram family `name` with `labelnames` and the upper `bounds` of its buckets (`+Inf`
-    added), registered in `registry`. `observe(values, seconds)` counts one duration."""
+    added), registered in `registry`. `observe(values, seconds)` counts one duration (a NaN, which
+    no clock gives, would land in the first bucket, where prometheus_client counts it in none)."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], bounds: Sequence[float],
                  registry: CollectorRegistry):
@@ -99,7 +100,7 @@ class LatencyFamily(Collector):
         created = _created_series()
         bucket, count_name, sum_name, created_name = (self.name + suffix for suffix in ("_bucket", "_count", "_sum", "_created"))
         for values, series in list(self.series.items()):
-            labels = dict(zip(self.labelnames, values, strict=True))
+            labels = dict(zip(self.labelnames, map(str, values), strict=True))  # as `labels()` made them
             cumulative = 0.0
             for le, count in zip(self._les, series, strict=False):  # the sum, last, is not a bucket
                 cumulative += count

@@ -115,3 +115,11 @@ def test_bucket_bounds_that_are_not_finite_distinct_and_increasing_are_refused(b
         ValueError, match=r"^mcp_tasks_proxy_wait_seconds: bucket bounds must be finite, distinct and in increasing order$"
     ):
         LatencyFamily("mcp_tasks_proxy_wait_seconds", "Waits", ["backend"], bounds, CollectorRegistry())
+
+
+def test_label_values_are_exposed_as_text_as_prometheus_clients_labels_makes_them() -> None:
+    theirs, ours = _both()
+    Counter("mcp_tasks_proxy_things", "Things", ["code"], registry=theirs).labels(-32603).inc()
+    CountedFamily("mcp_tasks_proxy_things", "Things", ["code"], ours).inc((-32603,))  # type: ignore[arg-type]
+    assert _samples(ours) == _samples(theirs)
+    assert _text(ours) == _text(theirs)
