@@ -17,6 +17,13 @@ _CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 _C1_AND_DEL = re.compile("[\x7f-\x9f]")
 
 
+def visible_ascii(text: str) -> bool:
+    """Whether `text` is one or more visible ASCII characters (0x21-0x7E: no space, no control
+    character), in C-level passes (ASCII `isprintable` is 0x20-0x7E): what an id may be that is
+    echoed, logged or passed on as it is (a request id, a backend's session id)."""
+    return bool(text) and text.isascii() and text.isprintable() and " " not in text
+
+
 def _shown(match: re.Match[str]) -> str:
     return f"\\x{ord(match.group()):02x}"
 

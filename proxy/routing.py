@@ -22,6 +22,7 @@ from translators.protocol import MRTR_METHODS, TASK_METHODS_V2
 from translators.sealing import RELAY_SESSION, RELAY_STATE, Keyring
 
 from .fleet import Fleet, FleetMember
+from .printable import visible_ascii
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
 
 T = TypeVar("T")
@@ -165,7 +166,8 @@ class Router:
             return None if owner is None else (owner, None)
         name, upstream_id, bound = opened
         member = self.fleet.get(name)
-        if member is None or not _visible_ascii(upstream_id) or bound == member.backend.connector.KNOWS_CALLERS:
+        # visible ASCII: the characters the session wire allows in a session id (core 2025-11-25, Session Management)
+        if member is None or not visible_ascii(upstream_id) or bound == member.backend.connector.KNOWS_CALLERS:
             return None  # a backend no longer configured, an id no backend could have given, or sealed the other way
         return member, upstream_id
 
@@ -179,9 +181,3 @@ class Router:
         if fields is None or len(fields) != 2:
             return None
         return fields[0], fields[1], bound
-
-
-def _visible_ascii(session_id: str) -> bool:
-    """Whether `session_id` is a session id a backend may hand out: visible ASCII (0x21–0x7E),
-    the characters the session wire allows (core 2025-11-25, Session Management)."""
-    return bool(session_id) and session_id.isascii() and session_id.isprintable() and " " not in session_id

@@ -31,18 +31,36 @@ def _created_series() -> bool:
     return bool(getattr(client_metrics, "_use_created", True))
 
 
-class CountedFamily(Collector):
-    """A counter family `name` (exported as `<name>_total`) with `labelnames`, registered in
-    `registry`. `inc(values)` counts one event under `values` (one per label, in order)."""
+class _Family(Collector):
+    """What both kinds of family share: `name`, `documentation`, `labelnames`, when each label set
+    was first seen (its `_created` sample), and registration in `registry`."""
+
+    TYPE = ""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry):
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
-        self.counts: dict[LabelValues, int] = {}
-        """Events by label values: read by tests and by `collect`."""
         self._created: dict[LabelValues, float] = {}
         registry.register(self)
+
+    def _labels(self, values: LabelValues) -> dict[str, str]:
+        return dict(zip(self.labelnames, map(str, values), strict=True))  # as `labels()` made them
+
+    def describe(self) -> Iterable[Metric]:
+        yield Metric(self.name, self.documentation, self.TYPE)
+
+
+class CountedFamily(_Family):
+    """A counter family `name` (exported as `<name>_total`) with `labelnames`, registered in
+    `registry`. `inc(values)` counts one event under `values` (one per label, in order)."""
+
+    TYPE = "counter"
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry):
+        self.counts: dict[LabelValues, int] = {}
+        """Events by label values: read by tests and by `collect`."""
+        super().__init__(name, documentation, labelnames, registry)
 
     def inc(self, values: LabelValues) -> None:
         counts = self.counts
@@ -53,38 +71,33 @@ class CountedFamily(Collector):
         counts[values] = count + 1
 
     def collect(self) -> Iterable[Metric]:
-        family = Metric(self.name, self.documentation, "counter")
+        family = Metric(self.name, self.documentation, self.TYPE)
         created = _created_series()
         total, created_name = self.name + "_total", self.name + "_created"
         for values, count in list(self.counts.items()):
-            labels = dict(zip(self.labelnames, map(str, values), strict=True))  # as `labels()` made them
+            labels = self._labels(values)
             family.add_sample(total, labels, float(count))
             if created:
                 family.add_sample(created_name, labels, self._created[values])
         yield family
 
-    def describe(self) -> Iterable[Metric]:
-        yield Metric(self.name, self.documentation, "counter")
 
-
-class LatencyFamily(Collector):
+class LatencyFamily(_Family):
     """A histogram family `name` with `labelnames` and the upper `bounds` of its buckets (`+Inf`
     added), registered in `registry`. `observe(values, seconds)` counts one duration (a NaN, which
     no clock gives, would land in the first bucket, where prometheus_client counts it in none)."""
 
+    TYPE = "histogram"
+
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], bounds: Sequence[float],
                  registry: CollectorRegistry):
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
         self.bounds = tuple(float(bound) for bound in bounds)
         if list(self.bounds) != sorted(set(self.bounds)) or not self.bounds or self.bounds[-1] == INF:
             raise ValueError(f"{name}: bucket bounds must be finite, distinct and in increasing order")
         self._les = [floatToGoString(bound) for bound in (*self.bounds, INF)]  # type: ignore[no-untyped-call]
         self.series: dict[LabelValues, list[float]] = {}
         """By label values: each bucket's own count (not cumulative; the last is `+Inf`'s), then the sum."""
-        self._created: dict[LabelValues, float] = {}
-        registry.register(self)
+        super().__init__(name, documentation, labelnames, registry)
 
     def observe(self, values: LabelValues, seconds: float) -> None:
         series = self.series.get(values)
@@ -96,11 +109,11 @@ class LatencyFamily(Collector):
         series[-1] += seconds
 
     def collect(self) -> Iterable[Metric]:
-        family = Metric(self.name, self.documentation, "histogram")
+        family = Metric(self.name, self.documentation, self.TYPE)
         created = _created_series()
         bucket, count_name, sum_name, created_name = (self.name + suffix for suffix in ("_bucket", "_count", "_sum", "_created"))
         for values, series in list(self.series.items()):
-            labels = dict(zip(self.labelnames, map(str, values), strict=True))  # as `labels()` made them
+            labels = self._labels(values)
             cumulative = 0.0
             for le, count in zip(self._les, series, strict=False):  # the sum, last, is not a bucket
                 cumulative += count
@@ -110,6 +123,3 @@ class LatencyFamily(Collector):
             if created:
                 family.add_sample(created_name, labels, self._created[values])
         yield family
-
-    def describe(self) -> Iterable[Metric]:
-        yield Metric(self.name, self.documentation, "histogram")
