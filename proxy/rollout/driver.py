@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.5
 """How often every process reads the record and applies its weights."""
+IDLE_TICK_S = 5.0
+"""How often a process without a `[rollout]` table (and no rollout record to end) reads the record:
+only to end one a removed table left (a reload ticks at once, `reconfigured`)."""
 LEASE_MS = 5_000
 """How long the deciding process's lease lasts unless renewed (renewed every tick)."""
 RECHECK_S = 1.0
@@ -98,7 +101,7 @@ class RolloutDriver:
         """Tick every `TICK_S` until cancelled; a store that does not answer is logged once per outage."""
         while True:
             await self.tick_safely()
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(TICK_S if self.rollout is not None or self.leading else IDLE_TICK_S)
 
     async def tick_safely(self) -> None:
         try:
@@ -117,6 +120,14 @@ class RolloutDriver:
         """Read, lead, begin or judge, apply (module docstring)."""
         rollout = self.rollout
         stored = await self.store.read()
+        if rollout is None and (stored is None or not stored.get("fingerprint")):
+            # Nothing to run and nothing to end: the lease is not taken (and is handed on when held),
+            # so that a process with the table decides at once (docs/decisions.md §189).
+            self.record = None
+            if self.leading:
+                await self.store.release(self.process)
+            self.leading, self.leader = False, None
+            return
         self.leading = await self.store.lead(self.process, LEASE_MS)
         self.leader = self.process if self.leading else await self.store.leader()
         if rollout is None:

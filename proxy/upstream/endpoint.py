@@ -347,7 +347,8 @@ class Endpoint:
         port = target.port or (443 if target.scheme == "https" else 80)
         loop = asyncio.get_running_loop()
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, port), timeout_s)
+            async with asyncio.timeout(timeout_s):  # a bare protocol: no stream reader or writer to make and wait for
+                transport, _ = await loop.create_connection(asyncio.Protocol, target.host, port)
         except (OSError, TimeoutError) as exc:
             if self.refused_since is None:
                 self.refused_since = loop.time()
@@ -355,11 +356,7 @@ class Endpoint:
             kind = "ConnectionTimeoutError" if isinstance(exc, TimeoutError) else "ClientConnectorError"
             error = backend_unavailable(self.name, f"cannot reach it ({kind})")
             return BackendUnreachable(error.code, error.message, http_status=502)
-        writer.close()
-        try:
-            await writer.wait_closed()
-        except OSError:
-            pass  # reset by the backend as it closed: the connection was made all the same
+        transport.close()  # a reset by the backend as it closes is the transport's to drop: the connection was made
         self.refused_since = None
         return None
 

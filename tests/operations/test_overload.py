@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import aiohttp
@@ -220,3 +221,28 @@ async def test_an_overloaded_proxy_answers_or_refuses_at_once_and_counts_each_re
     assert unexpected == []
     assert tally["refused"] >= 20 and tally["answered"] >= 20 and tally["tasks_get"] > 0
     assert counted == [tally["refused"]] * 3
+
+
+async def test_the_watcher_sheds_while_the_loop_computes_and_stops_once_it_runs_on_time():
+    # The watcher itself (a timer that sets the next one), on a real loop: blocks of computation
+    # longer than the bound make its samples late and busy; once they stop, the next sample ends it.
+    lag = LoopLag(100)
+    watcher = asyncio.ensure_future(lag.watch())
+
+    def compute(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    try:
+        began = False
+        for _ in range(30):  # RUN late busy samples in a row shed new work
+            compute(0.3)  # the loop's thread busy past the bound: the sample due meanwhile runs late
+            await asyncio.sleep(0.01)  # the loop's turn: the late sample runs
+            if began := lag.shedding:
+                break
+        ended = await until(lambda: not lag.shedding, "the first sample on time to end the shedding")
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    assert (began, ended, watcher.cancelled(), lag._timer.cancelled()) == (True, True, True, True)
