@@ -99,9 +99,15 @@ class RolloutDriver:
 
     async def run(self) -> None:
         """Tick every `TICK_S` until cancelled; a store that does not answer is logged once per outage."""
+        loop = asyncio.get_running_loop()
         while True:
             await self.tick_safely()
-            await asyncio.sleep(TICK_S if self.rollout is not None or self.leading else IDLE_TICK_S)
+            quiet_until = loop.time() + IDLE_TICK_S
+            await asyncio.sleep(TICK_S)
+            # Without a rollout to run or a record to end, the record is read every IDLE_TICK_S; a
+            # reload that adds the table is ticking within TICK_S (after its own tick, `reconfigured`).
+            while self.rollout is None and not self.leading and loop.time() < quiet_until:
+                await asyncio.sleep(TICK_S)
 
     async def tick_safely(self) -> None:
         try:
