@@ -60,8 +60,9 @@ class LoopLag:
 
     async def watch(self) -> None:
         """Sample the loop's lag until cancelled (the application's lifetime). Each sample is a
-        plain timer callback that sets the next (`_tick`): no task wakes, no coroutine or future is
-        made, so an idle process spends on it a tenth of what a sleeping coroutine cost."""
+        plain timer callback (`_tick`) that reads the clock one turn of the ready queue later
+        (`_late`), where a task woken by the same timer would have run, and sets the next timer: no
+        task wakes and no coroutine or future is made (docs/decisions.md §189)."""
         loop = asyncio.get_running_loop()
         self._arm(loop, loop.time(), time.thread_time())
         try:
@@ -74,6 +75,11 @@ class LoopLag:
         self._timer = loop.call_at(started + SAMPLE_S, self._tick, loop, started, cpu)
 
     def _tick(self, loop: asyncio.AbstractEventLoop, started: float, cpu: float) -> None:
+        # A sleeping task is woken through its future: its step is queued behind every callback
+        # already ready. That wait is part of the lag a request meets, so the sample waits for it too.
+        self._timer = loop.call_soon(self._late, loop, started, cpu)
+
+    def _late(self, loop: asyncio.AbstractEventLoop, started: float, cpu: float) -> None:
         now, cpu_now = loop.time(), time.thread_time()
         self.sample(max(0.0, now - (started + SAMPLE_S)), (cpu_now - cpu) / max(now - started, 1e-9))
         self._arm(loop, now, cpu_now)

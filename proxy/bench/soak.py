@@ -110,7 +110,9 @@ class Tally:
     error_texts: list[str] = field(default_factory=list)
     killed_at: float | None = None
     """`time.monotonic()` when replica b, killed (`kill_at_s`), was gone (a zombie: every socket of
-    it closed), else None. A request sent to it before then was in flight on it."""
+    it closed) and nginx had closed its connections to it (`targets.connected_to`), else None. A request
+    sent to it before then was in flight on it, or sent by nginx on a connection it had not yet
+    seen end."""
     after_kill: dict[str, int] = field(default_factory=lambda: {kind: 0 for kind in KINDS})
     """Failed lifecycles that began after the kill, by kind."""
     after_kill_ms: list[float] = field(default_factory=list)
@@ -233,15 +235,6 @@ async def _v2_client(http: aiohttp.ClientSession, url: str, n: int, stop: float,
             await asyncio.sleep(tally.failed("v2", exc, started))
 
 
-def _gone(pid: int) -> bool:
-    """Whether process `pid` has ended (a zombie or reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except FileNotFoundError:
-        return True
-
-
 def sample_interval(duration_s: float) -> float:
     return min(SAMPLE_S, duration_s / 10)
 
@@ -302,10 +295,15 @@ async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, cl
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         signalled = time.monotonic()
-        while not all(_gone(pid) for pid in pids):
+        while not all(targets.gone(pid) for pid in pids):
+            await asyncio.sleep(0.005)
+        gone = time.monotonic()
+        port = int(replicas[1].url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        while targets.connected_to(port) and time.monotonic() - gone < targets.SEEN_CLOSED_S:
             await asyncio.sleep(0.005)
         tally.killed_at = time.monotonic()
-        log(f"soak {tally.killed_at - start:.0f} s: replica b killed (SIGKILL), gone {1000 * (tally.killed_at - signalled):.0f} ms later")
+        log(f"soak {tally.killed_at - start:.0f} s: replica b killed (SIGKILL), gone {1000 * (gone - signalled):.0f} ms later, "
+            f"nginx's connections to it closed {1000 * (tally.killed_at - gone):.0f} ms after that")
 
     try:
         watcher = asyncio.ensure_future(sampler())

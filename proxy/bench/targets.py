@@ -64,6 +64,38 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie or reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+
+
+SEEN_CLOSED_S = 5.0
+"""Longest wait, after the killed replica is gone, for nginx to close its connections to it."""
+
+
+def connected_to(port: int) -> bool:
+    """Whether a TCP connection to loopback port `port` is still open on this host's side that
+    did not close it (established, or closed by the peer but not yet by its owner): nginx's
+    kept-alive connections to a replica that died, until nginx has seen them end. Until then it
+    may still send a request on one, and a POST sent is not retried elsewhere."""
+    wanted = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                next(fh)
+                for line in fh:
+                    fields = line.split()
+                    if fields[2].endswith(wanted) and fields[3] in ("01", "08"):  # ESTABLISHED, CLOSE_WAIT
+                        return True
+        except FileNotFoundError:
+            continue
+    return False
+
+
 def children(pid: int) -> list[int]:
     """PIDs whose parent is `pid`."""
     found = []

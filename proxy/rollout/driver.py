@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 TICK_S = 0.5
 """How often every process reads the record and applies its weights."""
 IDLE_TICK_S = 5.0
-"""How often a process without a `[rollout]` table (and no rollout record to end) reads the record:
-only to end one a removed table left (a reload ticks at once, `reconfigured`)."""
+"""How often a process without a `[rollout]` table reads the record when its store is its own
+(`quiet`): only to end one a removed table left (a reload ticks at once, `reconfigured`)."""
 LEASE_MS = 5_000
 """How long the deciding process's lease lasts unless renewed (renewed every tick)."""
 RECHECK_S = 1.0
@@ -104,10 +104,17 @@ class RolloutDriver:
             await self.tick_safely()
             quiet_until = loop.time() + IDLE_TICK_S
             await asyncio.sleep(TICK_S)
-            # Without a rollout to run or a record to end, the record is read every IDLE_TICK_S; a
-            # reload that adds the table is ticking within TICK_S (after its own tick, `reconfigured`).
-            while self.rollout is None and not self.leading and loop.time() < quiet_until:
+            while self.quiet() and loop.time() < quiet_until:  # a reload that adds the table ticks at once, then every TICK_S
                 await asyncio.sleep(TICK_S)
+
+    def quiet(self) -> bool:
+        """Whether the record needs reading only every `IDLE_TICK_S`: no `[rollout]` table, and a
+        store only this process writes (SQLite, memory), so nothing but this process's own ticks
+        and actions can change the record or the lease. On a shared store (Redis) every tick
+        counts as before: the lease is renewed in each, and a process without the table that holds
+        it keeps a rollout another process's older table would begin again ended
+        (docs/decisions.md §189)."""
+        return self.rollout is None and not getattr(self.store, "shared", False)
 
     async def tick_safely(self) -> None:
         try:
@@ -126,14 +133,6 @@ class RolloutDriver:
         """Read, lead, begin or judge, apply (module docstring)."""
         rollout = self.rollout
         stored = await self.store.read()
-        if rollout is None and (stored is None or not stored.get("fingerprint")):
-            # Nothing to run and nothing to end: the lease is not taken (and is handed on when held),
-            # so that a process with the table decides at once (docs/decisions.md §189).
-            self.record = None
-            if self.leading:
-                await self.store.release(self.process)
-            self.leading, self.leader = False, None
-            return
         self.leading = await self.store.lead(self.process, LEASE_MS)
         self.leader = self.process if self.leading else await self.store.leader()
         if rollout is None:

@@ -114,6 +114,9 @@ return 0
 class RedisRollouts:
     """The record and the lease in Redis (`redis`: the store's client; `prefix`: its key prefix)."""
 
+    shared = True
+    """Every worker and replica on the same Redis reads and leads through it (`RolloutDriver.quiet`)."""
+
     def __init__(self, redis: Any, prefix: str):
         self._redis = redis
         self._record = prefix + RECORD_KEY

@@ -1,79 +1,55 @@
-"""A process without a `[rollout]` table neither takes the rollout's lease nor reads its record
-more than every `IDLE_TICK_S` (docs/decisions.md §189), and still ends a record a removed table left."""
+"""Without a `[rollout]` table, a process whose rollout store is its own (SQLite, memory) reads
+the record every `IDLE_TICK_S`; on a shared store every tick runs as before, so that the lease
+stays where it is (docs/decisions.md §189). A tick itself is unchanged: it still ends a record a
+removed table left."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from proxy.config import load
 from proxy.rollout.driver import IDLE_TICK_S, TICK_S, RolloutDriver
-from proxy.state.rollouts import MemoryRollouts
+from proxy.state.rollouts import MemoryRollouts, RedisRollouts, SqliteRollouts
+
+ROLLOUT = {"from": "main", "to": "next", "steps": [50, 100], "step_ms": 60_000}
 
 
-class CountedRollouts(MemoryRollouts):
-    """The memory record, with each call the driver makes named in `calls`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    async def read(self) -> dict[str, Any] | None:
-        self.calls.append("read")
-        return await super().read()
-
-    async def write(self, record: dict[str, Any], expected: int) -> bool:
-        self.calls.append("write")
-        return await super().write(record, expected)
-
-    async def lead(self, process: str, lease_ms: int) -> bool:
-        self.calls.append("lead")
-        return await super().lead(process, lease_ms)
-
-    async def leader(self) -> str | None:
-        self.calls.append("leader")
-        return await super().leader()
-
-    async def release(self, process: str) -> None:
-        self.calls.append("release")
-        await super().release(process)
-
-
-def _driver(tmp_path: Any, store: CountedRollouts) -> RolloutDriver:
+def _driver(tmp_path: Any, store: Any, rollout: dict[str, Any] | None = None) -> RolloutDriver:
+    upstream = [{"name": "main", "url": "http://127.0.0.1:9/mcp"}, {"name": "next", "url": "http://127.0.0.1:9/next"}]
     settings = load(
         None,
-        {"listen": "127.0.0.1:0", "upstream": [{"name": "main", "url": "http://127.0.0.1:9/mcp"}], "state_dir": str(tmp_path)},
+        {"listen": "127.0.0.1:0", "upstream": upstream, "state_dir": str(tmp_path), **({"rollout": rollout} if rollout else {})},
     )
 
     async def figures() -> Any:
-        raise AssertionError("no figures are read without a rollout")
+        raise AssertionError("no figures are read here")
 
     driver = RolloutDriver(settings, fleet=None, store=store, figures=figures, shadow=lambda name, figures: None)  # type: ignore[arg-type]
     driver.process = "p1"
     return driver
 
 
-async def test_without_a_table_the_driver_reads_the_record_and_nothing_else(tmp_path):
-    store = CountedRollouts()
-    driver = _driver(tmp_path, store)
-    for _ in range(3):
-        await driver.tick()
-    assert (store.calls, driver.leading, driver.leader, driver.snapshot()) == (["read"] * 3, False, None, None)
-    assert (TICK_S, IDLE_TICK_S) == (0.5, 5.0)
+def test_only_a_process_without_a_table_on_a_store_of_its_own_reads_the_record_less_often(tmp_path):
+    db = sqlite3.connect(tmp_path / "rollout.db")
+    own = (MemoryRollouts(), SqliteRollouts(lambda: db))
+    shared = RedisRollouts.__new__(RedisRollouts)  # its attributes only: no Redis is asked
+    quiet = [_driver(tmp_path, store).quiet() for store in (*own, shared)]
+    with_table = _driver(tmp_path, MemoryRollouts(), ROLLOUT).quiet()
+    db.close()
+    assert (quiet, with_table, TICK_S, IDLE_TICK_S) == ([True, True, False], False, 0.5, 5.0)
 
 
-async def test_without_a_table_a_lease_held_is_handed_on_and_a_record_left_is_ended(tmp_path):
-    store = CountedRollouts()
+async def test_without_a_table_a_tick_ends_a_record_left_and_keeps_the_lease(tmp_path):
+    store = MemoryRollouts()
     await store.write({"fingerprint": "f1", "version": 3, "state": "running"}, 0)
     driver = _driver(tmp_path, store)
-    store.calls.clear()
-    await driver.tick()  # a record to end: the lease is taken, the record ended
+    await driver.tick()
     ended = await store.read()
-    await driver.tick()  # nothing left to end: the lease is handed on
-    assert store.calls == ["read", "lead", "write", "read", "read", "release"]
-    assert (ended["fingerprint"], ended["version"], ended["was"], driver.leading, await store.leader()) == (
-        "",
-        4,
-        "running",
-        False,
-        None,
+    await driver.tick()
+    assert (ended, await store.read(), driver.leading, await store.leader()) == (
+        {"fingerprint": "", "version": 4, "ended_ms": ended["ended_ms"], "was": "running"},
+        ended,
+        True,
+        "p1",
     )
