@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from proxy.app import RunningProxy, start
 from proxy.bench import ports
+from proxy.bench.targets import start_fast_upstream
 from proxy.config import load
 from proxy.demo.processes import ServerProcess
 from translators.sealing import KEY_BYTES, Keyring
@@ -260,3 +262,17 @@ def shadow_row(method: str, tool: str = "", **counts: int) -> dict[str, Any]:
     }
     compared = row["match"] + row["differ"]
     return {**row, "match_rate": round(row["match"] / compared, 4) if compared else None}
+
+
+def fast_upstream_fixture(wire: str) -> Callable[[], Iterator[ServerProcess]]:
+    """A module-scoped fixture: the benchmark's fast upstream on `wire` (a process, 50 ms poll interval)."""
+
+    @pytest.fixture(scope="module")
+    def upstream() -> Iterator[ServerProcess]:
+        server = start_fast_upstream(wire, poll_interval_ms=50)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+    return upstream  # type: ignore[no-any-return]

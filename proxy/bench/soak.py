@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from . import targets
 from .asking import WrongAnswer, v1_ask, v2_ask
@@ -298,8 +299,8 @@ async def _drive(url: str, replicas: list[targets.Measured], redis_port: int, cl
         while not all(targets.gone(pid) for pid in pids):
             await asyncio.sleep(0.005)
         gone = time.monotonic()
-        port = int(replicas[1].url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
-        while targets.connected_to(port) and time.monotonic() - gone < targets.SEEN_CLOSED_S:
+        port = URL(replicas[1].url).port
+        while port is not None and targets.connected_to(port) and time.monotonic() - gone < targets.SEEN_CLOSED_S:
             await asyncio.sleep(0.005)
         tally.killed_at = time.monotonic()
         log(f"soak {tally.killed_at - start:.0f} s: replica b killed (SIGKILL), gone {1000 * (gone - signalled):.0f} ms later, "

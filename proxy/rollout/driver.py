@@ -98,7 +98,8 @@ class RolloutDriver:
     # -- every tick ----------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Tick every `TICK_S` until cancelled; a store that does not answer is logged once per outage."""
+        """Tick every `TICK_S` (every `IDLE_TICK_S` while `quiet`) until cancelled; a store that does
+        not answer is logged once per outage."""
         loop = asyncio.get_running_loop()
         while True:
             await self.tick_safely()
@@ -114,7 +115,7 @@ class RolloutDriver:
         counts as before: the lease is renewed in each, and a process without the table that holds
         it keeps a rollout another process's older table would begin again ended
         (docs/decisions.md §189)."""
-        return self.rollout is None and not getattr(self.store, "shared", False)
+        return self.rollout is None and not self.store.shared
 
     async def tick_safely(self) -> None:
         try:

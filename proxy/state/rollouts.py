@@ -20,6 +20,9 @@ LEASE_KEY = "rollout:lease"
 
 
 class RolloutStore(Protocol):
+    shared: bool
+    """Whether other processes read and lead through the same record (`RolloutDriver.quiet`)."""
+
     async def read(self) -> dict[str, Any] | None:
         """The record, None when there is none."""
 
@@ -38,6 +41,8 @@ class RolloutStore(Protocol):
 
 class MemoryRollouts:
     """The record of a proxy with `store = "memory"`: this process's, lost at its stop."""
+
+    shared = False
 
     def __init__(self) -> None:
         self._record: dict[str, Any] | None = None
@@ -115,7 +120,6 @@ class RedisRollouts:
     """The record and the lease in Redis (`redis`: the store's client; `prefix`: its key prefix)."""
 
     shared = True
-    """Every worker and replica on the same Redis reads and leads through it (`RolloutDriver.quiet`)."""
 
     def __init__(self, redis: Any, prefix: str):
         self._redis = redis

@@ -11,9 +11,10 @@ import sys
 
 import aiohttp
 import pytest
+from support import fast_upstream_fixture
 
 from proxy.bench.clients import PROGRESS_COUNT, ModernClient, SessionClient
-from proxy.bench.targets import AnnouncingProcess, start_fast_upstream
+from proxy.bench.targets import AnnouncingProcess
 from proxy.eventloop import ENV_EVENT_LOOP
 from proxy.keys import new_key_text
 
@@ -21,13 +22,7 @@ pytestmark = pytest.mark.slow  # a proxy process per case, each running lifecycl
 UPSTREAM_ON_STDIO = f"{sys.executable} -m proxy.bench.upstream --wire stdio --poll-interval-ms 50"
 
 
-@pytest.fixture(scope="module")
-def upstream():
-    server = start_fast_upstream("v1", poll_interval_ms=50)
-    try:
-        yield server
-    finally:
-        server.stop()
+upstream = fast_upstream_fixture("v1")
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])

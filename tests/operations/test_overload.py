@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 
 import aiohttp
-import pytest
-from support import until
+from support import fast_upstream_fixture, until
 
 from proxy.bench.clients import ECHO_TEXT
-from proxy.bench.targets import ChildServer, start_fast_upstream, start_proxy
+from proxy.bench.targets import ChildServer, start_proxy
 from proxy.overload import BUSY, CONTINUING, RUN, LoopLag, starts_work
 
 MODERN = "2026-07-28"
@@ -37,13 +36,7 @@ META = {
 IDLE_MS = 300
 
 
-@pytest.fixture(scope="module")
-def upstream():
-    server = start_fast_upstream("modern", poll_interval_ms=50)
-    try:
-        yield server
-    finally:
-        server.stop()
+upstream = fast_upstream_fixture("modern")
 
 
 def _request(request_id: int, method: str, params: dict, name: str | None) -> bytes:
