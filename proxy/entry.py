@@ -279,10 +279,10 @@ class Entry:
                 return await self.sessions.handle_post(call)
             routed = self.router.relayed_session(session_id, lambda: self._caller(call))
             if routed is not None:
-                member, upstream_id = routed
+                member, upstream_id = routed.member, routed.upstream_id
                 dialect = (member.backend.fresh() or await member.backend.current(_credentials(request))).dialect
                 if upstream_id is not None or dialect in ("v1", "v2-session"):
-                    return await self._relay_session(call, member, upstream_id)
+                    return await self._relay_session(call, member, upstream_id, routed.plain_task_ids)
             return await self.sessions.handle_post(call)  # 404: no such session
         client = session_dialect(message.params)
         credentials = _credentials(request)
@@ -292,15 +292,17 @@ class Entry:
 
         member, dialect = await self.router.drive(Route(await self.fleet.pick(session=True), False), probe, session=True)
         if client == dialect:
-            return await self._relay_session(call, member, None)
+            return await self._relay_session(call, member, None, member.relay.plain_task_ids)
         if member.backend.challenge is not None and not request.headers.get("Authorization"):
             raise member.backend.challenge  # a protected backend: challenged before a session (decision 80)
         return await self.sessions.handle_post(call, member.pairing(client, dialect))  # type: ignore[arg-type]
 
-    async def _relay_session(self, call: Call, member: FleetMember, upstream_id: str | None) -> tuple[web.StreamResponse, Outcome]:
+    async def _relay_session(self, call: Call, member: FleetMember, upstream_id: str | None,
+                             plain_task_ids: bool) -> tuple[web.StreamResponse, Outcome]:
         """A relayed session's POST, counted under `member` and the session's client: the client
         speaks the dialect the backend spoke at its initialize, v1 or v2-session; a session from
-        before an in-place upgrade is counted under that relay still."""
+        before an in-place upgrade is counted under that relay still. `plain_task_ids`: the
+        session's task ids pass unchanged (decision 190)."""
         request, message = call.request, call.message
         assert message is not None
         relay = member.relay
@@ -322,7 +324,7 @@ class Entry:
                     member.work.session_used(session_id)
                 return held, Outcome.of_status(held.status)
         try:
-            body = relay.session_body(message, call.body, upstream_id)
+            body = relay.session_body(message, call.body, upstream_id, plain_task_ids)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream
             answer = json_response(jsonrpc.error_response(message.id if message.kind == "request" else None, exc), 200)
             return answer, Outcome(outcome_of(exc), of_refusal(exc, message.method), exc.message)
@@ -340,7 +342,7 @@ class Entry:
         work.begin()
         call.relaying = True
         try:
-            response = await relay.session(request, body, message, upstream_id, remember)
+            response = await relay.session(request, body, message, upstream_id, plain_task_ids, remember)
         finally:
             work.end()
             if counted:
@@ -364,13 +366,13 @@ class Entry:
         if not await self.sessions.owns(session_id):
             routed = self.router.relayed_session(session_id, lambda: self._principal(request))
             if routed is not None:
-                member, upstream_id = routed
+                member, upstream_id = routed.member, routed.upstream_id
                 profile = member.backend.profile
                 if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
                     counted = member.work.session_began(session_id)
                     member.work.begin()  # a GET stream is bound work too (docs/decisions.md §84)
                     try:
-                        response = await member.relay.session(request, None, None, upstream_id)
+                        response = await member.relay.session(request, None, None, upstream_id, routed.plain_task_ids)
                     except AuthChallenge as exc:  # decision 80
                         return challenge_answer(exc, None, self.settings, request)
                     finally:

@@ -19,7 +19,7 @@ from translators.envelope import ModernMeta
 from translators.errors import INVALID_PARAMS, McpError, missing_tasks_extension, task_of_removed
 from translators.fleet_ids import listened_task_ids
 from translators.protocol import MRTR_METHODS, TASK_METHODS_V2
-from translators.sealing import RELAY_SESSION, RELAY_STATE, Keyring
+from translators.sealing import PLAIN_TASK_IDS, RELAY_SESSION, RELAY_STATE, Keyring
 
 from .fleet import Fleet, FleetMember
 from .printable import visible_ascii
@@ -36,6 +36,16 @@ class Route(NamedTuple):
 
     member: FleetMember
     bound: bool
+
+
+class RelayedSession(NamedTuple):
+    """Where a relayed session's request goes (`Router.relayed_session`): the fleet `member`, the
+    backend's own session id (`upstream_id`; None for a plain id from before, docs/decisions.md §83),
+    and whether its task ids pass unchanged (`plain_task_ids`, decision 190)."""
+
+    member: FleetMember
+    upstream_id: str | None
+    plain_task_ids: bool
 
 
 class Router:
@@ -152,32 +162,33 @@ class Router:
             return False
         return True
 
-    def relayed_session(self, session_id: str, principal: Callable[[], str] | None = None) -> tuple[FleetMember, str | None] | None:
+    def relayed_session(self, session_id: str, principal: Callable[[], str] | None = None) -> RelayedSession | None:
         """Where a session id the proxy's own sessions do not hold goes: to the backend sealed in it,
         with the backend's own id, whatever the size of the fleet; a plain id from before (one that
-        does not unseal) to the fleet's `plain_owner` unchanged (`(member, None)`, docs/decisions.md
+        does not unseal) to the fleet's `plain_owner` unchanged (upstream id None, docs/decisions.md
         §83); None when there is no such owner (no such session: 404). An id sealed for a principal
         (a backend that cannot check its sessions' callers, decision 138) opens only for the caller's,
         `principal()` (asked only then; None: no caller, such ids open for nobody); another
-        caller's is no such session."""
+        caller's is no such session. Whether the session's task ids pass unchanged is sealed in its
+        id too (`PLAIN_TASK_IDS`, decision 190)."""
         opened = self._opened_session(session_id, principal)
         if opened is None:
             owner = self.fleet.plain_owner()
-            return None if owner is None else (owner, None)
-        name, upstream_id, bound = opened
+            return None if owner is None else RelayedSession(owner, None, False)
+        name, upstream_id, bound, plain_task_ids = opened
         member = self.fleet.get(name)
         # visible ASCII: the characters the session wire allows in a session id (core 2025-11-25, Session Management)
         if member is None or not visible_ascii(upstream_id) or bound == member.backend.connector.KNOWS_CALLERS:
             return None  # a backend no longer configured, an id no backend could have given, or sealed the other way
-        return member, upstream_id
+        return RelayedSession(member, upstream_id, plain_task_ids)
 
-    def _opened_session(self, session_id: str, principal: Callable[[], str] | None) -> tuple[str, str, bool] | None:
-        """(backend name, upstream session id, whether it was sealed for the caller's principal) of
-        a relayed session id; None when it opens neither for no principal nor for the caller's, or
-        holds other than those two fields."""
+    def _opened_session(self, session_id: str, principal: Callable[[], str] | None) -> tuple[str, str, bool, bool] | None:
+        """(backend name, upstream session id, whether it was sealed for the caller's principal,
+        whether its task ids are plain) of a relayed session id; None when it opens neither for no
+        principal nor for the caller's, or holds other fields than those."""
         fields, bound = self.keyring.opened(RELAY_SESSION, session_id, ""), False
         if fields is None and principal is not None:
             fields, bound = self.keyring.opened(RELAY_SESSION, session_id, principal()), True
-        if fields is None or len(fields) != 2:
+        if fields is None or not (len(fields) == 2 or (len(fields) == 3 and fields[2] == PLAIN_TASK_IDS)):
             return None
-        return fields[0], fields[1], bound
+        return fields[0], fields[1], bound, len(fields) == 3

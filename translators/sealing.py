@@ -29,14 +29,18 @@ KEY_BYTES: Final = 64
 _FORMAT: Final = 1
 ANONYMOUS: Final = "anonymous"
 MAX_TOKEN_CHARS: Final = 16_384
+"""Longest token accepted for unsealing (a sealed id of a backend id of about 12 KB)."""
 
 RELAY_SESSION: Final = "relay-session"
-"""Sealing purpose of a relayed session's id when several backends sit behind the proxy
-(fields: backend, the backend's own session id; principal "")."""
+"""Sealing purpose of a relayed session's id (fields: backend, the backend's own session id, and
+`PLAIN_TASK_IDS` for a session whose task ids pass unchanged; principal "", or the caller's for a
+backend that cannot check its sessions' callers)."""
+PLAIN_TASK_IDS: Final = "plain-task-ids"
+"""The third field of a relayed session's id: its task ids are the backend's own, both ways
+(docs/decisions.md §190). A session id of two fields (sealed before) keeps sealed task ids."""
 RELAY_STATE: Final = "relay-state"
 """Sealing purpose of a relayed backend's MRTR `requestState` when several backends sit behind the
 proxy (fields: backend, the backend's own state)."""
-"""Longest token accepted for unsealing (a sealed id of a backend id of about 12 KB)."""
 
 
 @dataclass(frozen=True, slots=True)

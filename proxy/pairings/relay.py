@@ -36,7 +36,7 @@ from translators.errors import (
 from translators.fleet_ids import ids_to_backend, ids_to_client, may_carry_ids
 from translators.held import initialize_held_v1
 from translators.protocol import H_METHOD, H_NAME, H_SESSION_ID
-from translators.sealing import RELAY_SESSION, RELAY_STATE, TaskRef
+from translators.sealing import PLAIN_TASK_IDS, RELAY_SESSION, RELAY_STATE, TaskRef
 from translators.subscriptions import task_status_named_v2
 from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes, of_message
 
@@ -277,8 +277,11 @@ def _initialize_held(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "result": initialize_held_v1(result)} if isinstance(result, dict) else message
 
 
-def _task_status_named_v2(rewrite: Rewrite) -> Rewrite:
-    """`rewrite`, then a task status under v1's name as the extension names it (`subscriptions.task_status_named_v2`)."""
+def _task_status_named_v2(rewrite: Rewrite | None) -> Rewrite:
+    """`rewrite` (None: no other), then a task status under v1's name as the extension names it
+    (`subscriptions.task_status_named_v2`)."""
+    if rewrite is None:
+        return task_status_named_v2
     return lambda message: task_status_named_v2(rewrite(message))
 
 
@@ -376,11 +379,11 @@ class Relay:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
         return state
 
-    def session_body(self, message: jsonrpc.Message, body: bytes, upstream_id: str | None) -> bytes:
-        """The body a relayed session's POST goes upstream with: task ids opened for this session
-        (a sealed session id). Raises `McpError(-32602)` for a task id not sealed for it (never sent
-        upstream)."""
-        task_ids = self.session_task_ids(upstream_id)
+    def session_body(self, message: jsonrpc.Message, body: bytes, upstream_id: str | None, plain_task_ids: bool) -> bytes:
+        """The body a relayed session's POST goes upstream with: on a session whose task ids are
+        sealed, task ids opened for this session. Raises `McpError(-32602)` for a task id not sealed
+        for it (never sent upstream)."""
+        task_ids = self.session_task_ids(upstream_id, plain_task_ids)
         if task_ids is None:
             return body
         if not may_carry_ids(body):  # no id to open: the client's bytes go as they came (decision 117)
@@ -388,20 +391,21 @@ class Relay:
         return jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
-                      upstream_id: str | None, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
+                      upstream_id: str | None, plain_task_ids: bool, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
         GET or DELETE: `message` None); the session id the backend hands out at `initialize` is
-        sealed with the backend's name (and opened again: `upstream_id`), and task ids are sealed
-        with backend and session both ways (`session_task_ids`). A plain session id from before
-        (`upstream_id` None after `initialize`, docs/decisions.md §83) keeps its plain ids. `on_session`
-        is called with the session id the client is given, as soon as the backend's answer names one
-        (an `initialize`)."""
-        task_ids = self.session_task_ids(upstream_id)
+        sealed with the backend's name (and opened again: `upstream_id`). A session's task ids are
+        the backend's own both ways when `plain_task_ids` (every session begun on an HTTP backend
+        since decision 190: the session routes them), else sealed with backend and session both ways
+        (`session_task_ids`). A plain session id from before (`upstream_id` None after `initialize`,
+        docs/decisions.md §83) keeps its plain ids. `on_session` is called with the session id the
+        client is given, as soon as the backend's answer names one (an `initialize`)."""
+        task_ids = self.session_task_ids(upstream_id, plain_task_ids)
         rewrite = task_ids[1] if task_ids is not None else None
-        if rewrite is not None and self.backend.dialect == "v2-session":
+        if self.backend.dialect == "v2-session" and (rewrite is not None or plain_task_ids):
             rewrite = _task_status_named_v2(rewrite)
         sealed = upstream_id is not None or (message is not None and message.method == "initialize")
-        sealer = self.session_sealer(request) if sealed else None
+        sealer = self.session_sealer(request, plain_task_ids) if sealed else None
         if on_session is not None:
             sealer = _telling(sealer, on_session)
         if message is None:
@@ -440,15 +444,24 @@ class Relay:
             return message
         return task_ids[0](message.raw)
 
-    def session_sealer(self, request: web.Request) -> Callable[[str], str]:
+    @property
+    def plain_task_ids(self) -> bool:
+        """Whether a session begun now on this backend keeps the backend's own task ids (decision
+        190): on a backend that checks its sessions' callers (HTTP), which binds its tasks to its
+        sessions itself; not on a stdio process, whose tasks the proxy confines to their session."""
+        return self.backend.connector.KNOWS_CALLERS
+
+    def session_sealer(self, request: web.Request, plain_task_ids: bool) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the
         backend's name, whatever the size of the fleet (inverse: `proxy.routing.Router.relayed_session`;
-        docs/decisions.md §83), for no principal (""): the backend checks its sessions' callers
+        docs/decisions.md §83), and `PLAIN_TASK_IDS` when the session's task ids pass unchanged
+        (decision 190), for no principal (""): the backend checks its sessions' callers
         (decision 25); for the principal of `request` when it cannot (a stdio process,
         `Endpoint.KNOWS_CALLERS`, decision 138), so that no other caller's request reaches the session."""
         name = self.backend.name
         principal = self._binding(request)
-        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id), principal)
+        fields = (PLAIN_TASK_IDS,) if plain_task_ids else ()
+        return lambda session_id: self.keyring.seal(RELAY_SESSION, (name, session_id, *fields), principal)
 
     def _binding(self, request: web.Request) -> str:
         """Whom a relayed session of this backend is bound to: no one ("") where the backend checks
@@ -457,15 +470,16 @@ class Relay:
             return ""
         return self.keyring.principal(request.headers.get(self.settings.identity_header_name))
 
-    def session_task_ids(self, upstream_id: str | None) -> tuple[Rewrite, Rewrite] | None:
+    def session_task_ids(self, upstream_id: str | None, plain_task_ids: bool) -> tuple[Rewrite, Rewrite] | None:
         """How task ids travel on a session relayed to this backend
         (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
         whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
         sealed with the backend and the session (principal "", like the session id: decision 25);
         toward the backend only ids sealed for this very session open, others are "Unknown task"
         (`McpError(-32602)`). None before the session exists (`initialize`, which carries no task
-        ids) and for a plain session id from before (docs/decisions.md §83): ids pass through unchanged."""
-        if upstream_id is None:
+        ids), for a plain session id from before (docs/decisions.md §83) and for a session whose task
+        ids are plain (`plain_task_ids`, decision 190): ids pass through unchanged."""
+        if upstream_id is None or plain_task_ids:
             return None
         name = self.backend.name
 

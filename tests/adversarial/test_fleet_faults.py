@@ -26,6 +26,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import re
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -46,7 +47,7 @@ from proxy.state.store import CapturedInput, MemoryTaskStore
 from proxy.upstream.endpoint import IDEMPOTENT_METHODS, RESEND_ATTEMPTS
 from translators.model import CanonicalTask, InputRequest
 from translators.protocol import META_RELATED_TASK
-from translators.sealing import ANONYMOUS, RELAY_SESSION, Keyring, TaskRef
+from translators.sealing import ANONYMOUS, PLAIN_TASK_IDS, RELAY_SESSION, Keyring, TaskRef
 
 peers = pytest.mark.peers
 
@@ -615,7 +616,10 @@ async def test_a_relayed_v1_session_gets_non_idempotent_requests_once(reference_
 @pytest.fixture
 async def two_v1(reference_v1_server, second_v1_server, tmp_path):
     """The proxy in front of two v1 backends `a` and `b` (each behind a tap); session clients of the
-    same dialect are relayed, with sealed session and task ids."""
+    same dialect are relayed, with sealed session ids. Each client then uses its session's id as a
+    proxy from before decision 190 sealed it (two fields, without `PLAIN_TASK_IDS`): such a session
+    keeps sealed task ids, and these tests attack them (`test_a_new_sessions_task_ids_are_the_backends_own`:
+    a session begun now)."""
     a = await Tap.open(reference_v1_server.url)
     b = await Tap.open(second_v1_server.url)
     try:
@@ -625,7 +629,9 @@ async def two_v1(reference_v1_server, second_v1_server, tmp_path):
             for client in clients:
                 await client.initialize()
             where = [KEYRING.unseal(RELAY_SESSION, client.session_id, "") for client in clients]
-            assert [name for name, _ in where] == ["a", "b", "a"]
+            assert [(name, plain) for name, _, plain in where] == [("a", PLAIN_TASK_IDS), ("b", PLAIN_TASK_IDS), ("a", PLAIN_TASK_IDS)]
+            for client, (name, upstream_id, _) in zip(clients, where, strict=True):
+                client.session_id = KEYRING.seal(RELAY_SESSION, (name, upstream_id), "")  # as sealed before decision 190
             yield SimpleNamespace(
                 proxy=proxy,
                 http=http,
@@ -734,6 +740,44 @@ async def test_a_non_string_task_id_in_a_relayed_session_never_reaches_the_backe
                 wrong.append((method, value, _session_error(answer)))
     reached = _reached(f.a, mark)
     assert (wrong, reached) == ([], []), f"{len(reached)} requests with a non-string taskId reached backend a: {wrong}"
+
+
+@peers
+async def test_a_new_sessions_task_ids_are_the_backends_own(two_v1):
+    """A session begun since decision 190 (its id holds `PLAIN_TASK_IDS`) is routed by its session
+    id alone: its task ids are the backend's own both ways, and reach it as the client sent them.
+    Another session's id goes to the backend that session is on, which answers as it would a
+    direct client (mcp 1.30 binds its tasks to their session: "Task not found"); so does a
+    `taskId` that is not a string. The task's own session reaches it throughout."""
+    f = two_v1
+    fresh = [SessionCaller(f.http, f.proxy.url) for _ in range(4)]
+    for client in fresh:
+        await client.initialize()
+    where = [KEYRING.unseal(RELAY_SESSION, client.session_id, "") for client in fresh]
+    assert {plain for _, _, plain in where} == {PLAIN_TASK_IDS}
+    on = {name: [c for c, (n, _, _) in zip(fresh, where, strict=True) if n == name] for name in ("a", "b")}
+    assert (len(on["a"]), len(on["b"])) == (2, 2)
+    x, same, on_b = on["a"][0], on["a"][1], on["b"][0]
+    created = await x.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"}, "task": {"ttl": 60_000}})
+    task_id = created["result"]["task"]["taskId"]
+    assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)  # mcp 1.30's own form, as the backend gave it
+    marks = (len(f.a.methods), len(f.b.methods))
+    answers = {
+        "another session on a": await same.call("tasks/get", {"taskId": task_id}),
+        "a session on b": await on_b.call("tasks/get", {"taskId": task_id}),
+    }
+    assert {label: _session_error(answer) for label, answer in answers.items()} == {
+        label: (200, -32602, f"Task not found: {task_id}") for label in answers
+    }
+    odd = await x.call("tasks/get", {"taskId": 12345})
+    assert _session_error(odd) == (200, -32602, "Invalid request parameters")  # mcp 1.30's own answer
+    assert (f.a.methods[marks[0]:], f.b.methods[marks[1]:]) == (["tasks/get", "tasks/get"], ["tasks/get"])
+    assert [b["params"]["taskId"] for b in f.a.bodies[-2:]] == [task_id, 12345]  # as the clients sent them
+
+    mine = await x.call("tasks/get", {"taskId": task_id})
+    assert (mine["_status"], mine["result"]["taskId"], mine["result"]["status"]) == (200, task_id, "working")
+    cancelled = await x.call("tasks/cancel", {"taskId": task_id})
+    assert (cancelled["_status"], cancelled["result"]["taskId"], cancelled["result"]["status"]) == (200, task_id, "cancelled")
 
 
 def _task_ids_in(message: Any) -> list[str]:

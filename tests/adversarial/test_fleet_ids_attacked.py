@@ -627,7 +627,7 @@ async def test_relayed_v1_sessions_survive_attacks_on_their_neighbours(reference
                 await client.initialize()
             relayed = [c for c in clients if _relay_backend(c.session_id) == "a"]
             assert len(relayed) == 2 and _relay_backend(clients[1].session_id) is None  # b's: the proxy's own session
-            _name, own_id = KEYRING.unseal(RELAY_SESSION, relayed[0].session_id, "")
+            _name, own_id, _plain = KEYRING.unseal(RELAY_SESSION, relayed[0].session_id, "")
 
             def reached() -> int:
                 return sum(1 for _m, h, _b in a.requests if h.get("Mcp-Session-Id") == own_id)

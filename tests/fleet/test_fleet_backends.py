@@ -6,13 +6,15 @@ clients, v2-modern backends)."""
 
 from __future__ import annotations
 
+import re
+
 import aiohttp
 import pytest
 from session_support import SessionCaller
 from support import TEST_KEY, Caller, running_proxy, wait_for_input
 
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK
-from translators.sealing import ANONYMOUS, RELAY_SESSION, RELAY_STATE, Keyring
+from translators.sealing import ANONYMOUS, PLAIN_TASK_IDS, RELAY_SESSION, RELAY_STATE, Keyring
 
 DOES_NOT_UNSEAL = f"{UNKNOWN_TASK}: {NOT_ISSUED}"
 
@@ -94,8 +96,8 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
             init = await client.initialize()
             assert init["result"]["serverInfo"]["name"] != "mcp-tasks-proxy"  # relayed: the backend's own answer
         sessions = [KEYRING.unseal(RELAY_SESSION, client.session_id, "") for client in clients]
-        assert [name for name, _ in sessions] == ["a", "b", "a", "b"]
-        assert len({upstream_id for _, upstream_id in sessions}) == 4
+        assert [(name, plain) for name, _, plain in sessions] == [(n, PLAIN_TASK_IDS) for n in ("a", "b", "a", "b")]
+        assert len({upstream_id for _, upstream_id, _ in sessions}) == 4
         task_ids = []
         for i, client in enumerate(clients):
             created = (
@@ -105,8 +107,8 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
                 )
             )["result"]
             task_id = created["task"]["taskId"]
-            ref = KEYRING.unseal_task_id(task_id, "")  # sealed with its backend and session, like the session id
-            assert (ref.backend, ref.session) == sessions[i]
+            # the backend's own id (mcp 1.30's form), which it binds to its session (decision 190): the session routes it
+            assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)
             task_ids.append(task_id)
             result = await client.call("tasks/result", {"taskId": task_id})
             assert result["result"]["content"][0]["text"] == f"computed s{i}"
@@ -117,7 +119,7 @@ async def test_v1_clients_relayed_to_two_v1_backends_keep_their_session(referenc
         assert (stranger["_status"], stranger["error"]["code"], stranger["error"]["message"]) == (
             200,
             -32602,
-            DOES_NOT_UNSEAL,
+            f"Task not found: {task_ids[0]}",  # the backend's own refusal: it binds its tasks to their session
         )
         async with http.get(proxy.url, headers=clients[1].headers()) as stream:
             assert (stream.status, stream.headers["Content-Type"].split(";")[0]) == (200, "text/event-stream")

@@ -1,7 +1,8 @@
 """Relay: a v1 (session-wire) client in front of a v1 backend (docs/behaviour.md §3, §6).
 
-Same dialect on both sides: the proxy forwards the bytes; the backend's session and task ids are
-sealed with the backend's name, with one backend too (docs/decisions.md §83).
+Same dialect on both sides: the proxy forwards the bytes; the backend's session id is sealed with
+the backend's name, with one backend too (docs/decisions.md §83), and its task ids are its own
+(decision 190: the session routes them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from session_support import SessionCaller
 from support import TEST_KEY, running_proxy
 
-from translators.sealing import RELAY_SESSION, Keyring
+from translators.sealing import PLAIN_TASK_IDS, RELAY_SESSION, Keyring
 
 pytestmark = pytest.mark.peers
 KEYRING = Keyring(TEST_KEY)
@@ -36,10 +37,10 @@ async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
             )
         )["result"]
         task_id = created["task"]["taskId"]
-        upstream_session = KEYRING.unseal(RELAY_SESSION, client.session_id, "")
-        assert upstream_session[0] == "main" and re.fullmatch(r"[0-9a-f]{32}", upstream_session[1])  # mcp 1.30's own id inside
-        ref = KEYRING.unseal_task_id(task_id, "")  # sealed with backend and session (decision 25), with one backend too
-        assert (ref.backend, ref.session) == upstream_session and re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", ref.task)
+        name, upstream_session, plain = KEYRING.unseal(RELAY_SESSION, client.session_id, "")
+        assert (name, plain) == ("main", PLAIN_TASK_IDS) and re.fullmatch(r"[0-9a-f]{32}", upstream_session)  # mcp 1.30's own id inside
+        # the backend's own task id (mcp 1.30's form), which it binds to its session itself (decision 190)
+        assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)
         result = await client.call("tasks/result", {"taskId": task_id})
         assert result["result"]["content"] == [{"type": "text", "text": "deleted r.txt"}]
         assert [r["method"] for r in client.seen_requests] == ["elicitation/create"]
