@@ -55,7 +55,8 @@ class Upstream(BaseModel):
     sent on the proxy's probes only (the operator's credentials for a protected backend,
     docs/configuration.md "Servers behind OAuth"), `drain` (no new work; what is bound to
     it runs to its end, docs/decisions.md §84), `plain_ids` (plain ids an older proxy handed out
-    for it as the only backend are still routed to it, docs/decisions.md §83). Instead of `url`, a stdio server the proxy
+    for it as the only backend are still routed to it, docs/decisions.md §83), `session_task_ids`
+    (how the task ids of a session relayed to it reach its client, decision 190). Instead of `url`, a stdio server the proxy
     runs: `command` (argv, no shell), with `env` (added to the proxy's environment), `cwd`,
     `process_scope`, `max_processes` (in all), `max_processes_per_principal` (started for one
     `Authorization`; docs/decisions.md §71), `max_line_bytes`, `stop_grace_ms` and
@@ -83,6 +84,11 @@ class Upstream(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     drain: bool = False
     plain_ids: bool = False
+    session_task_ids: Literal["plain", "sealed"] = "plain"
+    """How the task ids of a session relayed to this HTTP backend reach its client, for sessions
+    begun from now on: "plain", the backend's own (the session id routes them); "sealed", sealed with
+    backend and session as before decision 190 (the proxy then confines them to their session).
+    A stdio backend's are always sealed."""
     probe_headers: dict[str, str] = Field(default_factory=dict)
     hold_tasks: Literal["auto", "off"] | None = None
     """Held tasks for this backend's tools without task support (None: the top-level `hold_tasks`;

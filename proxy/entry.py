@@ -64,6 +64,7 @@ from .observe.hooks import TRACE
 from .observe.outcome import record
 from .overload import RETRY_AFTER_S, LoopLag, starts_work
 from .pairings import Relay
+from .pairings.forward import NEW_SESSION, UpstreamSession
 from .routing import Route, Router
 from .shadow.mirror import held_body, written
 from .sse import unnumbered_frame
@@ -279,10 +280,10 @@ class Entry:
                 return await self.sessions.handle_post(call)
             routed = self.router.relayed_session(session_id, lambda: self._caller(call))
             if routed is not None:
-                member, upstream_id = routed.member, routed.upstream_id
+                member, upstream = routed
                 dialect = (member.backend.fresh() or await member.backend.current(_credentials(request))).dialect
-                if upstream_id is not None or dialect in ("v1", "v2-session"):
-                    return await self._relay_session(call, member, upstream_id, routed.plain_task_ids)
+                if upstream.id is not None or dialect in ("v1", "v2-session"):
+                    return await self._relay_session(call, member, upstream)
             return await self.sessions.handle_post(call)  # 404: no such session
         client = session_dialect(message.params)
         credentials = _credentials(request)
@@ -292,17 +293,15 @@ class Entry:
 
         member, dialect = await self.router.drive(Route(await self.fleet.pick(session=True), False), probe, session=True)
         if client == dialect:
-            return await self._relay_session(call, member, None, member.relay.plain_task_ids)
+            return await self._relay_session(call, member, NEW_SESSION)
         if member.backend.challenge is not None and not request.headers.get("Authorization"):
             raise member.backend.challenge  # a protected backend: challenged before a session (decision 80)
         return await self.sessions.handle_post(call, member.pairing(client, dialect))  # type: ignore[arg-type]
 
-    async def _relay_session(self, call: Call, member: FleetMember, upstream_id: str | None,
-                             plain_task_ids: bool) -> tuple[web.StreamResponse, Outcome]:
+    async def _relay_session(self, call: Call, member: FleetMember, upstream: UpstreamSession) -> tuple[web.StreamResponse, Outcome]:
         """A relayed session's POST, counted under `member` and the session's client: the client
         speaks the dialect the backend spoke at its initialize, v1 or v2-session; a session from
-        before an in-place upgrade is counted under that relay still. `plain_task_ids`: the
-        session's task ids pass unchanged (decision 190)."""
+        before an in-place upgrade is counted under that relay still."""
         request, message = call.request, call.message
         assert message is not None
         relay = member.relay
@@ -315,6 +314,7 @@ class Entry:
         if client is UNKNOWN_CLIENT and not initialize and backend.metrics.lasting is not None and session_id is not None:
             # Begun before a restart, or on another worker or replica: the store may know its client.
             client = call.client = await backend.metrics.lasting.session_client(session_id)
+        upstream_id = upstream.id
         if member.held.on and upstream_id is not None:  # held tasks of a v1 client (docs/behaviour.md §9)
             answering = member.held_sessions.intercept(request, message, upstream_id)
             held = await answering if answering is not None else None
@@ -324,7 +324,7 @@ class Entry:
                     member.work.session_used(session_id)
                 return held, Outcome.of_status(held.status)
         try:
-            body = relay.session_body(message, call.body, upstream_id, plain_task_ids)
+            body = relay.session_body(message, call.body, upstream)
         except McpError as exc:  # a task id not sealed for this session: never sent upstream
             answer = json_response(jsonrpc.error_response(message.id if message.kind == "request" else None, exc), 200)
             return answer, Outcome(outcome_of(exc), of_refusal(exc, message.method), exc.message)
@@ -342,7 +342,7 @@ class Entry:
         work.begin()
         call.relaying = True
         try:
-            response = await relay.session(request, body, message, upstream_id, plain_task_ids, remember)
+            response = await relay.session(request, body, message, upstream, remember)
         finally:
             work.end()
             if counted:
@@ -366,13 +366,13 @@ class Entry:
         if not await self.sessions.owns(session_id):
             routed = self.router.relayed_session(session_id, lambda: self._principal(request))
             if routed is not None:
-                member, upstream_id = routed.member, routed.upstream_id
+                member, upstream = routed
                 profile = member.backend.profile
-                if upstream_id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
+                if upstream.id is not None or (profile is not None and profile.dialect in ("v1", "v2-session")):
                     counted = member.work.session_began(session_id)
                     member.work.begin()  # a GET stream is bound work too (docs/decisions.md §84)
                     try:
-                        response = await member.relay.session(request, None, None, upstream_id, routed.plain_task_ids)
+                        response = await member.relay.session(request, None, None, upstream)
                     except AuthChallenge as exc:  # decision 80
                         return challenge_answer(exc, None, self.settings, request)
                     finally:

@@ -35,7 +35,7 @@ RELOADED_KEYS = ("upstream", "remove_with_work", "balance", "rollout", "tls_cert
 """The top-level keys a reload applies (`tls_cert` and `tls_key` by `RunningProxy.reload`: the files
 are read again into the serving context); every other key is read at start only."""
 
-RELOADED_BACKEND_KEYS = ("name", "weight", "drain", "plain_ids")
+RELOADED_BACKEND_KEYS = ("name", "weight", "drain", "plain_ids", "session_task_ids")
 """The keys of a backend a reload applies to a backend that stays (docs/decisions.md §85)."""
 ADDRESS_KEYS = tuple(key for key in Upstream.model_fields if key not in RELOADED_BACKEND_KEYS)
 """Every other key of a backend (where and how it is reached: url, command, headers, probe_headers,
@@ -143,7 +143,10 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
             changes.append(f"backend {upstream.name}: weight {before.weight} -> {upstream.weight}"
                            + (f", drain {str(upstream.drain).lower()}" if upstream.drain != before.drain else ""))
         member.weight, member.draining = upstream.weight, upstream.drain
-        member.backend.config = upstream  # the same address (checked): weight, drain and plain_ids change
+        if before.session_task_ids != upstream.session_task_ids:
+            changes.append(f"backend {upstream.name}: session_task_ids {before.session_task_ids} -> {upstream.session_task_ids} "
+                           "(for sessions begun from now on)")
+        member.backend.config = upstream  # the same address (checked): weight, drain, plain_ids and session_task_ids change
         member.backend.connector.use_options(options[upstream.name])
         files = [key for key in ("tls_ca_file", "tls_client_cert", "tls_client_key") if getattr(upstream, key) is not None]
         if files:

@@ -22,6 +22,7 @@ from translators.protocol import MRTR_METHODS, TASK_METHODS_V2
 from translators.sealing import PLAIN_TASK_IDS, RELAY_SESSION, RELAY_STATE, Keyring
 
 from .fleet import Fleet, FleetMember
+from .pairings.forward import UpstreamSession
 from .printable import visible_ascii
 from .upstream.endpoint import BackendUnreachable, reconnect_wait
 
@@ -39,13 +40,11 @@ class Route(NamedTuple):
 
 
 class RelayedSession(NamedTuple):
-    """Where a relayed session's request goes (`Router.relayed_session`): the fleet `member`, the
-    backend's own session id (`upstream_id`; None for a plain id from before, docs/decisions.md §83),
-    and whether its task ids pass unchanged (`plain_task_ids`, decision 190)."""
+    """Where a relayed session's request goes (`Router.relayed_session`): the fleet `member`, and
+    the session there (`upstream`: the backend's own id, and whether its task ids are plain)."""
 
     member: FleetMember
-    upstream_id: str | None
-    plain_task_ids: bool
+    upstream: UpstreamSession
 
 
 class Router:
@@ -174,13 +173,13 @@ class Router:
         opened = self._opened_session(session_id, principal)
         if opened is None:
             owner = self.fleet.plain_owner()
-            return None if owner is None else RelayedSession(owner, None, False)
+            return None if owner is None else RelayedSession(owner, UpstreamSession(None, False))
         name, upstream_id, bound, plain_task_ids = opened
         member = self.fleet.get(name)
         # visible ASCII: the characters the session wire allows in a session id (core 2025-11-25, Session Management)
         if member is None or not visible_ascii(upstream_id) or bound == member.backend.connector.KNOWS_CALLERS:
             return None  # a backend no longer configured, an id no backend could have given, or sealed the other way
-        return RelayedSession(member, upstream_id, plain_task_ids)
+        return RelayedSession(member, UpstreamSession(upstream_id, plain_task_ids))
 
     def _opened_session(self, session_id: str, principal: Callable[[], str] | None) -> tuple[str, str, bool, bool] | None:
         """(backend name, upstream session id, whether it was sealed for the caller's principal,

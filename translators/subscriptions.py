@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import INVALID_PARAMS, McpError
+from .errors import INVALID_PARAMS, McpError, legacy_code_renumbered, may_carry_legacy_code
 from .streaming import log_level_passes
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -133,6 +133,21 @@ def task_status_named_v2(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("method") != TASK_STATUS_V1:
         return message
     return {**message, "method": TASK_STATUS}
+
+
+def may_need_v2_repair(raw: bytes) -> bool:
+    """Whether a v2 backend's serialized message(s) in `raw` may need `v2_repaired` (bytes searches,
+    no parsing): they hold the legacy code's bytes, or both `notifications` and `status`, as the v1
+    name of the task status notification does however its slashes are escaped."""
+    return may_carry_legacy_code(raw) or (raw.find(b"notifications") >= 0 and raw.find(b"status") >= 0)
+
+
+def v2_repaired(message: dict[str, Any]) -> dict[str, Any]:
+    """A v2 backend's message as the extension has it: the draft-era code renumbered
+    (`errors.legacy_code_renumbered`) and a task status notification under its v2 name
+    (`task_status_named_v2`); `message` itself when neither applies. (No inverse: both repair a
+    misnaming that no v2 client expects back.)"""
+    return task_status_named_v2(legacy_code_renumbered(message))
 
 
 def listen_ended(subscription_id: Any) -> dict[str, Any]:

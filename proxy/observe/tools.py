@@ -10,13 +10,15 @@ pairing built (`translators.tool_results`). A refused or abandoned `tools/call` 
 client left before its answer, `protocol_error` for a JSON-RPC error of the backend's.
 
 A task's tool is remembered from the `tools/call` that created it (`ToolTasks`, by the task id its
-client was given, in this process: a task created through another worker or replica, or before a
-restart, ends under the tool `other`), and its end is counted once: a second poll of an ended task
-counts nothing. Each outcome goes to the recorder as it came, one append on the request path
-(`StatusRecorder.tool`), which counts them when it is read: `mcp_tasks_proxy_tool_results_total{backend,
-tool, outcome}` and, for the status page, figures.py's `TOOLS` and `TOOL_MS`
-(`proxy/observe/tool_verdicts.py` reads them). The `tool` label is a name the backend lists
-(`Backend.lists_tool`), else `other`: a client cannot grow the label space.
+client was given and the session it was given on, since a relayed session's task ids are the
+backend's own and two sessions may hold the same one (docs/decisions.md §190), in this process: a
+task created through another worker or replica, or before a restart, ends under the tool `other`),
+and its end is counted once: a second poll of an ended task counts nothing. Each outcome goes to
+the recorder as it came, one append on the request path (`StatusRecorder.tool`), which counts them
+when it is read: `mcp_tasks_proxy_tool_results_total{backend, tool, outcome}` and, for the status
+page, figures.py's `TOOLS` and `TOOL_MS` (`proxy/observe/tool_verdicts.py` reads them). The `tool`
+label is a name the backend lists (`Backend.lists_tool`), else `other`: a client cannot grow the
+label space.
 """
 
 from __future__ import annotations
@@ -43,20 +45,23 @@ MAX_TASKS = 10_000
 REFUSALS = frozenset({PROXY_REFUSED, BACKEND_UNREACHABLE, AUTH_REQUIRED, STORE_UNREACHABLE, PROXY_ERROR, BACKEND_REMOVED})
 """Failure reasons of a call the backend never answered: its outcome is `refused`."""
 _ENDED = object()
+TaskKey = tuple[str | None, str]
+"""A task as its client knows it: (the client's `Mcp-Session-Id`, None on the modern wire; its task id)."""
 
 
 class ToolTasks:
     """The tool of each task created through this process, until its end is counted (bounded)."""
 
     def __init__(self) -> None:
-        self._tasks: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._tasks: collections.OrderedDict[TaskKey, Any] = collections.OrderedDict()
 
-    def created(self, task_id: str, tool: str | None, started: float) -> None:
+    def created(self, task_id: TaskKey, tool: str | None, started: float) -> None:
         """A `tools/call` of `tool` (the name its client gave: bounded when counted, `StatusRecorder.tool`;
-        started at `started`, `time.perf_counter`) created the task the client knows as `task_id`."""
+        started at `started`, `time.perf_counter`) created the task the client knows as `task_id`
+        (with its session)."""
         self._remember(task_id, (tool, started))
 
-    def end(self, task_id: str) -> tuple[str | None, float | None] | None:
+    def end(self, task_id: TaskKey) -> tuple[str | None, float | None] | None:
         """The end of `task_id` is seen: its (tool, start) to count, (`OTHER_TOOL`, None) for a task this
         process did not see created, None when its end was counted already."""
         known = self._tasks.pop(task_id, None)
@@ -65,7 +70,7 @@ class ToolTasks:
             return None
         return known if known is not None else (OTHER_TOOL, None)
 
-    def _remember(self, task_id: str, value: Any) -> None:
+    def _remember(self, task_id: TaskKey, value: Any) -> None:
         tasks = self._tasks
         tasks[task_id] = value
         if len(tasks) > MAX_TASKS:
@@ -90,7 +95,7 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
         if end is None:
             if seen.task_id is not None and method == "tools/call":
                 name = message.params.get("name")
-                backend.metrics.tool_tasks.created(seen.task_id, name if name.__class__ is str else None, call.started)
+                backend.metrics.tool_tasks.created((call.session_id, seen.task_id), name if name.__class__ is str else None, call.started)
             return
     elif method != "tools/call":
         return  # a task's poll refused, or left: the task goes on
@@ -105,7 +110,7 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
         return
     task_id = message.params.get("taskId")
     if isinstance(task_id, str):
-        known = backend.metrics.tool_tasks.end(task_id)
+        known = backend.metrics.tool_tasks.end((call.session_id, task_id))
         if known is not None:
             backend.metrics.recorder.tool(backend, known[0], client_dialect, end, known[1])
 

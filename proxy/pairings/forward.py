@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 from aiohttp import web
@@ -32,6 +32,21 @@ WHOLE_BODY_MAX = 1024 * 1024
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 """A whole JSON-RPC message in, the same message with its ids rewritten out."""
+
+
+class UpstreamSession(NamedTuple):
+    """A relayed session as its id names it (`proxy.routing.Router.relayed_session`): the backend's
+    own session `id` (None before `initialize` gives one, and for a plain id from before,
+    docs/decisions.md §83), and whether its task ids are the backend's own (`plain_task_ids`,
+    decision 190) rather than sealed with backend and session."""
+
+    id: str | None
+    plain_task_ids: bool
+
+
+NEW_SESSION = UpstreamSession(None, False)
+"""A relayed `initialize`: no session on the backend yet (how the new session's task ids travel is
+the relay's to decide: `Relay.plain_task_ids`)."""
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ from aiohttp import web
 
 from translators import jsonrpc
 from translators.differences import drop_task_param
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, NOT_ISSUED, McpError, unknown_task
 from translators.held import HELD_SESSION, cancelled_v1, created_v1, get_v1, list_v1, result_v1, tools_list_held_v1
 from translators.inputs import input_request_to_v1
 from translators.model import InputRequest
@@ -100,6 +100,11 @@ class HeldSessions:
             if message.method in ("tasks/get", "tasks/result", "tasks/cancel"):
                 held_id = self._held_ref(params.get("taskId"), owner)
                 if held_id is None:
+                    if not (await self.backend.current()).offers_tool_tasks:
+                        # The tasks are the proxy's declaration, not the backend's: an id that is no
+                        # held task of this session is unknown here, on a session whose task ids are
+                        # the backend's own too (decision 190), and never reaches the backend.
+                        raise unknown_task(NOT_ISSUED)
                     return None
                 return await self._task(request, message, held_id, owner)
         except McpError as exc:

@@ -1,12 +1,12 @@
 """Relay: the same dialect on both sides (docs/behaviour.md §3). Bytes are forwarded unchanged: SSE
 streams (and bodies of unknown or large size) as they arrive, a JSON answer of known length in one
-write; nothing is parsed beyond what routing already read, except the ids: task and session ids are
-sealed with the backend whatever the size of the fleet (docs/decisions.md §83), so the caller gives `session_id` (the upstream
-session a sealed `Mcp-Session-Id` names) and `seal_session` (for the id a backend hands out), and on
-the modern wire `rewrite`, applied to every JSON-RPC message of the answer (its task ids); only then
-are answers parsed, SSE event by event. Beyond that, only answers that are not the usual 200
-(an error status, an SSE answer for a client that takes only JSON) or that hold the bytes of a v2
-backend's draft-era `-32003` are parsed (docs/decisions.md §36, §37).
+write; nothing is parsed beyond what routing already read, except ids: a relayed session's id is
+sealed with the backend whatever the size of the fleet (docs/decisions.md §83), so the caller gives
+`session_id` (the upstream session a sealed `Mcp-Session-Id` names) and `seal_session` (for the id a
+backend hands out); modern task ids (and a session's from before decision 190) are sealed too, by
+`rewrite`, applied to every JSON-RPC message of the answer that may hold one, SSE event by event.
+Beyond that, only answers that are not the usual 200 (an error status, an SSE answer for a client
+that takes only JSON) or that a v2 backend's need repairing are parsed (docs/decisions.md §36, §37).
 """
 
 from __future__ import annotations
@@ -29,15 +29,13 @@ from translators.errors import (
     McpError,
     backend_http_error,
     backend_unavailable,
-    legacy_code_renumbered,
-    may_carry_legacy_code,
     unknown_task,
 )
 from translators.fleet_ids import ids_to_backend, ids_to_client, may_carry_ids
 from translators.held import initialize_held_v1
 from translators.protocol import H_METHOD, H_NAME, H_SESSION_ID
 from translators.sealing import PLAIN_TASK_IDS, RELAY_SESSION, RELAY_STATE, TaskRef
-from translators.subscriptions import task_status_named_v2
+from translators.subscriptions import may_need_v2_repair, v2_repaired
 from translators.tool_results import NOT_ENDED, TOOL_METHODS, of_bytes, of_message
 
 from ..faces.call import SEEN, Call
@@ -51,6 +49,7 @@ from .forward import (
     WHOLE_BODY_MAX,
     Forward,
     Rewrite,
+    UpstreamSession,
     error_answer,
     final_answer,
     name_from_result,
@@ -58,7 +57,7 @@ from .forward import (
     wanted_headers,
 )
 from .parts import MemberParts
-from .relay_sse import Written, _frame, _renumbered_body, noting_answer, relay_stream
+from .relay_sse import Written, _frame, _repaired_body, noting_answer, relay_stream
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +72,9 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
     parse it again, docs/decisions.md §116).
 
     `v2`: the backend speaks v2 (v2-modern, v2-session), so an error answer's draft code `-32003`
-    becomes `-32021` (`translators.errors.legacy_code_renumbered`; only a JSON body or SSE event
-    holding the bytes `-32003` is parsed). `modern`: the modern wire, where a client that accepts
+    becomes `-32021` and a task status notification under v1's name gets the extension's
+    (`translators.subscriptions.v2_repaired`; only a JSON body or SSE event whose bytes may need it
+    is parsed: `may_need_v2_repair`). `modern`: the modern wire, where a client that accepts
     only JSON is served too: the backend is asked with both media types, and an SSE answer reaches
     such a client as its final JSON-RPC message (docs/decisions.md §36). A backend's HTTP error
     status without a JSON-RPC body reaches the client as a JSON-RPC error naming the backend
@@ -145,8 +145,8 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
             except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
                 log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
                 return error_answer(backend_unavailable(backend.name, f"connection failed while reading: {exc.__class__.__name__}"), None)
-            if v2 and may_carry_legacy_code(body):
-                body = _renumbered_body(body)
+            if v2 and may_need_v2_repair(body):
+                body = _repaired_body(body)
             if method in TOOL_METHODS:
                 forward.seen = of_bytes(method, body, v1=not v2)
             return web.Response(body=body, status=upstream.status, headers=headers)
@@ -154,7 +154,7 @@ async def relay(request: web.Request, backend: Endpoint, body: bytes | None, for
         await stream_to(request, response)
         written = Written()
         try:
-            await relay_stream(request, upstream, response, renumber=v2 and is_sse, written=written)
+            await relay_stream(request, upstream, response, repair=v2 and is_sse, written=written)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             log.info("relay from %s ended early: %s", backend.name, exc.__class__.__name__)
@@ -172,10 +172,8 @@ def _noted(request: web.Request, forward: Forward, response: web.StreamResponse,
     return response
 
 
-
-
-def _with_renumbering(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    return lambda message: legacy_code_renumbered(rewrite(message))
+def _with_repairs(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda message: v2_repaired(rewrite(message))
 
 
 async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, forward: Forward,
@@ -201,16 +199,14 @@ async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str,
         answer = error_answer(error, request_id)
         answer.headers.update(passed)
         return answer
-    if rewrite is None and not (v2 and may_carry_legacy_code(raw)):
+    if rewrite is None and not (v2 and may_need_v2_repair(raw)):
         return web.Response(body=raw, status=upstream.status, headers=headers)
     if rewrite is not None:
         message = rewrite(message)
         name_from_result(headers, message)
     if v2:
-        message = legacy_code_renumbered(message)
+        message = v2_repaired(message)
     return web.Response(body=jsonrpc.dumps(message), status=upstream.status, headers=headers)
-
-
 
 
 async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str,
@@ -225,11 +221,11 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     rewrite = forward.rewrite
     assert rewrite is not None
     if v2:
-        rewrite = _with_renumbering(rewrite)
+        rewrite = _with_repairs(rewrite)
     is_sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
 
     def untouched(raw: bytes) -> bool:
-        return not every and not may_carry_ids(raw) and not (v2 and may_carry_legacy_code(raw))
+        return not every and not may_carry_ids(raw) and not (v2 and may_need_v2_repair(raw))
 
     headers.pop(H_NAME, None)  # the backend's own task id: set again below from the rewritten answer
     if not is_sse:
@@ -269,23 +265,10 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     return _noted(request, forward, response, written)
 
 
-
-
 def _initialize_held(message: dict[str, Any]) -> dict[str, Any]:
     """A relayed v1 `initialize` answer that declares the held tasks (`translators.held.initialize_held_v1`)."""
     result = message.get("result")
     return {**message, "result": initialize_held_v1(result)} if isinstance(result, dict) else message
-
-
-def _task_status_named_v2(rewrite: Rewrite | None) -> Rewrite:
-    """`rewrite` (None: no other), then a task status under v1's name as the extension names it
-    (`subscriptions.task_status_named_v2`)."""
-    if rewrite is None:
-        return task_status_named_v2
-    return lambda message: task_status_named_v2(rewrite(message))
-
-
-
 
 
 def _telling(sealer: Callable[[str], str] | None, tell: Callable[[str], None]) -> Callable[[str], str]:
@@ -334,9 +317,8 @@ class Relay:
         def seal_task(task: str) -> str:
             return task if task in plain else self.keyring.seal_task_id(TaskRef(name, "", task), principal)
 
-        def rewrite(answer: dict[str, Any]) -> dict[str, Any]:
-            # a task status under v1's name (servers on the C# SDK) reaches the client under the extension's
-            return task_status_named_v2(ids_to_client(answer, seal_task, lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal)))
+        def rewrite(answer: dict[str, Any]) -> dict[str, Any]:  # and the v2 repairs (`v2_repaired`), as for every v2 backend
+            return ids_to_client(answer, seal_task, lambda state: self.keyring.seal(RELAY_STATE, (name, state), principal))
 
         routing = {H_METHOD: message.method}
         name_value = name_param(message.method, params)
@@ -379,11 +361,11 @@ class Relay:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
         return state
 
-    def session_body(self, message: jsonrpc.Message, body: bytes, upstream_id: str | None, plain_task_ids: bool) -> bytes:
+    def session_body(self, message: jsonrpc.Message, body: bytes, upstream: UpstreamSession) -> bytes:
         """The body a relayed session's POST goes upstream with: on a session whose task ids are
         sealed, task ids opened for this session. Raises `McpError(-32602)` for a task id not sealed
         for it (never sent upstream)."""
-        task_ids = self.session_task_ids(upstream_id, plain_task_ids)
+        task_ids = self.session_task_ids(upstream)
         if task_ids is None:
             return body
         if not may_carry_ids(body):  # no id to open: the client's bytes go as they came (decision 117)
@@ -391,26 +373,29 @@ class Relay:
         return jsonrpc.dumps(task_ids[0](message.raw))
 
     async def session(self, request: web.Request, body: bytes | None, message: jsonrpc.Message | None,
-                      upstream_id: str | None, plain_task_ids: bool, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
+                      upstream: UpstreamSession, on_session: Callable[[str], None] | None = None) -> web.StreamResponse:
         """Relay a request of a session of the backend's own dialect (a POST's checked `body`, or a
         GET or DELETE: `message` None); the session id the backend hands out at `initialize` is
-        sealed with the backend's name (and opened again: `upstream_id`). A session's task ids are
-        the backend's own both ways when `plain_task_ids` (every session begun on an HTTP backend
-        since decision 190: the session routes them), else sealed with backend and session both ways
-        (`session_task_ids`). A plain session id from before (`upstream_id` None after `initialize`,
-        docs/decisions.md §83) keeps its plain ids. `on_session` is called with the session id the
-        client is given, as soon as the backend's answer names one (an `initialize`)."""
-        task_ids = self.session_task_ids(upstream_id, plain_task_ids)
+        sealed with the backend's name (and opened again: `upstream.id`). The session's task ids
+        are the backend's own both ways when `upstream.plain_task_ids` (a session begun since
+        decision 190 where `plain_task_ids` holds: the session routes them), else sealed with
+        backend and session both ways (`session_task_ids`). A plain session id from before
+        (`upstream.id` None after `initialize`, docs/decisions.md §83) keeps its plain ids.
+        `on_session` is called with the session id the client is given, as soon as the backend's
+        answer names one (an `initialize`)."""
+        upstream_id = upstream.id
+        task_ids = self.session_task_ids(upstream)
         rewrite = task_ids[1] if task_ids is not None else None
-        if self.backend.dialect == "v2-session" and (rewrite is not None or plain_task_ids):
-            rewrite = _task_status_named_v2(rewrite)
-        sealed = upstream_id is not None or (message is not None and message.method == "initialize")
-        sealer = self.session_sealer(request, plain_task_ids) if sealed else None
+        initialize = message is not None and message.method == "initialize"
+        sealer = None
+        if upstream_id is not None or initialize:  # a new session's task ids travel as this backend's do now
+            sealer = self.session_sealer(request, self.plain_task_ids if initialize else upstream.plain_task_ids)
         if on_session is not None:
             sealer = _telling(sealer, on_session)
+        v2 = self.backend.dialect == "v2-session"
         if message is None:
             return await relay(request, self.backend.connector, None, Forward(self.wanted, session_id=upstream_id, seal_session=sealer,
-                                                                              rewrite=rewrite))
+                                                                              rewrite=rewrite, v2=v2))
         caller = None
         every = False
         if message.method == "initialize":
@@ -420,7 +405,7 @@ class Relay:
             if await self._declares_held_tasks():
                 rewrite, every = _initialize_held, True
         forward = Forward(self.wanted, caller, upstream_id, sealer, rewrite, message.method, message.id if message.kind == "request" else None,
-                          v2=self.backend.dialect == "v2-session", parsed=self._parsed(message, body, task_ids), rewrite_every=every)
+                          v2=v2, parsed=self._parsed(message, body, task_ids), rewrite_every=every)
         response = await relay(request, self.backend.connector, body, forward)
         if forward.seen is not None:  # for the observer, which the session relay is not handed (`Call.seen` on the modern wire)
             request[SEEN] = forward.seen
@@ -448,8 +433,9 @@ class Relay:
     def plain_task_ids(self) -> bool:
         """Whether a session begun now on this backend keeps the backend's own task ids (decision
         190): on a backend that checks its sessions' callers (HTTP), which binds its tasks to its
-        sessions itself; not on a stdio process, whose tasks the proxy confines to their session."""
-        return self.backend.connector.KNOWS_CALLERS
+        sessions itself, unless configured `session_task_ids = "sealed"`; never on a stdio process,
+        whose tasks the proxy confines to their session."""
+        return self.backend.connector.KNOWS_CALLERS and self.backend.config.session_task_ids == "plain"
 
     def session_sealer(self, request: web.Request, plain_task_ids: bool) -> Callable[[str], str]:
         """How the session ids this backend hands out are shown to relayed clients: sealed with the
@@ -470,7 +456,7 @@ class Relay:
             return ""
         return self.keyring.principal(request.headers.get(self.settings.identity_header_name))
 
-    def session_task_ids(self, upstream_id: str | None, plain_task_ids: bool) -> tuple[Rewrite, Rewrite] | None:
+    def session_task_ids(self, upstream: UpstreamSession) -> tuple[Rewrite, Rewrite] | None:
         """How task ids travel on a session relayed to this backend
         (upstream session `upstream_id`): (toward the backend, toward the client), each applied to a
         whole JSON-RPC message (`translators.fleet_ids`). Toward the client a backend's task id is
@@ -479,7 +465,8 @@ class Relay:
         (`McpError(-32602)`). None before the session exists (`initialize`, which carries no task
         ids), for a plain session id from before (docs/decisions.md §83) and for a session whose task
         ids are plain (`plain_task_ids`, decision 190): ids pass through unchanged."""
-        if upstream_id is None or plain_task_ids:
+        upstream_id = upstream.id
+        if upstream_id is None or upstream.plain_task_ids:
             return None
         name = self.backend.name
 

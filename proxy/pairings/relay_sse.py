@@ -14,7 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from translators import jsonrpc
-from translators.errors import McpError, legacy_code_renumbered, may_carry_legacy_code
+from translators.errors import McpError
+from translators.subscriptions import may_need_v2_repair, v2_repaired
 
 from ..faces.checks import ANSWERED
 from ..sse import Event, SseParser
@@ -80,15 +81,16 @@ def noting_answer(request: web.Request, written: Written | None = None) -> Itera
         raise
 
 
-def _renumbered_body(raw: bytes) -> bytes:
-    """A JSON body that may hold `-32003`, with the code renumbered (unchanged bytes when it
-    is not a JSON-RPC message or holds the bytes elsewhere)."""
+def _repaired_body(raw: bytes) -> bytes:
+    """A v2 backend's JSON body that may need `v2_repaired` (the code `-32003` renumbered, a task
+    status notification under its v2 name): unchanged bytes when it is not a JSON-RPC message or
+    nothing in it needs repair."""
     try:
         message = jsonrpc.parse(raw).raw
     except McpError:
         return raw
-    renumbered = legacy_code_renumbered(message)
-    return raw if renumbered is message else jsonrpc.dumps(renumbered)
+    repaired = v2_repaired(message)
+    return raw if repaired is message else jsonrpc.dumps(repaired)
 
 
 def _frame(event: Event, data: bytes) -> bytes:
@@ -111,11 +113,11 @@ def _complete_events_end(buffer: bytes) -> int:
     return max(((at + len(end)) if (at := buffer.rfind(end)) >= 0 else 0) for end in _EVENT_ENDS)
 
 
-async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse,  # an aiohttp or lean response
-                                written: Written | None = None) -> None:
+async def _relay_sse_repaired(upstream: Any, response: web.StreamResponse,  # an aiohttp or lean response
+                              written: Written | None = None) -> None:
     """An SSE answer of a v2 backend, passed on as it arrives but whole events at a time, so that an
-    event holding `-32003` can be parsed and renumbered (`_renumbered_body`); other bytes pass
-    unchanged. Events are only parsed when their bytes hold the code."""
+    event that needs it can be parsed and repaired (`_repaired_body`); other bytes pass unchanged.
+    Events are only parsed when their bytes may need it (`may_need_v2_repair`)."""
     pending: list[bytes] = []  # what came after the last complete event, as it came (joined once)
     tail = b""  # its last bytes: the start of an event end split between two chunks
     async for chunk in upstream.content.iter_any():
@@ -127,9 +129,9 @@ async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse,  # 
             continue
         ready, rest = b"".join([*pending, chunk[:cut]]), chunk[cut:]
         pending, tail = ([rest] if rest else []), rest[-_LONGEST_END:]
-        if may_carry_legacy_code(ready):
+        if may_need_v2_repair(ready):
             parser = SseParser()
-            ready = b"".join(_frame(event, _renumbered_body(event.data.encode())) for event in parser.feed(ready))
+            ready = b"".join(_frame(event, _repaired_body(event.data.encode())) for event in parser.feed(ready))
         await response.write(ready)
         if written is not None:
             written.whole(ready)
@@ -137,14 +139,14 @@ async def _relay_sse_renumbered(upstream: Any, response: web.StreamResponse,  # 
         await response.write(b"".join(pending))
 
 
-async def relay_stream(request: web.Request, upstream: Any, response: web.StreamResponse, *, renumber: bool,
+async def relay_stream(request: web.Request, upstream: Any, response: web.StreamResponse, *, repair: bool,
                        written: Written | None = None) -> None:
-    """A backend's streamed answer passed on as it arrives (`renumber`: a v2 backend's SSE, whole
-    events at a time, `_relay_sse_renumbered`); a client that leaves after its answer is noted
+    """A backend's streamed answer passed on as it arrives (`repair`: a v2 backend's SSE, whole
+    events at a time, `_relay_sse_repaired`); a client that leaves after its answer is noted
     (`noting_answer`, into `written`)."""
     with noting_answer(request, written) as written:
-        if renumber:
-            await _relay_sse_renumbered(upstream, response, written)
+        if repair:
+            await _relay_sse_repaired(upstream, response, written)
             return
         async for chunk in upstream.content.iter_any():
             await response.write(chunk)

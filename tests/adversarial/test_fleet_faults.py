@@ -629,7 +629,11 @@ async def two_v1(reference_v1_server, second_v1_server, tmp_path):
             for client in clients:
                 await client.initialize()
             where = [KEYRING.unseal(RELAY_SESSION, client.session_id, "") for client in clients]
-            assert [(name, plain) for name, _, plain in where] == [("a", PLAIN_TASK_IDS), ("b", PLAIN_TASK_IDS), ("a", PLAIN_TASK_IDS)]
+            assert [(name, plain) for name, _, plain in where] == [
+                ("a", PLAIN_TASK_IDS),
+                ("b", PLAIN_TASK_IDS),
+                ("a", PLAIN_TASK_IDS),
+            ]
             for client, (name, upstream_id, _) in zip(clients, where, strict=True):
                 client.session_id = KEYRING.seal(RELAY_SESSION, (name, upstream_id), "")  # as sealed before decision 190
             yield SimpleNamespace(
@@ -758,7 +762,9 @@ async def test_a_new_sessions_task_ids_are_the_backends_own(two_v1):
     on = {name: [c for c, (n, _, _) in zip(fresh, where, strict=True) if n == name] for name in ("a", "b")}
     assert (len(on["a"]), len(on["b"])) == (2, 2)
     x, same, on_b = on["a"][0], on["a"][1], on["b"][0]
-    created = await x.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"}, "task": {"ttl": 60_000}})
+    created = await x.call(
+        "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"}, "task": {"ttl": 60_000}}
+    )
     task_id = created["result"]["task"]["taskId"]
     assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)  # mcp 1.30's own form, as the backend gave it
     marks = (len(f.a.methods), len(f.b.methods))
@@ -771,7 +777,7 @@ async def test_a_new_sessions_task_ids_are_the_backends_own(two_v1):
     }
     odd = await x.call("tasks/get", {"taskId": 12345})
     assert _session_error(odd) == (200, -32602, "Invalid request parameters")  # mcp 1.30's own answer
-    assert (f.a.methods[marks[0]:], f.b.methods[marks[1]:]) == (["tasks/get", "tasks/get"], ["tasks/get"])
+    assert (f.a.methods[marks[0] :], f.b.methods[marks[1] :]) == (["tasks/get", "tasks/get"], ["tasks/get"])
     assert [b["params"]["taskId"] for b in f.a.bodies[-2:]] == [task_id, 12345]  # as the clients sent them
 
     mine = await x.call("tasks/get", {"taskId": task_id})

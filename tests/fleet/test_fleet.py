@@ -14,7 +14,7 @@ from proxy.fleet import Fleet
 from proxy.metrics import Metrics
 from proxy.routing import Router
 from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
-from translators.sealing import RELAY_SESSION, Keyring
+from translators.sealing import PLAIN_TASK_IDS, RELAY_SESSION, Keyring
 
 KEYRING = Keyring(TEST_KEY)
 
@@ -103,10 +103,10 @@ async def test_sealed_ids_route_with_any_fleet_size_and_plain_ids_go_to_their_ow
     try:
         sealed = KEYRING.seal(RELAY_SESSION, ("a", "upstream-session-7"), "")
         routed = Router(single, KEYRING).relayed_session(sealed)
-        assert routed is not None and (routed[0].name, routed[1]) == ("a", "upstream-session-7")
+        assert routed is not None and (routed.member.name, routed.upstream) == ("a", ("upstream-session-7", False))
         assert Router(single, KEYRING).relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s"), "")) is None
         plain = Router(owning, KEYRING).relayed_session("upstream-session-7")
-        assert plain is not None and (plain[0].name, plain[1]) == ("b", None)
+        assert plain is not None and (plain.member.name, plain.upstream) == ("b", (None, False))
         assert Router(fleet, KEYRING).relayed_session("upstream-session-7") is None
         assert [m.relay.plain_ids for m in owning.members] == [False, True]
         assert [m.relay.plain_ids for m in single.members] == [True]
@@ -116,17 +116,39 @@ async def test_sealed_ids_route_with_any_fleet_size_and_plain_ids_go_to_their_ow
         await http1.close()
 
 
+async def test_a_relayed_session_id_says_whether_its_task_ids_are_plain():
+    """Decision 190: a session id sealed with `PLAIN_TASK_IDS` as its third field routes as one of
+    two fields does and says the session's task ids are the backend's own; another third field, or
+    a fourth, opens no session. New sessions of an HTTP backend get plain task ids unless it is
+    configured `session_task_ids = "sealed"`."""
+    fleet, http = await _fleet(1, 1)
+    sealed = load(None, {"upstream": [{"name": "a", "url": "http://127.0.0.1:9/a", "session_task_ids": "sealed"}]})
+    confined = Fleet.build(sealed, http, KEYRING, Metrics())
+    try:
+        router = Router(fleet, KEYRING)
+        plain = router.relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s7", PLAIN_TASK_IDS), ""))
+        assert plain is not None and (plain.member.name, plain.upstream) == ("b", ("s7", True))
+        before = router.relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s7"), ""))
+        assert before is not None and (before.member.name, before.upstream) == ("b", ("s7", False))
+        assert router.relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s7", "other"), "")) is None
+        assert router.relayed_session(KEYRING.seal(RELAY_SESSION, ("b", "s7", PLAIN_TASK_IDS, "x"), "")) is None
+        assert [m.relay.plain_task_ids for m in fleet.members] == [True, True]
+        assert [m.relay.plain_task_ids for m in confined.members] == [False]
+    finally:
+        await http.close()
+
+
 async def test_relayed_session_ids_name_their_backend_only_with_several_backends():
     fleet, http = await _fleet(1, 1)
     single, http1 = await _fleet(1)
     try:
         sealed = KEYRING.seal(RELAY_SESSION, ("b", "upstream-session-7"), "")
         routed = Router(fleet, KEYRING).relayed_session(sealed)
-        assert routed is not None and (routed[0].name, routed[1]) == ("b", "upstream-session-7")
+        assert routed is not None and (routed.member.name, routed.upstream) == ("b", ("upstream-session-7", False))
         assert Router(fleet, KEYRING).relayed_session("upstream-session-7") is None
         assert Router(fleet, KEYRING).relayed_session(KEYRING.seal(RELAY_SESSION, ("gone", "s"), "")) is None
         only = Router(single, KEYRING).relayed_session("upstream-session-7")
-        assert only is not None and (only[0].name, only[1]) == ("a", None)
+        assert only is not None and (only.member.name, only.upstream) == ("a", (None, False))
     finally:
         await http.close()
         await http1.close()

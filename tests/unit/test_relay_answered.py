@@ -106,7 +106,7 @@ async def test_a_client_that_leaves_is_noted_answered_only_once_it_had_its_answe
 ) -> None:
     request: dict[Any, Any] = {}
     client = _Client(len(chunks) - (1 if renumber and len(chunks) == 3 else 0))  # whole events at a time when renumbering
-    relaying = asyncio.create_task(relay_stream(request, _Upstream(chunks), client, renumber=renumber))  # type: ignore[arg-type]
+    relaying = asyncio.create_task(relay_stream(request, _Upstream(chunks), client, repair=renumber))  # type: ignore[arg-type]
     await client.done.wait()
     relaying.cancel()  # the client left: aiohttp cancels the handler
     with pytest.raises(asyncio.CancelledError):

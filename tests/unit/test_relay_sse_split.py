@@ -1,4 +1,4 @@
-"""The relay's SSE splitter for v2 answers (`proxy/pairings/relay._relay_sse_renumbered`): whole
+"""The relay's SSE splitter for v2 answers (`proxy/pairings/relay._relay_sse_repaired`): whole
 events at a time, bytes unchanged unless an event holds `-32003`, for every split of the stream;
 a long event is kept as the chunks that came and joined once (copying and searching the whole
 pending event at every chunk took 7 s of the event loop for a 16 MiB event in 64 KiB chunks).
@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from proxy.pairings.relay_sse import _complete_events_end, _frame, _relay_sse_renumbered, _renumbered_body
+from proxy.pairings.relay_sse import _complete_events_end, _frame, _relay_sse_repaired, _repaired_body
 from proxy.sse import SseParser
-from translators.errors import may_carry_legacy_code
+from translators.subscriptions import may_need_v2_repair
 
 LEGACY = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32003, "message": "needs the extension"}}
 STREAM = (
@@ -33,8 +33,8 @@ def _before(chunks: list[bytes]) -> list[bytes]:
         if cut == 0:
             continue
         ready, pending = pending[:cut], pending[cut:]
-        if may_carry_legacy_code(ready):
-            ready = b"".join(_frame(e, _renumbered_body(e.data.encode())) for e in SseParser().feed(ready))
+        if may_need_v2_repair(ready):
+            ready = b"".join(_frame(e, _repaired_body(e.data.encode())) for e in SseParser().feed(ready))
         writes.append(ready)
     return writes + ([pending] if pending else [])
 
@@ -59,7 +59,7 @@ class _Client:
 
 async def _relayed(chunks: list[bytes]) -> list[bytes]:
     client = _Client()
-    await _relay_sse_renumbered(_Upstream(chunks), client)  # type: ignore[arg-type]
+    await _relay_sse_repaired(_Upstream(chunks), client)  # type: ignore[arg-type]
     return client.writes
 
 

@@ -105,8 +105,21 @@ def test_a_slow_newer_backend_is_worse() -> None:
 
 def test_a_task_ends_once() -> None:
     tasks = ToolTasks()
-    tasks.created("t-1", "lookup", 5.0)
-    assert tasks.end("t-1") == ("lookup", 5.0)
-    assert tasks.end("t-1") is None
-    assert tasks.end("t-2") == ("other", None)
-    assert tasks.end("t-2") is None
+    tasks.created((None, "t-1"), "lookup", 5.0)
+    assert tasks.end((None, "t-1")) == ("lookup", 5.0)
+    assert tasks.end((None, "t-1")) is None
+    assert tasks.end((None, "t-2")) == ("other", None)
+    assert tasks.end((None, "t-2")) is None
+
+
+def test_two_sessions_tasks_of_the_same_id_are_two_tasks() -> None:
+    """A relayed session's task ids are the backend's own (decision 190): a backend that numbers
+    its tasks per session gives two sessions the same id, and each ends under its own tool."""
+    tasks = ToolTasks()
+    tasks.created(("s-1", "1"), "lookup", 5.0)
+    tasks.created(("s-2", "1"), "failing_job", 6.0)
+    assert [tasks.end(("s-2", "1")), tasks.end(("s-1", "1")), tasks.end(("s-1", "1"))] == [
+        ("failing_job", 6.0),
+        ("lookup", 5.0),
+        None,
+    ]

@@ -38,7 +38,8 @@ async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
         )["result"]
         task_id = created["task"]["taskId"]
         name, upstream_session, plain = KEYRING.unseal(RELAY_SESSION, client.session_id, "")
-        assert (name, plain) == ("main", PLAIN_TASK_IDS) and re.fullmatch(r"[0-9a-f]{32}", upstream_session)  # mcp 1.30's own id inside
+        assert (name, plain) == ("main", PLAIN_TASK_IDS)
+        assert re.fullmatch(r"[0-9a-f]{32}", upstream_session)  # mcp 1.30's own id inside
         # the backend's own task id (mcp 1.30's form), which it binds to its session itself (decision 190)
         assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", task_id)
         result = await client.call("tasks/result", {"taskId": task_id})

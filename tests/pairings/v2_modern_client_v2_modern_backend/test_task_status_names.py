@@ -22,7 +22,7 @@ from support import Caller, running_proxy
 
 from proxy.sse import SseParser
 from translators.multiplex import Route, route_of
-from translators.subscriptions import task_status_named_v2
+from translators.subscriptions import may_need_v2_repair, task_status_named_v2, v2_repaired
 
 SUB = "io.modelcontextprotocol/subscriptionId"
 TASK = {"taskId": "t-1", "status": "working", "createdAt": "2026-12-04T10:00:00Z", "lastUpdatedAt": "2026-12-04T10:00:00Z",
@@ -114,6 +114,28 @@ def test_either_name_is_renamed_to_the_extension_s_and_nothing_else_changes():
         {"jsonrpc": "2.0", "id": 1, "result": {}},
     ):
         assert task_status_named_v2(other) is other
+
+
+def test_a_v2_backend_s_messages_are_repaired_only_where_their_bytes_may_need_it():
+    """`v2_repaired`: the status notification's v1 name and the draft-era `-32003`, both at once,
+    and nothing else; `may_need_v2_repair` finds every message it would change by its bytes, escaped
+    slashes included, and leaves a plain result alone."""
+    named = {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "a", "status": "working"}}
+    legacy = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32003, "message": "input required"}}
+    plain = {"jsonrpc": "2.0", "id": 4, "result": {"taskId": "a", "status": "working"}}
+    assert [v2_repaired(named), v2_repaired(legacy)] == [
+        {**named, "method": "notifications/tasks"},
+        {**legacy, "error": {"code": -32021, "message": "input required"}},
+    ]
+    assert v2_repaired(plain) is plain
+    escaped = json.dumps(named).replace("/", "\\/").encode()
+    assert json.loads(escaped) == named
+    assert [may_need_v2_repair(json.dumps(m).encode()) for m in (named, legacy, plain)] + [may_need_v2_repair(escaped)] == [
+        True,
+        True,
+        False,
+        True,
+    ]
 
 
 @pytest.mark.parametrize("name", ["notifications/tasks", "notifications/tasks/status"])
