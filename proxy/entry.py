@@ -250,7 +250,7 @@ class Entry:
     async def _offer_answered(self, call: Call, response: web.StreamResponse, outcome: Outcome) -> None:
         """Offer an answer to the shadows of the backend that gave it, once the client has it
         (`proxy/shadow/mirror.py`): a modern relay's body as it was sent, a translation's result, and
-        otherwise nothing (the primary is asked again: a session's ids are sealed for the session)."""
+        otherwise nothing (the primary is asked again: a session's ids belong to the session)."""
         source = outcome.source
         if source == OWN_SESSION and self.sessions.sessions.held(call.session_id or "") is None:
             return  # no such session: nothing was answered for a backend

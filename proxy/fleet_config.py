@@ -4,7 +4,7 @@ docs/operations.md "Reload and drain", docs/decisions.md §84, §85).
 A reload re-reads the file the proxy was started with and applies its `[[upstream]]` tables to the
 fleet in place: backends that stay keep their member (the same `FleetMember`: pools, upstream
 sessions, followed tasks, held exchanges and GET streams go on), and take the new `weight`,
-`drain` and `plain_ids`; new backends are added and probed; removed ones are dropped. Nothing is
+`drain`, `plain_ids` and `session_task_ids`; new backends are added and probed; removed ones are dropped. Nothing is
 applied unless all of it can be: a file that does not validate, a changed address of a backend
 that stays, or the removal of a backend that still holds work (not drained, and not listed in
 `remove_with_work`) raises `ConfigError` naming the key, and the running configuration stays.
