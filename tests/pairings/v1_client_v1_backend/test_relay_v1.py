@@ -51,3 +51,32 @@ async def test_a_v1_client_uses_a_v1_server_through_the_relay(tapped, tmp_path):
             assert deleted.status == 200
         assert (await client.call("tasks/list"))["_status"] == 404
     assert "initialize" in tapped.methods and "tasks/result" in tapped.methods
+
+
+async def test_a_backend_configured_sealed_gives_its_sessions_sealed_task_ids(tapped, tmp_path):
+    """`session_task_ids = "sealed"` (decision 190): the session's id has two fields, its task ids
+    are sealed with backend and session both ways (the backend sees its own), and another session's
+    id is refused by the proxy, never reaching the backend."""
+    async with (
+        running_proxy(tapped.url, tmp_path, main_keys={"session_task_ids": "sealed"}) as proxy,
+        aiohttp.ClientSession() as http,
+    ):
+        client, other = SessionCaller(http, proxy.url), SessionCaller(http, proxy.url)
+        await client.initialize()
+        await other.initialize()
+        name, upstream_session = KEYRING.unseal(RELAY_SESSION, client.session_id, "")
+        created = await client.call(
+            "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "S"}, "task": {"ttl": 60000}}
+        )
+        task_id = created["result"]["task"]["taskId"]
+        ref = KEYRING.unseal_task_id(task_id, "")
+        assert (name, ref.backend, ref.session) == ("main", "main", upstream_session)
+        assert re.fullmatch(r"[0-9a-f]{32}:[0-9a-f-]{36}", ref.task)  # the backend's own id inside
+        result = await client.call("tasks/result", {"taskId": task_id})
+        assert result["result"]["content"] == [{"type": "text", "text": "computed S"}]
+        assert tapped.bodies[-1]["params"] == {"taskId": ref.task}  # opened on its way to the backend
+        reached = len(tapped.methods)
+        stranger = await other.call("tasks/get", {"taskId": task_id})
+        assert (stranger["_status"], stranger["error"]["code"]) == (200, -32602)
+        assert stranger["error"]["message"].startswith("Unknown task: the id does not unseal")
+        assert len(tapped.methods) == reached
