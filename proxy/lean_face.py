@@ -84,10 +84,14 @@ def plain_body(response: StreamResponse) -> bytes | None:
     """The body of `response` when the lean face may write it whole (`finish_head`, `head_bytes`): a
     `web.Response` not yet sent, its body bytes, no compression, chunking or cookies, a status that
     has a body. None: aiohttp's response code writes it (`prepare`, `write_eof`)."""
-    if type(response) is not web.Response or response.prepared or response._compression or response._chunked or response._cookies:
+    # aiohttp's own attributes, not its properties (`prepared`, `body`, `status`): each property is a
+    # Python call, and this runs for every answer (aiohttp is pinned: pyproject.toml)
+    if type(response) is not web.Response or response._eof_sent or response._payload_writer is not None or response._compression \
+            or response._chunked or response._cookies:
         return None
-    body = response.body
-    if not isinstance(body, bytes) or response.status < 200 or response.status in (204, 304):
+    body = response._body
+    status = response._status
+    if not isinstance(body, bytes) or status < 200 or status in (204, 304):
         return None
     return body
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
+import os
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -32,7 +32,7 @@ def request_id_from(header: str | None) -> str:
     visible ASCII characters, no spaces or control characters), else a new random one."""
     if header and len(header) <= MAX_REQUEST_ID_CHARS and visible_ascii(header):
         return header
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()  # what `secrets.token_hex(16)` returns, three Python calls fewer
 
 
 class RequestIdFilter(logging.Filter):
