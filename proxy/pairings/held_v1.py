@@ -100,7 +100,7 @@ class HeldSessions:
             if message.method in ("tasks/get", "tasks/result", "tasks/cancel"):
                 held_id = self._held_ref(params.get("taskId"), owner)
                 if held_id is None:
-                    if not (await self.backend.current()).offers_tool_tasks:
+                    if not (self.backend.fresh() or await self.backend.current()).offers_tool_tasks:  # no await on the hot path
                         # The tasks are the proxy's declaration, not the backend's: an id that is no
                         # held task of this session is unknown here, on a session whose task ids are
                         # the backend's own too (decision 190), and never reaches the backend.

@@ -398,7 +398,7 @@ class Relay:
                                                                               rewrite=rewrite, v2=v2))
         caller = None
         every = False
-        if message.method == "initialize":
+        if initialize:
             if not self.backend.connector.KNOWS_CALLERS:
                 # a stdio backend's process is chosen for the proxy's principal, not the Authorization (decision 144)
                 caller = self.backend.connector.caller_headers(self._binding(request))
