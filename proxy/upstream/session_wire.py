@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import secrets
 import time
@@ -297,9 +296,9 @@ async def read_answer(backend: str, response: aiohttp.ClientResponse, asked: tup
                 raise too_large(bound, backend)
             bridged = getattr(response, "json_message", None)
             if bridged is None and bound is not None:
-                answer = json.loads(await bounded_body(backend, response, bound))
+                answer = jsonrpc.loads(await bounded_body(backend, response, bound))
             else:
-                answer = bridged or json.loads(await response.read())
+                answer = bridged or jsonrpc.loads(await response.read())
         except (ValueError, UnicodeDecodeError):
             raise backend_unavailable(backend, f"answered HTTP {response.status} with a body that is not JSON") from None
         except (TimeoutError, aiohttp.ClientError) as exc:

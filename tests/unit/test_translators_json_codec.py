@@ -126,3 +126,33 @@ def test_a_refused_body_is_refused_in_the_standard_decoders_words(body, message)
     with pytest.raises(McpError) as raised:
         jsonrpc.parse_json(body)
     assert (raised.value.code, raised.value.message) == (-32700, message)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OBJECTS, st.booleans())
+def test_a_backends_answer_reads_as_json_loads_reads_it(value, ascii_only):
+    body = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert _same(jsonrpc.loads(body), json.loads(body))
+
+
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        (b'{"n":"\\ud800"}', "\ud800"),
+        (b'{"n":123456789012345678901234567890}', 123456789012345678901234567890),
+    ],
+    ids=["lone-surrogate", "beyond-64-bits"],
+)
+def test_a_backends_answer_that_orjson_would_refuse_or_misread_reads_as_json_loads_reads_it(body, value):
+    assert _same(jsonrpc.loads(body), {"n": value})
+
+
+def test_a_backends_nan_is_taken_as_json_loads_takes_it():
+    read = jsonrpc.loads(b'{"n":NaN}')["n"]
+    assert (type(read), math.isnan(read)) == (float, True)
+
+
+def test_a_backends_answer_that_is_not_json_raises_what_json_loads_raises():
+    with pytest.raises(json.JSONDecodeError) as raised:
+        jsonrpc.loads(b'{"n":}')
+    assert (raised.value.msg, raised.value.pos) == ("Expecting value", 5)
