@@ -153,7 +153,7 @@ class Entry:
                 check_headers(message.method, params, meta, request.headers)
                 call.repairs = repairs_of(message.method, params, request.headers)
                 principal = call.principal = self._principal(request)
-                route = await self.router.modern(message, meta, principal)
+                route = self.router.modern(message, meta, principal) or await self.router.new_work()
                 response, outcome = await self.router.drive(route, functools.partial(self._modern, call))
         except asyncio.CancelledError as exc:
             removed = removed_backend(exc)

@@ -84,12 +84,12 @@ class Router:
                 if work is not None:
                     work.end()
 
-    async def modern(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> Route:
-        """The route of a checked modern request: the member that must answer it, and whether the
-        request is bound to it: a task by the backend sealed in its id, an MRTR retry by the one sealed in its
-        `requestState`; other requests are new work. With one backend, always it (ids that do not
-        unseal, or name another backend, are then refused where they are read). A plain id from
-        before goes to the fleet's `plain_owner` (docs/decisions.md §83)."""
+    def modern(self, message: jsonrpc.Message, meta: ModernMeta, principal: str) -> Route | None:
+        """The route of a checked modern request that is bound to its member: a task by the backend
+        sealed in its id, an MRTR retry by the one sealed in its `requestState`; None for new work,
+        which `new_work` places. With one backend, always it, bound (ids that do not unseal, or name
+        another backend, are then refused where they are read): no coroutine to run. A plain id
+        from before goes to the fleet's `plain_owner` (docs/decisions.md §83)."""
         fleet = self.fleet
         if not fleet.multi:
             route = self._single
@@ -114,7 +114,11 @@ class Router:
             if member is None:
                 raise McpError(INVALID_PARAMS, "Invalid requestState")
             return Route(member, True)
-        return Route(await fleet.pick(), False)
+        return None
+
+    async def new_work(self) -> Route:
+        """The route of new work: the member the fleet's weighted round robin picks, not bound."""
+        return Route(await self.fleet.pick(), False)
 
     def _not_removed(self, task_id: Any, principal: str) -> None:
         """Raise `task_of_removed` when `task_id` is sealed with a backend the fleet no longer has

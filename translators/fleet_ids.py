@@ -62,24 +62,43 @@ _BODY_KEYS = frozenset(("taskId", "requestState", "_meta", "inputRequests", "tas
 
 
 def _body(holder: dict[str, Any], task_id: Relabel, request_state: Relabel) -> dict[str, Any]:
-    """`params` or `result` with every place of a task id or requestState mapped (see the module docstring)."""
-    holder = _mapped(holder, "taskId", task_id)
-    holder = _mapped(holder, "requestState", request_state)
-    holder = _related_task(holder, task_id)
-    requests = holder.get("inputRequests")
-    if isinstance(requests, dict):
-        changed = _input_requests(requests, task_id)
-        holder = holder if changed is requests else {**holder, "inputRequests": changed}
-    task = holder.get("task")
-    if isinstance(task, dict):
-        changed = _mapped(task, "taskId", task_id)
-        holder = holder if changed is task else {**holder, "task": changed}
-    holder = _listed_tasks(holder, task_id)
-    wanted = holder.get("notifications")
-    if isinstance(wanted, dict):
-        changed = _task_ids(wanted, task_id)
-        holder = holder if changed is wanted else {**holder, "notifications": changed}
-    return holder
+    """`params` or `result` with every place of a task id or requestState mapped (see the module
+    docstring): each member of `_BODY_KEYS` it holds, by the member's own mapping (`_PLACES`).
+    A copy is made at the first change; the members keep their order."""
+    out: dict[str, Any] | None = None
+    for key in _PLACES:  # in a fixed order: of two ids that do not open, the first is the one refused
+        if key not in holder:
+            continue
+        old = holder[key]
+        new = _PLACES[key](old, task_id, request_state)
+        if new is not old:
+            if out is None:
+                out = dict(holder)
+            out[key] = new
+    return holder if out is None else out
+
+
+def _string(value: Any, fn: Relabel) -> Any:
+    """`value` mapped through `fn` when it is a string."""
+    return fn(value) if isinstance(value, str) else value
+
+
+def _object(value: Any, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """`fn(value)` when `value` is an object."""
+    return fn(value) if isinstance(value, dict) else value
+
+
+_PLACES: dict[str, Callable[[Any, Relabel, Relabel], Any]] = {
+    "taskId": lambda value, task_id, _state: _string(value, task_id),
+    "requestState": lambda value, _task_id, request_state: _string(value, request_state),
+    "_meta": lambda value, task_id, _state: _object(value, lambda meta: _related_meta(meta, task_id)),
+    "inputRequests": lambda value, task_id, _state: _object(value, lambda requests: _input_requests(requests, task_id)),
+    "task": lambda value, task_id, _state: _object(value, lambda task: _mapped(task, "taskId", task_id)),
+    "tasks": lambda value, task_id, _state: _listed(value, task_id) if isinstance(value, list) else value,
+    "notifications": lambda value, task_id, _state: _object(value, lambda wanted: _task_ids(wanted, task_id)),
+}
+"""How each member of `_BODY_KEYS` is mapped, in the order `_body` maps them (its value in, its
+value out: the same object when nothing in it changes)."""
 
 
 def listened_task_ids(params: dict[str, Any]) -> list[Any]:
@@ -122,13 +141,15 @@ def _nested(holder: dict[str, Any], key: str, fn: Callable[[dict[str, Any]], dic
 
 def _related_task(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
     """`holder` with `_meta["io.modelcontextprotocol/related-task"].taskId` mapped."""
-    meta = holder.get("_meta")
-    if not isinstance(meta, dict):
-        return holder
+    return _nested(holder, "_meta", lambda meta: _related_meta(meta, task_id))
+
+
+def _related_meta(meta: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
+    """A `_meta` object with its `["io.modelcontextprotocol/related-task"].taskId` mapped."""
     related = meta.get(META_RELATED_TASK)
     if not isinstance(related, dict) or not isinstance(related.get("taskId"), str):
-        return holder
-    return {**holder, "_meta": {**meta, META_RELATED_TASK: {**related, "taskId": task_id(related["taskId"])}}}
+        return meta
+    return {**meta, META_RELATED_TASK: {**related, "taskId": task_id(related["taskId"])}}
 
 
 def _input_requests(requests: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
@@ -148,13 +169,10 @@ def _task_ids(wanted: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
     return {**wanted, "taskIds": [task_id(one) if isinstance(one, str) else one for one in ids]}
 
 
-def _listed_tasks(holder: dict[str, Any], task_id: Relabel) -> dict[str, Any]:
-    """A v1 `tasks/list` result with the `taskId` of each entry of `tasks` mapped."""
-    tasks = holder.get("tasks")
-    if not isinstance(tasks, list):
-        return holder
+def _listed(tasks: list[Any], task_id: Relabel) -> list[Any]:
+    """The `tasks` of a v1 `tasks/list` result with the `taskId` of each entry mapped."""
     changed = [_mapped(task, "taskId", task_id) if isinstance(task, dict) else task for task in tasks]
-    return holder if all(a is b for a, b in zip(changed, tasks, strict=True)) else {**holder, "tasks": changed}
+    return tasks if all(a is b for a, b in zip(changed, tasks, strict=True)) else changed
 
 
 ID_KEYS_BYTES = (b"taskId", b"requestState", b"\\u")

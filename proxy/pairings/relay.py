@@ -220,8 +220,6 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
     v2, every = forward.v2, forward.rewrite_every
     rewrite = forward.rewrite
     assert rewrite is not None
-    if v2:
-        rewrite = _with_repairs(rewrite)
     is_sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
 
     def untouched(raw: bytes) -> bool:
@@ -244,6 +242,8 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
         except McpError:
             return web.Response(body=raw, status=upstream.status, headers=headers)
         message = rewrite(message)
+        if v2 and may_need_v2_repair(raw):
+            message = v2_repaired(message)
         name_from_result(headers, message)
         if tool_method:
             forward.seen = of_message(forward.method, message, v1=not forward.v2)  # type: ignore[arg-type]
@@ -257,7 +257,9 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
             async for chunk in upstream.content.iter_any():
                 for event in parser.feed(chunk):
                     data = event.data.encode()
-                    await response.write(frame := _frame(event, data if untouched(data) else rewrite_data(data, rewrite)))
+                    if not untouched(data):
+                        data = rewrite_data(data, _with_repairs(rewrite) if v2 and may_need_v2_repair(data) else rewrite)
+                    await response.write(frame := _frame(event, data))
                     written.whole(frame)
         await response.write_eof()
     except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:

@@ -233,18 +233,21 @@ async def test_plain_task_ids_and_request_states_go_to_the_backend_with_plain_id
     try:
         router = Router(Fleet.build(owned, http, KEYRING, Metrics()), KEYRING)
         plain_get = request("tasks/get", {"taskId": "backend-own-id"})
-        member, bound = await router.modern(plain_get, meta, ANONYMOUS)
+        route = router.modern(plain_get, meta, ANONYMOUS)
+        assert route is not None
+        member, bound = route
         assert (member.name, bound) == ("b", True)
         sealed = KEYRING.seal_task_id(TaskRef("a", "", "t1"), ANONYMOUS)
-        assert (await router.modern(request("tasks/get", {"taskId": sealed}), meta, ANONYMOUS))[0].name == "a"
+        assert router.modern(request("tasks/get", {"taskId": sealed}), meta, ANONYMOUS) == (router.fleet.named("a"), True)
         retry = request("tools/call", {"name": "x", "requestState": "backend-own-state"})
-        assert (await router.modern(retry, meta, ANONYMOUS))[0].name == "b"
+        assert router.modern(retry, meta, ANONYMOUS) == (router.fleet.named("b"), True)
+        assert router.modern(request("tools/call", {"name": "x"}), meta, ANONYMOUS) is None  # new work: `new_work` places it
         expired = KEYRING.seal_request_state(("exchange-1", "a"), ANONYMOUS, 1)
         with pytest.raises(McpError) as refused:
-            await router.modern(request("tools/call", {"name": "x", "requestState": expired}), meta, ANONYMOUS)
+            router.modern(request("tools/call", {"name": "x", "requestState": expired}), meta, ANONYMOUS)
         assert refused.value.message == "Expired requestState: send the original request again"
         with pytest.raises(McpError) as refused:
-            await Router(fleet, KEYRING).modern(plain_get, meta, ANONYMOUS)
+            Router(fleet, KEYRING).modern(plain_get, meta, ANONYMOUS)
         assert (refused.value.code, refused.value.message) == (-32602, f"{UNKNOWN_TASK}: {NOT_ISSUED}")
     finally:
         await http.close()
