@@ -114,13 +114,22 @@ def _finite_float(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 """One decoder for every message (`json.loads` with hooks would build a new one per call)."""
-_DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
-"""A `bytes.translate` table: every digit becomes "0", every other byte a space."""
+_SHAPE = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x7B if byte in b"{[" else 0x20 for byte in range(256))
+"""A `bytes.translate` table giving a body's shape: every digit becomes "0", every "{" and "[" a
+"{", every other byte a space."""
 _LONG_RUN = b"0" * 19
-"""19 digits in a row (in `_DIGITS_ONLY`'s image of a body): a number that may not fit 64 bits,
-which orjson would read as a float where the standard decoder keeps it exact, or a string holding
-such digits. Either takes the standard decoder. (A translation and a substring search cost about
-4,500 instructions on a 190-byte body; `re.search(rb"[0-9]{19}")` about 29,000.)"""
+"""19 digits in a row (in a body's `_SHAPE`): a number that may not fit 64 bits, which orjson
+would read as a float where the standard decoder keeps it exact, or a string holding such digits.
+Either takes the standard decoder. (The translation, this search and `_MOST_OPENED`'s count cost
+about 5,500 instructions on a 190-byte body; `re.search(rb"[0-9]{19}")` alone about 29,000.)"""
+_MOST_OPENED = 512
+"""More objects and arrays than this (a body's "{" and "[", strings' too) take the standard
+decoder: it refuses nesting a little below 1,000 levels, less the frames already on the stack,
+where orjson reads up to 1,024. Below this count no body nests deep enough for either to refuse."""
+_WRITE_OPTIONS = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+"""What orjson would write its own way, refused instead so that the standard encoder writes it as
+it always has: a subclass of `str`, `int`, `dict` or `list` (an `OrderedDict` in its own order,
+a class's own `items()`), a dataclass, a date or time (which it refuses)."""
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -169,9 +178,13 @@ _NOT_READ = object()
 def _read_fast(body: bytes) -> Any:
     """The value of a JSON object `body` as orjson reads it, where that is the standard decoder's
     value too (docs/decisions.md §191); `_NOT_READ` for a body that is not an object, that may hold
-    a number beyond 64 bits (`_LONG_RUN`), or that orjson refuses: the standard decoder reads those,
-    and says why it refuses, in the words it always has."""
-    if body[:1] != b"{" or _LONG_RUN in body.translate(_DIGITS_ONLY):
+    a number beyond 64 bits (`_LONG_RUN`), that opens more than `_MOST_OPENED` objects and arrays,
+    or that orjson refuses: the standard decoder reads those, and says why it refuses, in the
+    words it always has."""
+    if body[:1] != b"{":
+        return _NOT_READ
+    shape = body.translate(_SHAPE)
+    if _LONG_RUN in shape or shape.count(b"{") > _MOST_OPENED:
         return _NOT_READ
     try:
         return orjson.loads(body)
@@ -276,10 +289,10 @@ def dumps(message: dict[str, Any]) -> bytes:
     escape `\\ud800`, UTF-8 cannot carry it) are written as ASCII escapes instead.
 
     orjson writes what it can (docs/decisions.md §191); what it refuses (an integer beyond 64 bits,
-    a lone surrogate, a key that is not a string, nesting beyond its limit) the standard encoder
-    writes, as it always has."""
+    a lone surrogate, a key that is not a string, nesting beyond its limit, and what
+    `_WRITE_OPTIONS` keeps from it) the standard encoder writes, as it always has."""
     try:
-        return orjson.dumps(message)
+        return orjson.dumps(message, option=_WRITE_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError
         pass
     text = _COMPACT.encode(message)

@@ -156,3 +156,46 @@ def test_a_backends_answer_that_is_not_json_raises_what_json_loads_raises():
     with pytest.raises(json.JSONDecodeError) as raised:
         jsonrpc.loads(b'{"n":}')
     assert (raised.value.msg, raised.value.pos) == ("Expecting value", 5)
+
+
+def _nested_body(depth: int) -> bytes:
+    return b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":' + b"[" * depth + b"1" + b"]" * depth + b"}}"
+
+
+def test_a_body_nested_500_deep_reads_as_the_standard_decoder_reads_it():
+    body = _nested_body(500)
+    expected = _STANDARD.decode(body.decode())
+    assert jsonrpc.parse_json(body) == expected  # (a recursive `_same` would itself nest too deeply here)
+    assert jsonrpc.loads(body) == expected
+
+
+@pytest.mark.parametrize("depth", [1000, 1024])
+def test_a_body_nested_beyond_the_standard_decoders_reach_is_refused_as_it_always_was(depth):
+    # orjson reads up to 1,024 levels; the standard decoder refuses below 1,000 (less the stack).
+    body = _nested_body(depth)
+    with pytest.raises(McpError) as raised:
+        jsonrpc.parse_json(body)
+    assert (raised.value.code, raised.value.message) == (-32700, "Parse error: nested too deeply")
+    with pytest.raises(RecursionError):
+        jsonrpc.loads(body)
+
+
+def test_an_ordered_dict_is_written_in_its_own_order():
+    from collections import OrderedDict
+
+    ordered = OrderedDict(a=1, b=2, c=3)
+    ordered.move_to_end("a")
+    assert jsonrpc.dumps({"n": ordered}) == b'{"n":{"b":2,"c":3,"a":1}}'
+
+
+def test_a_value_the_standard_encoder_refuses_is_still_refused():
+    import dataclasses
+    import datetime
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    for value in (datetime.datetime(2026, 12, 7), Point(1)):
+        with pytest.raises(TypeError):
+            jsonrpc.dumps({"n": value})
