@@ -172,8 +172,11 @@ def _noted(request: web.Request, forward: Forward, response: web.StreamResponse,
     return response
 
 
-def _with_repairs(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    return lambda message: v2_repaired(rewrite(message))
+def _relabelled(message: dict[str, Any], raw: bytes, rewrite: Rewrite, v2: bool) -> dict[str, Any]:
+    """`message` (parsed from `raw`) with `rewrite` applied, and for a v2 backend the v2 repairs
+    where its bytes may need them (`may_need_v2_repair`), as for every relayed answer."""
+    message = rewrite(message)
+    return v2_repaired(message) if v2 and may_need_v2_repair(raw) else message
 
 
 async def _relay_http_error(upstream: aiohttp.ClientResponse, headers: dict[str, str], backend: str, forward: Forward,
@@ -241,9 +244,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
             message = jsonrpc.parse(raw).raw
         except McpError:
             return web.Response(body=raw, status=upstream.status, headers=headers)
-        message = rewrite(message)
-        if v2 and may_need_v2_repair(raw):
-            message = v2_repaired(message)
+        message = _relabelled(message, raw, rewrite, v2)
         name_from_result(headers, message)
         if tool_method:
             forward.seen = of_message(forward.method, message, v1=not forward.v2)  # type: ignore[arg-type]
@@ -258,7 +259,7 @@ async def _relay_rewritten(request: web.Request, upstream: aiohttp.ClientRespons
                 for event in parser.feed(chunk):
                     data = event.data.encode()
                     if not untouched(data):
-                        data = rewrite_data(data, _with_repairs(rewrite) if v2 and may_need_v2_repair(data) else rewrite)
+                        data = rewrite_data(data, functools.partial(_relabelled, raw=data, rewrite=rewrite, v2=v2))
                     await response.write(frame := _frame(event, data))
                     written.whole(frame)
         await response.write_eof()
