@@ -39,6 +39,7 @@ from .pairings import Relay, V2OverV1
 from .pairings.held import drain
 from .request_ids import REQUEST_ID_KEY, echo_request_id, with_request_id
 from .rollout import control, driver
+from .state.fleet_notes import notes_for
 from .state.health import store_not_ready
 from .state.opening import open_store, reach
 from .state.sqlite_store import SqliteTaskStore
@@ -214,6 +215,8 @@ async def _startup(app: web.Application) -> None:
     if isinstance(state.store, SqliteTaskStore) or (state.store is not None and state.store.shared):
         await reach(state.store)
         state.maintainer = asyncio.ensure_future(state.store.maintain())  # type: ignore[union-attr]
+    state.fleet.notes = notes_for(state.store)  # which backend's own task ids from before plain ids reach (decision 192)
+    await state.fleet.remember_plain_issuer()
     # Set up before the backends are probed: the figures' tables and modules are ready by then.
     state.lasting = _lasting(state)
     if state.lasting is not None:

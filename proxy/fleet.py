@@ -33,6 +33,7 @@ from .pairings.held import held_calls, held_home
 from .pairings.held_v1 import HeldSessions
 from .pairings.mrtr import ExchangeBook
 from .pairings.parts import MemberParts
+from .state.fleet_notes import FleetNotes, MemoryNotes
 from .state.store import TaskStateStore
 from .state.v1_tasks import V1Follower
 from .upstream.backend import Backend, UnsupportedBackend
@@ -141,26 +142,52 @@ class Fleet:
         """This process's last reloads, applied or refused (`proxy/reload.py`), oldest first: the status page's."""
         self.rollout: Any = None
         """The rollout's driver, which sets the weights of the backends it moves (`proxy/rollout/driver.py`)."""
+        self.plain_issuer: str | None = None
+        """The backend that handed out its own task ids to modern clients while it was the only one
+        (docs/decisions.md §192): it keeps getting the ids that do not unseal once there are several."""
+        self.notes: FleetNotes = MemoryNotes()
+        """Where `plain_issuer` lasts across restarts (`proxy/state/fleet_notes.py`; set by the application)."""
         self.arrange(self.members)
 
     def arrange(self, members: list[FleetMember]) -> None:
         """Make `members` the fleet, in this order (at start, and at a reload: `proxy/fleet_config.py`,
-        which keeps the same member objects for the backends that stay). The plain ids of before
-        (docs/decisions.md §83) go to the only backend, or to the one with `plain_ids = true`."""
+        which keeps the same member objects for the backends that stay). Ids that do not unseal
+        (docs/decisions.md §83, §192) go to `plain_owner`. The only backend relays modern task ids
+        as it gives them (`Relay.own_task_ids`) and becomes the `plain_issuer`."""
         self.members = list(members)
         self._by_name = {member.name: member for member in self.members}
         self._current = {member.name: self._current.get(member.name, 0) for member in self.members}
         self.multi = len(self.members) > 1
+        if not self.multi:
+            self.plain_issuer = self.members[0].name
         owner = self.plain_owner()
         for member in self.members:
             member.relay.plain_ids = member is owner
+            member.relay.own_task_ids = not self.multi and member.backend.connector.KNOWS_CALLERS
 
     def plain_owner(self) -> FleetMember | None:
-        """The backend a plain (unsealed) id from before belongs to (docs/decisions.md §83): the only
-        backend, or the one configured with `plain_ids = true`; None when there is neither."""
+        """The backend an id that does not unseal belongs to: the only backend; with several, the one
+        configured with `plain_ids = true` (ids an older proxy handed out, docs/decisions.md §83), else
+        the `plain_issuer` while it is configured (decision 192); None when there is none of these."""
         if len(self.members) == 1:
             return self.members[0]
-        return next((member for member in self.members if member.backend.config.plain_ids), None)
+        configured = next((member for member in self.members if member.backend.config.plain_ids), None)
+        return configured or (self._by_name.get(self.plain_issuer) if self.plain_issuer is not None else None)
+
+    async def remember_plain_issuer(self) -> None:
+        """Read the `plain_issuer` a fleet of one backend noted before (at start with several), or
+        note this one's (decision 192); then the relays' `plain_ids` again. A store that cannot be
+        read or written leaves it as it is (logged)."""
+        try:
+            if self.multi:
+                noted = await self.notes.plain_issuer()
+                if noted is not None and noted != self.plain_issuer:
+                    self.plain_issuer = noted
+                    self.arrange(self.members)
+            elif self.plain_issuer is not None and await self.notes.plain_issuer() != self.plain_issuer:
+                await self.notes.note_plain_issuer(self.plain_issuer)
+        except Exception as exc:  # the store is down: ids that do not unseal go where they went
+            log.warning("the backend that handed out plain task ids could not be read or noted in the store (%s)", exc)
 
     @classmethod
     def build(cls, settings: Settings, http: aiohttp.ClientSession, keyring: Keyring, metrics: Metrics,

@@ -153,6 +153,7 @@ async def reconfigure(fleet: Fleet, running: Settings, new: Settings, http: aioh
             changes.append(f"backend {upstream.name}: TLS files read again ({', '.join(files)})")
         by_name[upstream.name] = member
     fleet.arrange([by_name[upstream.name] for upstream in new.upstream])
+    await fleet.remember_plain_issuer()
     for member in removed:
         changes.append(f"backend {member.name} removed")
         abandoned = member.work.abandon(member.name)  # remove_with_work: its requests in flight are answered now

@@ -3,8 +3,9 @@ streams (and bodies of unknown or large size) as they arrive, a JSON answer of k
 write; nothing is parsed beyond what routing already read, except ids: a relayed session's id is
 sealed with the backend whatever the size of the fleet (docs/decisions.md §83), so the caller gives
 `session_id` (the upstream session a sealed `Mcp-Session-Id` names) and `seal_session` (for the id a
-backend hands out); modern task ids (and a session's from before decision 190) are sealed too, by
-`rewrite`, applied to every JSON-RPC message of the answer that may hold one, SSE event by event.
+backend hands out); modern task ids with several backends (decision 192), and a session's from
+before decision 190, are sealed too, by `rewrite`, applied to every JSON-RPC message of the answer
+that may hold one, SSE event by event.
 Beyond that, only answers that are not the usual 200 (an error status, an SSE answer for a client
 that takes only JSON) or that a v2 backend's need repairing are parsed (docs/decisions.md §36, §37).
 """
@@ -288,13 +289,12 @@ def _telling(sealer: Callable[[str], str] | None, tell: Callable[[str], None]) -
 class Relay:
     """The diagonal of the pairing table (docs/behaviour.md §3): a client of the backend's own
     dialect. On the modern wire a request is relayed with its routing headers; on the session wire
-    a relayed session's requests are. Ids are relabelled whatever the size of the fleet
-    (`translators.fleet_ids`, docs/decisions.md §83): task ids and `requestState`s sealed with the
-    backend toward the client and opened toward it, and a session id sealed with the backend's name,
-    so that they stay routable when backends are added or removed. `plain_ids` (set by the fleet:
-    the only backend, or the one configured with `plain_ids = true`): plain ids from before
-    (handed out unchanged by an older proxy) are still taken, passed on as they are and answered
-    as they are."""
+    a relayed session's requests are. Ids are relabelled (`translators.fleet_ids`, docs/decisions.md
+    §83) so that they stay routable when backends are added or removed: modern task ids and
+    `requestState`s sealed with the backend toward the client and opened toward it, unless
+    `own_task_ids` (the fleet's only backend, over HTTP: decision 192); a session id sealed with the
+    backend's name. `plain_ids` (set by the fleet: `Fleet.plain_owner`): ids that do not unseal
+    are taken, passed on as they are and answered as they are."""
 
     def __init__(self, parts: MemberParts):
         self.parts = parts
@@ -303,6 +303,7 @@ class Relay:
         self.keyring = parts.keyring
         self.backend = parts.backend
         self.plain_ids = False
+        self.own_task_ids = False  # set by the fleet: modern task ids and states pass as given (decision 192)
 
     async def modern(self, call: Call) -> web.StreamResponse:
         """Relay a checked modern call to this v2-modern backend, its answer back."""
@@ -311,10 +312,13 @@ class Relay:
         name = self.backend.name
         plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
         outbound = message.raw
+        opened = False  # a sealed id opened: the answer's are sealed, whatever `own_task_ids`
         if may_carry_ids(body):  # else no id to open: the client's bytes go as they came (decision 117)
             outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
                                       functools.partial(self._relayed_state, principal=principal))
-            body = jsonrpc.dumps(outbound)
+            opened = outbound.get("params") is not message.raw.get("params")  # `relabel` shares what it did not change
+            if opened:
+                body = jsonrpc.dumps(outbound)
         params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
         def seal_task(task: str) -> str:
@@ -328,8 +332,8 @@ class Relay:
         if name_value is not None:
             routing[H_NAME] = encode_header_value(name_value)
         answer_id = message.id if message.kind == "request" else None
-        forward = Forward(self.wanted, routing, rewrite=rewrite, method=message.method, request_id=answer_id, v2=True, modern=True,
-                          parsed=outbound)
+        forward = Forward(self.wanted, routing, rewrite=rewrite if opened or not self.own_task_ids else None, method=message.method,
+                          request_id=answer_id, v2=True, modern=True, parsed=outbound)
         response = await relay(request, self.backend.connector, body, forward)
         call.seen = forward.seen
         return response
@@ -340,11 +344,10 @@ class Relay:
         upgraded), is unknown here: -32602. An id that does not unseal is a plain id from before
         (docs/decisions.md §83) when this backend takes them (`plain_ids`): passed on unchanged and
         added to `plain`; otherwise -32602 "Unknown task"."""
-        try:
-            ref = self.keyring.unseal_task_id(task_id, principal)
-        except McpError:
+        ref = self.keyring.opened_task_id(task_id, principal)  # no exception made for a plain id, the usual one alone
+        if ref is None:
             if not self.plain_ids:
-                raise
+                self.keyring.unseal_task_id(task_id, principal)  # raises its "Unknown task"
             if plain is not None:
                 plain.add(task_id)
             return task_id

@@ -58,7 +58,8 @@ async def _modern_client(http: aiohttp.ClientSession, url: str, tally: Tally, n:
         if task_id is None:
             tally.errors.append(f"modern client {n}: {created.body}")
             return
-        backend = KEYRING.unseal_task_id(task_id, ANONYMOUS).backend
+        sealed = KEYRING.opened_task_id(task_id, ANONYMOUS)
+        backend = sealed.backend if sealed is not None else "new"  # relayed by new alone: its own id (decision 192)
         waiting = await caller.poll(task_id, until=("input_required", "completed", "failed", "cancelled"), timeout=WAIT_S)
         if waiting["status"] != "input_required":
             tally.errors.append(f"modern client {n} on {backend}: {waiting}")

@@ -106,7 +106,8 @@ async def test_a_modern_relay_keeps_its_tasks_from_one_backend_to_two_and_back(
     async with running_proxy("", tmp_path, upstream=[b]) as proxy, aiohttp.ClientSession() as http:
         modern = Caller(http, proxy.url)
         before = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "b1"}})).result
-        assert _backend(before["taskId"]) == "b"  # relayed with one backend, sealed all the same (§83)
+        # relayed with one backend: its own id (43 characters from FastMCP 4), not sealed (decision 192)
+        assert (len(before["taskId"]), KEYRING.opened_task_id(before["taskId"], ANONYMOUS)) == (43, None)
         await proxy.reload(_settings(tmp_path, b, a))
         assert (await modern.poll(before["taskId"]))["result"]["content"][0]["text"] == "computed b1"
         during = (await modern.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "b2"}})).result
@@ -180,12 +181,14 @@ async def test_a_reload_that_cannot_be_applied_changes_nothing(reference_v1_serv
         assert await _computed(client, task) == "computed still"
 
 
-async def test_plain_ids_from_before_reach_their_backend_alone_or_named_by_plain_ids(
+async def test_plain_ids_reach_their_backend_alone_named_by_plain_ids_or_noted_as_their_issuer(
     reference_v2_server, reference_v1_server, tmp_path
 ):
-    """An id an earlier version relayed unsealed (the backend's own: here taken from the backend
-    directly) goes to the only backend, then to the one with plain_ids = true, and is answered
-    unchanged; without such a backend it is "Unknown task" (docs/decisions.md §83)."""
+    """An id that does not unseal (the backend's own, here taken from the backend directly: what the
+    proxy relays while b is its only backend, docs/decisions.md §192) goes to the only backend;
+    with several, to the one with plain_ids = true, else to b, noted in the state as the backend
+    that handed out plain ids, also after a restart on that state. A proxy with no such note nor
+    plain_ids refuses it: "Unknown task" (docs/decisions.md §83)."""
     b = {"name": "b", "url": reference_v2_server.url}
     a = {"name": "a", "url": reference_v1_server.url}
     async with running_proxy("", tmp_path, upstream=[b]) as proxy, aiohttp.ClientSession() as http:
@@ -204,7 +207,11 @@ async def test_plain_ids_from_before_reach_their_backend_alone_or_named_by_plain
         await proxy.reload(_settings(tmp_path, {**b, "plain_ids": True}, a))
         assert (await modern.call("tasks/get", {"taskId": plain})).result["taskId"] == plain
         await proxy.reload(_settings(tmp_path, b, a))
-        refused = await modern.call("tasks/get", {"taskId": plain})
+        assert (await modern.call("tasks/get", {"taskId": plain})).result["taskId"] == plain
+    async with running_proxy("", tmp_path, upstream=[b, a]) as proxy, aiohttp.ClientSession() as http:
+        assert (await Caller(http, proxy.url).call("tasks/get", {"taskId": plain})).result["taskId"] == plain
+    async with running_proxy("", tmp_path / "other", upstream=[b, a]) as proxy, aiohttp.ClientSession() as http:
+        refused = await Caller(http, proxy.url).call("tasks/get", {"taskId": plain})
         assert refused.error == {"code": -32602, "message": f"{UNKNOWN_TASK}: {NOT_ISSUED}"}
 
 

@@ -101,7 +101,7 @@ async def test_a_relayed_client_sees_the_task_status_under_the_extension_s_name(
         {"jsonrpc": "2.0", "method": "notifications/tasks", "params": {"_meta": {SUB: listen_id}, **DONE, "taskId": task_id}},
         {"jsonrpc": "2.0", "id": listen_id, "result": {"resultType": "complete", "_meta": {SUB: listen_id}}},
     ]  # fmt: skip
-    assert task_id != "t-1"
+    assert task_id == "t-1"  # the backend's own id, relayed as it gave it (docs/decisions.md §192)
 
 
 def test_either_name_is_renamed_to_the_extension_s_and_nothing_else_changes():
