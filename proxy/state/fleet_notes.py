@@ -74,13 +74,6 @@ class RedisNotes:
 
 def notes_for(store: Any) -> FleetNotes:
     """The fleet's notes beside the task state store `store` (None or memory: in this process)."""
-    from .sqlite_store import SqliteTaskStore
+    from .opening import beside
 
-    if isinstance(store, SqliteTaskStore):
-        return SqliteNotes(lambda: store.db)
-    redis = getattr(store, "redis", None)
-    if store is not None and getattr(store, "shared", False) and redis is not None:
-        from .redis_store import PREFIX
-
-        return RedisNotes(redis, PREFIX)
-    return MemoryNotes()
+    return beside(store, SqliteNotes, RedisNotes, MemoryNotes)

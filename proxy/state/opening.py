@@ -4,13 +4,32 @@ application's: `proxy/app.py`)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..config import ConfigError, Settings
 from .health import StoreUnreachable
 from .sqlite_faults import StoreDamaged, StoreInUse, StoreTooNew
 from .sqlite_store import SqliteTaskStore, inspect_read_only
 from .store import TaskStateStore
+
+T = TypeVar("T")
+
+
+def beside(store: Any, sqlite: Callable[[Callable[[], sqlite3.Connection]], T], redis: Callable[[Any, str], T],
+           memory: Callable[[], T]) -> T:
+    """What keeps a record beside the task state store `store` (the rollout's, the fleet's notes):
+    `sqlite(db)` in a SQLite store's file (`db()`: its connection, also after a spill into memory),
+    `redis(client, key prefix)` in a shared Redis store, else `memory()` (None, or the memory store)."""
+    if isinstance(store, SqliteTaskStore):
+        return sqlite(lambda: store.db)
+    client = getattr(store, "redis", None)
+    if store is not None and getattr(store, "shared", False) and client is not None:
+        from .redis_store import PREFIX
+
+        return redis(client, PREFIX)
+    return memory()
 
 
 def sqlite_path(settings: Settings) -> Path:

@@ -149,13 +149,6 @@ class RedisRollouts:
 
 def rollouts_for(store: Any) -> RolloutStore:
     """The rollout store beside the task state store `store` (None: in memory)."""
-    from .sqlite_store import SqliteTaskStore
+    from .opening import beside
 
-    if isinstance(store, SqliteTaskStore):
-        return SqliteRollouts(lambda: store.db)
-    redis = getattr(store, "redis", None)
-    if store is not None and getattr(store, "shared", False) and redis is not None:
-        from .redis_store import PREFIX
-
-        return RedisRollouts(redis, PREFIX)
-    return MemoryRollouts()
+    return beside(store, SqliteRollouts, RedisRollouts, MemoryRollouts)
