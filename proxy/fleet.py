@@ -158,21 +158,24 @@ class Fleet:
         self._by_name = {member.name: member for member in self.members}
         self._current = {member.name: self._current.get(member.name, 0) for member in self.members}
         self.multi = len(self.members) > 1
-        if not self.multi:
-            self.plain_issuer = self.members[0].name
+        if not self.multi and self.first.backend.connector.KNOWS_CALLERS:  # a stdio process's stay sealed
+            self.plain_issuer = self.first.name
         owner = self.plain_owner()
         for member in self.members:
             member.relay.plain_ids = member is owner
             member.relay.own_task_ids = not self.multi and member.backend.connector.KNOWS_CALLERS
 
-    def plain_owner(self) -> FleetMember | None:
+    def plain_owner(self, *, issued: bool = True) -> FleetMember | None:
         """The backend an id that does not unseal belongs to: the only backend; with several, the one
         configured with `plain_ids = true` (ids an older proxy handed out, docs/decisions.md §83), else
+        for a modern task id or `requestState` (`issued`; not a session id, which every relay seals)
         the `plain_issuer` while it is configured (decision 192); None when there is none of these."""
         if len(self.members) == 1:
             return self.members[0]
         configured = next((member for member in self.members if member.backend.config.plain_ids), None)
-        return configured or (self._by_name.get(self.plain_issuer) if self.plain_issuer is not None else None)
+        if configured is not None or not issued or self.plain_issuer is None:
+            return configured
+        return self._by_name.get(self.plain_issuer)
 
     async def remember_plain_issuer(self) -> None:
         """Read the `plain_issuer` a fleet of one backend noted before (at start with several), or

@@ -176,7 +176,7 @@ class Router:
         id too (`PLAIN_TASK_IDS`, decision 190)."""
         opened = self._opened_session(session_id, principal)
         if opened is None:
-            owner = self.fleet.plain_owner()
+            owner = self.fleet.plain_owner(issued=False)  # not the `plain_issuer`: no relay hands out plain session ids (decision 192)
             return None if owner is None else RelayedSession(owner, UpstreamSession(None, False))
         name, upstream_id, bound, plain_task_ids = opened
         member = self.fleet.get(name)

@@ -45,8 +45,10 @@ MAX_TASKS = 10_000
 REFUSALS = frozenset({PROXY_REFUSED, BACKEND_UNREACHABLE, AUTH_REQUIRED, STORE_UNREACHABLE, PROXY_ERROR, BACKEND_REMOVED})
 """Failure reasons of a call the backend never answered: its outcome is `refused`."""
 _ENDED = object()
-TaskKey = tuple[str | None, str]
-"""A task as its client knows it: (the client's `Mcp-Session-Id`, None on the modern wire; its task id)."""
+TaskKey = tuple[str | None, str | None, str]
+"""A task as its client knows it: (the client's `Mcp-Session-Id`, None on the modern wire; there its
+principal, since a modern task id may be the backend's own, which two callers may share
+(docs/decisions.md §192); its task id)."""
 
 
 class ToolTasks:
@@ -95,7 +97,7 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
         if end is None:
             if seen.task_id is not None and method == "tools/call":
                 name = message.params.get("name")
-                backend.metrics.tool_tasks.created((call.session_id, seen.task_id), name if name.__class__ is str else None, call.started)
+                backend.metrics.tool_tasks.created(task_key(call, seen.task_id), name if name.__class__ is str else None, call.started)
             return
     elif method != "tools/call":
         return  # a task's poll refused, or left: the task goes on
@@ -110,9 +112,15 @@ def record_tool(call: Call, outcome: Outcome, failure: Failure | None, client_di
         return
     task_id = message.params.get("taskId")
     if isinstance(task_id, str):
-        known = backend.metrics.tool_tasks.end((call.session_id, task_id))
+        known = backend.metrics.tool_tasks.end(task_key(call, task_id))
         if known is not None:
             backend.metrics.recorder.tool(backend, known[0], client_dialect, end, known[1])
 
 
-__all__ = ["MAX_TASKS", "ToolTasks", "record_tool"]
+def task_key(call: Call, task_id: str) -> TaskKey:
+    """`call`'s task `task_id` as `ToolTasks` knows it (`TaskKey`)."""
+    session = call.session_id
+    return (session, call.principal if session is None else None, task_id)
+
+
+__all__ = ["MAX_TASKS", "ToolTasks", "record_tool", "task_key"]

@@ -312,12 +312,11 @@ class Relay:
         name = self.backend.name
         plain: set[str] = set()  # plain ids of this request (docs/decisions.md §83): answered plain
         outbound = message.raw
-        opened = False  # a sealed id opened: the answer's are sealed, whatever `own_task_ids`
+        opened: list[str] = []  # the sealed ids opened: then the answer's are sealed, whatever `own_task_ids`
         if may_carry_ids(body):  # else no id to open: the client's bytes go as they came (decision 117)
-            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain),
-                                      functools.partial(self._relayed_state, principal=principal))
-            opened = outbound.get("params") is not message.raw.get("params")  # `relabel` shares what it did not change
-            if opened:
+            outbound = ids_to_backend(message.raw, functools.partial(self._relayed_task, principal=principal, plain=plain, opened=opened),
+                                      functools.partial(self._relayed_state, principal=principal, opened=opened))
+            if opened:  # else every id is plain: the client's bytes go as they came
                 body = jsonrpc.dumps(outbound)
         params = outbound.get("params") if isinstance(outbound.get("params"), dict) else {}
 
@@ -338,25 +337,25 @@ class Relay:
         call.seen = forward.seen
         return response
 
-    def _relayed_task(self, task_id: str, *, principal: str, plain: set[str] | None = None) -> str:
+    def _relayed_task(self, task_id: str, *, principal: str, plain: set[str], opened: list[str]) -> str:
         """The backend's own id inside a sealed id of a task relayed to this v2-modern backend.
         A task sealed for another backend, or created on a session (before this backend was
         upgraded), is unknown here: -32602. An id that does not unseal is a plain id from before
         (docs/decisions.md §83) when this backend takes them (`plain_ids`): passed on unchanged and
-        added to `plain`; otherwise -32602 "Unknown task"."""
+        added to `plain`; otherwise -32602 "Unknown task". An id opened is added to `opened`."""
         ref = self.keyring.opened_task_id(task_id, principal)  # no exception made for a plain id, the usual one alone
         if ref is None:
             if not self.plain_ids:
                 self.keyring.unseal_task_id(task_id, principal)  # raises its "Unknown task"
-            if plain is not None:
-                plain.add(task_id)
+            plain.add(task_id)
             return task_id
         if ref.backend != self.backend.name or ref.session:
             raise unknown_task(ELSEWHERE)
+        opened.append(task_id)
         return ref.task
 
-    def _relayed_state(self, token: str, *, principal: str) -> str:
-        """The backend's own `requestState` inside one the proxy wrapped. Raises `McpError(-32602)`."""
+    def _relayed_state(self, token: str, *, principal: str, opened: list[str]) -> str:
+        """The backend's own `requestState` inside one the proxy wrapped (added to `opened`). Raises `McpError(-32602)`."""
         try:
             backend, state = self.keyring.unseal(RELAY_STATE, token, principal)
         except ValueError:  # does not unseal, or not two fields
@@ -365,6 +364,7 @@ class Relay:
             raise McpError(INVALID_PARAMS, "Invalid requestState") from None
         if backend != self.backend.name:
             raise McpError(INVALID_PARAMS, "Invalid requestState")
+        opened.append(token)
         return state
 
     def session_body(self, message: jsonrpc.Message, body: bytes, upstream: UpstreamSession) -> bytes:

@@ -68,6 +68,7 @@ async def test_a_fleet_of_one_notes_its_backend_and_a_fleet_of_several_sends_pla
         assert restarted.plain_owner() is None
         await restarted.remember_plain_issuer()
         assert (restarted.plain_issuer, restarted.plain_owner().name) == ("a", "a")
+        assert restarted.plain_owner(issued=False) is None  # a session id that does not unseal: no such session
         assert [m.relay.plain_ids for m in restarted.members] == [False, True]
         configured = _fleet(http, _http("b", plain_ids=True), _http("a"))
         configured.notes = notes
@@ -82,10 +83,11 @@ async def test_a_fleet_of_one_notes_its_backend_and_a_fleet_of_several_sends_pla
 
 
 async def test_a_stdio_backend_alone_keeps_sealing_its_task_ids(tmp_path):
-    """A stdio process sees no caller's credentials: its task ids stay sealed for the principal (decision 138)."""
+    """A stdio process sees no caller's credentials: its task ids stay sealed for the principal
+    (decision 138), and it is not noted as handing out plain ones."""
     async with aiohttp.ClientSession() as http:
         fleet = _fleet(http, {"name": "s", "command": ["true"]})
-        assert (fleet.plain_issuer, fleet.first.relay.own_task_ids) == ("s", False)
+        assert (fleet.plain_issuer, fleet.first.relay.own_task_ids) == (None, False)
         await fleet.close()
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from aiohttp.test_utils import make_mocked_request
+
+from proxy.faces.call import Call
 from proxy.observe.figures import TOOL_MS, TOOLS, Figures, latency_bucket
 from proxy.observe.tool_verdicts import tool_rows, z_score
-from proxy.observe.tools import ToolTasks
+from proxy.observe.tools import ToolTasks, task_key
 
 NOW_MS = 1_000 * 60_000
 
@@ -123,3 +126,18 @@ def test_two_sessions_tasks_of_the_same_id_are_two_tasks() -> None:
         ("lookup", 5.0),
         None,
     ]
+
+
+def test_two_callers_modern_tasks_of_the_same_id_are_two_tasks() -> None:
+    """A modern client of one backend gets the backend's own task ids (decision 192): two callers
+    may be given the same one, and each task ends under its own tool, keyed with the caller's principal."""
+    calls = []
+    for session, principal in ((None, "alice"), (None, "bob"), ("s-1", "alice")):
+        call = Call(make_mocked_request("POST", "/mcp", headers={"Mcp-Session-Id": session} if session else {}), None)
+        call.principal = principal
+        calls.append(call)
+    assert [task_key(call, "t-1") for call in calls] == [(None, "alice", "t-1"), (None, "bob", "t-1"), ("s-1", None, "t-1")]
+    tasks = ToolTasks()
+    tasks.created(task_key(calls[0], "t-1"), "lookup", 5.0)
+    tasks.created(task_key(calls[1], "t-1"), "failing_job", 6.0)
+    assert [tasks.end(task_key(calls[1], "t-1")), tasks.end(task_key(calls[0], "t-1"))] == [("failing_job", 6.0), ("lookup", 5.0)]

@@ -52,3 +52,21 @@ async def test_an_id_sealed_while_there_were_several_backends_is_opened_and_answ
             "code": -32602,
             "message": f"{UNKNOWN_TASK}: the backend that held it, 'gone', {NO_LONGER_CONFIGURED}",
         }
+
+
+async def test_a_plain_id_in_a_request_s_meta_leaves_the_answer_the_backend_s_own(reference_v2_server, tmp_path):
+    """A related-task `_meta` naming the backend's own id opens nothing: the request goes as the
+    client wrote it and the new task's id comes back as the backend gave it."""
+    async with running_proxy(reference_v2_server.url, tmp_path) as proxy, aiohttp.ClientSession() as http:
+        proxied = Caller(http, proxy.url)
+        first = (await proxied.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "one"}})).result
+        body = proxied.body("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": "two"}})
+        body["params"]["_meta"]["io.modelcontextprotocol/related-task"] = {"taskId": first["taskId"]}
+        headers = {**proxied.headers("tools/call"), "Content-Type": "application/json", "Mcp-Name": "slow_compute"}
+        second = (await proxied.raw(json.dumps(body), headers)).body["result"]
+        assert (second["resultType"], len(second["taskId"]), Keyring(TEST_KEY).opened_task_id(second["taskId"], ANONYMOUS)) == (
+            "task",
+            43,
+            None,
+        )
+        assert (await proxied.poll(second["taskId"]))["result"]["content"] == [{"type": "text", "text": "computed two"}]
