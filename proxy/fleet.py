@@ -314,7 +314,10 @@ class Fleet:
         timeout_s = health_timeout_s(interval_s)
         while True:
             await asyncio.sleep(interval_s)
-            await asyncio.gather(*(member.backend.check_health(timeout_s) for member in self.members))
+            if self.multi:
+                await asyncio.gather(*(member.backend.check_health(timeout_s) for member in self.members))
+            else:  # one backend: no task and gathering future a second (docs/performance.md "Issue 45, ninth")
+                await self.first.backend.check_health(timeout_s)
 
     async def close(self) -> None:
         for member in self.members:

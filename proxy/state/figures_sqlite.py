@@ -62,6 +62,8 @@ class SqliteFigures:
     thread without suspending (a flush: one transaction, about a millisecond for a busy second)."""
 
     shared = False
+    suspends = False
+    """`add` runs to its end without waiting (no `await` in it), so a flush needs no shield from cancellation."""
 
     def __init__(self, db: Callable[[], sqlite3.Connection]):
         self._db = db
