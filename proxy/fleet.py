@@ -147,6 +147,8 @@ class Fleet:
         (docs/decisions.md §192): it keeps getting the ids that do not unseal once there are several."""
         self.notes: FleetNotes = MemoryNotes()
         """Where `plain_issuer` lasts across restarts (`proxy/state/fleet_notes.py`; set by the application)."""
+        self._note_read_at = -NOTE_RETRY_S
+        self._note_reading: asyncio.Future[None] | None = None
         self.arrange(self.members)
 
     def arrange(self, members: list[FleetMember]) -> None:
@@ -191,6 +193,19 @@ class Fleet:
                 await self.notes.note_plain_issuer(self.plain_issuer)
         except Exception as exc:  # the store is down: ids that do not unseal go where they went
             log.warning("the backend that handed out plain task ids could not be read or noted in the store (%s)", exc)
+
+    def plain_missed(self) -> asyncio.Future[None] | None:
+        """A modern id that does not unseal found no `plain_owner` among several backends (and was
+        refused): read a shared note again (Redis), at most every `NOTE_RETRY_S`, in the background,
+        for a replica that started before another noted its backend or whose store did not answer
+        then (docs/decisions.md §192). The read under way, or None when none was started."""
+        now = time.monotonic()
+        if not (self.multi and self.notes.shared) or self._note_reading is not None or now - self._note_read_at < NOTE_RETRY_S:
+            return None
+        self._note_read_at = now
+        reading = self._note_reading = asyncio.ensure_future(self.remember_plain_issuer())
+        reading.add_done_callback(lambda _done: setattr(self, "_note_reading", None))
+        return reading
 
     @classmethod
     def build(cls, settings: Settings, http: aiohttp.ClientSession, keyring: Keyring, metrics: Metrics,
@@ -322,6 +337,10 @@ class Fleet:
     async def close(self) -> None:
         for member in self.members:
             await member.backend.close()
+
+
+NOTE_RETRY_S = 5.0
+"""How often at most an id without an owner makes the fleet read its note again (`Fleet.plain_missed`)."""
 
 
 def health_timeout_s(interval_s: float) -> float:

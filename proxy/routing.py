@@ -136,6 +136,8 @@ class Router:
         except McpError:
             owner = self.fleet.plain_owner()
             if owner is None or not isinstance(task_id, str):
+                if isinstance(task_id, str):
+                    self.fleet.plain_missed()  # a note another replica wrote since may name its owner
                 raise
             return owner.name
 
@@ -149,7 +151,12 @@ class Router:
             owner = self.fleet.plain_owner()
             if owner is not None and isinstance(token, str) and not self._seals_state(token, principal):
                 return owner.name  # a plain relayed state from before (docs/decisions.md §83)
-            held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend[, holder])
+            try:
+                held = self.keyring.unseal_request_state(token, principal, int(time.time() * 1000))  # (exchange, backend[, holder])
+            except McpError:
+                if owner is None and isinstance(token, str):
+                    self.fleet.plain_missed()  # a note another replica wrote since may name its owner
+                raise
             if len(held) not in self._state_fields:
                 raise McpError(INVALID_PARAMS, "Invalid requestState") from None
             return held[1]

@@ -19,6 +19,9 @@ PLAIN_ISSUER_KEY = "fleet:plain-issuer"
 
 
 class FleetNotes(Protocol):
+    shared: bool
+    """Whether other processes write the note too (Redis): then a miss is worth reading it again."""
+
     async def plain_issuer(self) -> str | None:
         """The backend noted as having handed out plain task ids, None when none was."""
 
@@ -28,6 +31,8 @@ class FleetNotes(Protocol):
 
 class MemoryNotes:
     """The note of a proxy with `store = "memory"` (or none): this process's."""
+
+    shared = False
 
     def __init__(self) -> None:
         self._issuer: str | None = None
@@ -41,6 +46,8 @@ class MemoryNotes:
 
 class SqliteNotes:
     """The note in the SQLite store's file (`db()`: its connection, also after a spill into memory)."""
+
+    shared = False
 
     def __init__(self, db: Callable[[], sqlite3.Connection]):
         self._db = db
@@ -59,6 +66,8 @@ class SqliteNotes:
 
 class RedisNotes:
     """The note in Redis (`redis`: the store's client; `prefix`: its key prefix), shared by every replica."""
+
+    shared = True
 
     def __init__(self, redis: Any, prefix: str):
         self._redis = redis

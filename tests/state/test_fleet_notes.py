@@ -11,10 +11,14 @@ from support import TEST_KEY
 from proxy.config import load
 from proxy.fleet import Fleet
 from proxy.metrics import Metrics
+from proxy.routing import Router
 from proxy.state.fleet_notes import MemoryNotes, RedisNotes, SqliteNotes, notes_for
 from proxy.state.redis_store import PREFIX, RedisTaskStore
 from proxy.state.sqlite_store import SqliteTaskStore
-from translators.sealing import Keyring
+from translators import jsonrpc
+from translators.envelope import ModernMeta
+from translators.errors import NOT_ISSUED, UNKNOWN_TASK, McpError
+from translators.sealing import ANONYMOUS, Keyring
 
 KEYRING = Keyring(TEST_KEY)
 
@@ -92,6 +96,8 @@ async def test_a_stdio_backend_alone_keeps_sealing_its_task_ids(tmp_path):
 
 
 class _Down:
+    shared = True
+
     async def plain_issuer(self) -> str | None:
         raise ConnectionError("store down")
 
@@ -111,3 +117,30 @@ async def test_a_store_that_does_not_answer_leaves_the_fleet_as_it_was(names, ca
             "the backend that handed out plain task ids could not be read or noted in the store (store down)"
         ]
         await fleet.close()
+
+
+async def test_a_replica_that_finds_no_owner_reads_the_shared_note_again(own_redis):
+    """A replica of several backends that started before another, alone, noted its backend refuses
+    that backend's plain ids until it reads the note again: at the first refusal, in the background,
+    at most every NOTE_RETRY_S (decision 192)."""
+    meta = ModernMeta("2026-07-28", {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    get = jsonrpc.parse(jsonrpc.dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "a-own-id"}}))
+    store = RedisTaskStore(own_redis.url, process="p")
+    async with aiohttp.ClientSession() as http:
+        several = _fleet(http, _http("b"), _http("a"))
+        several.notes = notes_for(store)
+        await several.remember_plain_issuer()
+        alone = _fleet(http, _http("a"))
+        alone.notes = notes_for(store)
+        await alone.remember_plain_issuer()  # noted after the other replica started
+        router = Router(several, KEYRING)
+        with pytest.raises(McpError) as refused:
+            router.modern(get, meta, ANONYMOUS)
+        assert refused.value.message == f"{UNKNOWN_TASK}: {NOT_ISSUED}"
+        reading = several._note_reading
+        assert reading is not None and several.plain_missed() is None  # one read at a time, then not again for a while
+        await reading
+        assert router.modern(get, meta, ANONYMOUS) == (several.named("a"), True)
+        for fleet in (several, alone):
+            await fleet.close()
+    await store.close()
