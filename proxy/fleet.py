@@ -160,12 +160,13 @@ class Fleet:
         self._by_name = {member.name: member for member in self.members}
         self._current = {member.name: self._current.get(member.name, 0) for member in self.members}
         self.multi = len(self.members) > 1
-        if not self.multi and self.first.backend.connector.KNOWS_CALLERS:  # a stdio process's stay sealed
+        lone_http = not self.multi and self.first.backend.connector.KNOWS_CALLERS  # a stdio process's stay sealed
+        if lone_http:
             self.plain_issuer = self.first.name
         owner = self.plain_owner()
         for member in self.members:
             member.relay.plain_ids = member is owner
-            member.relay.own_task_ids = not self.multi and member.backend.connector.KNOWS_CALLERS
+            member.relay.own_task_ids = lone_http
 
     def plain_owner(self, *, issued: bool = True) -> FleetMember | None:
         """The backend an id that does not unseal belongs to: the only backend; with several, the one

@@ -134,10 +134,11 @@ class Router:
         try:
             return self.keyring.unseal_task_id(task_id, principal).backend
         except McpError:
+            if not isinstance(task_id, str):
+                raise
             owner = self.fleet.plain_owner()
-            if owner is None or not isinstance(task_id, str):
-                if isinstance(task_id, str):
-                    self.fleet.plain_missed()  # a note another replica wrote since may name its owner
+            if owner is None:
+                self.fleet.plain_missed()  # a note another replica wrote since may name its owner
                 raise
             return owner.name
 

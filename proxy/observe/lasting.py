@@ -85,7 +85,7 @@ class Lasting:
         cancel the flush: what it took from the recorder reaches the store all the same."""
         if self.replica is None:
             return
-        if getattr(self.store, "suspends", True):
+        if self.store.suspends:
             await asyncio.shield(self._flush())
         else:  # nothing in it waits (the SQLite file): it cannot be cancelled halfway, and a task a second is saved
             await self._flush()

@@ -109,6 +109,8 @@ class RedisFigures:
     batch and tries again). `session_keep_s`: how long a relayed session's client is kept unused."""
 
     shared = True
+    suspends = True
+    """`add` waits on Redis: a flush is shielded, so that a cancelled caller does not cut it short."""
 
     def __init__(self, redis: aioredis.Redis, *, session_keep_s: float):
         self.redis = redis
